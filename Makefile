@@ -1,0 +1,33 @@
+# make run   : set up .venv and run the main job (a demo fleet healed live, then the game-day summary)
+# make test  : install what the tests need and run them
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test bench lint images clean install
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/healer demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	@for f in bench/*.py; do $(PY) $$f || exit 1; done
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check healer chaos tests bench
+
+images: $(STAMP)
+	$(PY) -m healer.fleet.images
+
+clean:
+	rm -rf $(VENV) build *.egg-info

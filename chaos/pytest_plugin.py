@@ -1,0 +1,1 @@
+"""pytest plugin: collects chaos/scenarios/*.yaml as game-day tests (filled in by the chaos work)."""

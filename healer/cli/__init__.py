@@ -1,0 +1,97 @@
+"""The `healer` command. Each area registers its commands from its own module.
+
+Errors: a HealerError (user mistake, bad input) prints one line on stderr and exits
+with its code (SPEC §5); click usage errors exit 64; anything else is an internal
+error (70), with the traceback only under --debug.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+try:  # typer >= 0.29 vendors click; its exceptions live there
+    from typer._click import exceptions as _cx
+except ImportError:  # pragma: no cover - older typer uses click itself
+    from click import exceptions as _cx
+import typer
+
+from healer import errors
+
+app = typer.Typer(
+    name="healer",
+    help="Self-healing supervisor for fleets of autonomous coding-agent loops.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+_state = {"debug": False}
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for internal errors."),
+) -> None:
+    _state["debug"] = debug or bool(os.environ.get("HEALER_DEBUG"))
+
+
+def _register() -> None:
+    from healer.cli import board, fleet, gameday, loop, misc, policy, repair, supervise
+
+    for mod in (misc, policy, board, loop, fleet, supervise, repair, gameday):
+        mod.register(app)
+
+
+_register()
+
+
+def err(line: str) -> None:
+    sys.stderr.write(line + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args or bool(os.environ.get("HEALER_DEBUG"))
+    try:
+        rv = app(args=args, prog_name="healer", standalone_mode=False)
+        return int(rv or 0)
+    except errors.InvalidInput as e:
+        for line in e.lines:
+            err(line)
+        return e.exit_code
+    except errors.HealerError as e:
+        err(f"healer: {e}")
+        if debug:
+            raise
+        return e.exit_code
+    except typer.Exit as e:
+        return e.exit_code
+    except typer.Abort:
+        err("healer: aborted")
+        return errors.STOPPED
+    except _cx.NoArgsIsHelpError as e:
+        e.show()
+        return errors.USAGE
+    except _cx.UsageError as e:
+        ctx = f" (see '{e.ctx.command_path} --help')" if e.ctx else ""
+        err(f"healer: {e.format_message()}{ctx}")
+        return errors.USAGE
+    except _cx.ClickException as e:
+        err(f"healer: {e.format_message()}")
+        return errors.USAGE
+    except KeyboardInterrupt:
+        err("healer: interrupted")
+        return errors.STOPPED
+    except BrokenPipeError:
+        return 0
+    except Exception as e:  # noqa: BLE001 - the last line of defence: one line, exit 70
+        if debug:
+            raise
+        err(f"healer: internal error: {type(e).__name__}: {e} (run with --debug for the traceback)")
+        return errors.INTERNAL
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""Helpers shared by the CLI modules: the fleet root, the store, output."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from healer.errors import UsageError
+
+console = Console()
+err_console = Console(stderr=True)
+
+RootOpt = typer.Option(None, "--root", "-C", help="Fleet root (default: $HEALER_ROOT or the nearest folder with .healer/).")
+JsonOpt = typer.Option(False, "--json", help="Print JSON instead of a table.")
+PolicyOpt = typer.Option(None, "--policy", "-p", help="Policy file (default: healer.yaml in the fleet root, else the embedded default).")
+
+
+def find_root(root: Path | None) -> Path:
+    if root is not None:
+        return root.resolve()
+    env = os.environ.get("HEALER_ROOT")
+    if env:
+        return Path(env).resolve()
+    here = Path.cwd().resolve()
+    for p in (here, *here.parents):
+        if (p / ".healer").is_dir():
+            return p
+    return here
+
+
+def require_fleet(root: Path | None) -> Path:
+    r = find_root(root)
+    if not (r / ".healer").is_dir():
+        raise UsageError(f"{r}: not a healer fleet (no .healer/); run 'healer init' first or pass --root")
+    return r
+
+
+def store_for(root: Path | None, clock=None):
+    from healer.store import open_store
+
+    return open_store(require_fleet(root), clock)
+
+
+def policy_for(root: Path, policy: Path | None):
+    from healer.policy import load_policy
+
+    if policy is not None:
+        return load_policy(policy)
+    local = root / "healer.yaml"
+    return load_policy(local if local.exists() else None)
+
+
+def print_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))

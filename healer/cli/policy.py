@@ -1,0 +1,76 @@
+"""CLI: healer policy validate|show|schema|import."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+import yaml
+
+from healer import errors
+from healer.cli.common import err_console
+
+policy_app = typer.Typer(help="Validate, show and convert loop policies.", no_args_is_help=True)
+
+
+@policy_app.command("validate")
+def validate(files: list[Path] = typer.Argument(..., help="Policy files to check.")) -> None:
+    """Exit 0 when every file is valid; 65 with one located line per problem otherwise."""
+    from healer.policy import load_policy
+
+    bad = 0
+    for f in files:
+        try:
+            load_policy(f)
+            typer.echo(f"{f}: ok")
+        except errors.InvalidInput as e:
+            bad += 1
+            for line in e.lines:
+                err_console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if bad:
+        raise typer.Exit(errors.INVALID_INPUT)
+
+
+@policy_app.command("show")
+def show(
+    file: Path = typer.Argument(None, help="Policy file (default: the embedded default)."),
+    as_json: bool = typer.Option(False, "--json", help="JSON instead of YAML."),
+) -> None:
+    """Print the effective policy, defaults filled in."""
+    from healer.policy import load_policy
+
+    data = load_policy(file).model_dump(mode="json", by_alias=True)
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+    else:
+        typer.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=False).rstrip())
+
+
+@policy_app.command("schema")
+def schema() -> None:
+    """Print the policy JSON Schema (also committed as policies/schema.json)."""
+    from healer.policy.schema import json_schema
+
+    typer.echo(json.dumps(json_schema(), indent=2, sort_keys=True))
+
+
+@policy_app.command("import")
+def import_(
+    kind: str = typer.Argument(..., help="Source format: demerzel."),
+    file: Path = typer.Argument(..., help="The source policy file."),
+) -> None:
+    """Convert another project's loop policy into a healer policy (printed on stdout)."""
+    if kind != "demerzel":
+        raise errors.UsageError(f"unknown import format {kind!r}; known: demerzel")
+    from healer.policy.demerzel import convert
+
+    try:
+        raw = file.read_bytes()
+    except OSError as e:
+        raise errors.InvalidInput(f"{file}: cannot read: {e.strerror}") from None
+    typer.echo(convert(raw, str(file)), nl=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(policy_app, name="policy")

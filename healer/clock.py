@@ -1,0 +1,94 @@
+"""The one place that reads time.
+
+Every other module is handed a `Clock`. `SystemClock` reads the machine's clocks;
+`VirtualClock` is moved by hand (tests, simulation, replay), so hours of fleet life
+can pass in microseconds and every decision stays a pure function of `now`.
+A test (tests/test_clock_only.py) fails if another module reads time directly.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import threading
+import time as _time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Wall-clock time, seconds since the epoch (what the store records)."""
+
+    def monotonic(self) -> float:
+        """A clock that never goes back, for deadlines."""
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def now(self) -> float:
+        return _time.time()
+
+    def monotonic(self) -> float:
+        return _time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            _time.sleep(seconds)
+
+
+class VirtualClock:
+    """A clock that only moves when told to. `sleep` advances it instantly."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self._t = float(start)
+        self._mono = 0.0
+        self._lock = threading.Lock()
+
+    def now(self) -> float:
+        return self._t
+
+    def monotonic(self) -> float:
+        return self._mono
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("a virtual clock only moves forward; use jump() for a wall-clock jump")
+        with self._lock:
+            self._t += seconds
+            self._mono += seconds
+
+    def jump(self, seconds: float) -> None:
+        """Move wall time only (NTP step, suspended VM); monotonic time is unaffected."""
+        with self._lock:
+            self._t += seconds
+
+    def set(self, t: float) -> None:
+        with self._lock:
+            if t > self._t:
+                self._mono += t - self._t
+            self._t = float(t)
+
+
+def iso(t: float) -> str:
+    """Render an epoch time as ISO 8601 UTC (for humans and reports)."""
+    return _dt.datetime.fromtimestamp(t, tz=_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def stamp(t: float) -> str:
+    """A filesystem-safe UTC timestamp, sortable (e.g. quarantine folders)."""
+    return _dt.datetime.fromtimestamp(t, tz=_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+
+
+def day_of(t: float) -> str:
+    """The UTC calendar day of an epoch time (daily caps)."""
+    return _dt.datetime.fromtimestamp(t, tz=_dt.timezone.utc).strftime("%Y-%m-%d")
+
+
+_default: Clock = SystemClock()
+
+
+def system() -> Clock:
+    return _default

@@ -1,0 +1,43 @@
+"""Exit codes (SPEC §5) and the errors that carry them.
+
+A `HealerError` is a user-facing problem: the CLI prints its message as one line on
+stderr and exits with its code, never a traceback (unless --debug).
+"""
+
+from __future__ import annotations
+
+OK = 0
+FAILED = 1  # a game day whose expectations did not all hold
+BUDGET_EXHAUSTED = 2
+STALLED = 3
+STOPPED = 4
+USAGE = 64
+INVALID_INPUT = 65
+INTERNAL = 70
+
+
+class HealerError(Exception):
+    exit_code = INTERNAL
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class UsageError(HealerError):
+    exit_code = USAGE
+
+
+class InvalidInput(HealerError):
+    """Bad policy, scenario, runbook or data: exit 65. May carry several located lines."""
+
+    exit_code = INVALID_INPUT
+
+    def __init__(self, message: str, lines: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.lines = lines or [message]
+
+
+class NotFound(HealerError):
+    exit_code = USAGE

@@ -1,0 +1,131 @@
+"""Named failpoints: places in the shell where a game day can kill or break healer.
+
+    HEALER_FAILPOINTS="remedy.after_intent=kill@2;loop.before_gates=raise;x=sleep(200)"
+
+Actions: `kill` (SIGKILL this process), `raise` (raise FailpointError), `sleep(MS)`,
+`stop` (SIGSTOP this process), `exit(CODE)`. `@N` fires at the Nth hit only (1-based);
+without it, every hit fires. Unset, a hit is one dict lookup.
+
+Modules declare their points at import time with `declare(name, where)`; `healer
+failpoints` imports every module and lists them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+import signal
+import threading
+from dataclasses import dataclass
+
+ENV = "HEALER_FAILPOINTS"
+
+
+class FailpointError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Declared:
+    name: str
+    where: str
+    module: str
+    line: int
+
+
+_registry: dict[str, Declared] = {}
+_hits: dict[str, int] = {}
+_lock = threading.Lock()
+_spec_cache: tuple[str, dict[str, tuple[str, str, int | None]]] | None = None
+_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
+_ITEM = re.compile(r"^\s*([a-z0-9_.]+)\s*=\s*([a-z]+)(?:\(([^)]*)\))?(?:@(\d+))?\s*$")
+
+
+def declare(name: str, where: str) -> str:
+    """Register a failpoint; returns its name so callers can keep it as a constant."""
+    if not _NAME.match(name):
+        raise ValueError(f"failpoint name {name!r} must be dotted lower-case, e.g. remedy.after_intent")
+    frame = inspect.stack()[1]
+    _registry.setdefault(name, Declared(name, where, frame.frame.f_globals.get("__name__", "?"), frame.lineno))
+    return name
+
+
+def registry() -> list[Declared]:
+    return sorted(_registry.values(), key=lambda d: d.name)
+
+
+def parse_spec(text: str) -> dict[str, tuple[str, str, int | None]]:
+    """name -> (action, argument, nth). Raises ValueError naming the bad item."""
+    out: dict[str, tuple[str, str, int | None]] = {}
+    for raw in text.split(";"):
+        if not raw.strip():
+            continue
+        m = _ITEM.match(raw)
+        if not m:
+            raise ValueError(f"{ENV}: cannot read {raw.strip()!r}; expected name=action[(arg)][@N]")
+        name, action, arg, nth = m.groups()
+        if action not in {"kill", "raise", "sleep", "stop", "exit", "off"}:
+            raise ValueError(f"{ENV}: unknown action {action!r} for {name}; expected kill, raise, sleep(MS), stop, exit(CODE), off")
+        out[name] = (action, arg or "", int(nth) if nth else None)
+    return out
+
+
+def _active() -> dict[str, tuple[str, str, int | None]]:
+    global _spec_cache
+    text = os.environ.get(ENV, "")
+    if not text:
+        return {}
+    if _spec_cache is None or _spec_cache[0] != text:
+        _spec_cache = (text, parse_spec(text))
+    return _spec_cache[1]
+
+
+def hit(name: str) -> None:
+    """Mark that execution passed `name`; act if HEALER_FAILPOINTS says so."""
+    if ENV not in os.environ:
+        return
+    spec = _active().get(name)
+    if spec is None:
+        return
+    with _lock:
+        _hits[name] = n = _hits.get(name, 0) + 1
+    action, arg, nth = spec
+    if nth is not None and n != nth:
+        return
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif action == "stop":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    elif action == "raise":
+        raise FailpointError(f"failpoint {name} fired (hit {n})")
+    elif action == "sleep":
+        from healer.clock import system
+
+        system().sleep(float(arg or "1000") / 1000.0)
+    elif action == "exit":
+        os._exit(int(arg or "1"))
+
+
+def reset() -> None:
+    global _spec_cache
+    with _lock:
+        _hits.clear()
+        _spec_cache = None
+
+
+def load_all() -> None:
+    """Import every healer and chaos module so that all declarations are registered."""
+    import importlib
+    import pkgutil
+
+    for pkg_name in ("healer", "chaos"):
+        try:
+            pkg = importlib.import_module(pkg_name)
+        except ImportError:
+            continue
+        for info in pkgutil.walk_packages(pkg.__path__, pkg_name + "."):
+            try:
+                importlib.import_module(info.name)
+            except Exception:  # noqa: BLE001 - an optional module (docker...) may not import here
+                continue

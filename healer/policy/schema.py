@@ -1,0 +1,306 @@
+"""The policy schema (SPEC §4) with the field defaults of SPEC §10.
+
+Every number here is a default, overridable per policy. Unknown keys are errors.
+Durations are written as strings (`90s`, `30m`, `1h30m`) and held as seconds.
+`policies/schema.json` is generated from these models (`healer policy schema`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+    model_validator,
+)
+
+from healer import durations
+
+HARD_MAX_ITERATIONS = 1000  # no policy may raise absolute_max above this
+
+Duration = Annotated[
+    float,
+    BeforeValidator(durations.parse),
+    PlainSerializer(durations.format, return_type=str),
+    WithJsonSchema({"type": "string", "pattern": durations.PATTERN, "examples": ["90s", "30m", "1h30m"]}),
+]
+PosInt = Annotated[int, Field(ge=1)]
+NonNegInt = Annotated[int, Field(ge=0)]
+
+ACTIONS = (
+    "close_dead_ticket",
+    "drop_label",
+    "requeue_ticket",
+    "quarantine_file",
+    "remove_worktree",
+    "resume_agent",
+    "stop_agent",
+    "escalate",
+    "pause_dispatch",
+    "resume_dispatch",
+    "notify",
+)
+Action = Literal[
+    "close_dead_ticket",
+    "drop_label",
+    "requeue_ticket",
+    "quarantine_file",
+    "remove_worktree",
+    "resume_agent",
+    "stop_agent",
+    "escalate",
+    "pause_dispatch",
+    "resume_dispatch",
+    "notify",
+]
+
+FINDINGS = (
+    "agent_dead",
+    "agent_idle",
+    "agent_stuck",
+    "frozen_in_progress",
+    "stale_label",
+    "orphan_worktree",
+    "unknown_file",
+    "zombie_ticket",
+    "wait_cycle",
+    "same_commit_repush",
+    "dispatch_frozen",
+    "pool_saturated",
+    "no_closes",
+    "main_red",
+    "supervisor_silent",
+)
+FindingKind = Literal[
+    "agent_dead",
+    "agent_idle",
+    "agent_stuck",
+    "frozen_in_progress",
+    "stale_label",
+    "orphan_worktree",
+    "unknown_file",
+    "zombie_ticket",
+    "wait_cycle",
+    "same_commit_repush",
+    "dispatch_frozen",
+    "pool_saturated",
+    "no_closes",
+    "main_red",
+    "supervisor_silent",
+]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class Stall(Strict):
+    same_state: PosInt = Field(2, description="iterations with an unchanged state hash before 'stalled'")
+    same_failure: PosInt = Field(3, description="iterations with the same failure signature before 'stalled'")
+    duplicate_output: Literal["flag", "stop"] = Field("flag", description="an agent output seen before: flag it, or stop")
+
+
+class Memory(Strict):
+    progress_lines: PosInt = Field(60, description="lines of progress.md given to the agent")
+    gate_log_lines: PosInt = Field(80, description="lines of the previous gate log given to the agent")
+
+
+class Agent(Strict):
+    preset: Literal["command", "claude", "codex"] = "command"
+    command: list[str] = Field(default_factory=list, description="argv; {prompt_file} {workdir} {iteration}; never a shell")
+    model: str | None = None
+    max_turns: PosInt | None = None
+    extra_args: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _command_needed(self) -> Agent:
+        if self.preset == "command" and not self.command:
+            # allowed at schema level: `--agent-cmd` on the CLI may supply it
+            pass
+        return self
+
+
+class Gate(Strict):
+    name: str = Field(min_length=1)
+    run: list[str] = Field(min_length=1, description="argv, run in the working tree; exit 0 = pass")
+    timeout: Duration = "10m"
+
+
+class Loop(Strict):
+    max_iterations: PosInt = Field(12, description="hard cap on iterations, never above absolute_max")
+    absolute_max: PosInt = Field(25, le=HARD_MAX_ITERATIONS, description="ceiling for max_iterations")
+    iteration_timeout: Duration = Field("20m", description="deadline around the whole iteration")
+    kill_grace: Duration = Field("10s", description="SIGTERM -> SIGKILL grace")
+    run_timeout: Duration | None = Field(None, description="wall-clock cap on the whole run (exit 2)")
+    max_iterations_per_day: PosInt = Field(100, description="daily cap across runs of this working tree")
+    stall: Stall = Field(default_factory=Stall)
+    memory: Memory = Field(default_factory=Memory)
+    checkpoint_every: PosInt = 1
+    protected_paths: list[str] = Field(default_factory=lambda: ["tests/"])
+    max_diff_lines: PosInt = 400
+    kill_switch: str = ".healer/STOP"
+    spend_cap_usd: Annotated[float, Field(gt=0)] | None = 5.0
+    agent: Agent = Field(default_factory=Agent)
+    gates: list[Gate] = Field(default_factory=list, description="cheapest first; exit codes decide")
+
+    @model_validator(mode="after")
+    def _caps(self) -> Loop:
+        if self.max_iterations > self.absolute_max:
+            raise ValueError(
+                f"expected at most absolute_max ({self.absolute_max}, the maximum), "
+                f"got {self.max_iterations} @max_iterations"
+            )
+        return self
+
+
+class Retry(Strict):
+    max_launches: PosInt = Field(5, description="launches per ticket, resumes included")
+    backoff: list[Duration] = Field(default_factory=lambda: ["5m", "10m", "20m", "40m"])
+    resume_same_state_limit: PosInt = 3
+    rejected_proposal_replays: NonNegInt = 2
+    session_ttl: Duration = "24h"
+
+
+class Health(Strict):
+    agent_idle: Duration = "30m"
+    agent_stuck: Duration = "90m"
+    frozen_in_progress: Duration = "10m"
+    stale_labels: dict[str, Duration] = Field(default_factory=lambda: {"to-review": "2h"})
+    orphan_worktree: Duration = "30m"
+
+
+class Sentinels(Strict):
+    dispatch_frozen: Duration = "1h"
+    pool_saturated: Duration = "45m"
+    no_closes: Duration = "90m"
+    main_red: Duration = Field("0s", description="alarm once main has been red this long")
+    supervisor_silent: Duration = Field("5m", description="no supervisor tick for this long")
+    cooldown: Duration = Field("4h", description="one notification per key per window")
+
+
+class RateLimit(Strict):
+    count: PosInt
+    per: Duration
+
+
+def _default_rates() -> dict[str, RateLimit]:
+    return {a: RateLimit(count=100, per="1h") for a in ACTIONS}
+
+
+class Remediation(Strict):
+    allowed: list[Action] = Field(default_factory=lambda: list(ACTIONS), description="the whitelist in force")
+    max_actions_per_tick: PosInt = Field(20, description="blast radius of one tick")
+    rate_limits: dict[Action, RateLimit] = Field(default_factory=_default_rates)
+    quiet_period: Duration = Field("4h", description="per-ticket remediation lease shared by rules, repair agent and humans")
+    observe_only: bool = False
+
+
+class RepairAgentCommand(Strict):
+    preset: Literal["builtin", "claude", "codex", "command"] = "builtin"
+    command: list[str] = Field(default_factory=list)
+    max_turns: PosInt = 20
+    sandbox: Literal["none", "docker"] = "none"
+
+
+class RepairAgent(Strict):
+    enabled: bool = True
+    blocked_for: Duration = "3h"
+    min_signals: PosInt = 3
+    quiet_period: Duration = "4h"
+    max_runs_per_day: PosInt = 2
+    timeout: Duration = "15m"
+    max_tool_calls: PosInt = 20
+    agent: RepairAgentCommand = Field(default_factory=RepairAgentCommand)
+
+
+class Notifier(Strict):
+    kind: Literal["log", "jsonl", "webhook", "command"]
+    path: str | None = None
+    url: str | None = None
+    secret_env: str | None = Field(None, description="environment variable holding the webhook secret")
+    command: list[str] = Field(default_factory=list)
+    retries: NonNegInt = 3
+    timeout: Duration = "10s"
+
+    @model_validator(mode="after")
+    def _needs(self) -> Notifier:
+        need = {"jsonl": "path", "webhook": "url"}.get(self.kind)
+        if need and not getattr(self, need):
+            raise ValueError(f"a {self.kind} notifier needs '{need}'")
+        if self.kind == "command" and not self.command:
+            raise ValueError("a command notifier needs 'command'")
+        return self
+
+
+def _default_notifiers() -> list[Notifier]:
+    return [Notifier(kind="log"), Notifier(kind="jsonl", path=".healer/notifications.jsonl")]
+
+
+class Notify(Strict):
+    notifiers: list[Notifier] = Field(default_factory=_default_notifiers)
+
+
+class RuleLimits(Strict):
+    max_per_hour: PosInt | None = None
+    max_per_ticket: PosInt | None = None
+
+
+class Rule(Strict):
+    id: str = Field(min_length=1)
+    when: FindingKind
+    for_: Duration = Field("0s", alias="for", description="debounce: the finding must persist this long")
+    do: list[Action] = Field(min_length=1)
+    limits: RuleLimits = Field(default_factory=RuleLimits)
+    escalate_after: PosInt | None = Field(None, description="escalate after this many attempts on one subject")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=True)
+
+
+class Fleet(Strict):
+    pool_size: PosInt = Field(4, description="live agents at most")
+    main_branch: str = "main"
+    main_gates: list[Gate] = Field(default_factory=list, description="run on main; failing = red, pauses dispatch")
+    merge_gates: list[Gate] = Field(default_factory=list, description="run on the merge result of a proposal")
+    dispatch_tick: Duration = "30s"
+    heartbeat: Duration = "30s"
+    runtime: Literal["process", "container"] = "process"
+    image: str = "healer-python"
+
+
+class Supervisor(Strict):
+    tick: Duration = "30s"
+    lease_ttl: Duration = "90s"
+
+
+class Policy(Strict):
+    version: Literal[1] = 1
+    loop: Loop = Field(default_factory=Loop)
+    retry: Retry = Field(default_factory=Retry)
+    health: Health = Field(default_factory=Health)
+    sentinels: Sentinels = Field(default_factory=Sentinels)
+    remediation: Remediation = Field(default_factory=Remediation)
+    repair_agent: RepairAgent = Field(default_factory=RepairAgent)
+    notify: Notify = Field(default_factory=Notify)
+    rules: list[Rule] = Field(default_factory=list)
+    include_runbooks: list[str] = Field(default_factory=list, description="folders or files of runbooks to enforce")
+    fleet: Fleet = Field(default_factory=Fleet)
+    supervisor: Supervisor = Field(default_factory=Supervisor)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _runbooks_str(cls, data: object) -> object:
+        if isinstance(data, dict) and isinstance(data.get("include_runbooks"), str):
+            data = {**data, "include_runbooks": [data["include_runbooks"]]}
+        return data
+
+
+def json_schema() -> dict:
+    schema = Policy.model_json_schema(mode="validation")
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "healer policy"
+    return schema

@@ -1,0 +1,523 @@
+"""SQLite store (WAL). One connection per Store object; safe across processes.
+
+Writers take `BEGIN IMMEDIATE` so two processes never deadlock on an upgrade from
+read to write; `busy_timeout` plus a bounded retry keeps "database is locked" from
+ever reaching a caller under normal contention.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from healer import failpoints, lifecycle
+from healer.clock import Clock, system
+from healer.errors import HealerError, NotFound
+from healer.records import Agent, Attempt, Comment, Event, Intent, Lease, Proposal, Ticket, Worktree
+from healer.store.migrations import CURRENT, MIGRATIONS
+
+FP_TX_COMMIT = failpoints.declare("store.before_commit", "healer/store/sqlite.py: just before a write transaction commits")
+
+
+def _j(v: Any) -> str:
+    return json.dumps(v, sort_keys=True, separators=(",", ":"))
+
+
+def _placeholders(n: int) -> str:
+    return ",".join("?" * n)
+
+
+class SqliteStore:
+    def __init__(self, path: str | Path, clock: Clock | None = None, *, root: str | Path | None = None) -> None:
+        self.path = str(path)
+        self.root = str(root if root is not None else Path(path).resolve().parent.parent)
+        self.clock = clock or system()
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA busy_timeout=30000")
+        self._retry(lambda: self._db.execute("PRAGMA journal_mode=WAL"))
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=OFF")
+        self._migrate()
+
+    # -- plumbing ---------------------------------------------------------------
+    def _retry(self, fn, attempts: int = 50):
+        delay = 0.01
+        for i in range(attempts):
+            try:
+                return fn()
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e) or i == attempts - 1:
+                    raise
+                self.clock.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 0.5)
+        return None
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._retry(lambda: self._db.execute("BEGIN IMMEDIATE"))
+            try:
+                yield self._db
+                failpoints.hit(FP_TX_COMMIT)
+                self._retry(lambda: self._db.execute("COMMIT"))
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+
+    def _q(self, sql: str, args: Iterable[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._retry(lambda: self._db.execute(sql, tuple(args)).fetchall())
+
+    def version(self) -> int:
+        return self._db.execute("PRAGMA user_version").fetchone()[0]
+
+    def _migrate(self) -> None:
+        if self.version() >= CURRENT:
+            if self.version() > CURRENT:
+                raise HealerError(f"{self.path}: store schema version {self.version()} is newer than this healer ({CURRENT}); upgrade healer")
+            return
+        with self.tx() as db:
+            v = db.execute("PRAGMA user_version").fetchone()[0]
+            for n in range(v, CURRENT):
+                for stmt in MIGRATIONS[n].split(";"):
+                    if stmt.strip():
+                        db.execute(stmt)
+                db.execute(f"PRAGMA user_version={n + 1}")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def _event(self, db: sqlite3.Connection, kind: str, subject: str, payload: dict | None, at: float | None = None) -> int:
+        cur = db.execute(
+            "INSERT INTO events(at, kind, subject, payload) VALUES (?,?,?,?)",
+            (self.now() if at is None else at, kind, subject, _j(payload or {})),
+        )
+        return int(cur.lastrowid)
+
+    # -- events -----------------------------------------------------------------
+    def append(self, kind: str, subject: str = "", payload: dict[str, Any] | None = None, at: float | None = None) -> int:
+        with self.tx() as db:
+            return self._event(db, kind, subject, payload, at)
+
+    def events(self, *, after: int = 0, kinds: Iterable[str] | None = None, subject: str | None = None,
+               since: float | None = None, limit: int | None = None, prefix: str | None = None) -> list[Event]:
+        sql = "SELECT * FROM events WHERE id > ?"
+        args: list[Any] = [after]
+        if kinds is not None:
+            kinds = list(kinds)
+            sql += f" AND kind IN ({_placeholders(len(kinds))})"
+            args += kinds
+        if prefix is not None:
+            sql += " AND kind LIKE ?"
+            args.append(prefix + "%")
+        if subject is not None:
+            sql += " AND subject = ?"
+            args.append(subject)
+        if since is not None:
+            sql += " AND at >= ?"
+            args.append(since)
+        sql += " ORDER BY id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [Event(r["id"], r["at"], r["kind"], r["subject"], json.loads(r["payload"])) for r in self._q(sql, args)]
+
+    def tail(self, n: int = 50) -> list[Event]:
+        rows = self._q("SELECT * FROM events ORDER BY id DESC LIMIT ?", (n,))
+        return [Event(r["id"], r["at"], r["kind"], r["subject"], json.loads(r["payload"])) for r in reversed(rows)]
+
+    def follow(self, after: int = 0, poll: float = 0.5) -> Iterator[Event]:
+        while True:
+            batch = self.events(after=after, limit=500)
+            for e in batch:
+                after = e.id
+                yield e
+            if not batch:
+                self.clock.sleep(poll)
+
+    def last_event_id(self) -> int:
+        r = self._q("SELECT COALESCE(MAX(id), 0) AS m FROM events")
+        return int(r[0]["m"])
+
+    def count_events(self, kind: str, since: float | None = None, subject: str | None = None) -> int:
+        sql = "SELECT COUNT(*) AS n FROM events WHERE kind = ?"
+        args: list[Any] = [kind]
+        if since is not None:
+            sql += " AND at >= ?"
+            args.append(since)
+        if subject is not None:
+            sql += " AND subject = ?"
+            args.append(subject)
+        return int(self._q(sql, args)[0]["n"])
+
+    # -- tickets ----------------------------------------------------------------
+    def _ticket_from(self, r: sqlite3.Row, labels: dict[str, float]) -> Ticket:
+        return Ticket(
+            id=r["id"], title=r["title"], state=r["state"], priority=r["priority"], body=r["body"],
+            labels=labels, blocked_by=tuple(json.loads(r["blocked_by"])), created_at=r["created_at"],
+            updated_at=r["updated_at"], data=json.loads(r["data"]),
+        )
+
+    def _labels(self, ids: list[str] | None = None) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        rows = self._q("SELECT * FROM labels ORDER BY added_at")
+        for r in rows:
+            out.setdefault(r["ticket_id"], {})[r["label"]] = r["added_at"]
+        return out
+
+    def _next_id(self, db: sqlite3.Connection) -> str:
+        n = db.execute("SELECT COUNT(*) FROM tickets").fetchone()[0] + 1
+        while db.execute("SELECT 1 FROM tickets WHERE id=?", (f"T-{n}",)).fetchone():
+            n += 1
+        return f"T-{n}"
+
+    def add_ticket(self, title: str, *, id: str | None = None, body: str = "", priority: int = 2,
+                   blocked_by: Iterable[str] = (), labels: Iterable[str] = (), state: str = lifecycle.QUEUED,
+                   actor: str = "human", data: dict[str, Any] | None = None) -> Ticket:
+        if state not in lifecycle.STATES:
+            raise lifecycle.InvalidTransition(f"unknown state {state!r}; states are {', '.join(lifecycle.STATES)}")
+        now = self.now()
+        with self.tx() as db:
+            tid = id or self._next_id(db)
+            if db.execute("SELECT 1 FROM tickets WHERE id=?", (tid,)).fetchone():
+                raise HealerError(f"ticket {tid} already exists", 65)
+            db.execute(
+                "INSERT INTO tickets(id,title,body,state,priority,blocked_by,created_at,updated_at,data) VALUES (?,?,?,?,?,?,?,?,?)",
+                (tid, title, body, state, priority, _j(list(blocked_by)), now, now, _j(data or {})),
+            )
+            for lb in labels:
+                db.execute("INSERT OR IGNORE INTO labels VALUES (?,?,?)", (tid, lb, now))
+            self._event(db, "ticket.created", tid, {"title": title, "state": state, "priority": priority,
+                                                    "blocked_by": list(blocked_by), "labels": list(labels), "actor": actor})
+        return self.ticket(tid)
+
+    def ticket(self, id: str) -> Ticket:
+        rows = self._q("SELECT * FROM tickets WHERE id=?", (id,))
+        if not rows:
+            raise NotFound(f"no ticket {id!r}")
+        labels = {r["label"]: r["added_at"] for r in self._q("SELECT * FROM labels WHERE ticket_id=? ORDER BY added_at", (id,))}
+        return self._ticket_from(rows[0], labels)
+
+    def tickets(self, states: Iterable[str] | None = None) -> list[Ticket]:
+        sql, args = "SELECT * FROM tickets", []
+        if states is not None:
+            states = list(states)
+            sql += f" WHERE state IN ({_placeholders(len(states))})"
+            args = states
+        rows = self._q(sql + " ORDER BY priority, created_at, id", args)
+        labels = self._labels()
+        return [self._ticket_from(r, labels.get(r["id"], {})) for r in rows]
+
+    def move_ticket(self, id: str, to: str, *, actor: str, reason: str = "", expect: str | None = None) -> Ticket:
+        """Move along the lifecycle table. `expect` makes it a compare-and-set (fresh-state precondition)."""
+        with self.tx() as db:
+            r = db.execute("SELECT state FROM tickets WHERE id=?", (id,)).fetchone()
+            if r is None:
+                raise NotFound(f"no ticket {id!r}")
+            frm = r["state"]
+            if expect is not None and frm != expect:
+                raise lifecycle.InvalidTransition(f"{id}: expected state {expect}, found {frm}")
+            if frm == to:
+                return self.ticket(id)
+            ev = lifecycle.check(id, frm, to)
+            db.execute("UPDATE tickets SET state=?, updated_at=? WHERE id=?", (to, self.now(), id))
+            self._event(db, "ticket.moved", id, {"from": frm, "to": to, "event": ev, "actor": actor, "reason": reason})
+        return self.ticket(id)
+
+    def label(self, id: str, label: str, *, actor: str) -> bool:
+        with self.tx() as db:
+            if not db.execute("SELECT 1 FROM tickets WHERE id=?", (id,)).fetchone():
+                raise NotFound(f"no ticket {id!r}")
+            cur = db.execute("INSERT OR IGNORE INTO labels VALUES (?,?,?)", (id, label, self.now()))
+            if cur.rowcount:
+                db.execute("UPDATE tickets SET updated_at=? WHERE id=?", (self.now(), id))
+                self._event(db, "ticket.labeled", id, {"label": label, "actor": actor})
+            return bool(cur.rowcount)
+
+    def unlabel(self, id: str, label: str, *, actor: str) -> bool:
+        with self.tx() as db:
+            if not db.execute("SELECT 1 FROM tickets WHERE id=?", (id,)).fetchone():
+                raise NotFound(f"no ticket {id!r}")
+            cur = db.execute("DELETE FROM labels WHERE ticket_id=? AND label=?", (id, label))
+            if cur.rowcount:
+                db.execute("UPDATE tickets SET updated_at=? WHERE id=?", (self.now(), id))
+                self._event(db, "ticket.unlabeled", id, {"label": label, "actor": actor})
+            return bool(cur.rowcount)
+
+    def comment(self, id: str, body: str, *, author: str) -> Comment:
+        now = self.now()
+        with self.tx() as db:
+            if not db.execute("SELECT 1 FROM tickets WHERE id=?", (id,)).fetchone():
+                raise NotFound(f"no ticket {id!r}")
+            cur = db.execute("INSERT INTO comments(ticket_id, at, author, body) VALUES (?,?,?,?)", (id, now, author, body))
+            db.execute("UPDATE tickets SET updated_at=? WHERE id=?", (now, id))
+            self._event(db, "ticket.commented", id, {"author": author, "comment_id": cur.lastrowid, "chars": len(body)})
+            return Comment(int(cur.lastrowid), id, now, author, body)
+
+    def comments(self, id: str) -> list[Comment]:
+        return [Comment(r["id"], r["ticket_id"], r["at"], r["author"], r["body"])
+                for r in self._q("SELECT * FROM comments WHERE ticket_id=? ORDER BY id", (id,))]
+
+    def set_ticket_data(self, id: str, **data: Any) -> None:
+        with self.tx() as db:
+            r = db.execute("SELECT data FROM tickets WHERE id=?", (id,)).fetchone()
+            if r is None:
+                raise NotFound(f"no ticket {id!r}")
+            d = json.loads(r["data"])
+            d.update(data)
+            db.execute("UPDATE tickets SET data=? WHERE id=?", (_j(d), id))
+
+    def touch_ticket(self, id: str) -> None:
+        with self.tx() as db:
+            db.execute("UPDATE tickets SET updated_at=? WHERE id=?", (self.now(), id))
+
+    # -- agents -----------------------------------------------------------------
+    _AGENT_COLS = ("id", "ticket_id", "state", "kind", "pid", "host", "container", "run_id", "worktree",
+                   "started_at", "heartbeat_at", "progress_at", "ended_at", "exit_code")
+
+    def _agent_from(self, r: sqlite3.Row) -> Agent:
+        return Agent(**{c: r[c] for c in self._AGENT_COLS}, data=json.loads(r["data"]))
+
+    def upsert_agent(self, agent: Agent) -> None:
+        vals = [getattr(agent, c) for c in self._AGENT_COLS] + [_j(agent.data)]
+        cols = ",".join(self._AGENT_COLS) + ",data"
+        with self.tx() as db:
+            existed = db.execute("SELECT 1 FROM agents WHERE id=?", (agent.id,)).fetchone()
+            db.execute(f"INSERT OR REPLACE INTO agents({cols}) VALUES ({_placeholders(len(vals))})", vals)
+            if not existed:
+                self._event(db, "agent.registered", agent.id, {"ticket": agent.ticket_id, "pid": agent.pid, "kind": agent.kind,
+                                                                "run_id": agent.run_id, "worktree": agent.worktree,
+                                                                "container": agent.container})
+
+    def update_agent(self, id: str, **fields: Any) -> None:
+        if not fields:
+            return
+        if "data" in fields:
+            fields["data"] = _j(fields["data"])
+        bad = set(fields) - set(self._AGENT_COLS) - {"data"}
+        if bad:
+            raise ValueError(f"unknown agent fields {sorted(bad)}")
+        sets = ",".join(f"{k}=?" for k in fields)
+        with self.tx() as db:
+            db.execute(f"UPDATE agents SET {sets} WHERE id=?", (*fields.values(), id))
+            if "state" in fields and fields["state"] != "running":
+                self._event(db, "agent.ended", id, {"state": fields["state"], "exit_code": fields.get("exit_code")})
+
+    def heartbeat(self, id: str, progress: bool = False) -> None:
+        now = self.now()
+        with self.tx() as db:
+            if progress:
+                db.execute("UPDATE agents SET heartbeat_at=?, progress_at=? WHERE id=?", (now, now, id))
+            else:
+                db.execute("UPDATE agents SET heartbeat_at=? WHERE id=?", (now, id))
+
+    def agent(self, id: str) -> Agent:
+        rows = self._q("SELECT * FROM agents WHERE id=?", (id,))
+        if not rows:
+            raise NotFound(f"no agent {id!r}")
+        return self._agent_from(rows[0])
+
+    def agents(self, states: Iterable[str] | None = None, ticket_id: str | None = None) -> list[Agent]:
+        sql, args = "SELECT * FROM agents WHERE 1=1", []
+        if states is not None:
+            states = list(states)
+            sql += f" AND state IN ({_placeholders(len(states))})"
+            args += states
+        if ticket_id is not None:
+            sql += " AND ticket_id=?"
+            args.append(ticket_id)
+        return [self._agent_from(r) for r in self._q(sql + " ORDER BY started_at, id", args)]
+
+    # -- worktrees --------------------------------------------------------------
+    def add_worktree(self, wt: Worktree) -> None:
+        with self.tx() as db:
+            db.execute("INSERT OR REPLACE INTO worktrees VALUES (?,?,?,?,?,?)",
+                       (wt.path, wt.ticket_id, wt.branch, wt.created_at, wt.state, wt.removed_at))
+            self._event(db, "worktree.added", wt.path, {"ticket": wt.ticket_id, "branch": wt.branch})
+
+    def update_worktree(self, path: str, **fields: Any) -> None:
+        sets = ",".join(f"{k}=?" for k in fields)
+        with self.tx() as db:
+            db.execute(f"UPDATE worktrees SET {sets} WHERE path=?", (*fields.values(), path))
+            if fields.get("state") == "removed":
+                self._event(db, "worktree.removed", path, {})
+
+    def worktrees(self, states: Iterable[str] | None = ("active",)) -> list[Worktree]:
+        sql, args = "SELECT * FROM worktrees", []
+        if states is not None:
+            states = list(states)
+            sql += f" WHERE state IN ({_placeholders(len(states))})"
+            args = states
+        return [Worktree(r["path"], r["ticket_id"], r["branch"], r["created_at"], r["state"], r["removed_at"])
+                for r in self._q(sql + " ORDER BY created_at", args)]
+
+    # -- proposals --------------------------------------------------------------
+    def _prop(self, r: sqlite3.Row) -> Proposal:
+        return Proposal(r["id"], r["ticket_id"], r["branch"], r["commit"], r["state"], r["created_at"], r["decided_at"], r["gate_log"])
+
+    def add_proposal(self, ticket_id: str, branch: str, commit: str) -> Proposal:
+        with self.tx() as db:
+            cur = db.execute('INSERT INTO proposals(ticket_id, branch, "commit", state, created_at) VALUES (?,?,?,?,?)',
+                             (ticket_id, branch, commit, "open", self.now()))
+            self._event(db, "proposal.opened", ticket_id, {"proposal": cur.lastrowid, "branch": branch, "commit": commit})
+            pid = cur.lastrowid
+        return self._prop(self._q("SELECT * FROM proposals WHERE id=?", (pid,))[0])
+
+    def decide_proposal(self, id: int, state: str, gate_log: str = "") -> None:
+        with self.tx() as db:
+            r = db.execute("SELECT ticket_id FROM proposals WHERE id=?", (id,)).fetchone()
+            db.execute("UPDATE proposals SET state=?, decided_at=?, gate_log=? WHERE id=?", (state, self.now(), gate_log, id))
+            self._event(db, f"proposal.{state}", r["ticket_id"] if r else "", {"proposal": id})
+
+    def proposals(self, ticket_id: str | None = None) -> list[Proposal]:
+        if ticket_id is None:
+            rows = self._q("SELECT * FROM proposals ORDER BY id")
+        else:
+            rows = self._q("SELECT * FROM proposals WHERE ticket_id=? ORDER BY id", (ticket_id,))
+        return [self._prop(r) for r in rows]
+
+    # -- attempts ---------------------------------------------------------------
+    def _att(self, r: sqlite3.Row) -> Attempt:
+        return Attempt(r["id"], r["ticket_id"], r["kind"], r["at"], r["run_id"], r["ended_at"], r["exit_code"],
+                       r["failure_signature"], r["state_hash"], r["head"], r["gate_log_tail"])
+
+    def add_attempt(self, ticket_id: str, kind: str, run_id: str | None = None, head: str | None = None) -> Attempt:
+        with self.tx() as db:
+            cur = db.execute("INSERT INTO attempts(ticket_id, kind, at, run_id, head) VALUES (?,?,?,?,?)",
+                             (ticket_id, kind, self.now(), run_id, head))
+            aid = cur.lastrowid
+            self._event(db, "attempt.started", ticket_id, {"attempt": aid, "kind": kind, "run_id": run_id})
+        return self._att(self._q("SELECT * FROM attempts WHERE id=?", (aid,))[0])
+
+    def finish_attempt(self, id: int, **fields: Any) -> None:
+        fields.setdefault("ended_at", self.now())
+        sets = ",".join(f"{k}=?" for k in fields)
+        with self.tx() as db:
+            db.execute(f"UPDATE attempts SET {sets} WHERE id=?", (*fields.values(), id))
+            r = db.execute("SELECT ticket_id FROM attempts WHERE id=?", (id,)).fetchone()
+            self._event(db, "attempt.ended", r["ticket_id"] if r else "", {"attempt": id, **{k: v for k, v in fields.items() if k != "gate_log_tail"}})
+
+    def attempts(self, ticket_id: str) -> list[Attempt]:
+        return [self._att(r) for r in self._q("SELECT * FROM attempts WHERE ticket_id=? ORDER BY id", (ticket_id,))]
+
+    # -- intents ----------------------------------------------------------------
+    def _intent(self, r: sqlite3.Row) -> Intent:
+        return Intent(r["id"], r["action"], r["subject"], r["state"], json.loads(r["params"]), r["actor"], r["reason"],
+                      r["created_at"], r["updated_at"], json.loads(r["result"]))
+
+    def plan_intent(self, action: str, subject: str, params: dict[str, Any], *, actor: str, reason: str = "") -> Intent:
+        now = self.now()
+        with self.tx() as db:
+            cur = db.execute("INSERT INTO intents(action, subject, state, params, actor, reason, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?)",
+                             (action, subject, "planned", _j(params), actor, reason, now, now))
+            iid = cur.lastrowid
+            self._event(db, "intent.planned", subject, {"intent": iid, "action": action, "params": params, "actor": actor, "reason": reason})
+        return self._intent(self._q("SELECT * FROM intents WHERE id=?", (iid,))[0])
+
+    _INTENT_NEXT = {"planned": {"begun", "aborted"}, "begun": {"done", "aborted"}}
+
+    def set_intent(self, id: int, state: str, result: dict[str, Any] | None = None) -> None:
+        with self.tx() as db:
+            r = db.execute("SELECT * FROM intents WHERE id=?", (id,)).fetchone()
+            if r is None:
+                raise NotFound(f"no intent {id}")
+            if state not in self._INTENT_NEXT.get(r["state"], set()):
+                raise HealerError(f"intent {id}: cannot go {r['state']} -> {state}")
+            db.execute("UPDATE intents SET state=?, updated_at=?, result=? WHERE id=?", (state, self.now(), _j(result or {}), id))
+            self._event(db, f"intent.{state}", r["subject"], {"intent": id, "action": r["action"], "result": result or {}})
+
+    def intents(self, states: Iterable[str] | None = None, limit: int | None = None, subject: str | None = None) -> list[Intent]:
+        sql, args = "SELECT * FROM intents WHERE 1=1", []
+        if states is not None:
+            states = list(states)
+            sql += f" AND state IN ({_placeholders(len(states))})"
+            args += states
+        if subject is not None:
+            sql += " AND subject=?"
+            args.append(subject)
+        sql += " ORDER BY id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [self._intent(r) for r in self._q(sql, args)]
+
+    # -- leases -----------------------------------------------------------------
+    def acquire_lease(self, name: str, holder: str, pid: int, host: str, ttl: float, *, pid_alive=None) -> Lease | None:
+        """Take or renew `name`. Taken over when expired, or when its holder's pid is gone on this host."""
+        now = self.now()
+        with self.tx() as db:
+            r = db.execute("SELECT * FROM leases WHERE name=?", (name,)).fetchone()
+            if r is not None and r["holder"] != holder:
+                expired = r["expires_at"] <= now
+                dead = r["host"] == host and pid_alive is not None and not pid_alive(r["pid"])
+                if not (expired or dead):
+                    return None
+                self._event(db, "lease.taken_over", name, {"from": r["holder"], "to": holder, "expired": expired, "holder_dead": dead})
+            elif r is None:
+                self._event(db, "lease.acquired", name, {"holder": holder, "pid": pid, "host": host})
+            acquired = r["acquired_at"] if (r is not None and r["holder"] == holder) else now
+            db.execute("INSERT OR REPLACE INTO leases VALUES (?,?,?,?,?,?)", (name, holder, pid, host, acquired, now + ttl))
+        return Lease(name, holder, pid, host, acquired, now + ttl)
+
+    def release_lease(self, name: str, holder: str) -> None:
+        with self.tx() as db:
+            cur = db.execute("DELETE FROM leases WHERE name=? AND holder=?", (name, holder))
+            if cur.rowcount:
+                self._event(db, "lease.released", name, {"holder": holder})
+
+    def lease(self, name: str) -> Lease | None:
+        rows = self._q("SELECT * FROM leases WHERE name=?", (name,))
+        if not rows:
+            return None
+        r = rows[0]
+        return Lease(r["name"], r["holder"], r["pid"], r["host"], r["acquired_at"], r["expires_at"])
+
+    # -- cooldowns and settings -------------------------------------------------
+    def cooldown_pass(self, key: str, window: float) -> bool:
+        """True (and start a new window) if `key` has not passed within `window`; else count a suppression."""
+        now = self.now()
+        with self.tx() as db:
+            r = db.execute("SELECT * FROM cooldowns WHERE key=?", (key,)).fetchone()
+            if r is None or now - r["last_at"] >= window:
+                db.execute("INSERT OR REPLACE INTO cooldowns VALUES (?,?,0)", (key, now))
+                return True
+            db.execute("UPDATE cooldowns SET suppressed = suppressed + 1 WHERE key=?", (key,))
+            return False
+
+    def cooldowns(self) -> dict[str, tuple[float, int]]:
+        return {r["key"]: (r["last_at"], r["suppressed"]) for r in self._q("SELECT * FROM cooldowns")}
+
+    def get_setting(self, key: str, default: Any = None) -> Any:
+        rows = self._q("SELECT value FROM settings WHERE key=?", (key,))
+        return json.loads(rows[0]["value"]) if rows else default
+
+    def set_setting(self, key: str, value: Any, *, event: str | None = None) -> None:
+        with self.tx() as db:
+            db.execute("INSERT OR REPLACE INTO settings VALUES (?,?)", (key, _j(value)))
+            if event:
+                self._event(db, event, key, {"value": value})
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
