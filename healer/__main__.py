@@ -1,0 +1,3 @@
+from healer.cli import entry
+
+entry()

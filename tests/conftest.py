@@ -1,0 +1,71 @@
+"""Shared fixtures: real git repositories, real SQLite stores, clocks.
+
+Each area keeps its own fixtures in tests/<area>/conftest.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from healer.clock import VirtualClock
+from healer.store import open_store
+
+REPO = Path(__file__).resolve().parents[1]
+PY = sys.executable
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "healer-test",
+    "GIT_AUTHOR_EMAIL": "test@healer.invalid",
+    "GIT_COMMITTER_NAME": "healer-test",
+    "GIT_COMMITTER_EMAIL": "test@healer.invalid",
+}
+os.environ.update(GIT_ENV)
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def make_repo(path: Path, files: dict[str, str] | None = None) -> Path:
+    """A real git repository on branch main with one commit."""
+    path.mkdir(parents=True, exist_ok=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "test@healer.invalid")
+    git(path, "config", "user.name", "healer-test")
+    for name, text in (files or {"README.md": "# demo\n"}).items():
+        f = path / name
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(text)
+    (path / ".gitignore").write_text(".healer/\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-q", "-m", "initial")
+    return path
+
+
+def healer(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120, input: str | None = None):
+    """Run the real CLI in a child process."""
+    full = {**os.environ, **(env or {})}
+    return subprocess.run([PY, "-m", "healer", *args], cwd=cwd, env=full, capture_output=True, text=True,
+                          timeout=timeout, input=input)
+
+
+@pytest.fixture
+def vclock() -> VirtualClock:
+    return VirtualClock()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "repo")
+
+
+@pytest.fixture
+def store(tmp_path: Path, vclock: VirtualClock):
+    s = open_store(tmp_path / "fleet", vclock)
+    yield s
+    s.close()
