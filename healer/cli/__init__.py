@@ -38,9 +38,9 @@ def _root(
 
 
 def _register() -> None:
-    from healer.cli import board, fleet, gameday, loop, misc, policy, repair, supervise
+    from healer.cli import board, fleet, gameday, loop, misc, policy, repair, runbook, supervise
 
-    for mod in (misc, policy, board, loop, fleet, supervise, repair, gameday):
+    for mod in (misc, policy, board, loop, fleet, supervise, runbook, repair, gameday):
         mod.register(app)
 
 
