@@ -1,1 +1,99 @@
-"""pytest plugin: collects chaos/scenarios/*.yaml as game-day tests (filled in by the chaos work)."""
+"""pytest plugin (entry point `healer_gameday`): game days as tests.
+
+- `pytest chaos/scenarios` collects every scenario YAML there as one test item, which
+  runs the scenario and fails with the broken expectations. The folder is outside the
+  configured `testpaths`, so a plain `pytest` / `make test` does not run the suite twice
+  (tests/chaos/test_suite.py runs it once, in-process).
+- `--gameday-disable` runs collected scenarios with their `disable:` override applied
+  (each must then fail; the test passes when it does).
+- the `gameday` fixture runs a scenario given as a path, a YAML string or a dict:
+  `result = gameday({"name": "x", ...})`; `result.ok`, `result.failures`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("healer-gameday")
+    g.addoption("--gameday-disable", action="store_true", default=False,
+                help="run collected scenarios with their `disable:` override; each must fail")
+
+
+def _is_scenario(path: Path) -> bool:
+    if path.suffix not in (".yaml", ".yml") or path.parent.name != "scenarios":
+        return False
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return True  # let the item report the located error
+    return isinstance(data, dict) and "expect" in data and "name" in data
+
+
+def pytest_collect_file(parent: pytest.Collector, file_path: Path):
+    if _is_scenario(file_path):
+        return ScenarioFile.from_parent(parent, path=file_path)
+    return None
+
+
+class ScenarioFile(pytest.File):
+    def collect(self):
+        yield ScenarioItem.from_parent(self, name=self.path.stem)
+
+
+class GamedayFailed(Exception):
+    pass
+
+
+class ScenarioItem(pytest.Item):
+    def runtest(self) -> None:
+        from chaos import engine
+        from chaos.scenario import load
+
+        disabled = bool(self.config.getoption("--gameday-disable"))
+        sc = load(self.path)
+        r = engine.run(sc, disabled=disabled)
+        self.user_properties.append(("wall_s", round(r.wall, 3)))
+        if disabled:
+            if r.ok:
+                raise GamedayFailed(f"{sc.name}: still passes with its feature disabled ({sc.disable}); the suite cannot fail")
+            return
+        if not r.ok:
+            lines = [r.error] if r.error else [c.message for c in r.failures]
+            raise GamedayFailed(f"{sc.name} ({sc.mode}, seed {r.seed}):\n  " + "\n  ".join(str(x) for x in lines))
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, GamedayFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self):
+        return self.path, 0, f"gameday: {self.name}"
+
+
+@pytest.fixture
+def gameday(tmp_path: Path):
+    """Run a custom scenario: a path, YAML text, or a dict. Returns a chaos.engine.Result."""
+    from chaos import engine
+    from chaos.scenario import load
+
+    def run(spec: str | Path | dict[str, Any], *, disabled: bool = False, seed: int | None = None, overrides: dict | None = None):
+        if isinstance(spec, dict):
+            p = tmp_path / "scenarios" / f"{spec.get('name', 'custom')}.yaml"
+            p.parent.mkdir(exist_ok=True)
+            p.write_text(yaml.safe_dump(spec, sort_keys=False))
+        elif isinstance(spec, Path) or (isinstance(spec, str) and "\n" not in spec and spec.endswith((".yaml", ".yml"))):
+            p = Path(spec)
+        else:
+            p = tmp_path / "scenarios" / "custom.yaml"
+            p.parent.mkdir(exist_ok=True)
+            p.write_text(str(spec))
+        sc = load(p)
+        return engine.run(sc, tmp_path / "run", seed=seed, disabled=disabled, overrides=overrides)
+
+    return run

@@ -28,13 +28,50 @@ MARKER = "HEALER_TREE"
 _PR_SET_CHILD_SUBREAPER = 36
 
 
+_subreaper = False
+
+
 def become_subreaper() -> bool:
     """Orphaned descendants get reparented to us instead of init (Linux only)."""
+    global _subreaper
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+        _subreaper = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     except (OSError, AttributeError):
-        return False
+        _subreaper = False
+    return _subreaper
+
+
+def _marked_pids(marker: str) -> list[int]:
+    """Pids whose environment carries HEALER_TREE=marker. Reads /proc directly on Linux
+    (several times faster than psutil's per-process objects); psutil elsewhere."""
+    want = f"{MARKER}={marker}".encode()
+    me = os.getpid()
+    out: list[int] = []
+    if os.path.isdir("/proc/self"):
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            pid = int(name)
+            if pid == me:
+                continue
+            try:
+                with open(f"/proc/{name}/environ", "rb") as f:
+                    env = f.read()
+            except OSError:
+                continue
+            if want + b"\0" in env or env.endswith(want):
+                out.append(pid)
+        return out
+    for p in psutil.process_iter(["pid"]):
+        if p.pid == me:
+            continue
+        try:
+            if p.environ().get(MARKER) == marker:
+                out.append(p.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+            continue
+    return out
 
 
 def alive(pid: int | None) -> bool:
@@ -66,11 +103,37 @@ class Member:
 class ProcessTree:
     """The root process plus everything it ever started."""
 
-    def __init__(self, root_pid: int, marker: str | None = None) -> None:
+    def __init__(self, root_pid: int, marker: str | None = None, *, adopt_orphans: bool = False) -> None:
         self.root_pid = root_pid
         self.marker = marker
+        # When this process is a subreaper and runs one tree at a time (the loop runner),
+        # its new direct children that are not the root can only be orphans of this tree.
+        self.adopt_orphans = adopt_orphans
         self._members: dict[int, Member] = {}
         self._add(root_pid)
+        root = self._members.get(root_pid)
+        self.started = root.create_time if root else 0.0
+
+    @classmethod
+    def adopt(cls, marker: str, pid: int | None = None, create_time: float | None = None) -> ProcessTree:
+        """Rebuild the tree of an earlier run (e.g. after the runner was SIGKILLed): its root
+        is kept only if its create time still matches; members are found by marker."""
+        tree = cls.__new__(cls)
+        tree.root_pid = 0
+        tree.marker = marker
+        tree.adopt_orphans = False
+        tree._members = {}
+        tree.started = 0.0
+        if pid:
+            try:
+                ct = psutil.Process(pid).create_time()
+                if create_time is None or abs(ct - create_time) <= 0.01:
+                    tree.root_pid = pid
+                    tree._members[pid] = Member(pid, ct)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+        tree.refresh()
+        return tree
 
     def _add(self, pid: int) -> None:
         try:
@@ -80,25 +143,28 @@ class ProcessTree:
             pass
 
     def refresh(self) -> None:
-        roots = [self.root_pid, *list(self._members)]
+        roots = [p for p in dict.fromkeys([self.root_pid, *list(self._members)]) if p]
         for pid in roots:
             try:
                 for c in psutil.Process(pid).children(recursive=True):
                     self._add(c.pid)
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-        if self.marker:
-            want = f"{MARKER}={self.marker}"
-            me = os.getpid()
-            for p in psutil.process_iter(["pid"]):
-                if p.pid == me or p.pid in self._members:
-                    continue
-                try:
-                    env = p.environ()
-                except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
-                    continue
-                if env.get(MARKER) == self.marker or want in env.values():
-                    self._add(p.pid)
+        # Under a subreaper that adopts orphans, every process descended from the root stays
+        # a descendant of the root or of us, so the (slower) environment scan adds nothing.
+        if self.marker and not (self.adopt_orphans and _subreaper):
+            for pid in _marked_pids(self.marker):
+                if pid not in self._members:
+                    self._add(pid)
+        if self.adopt_orphans and _subreaper and self.started:
+            try:
+                for c in psutil.Process().children():
+                    if c.pid not in self._members and c.create_time() >= self.started - 0.01:
+                        self._add(c.pid)
+                        for d in c.children(recursive=True):
+                            self._add(d.pid)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
 
     def living(self) -> list[psutil.Process]:
         out = []
@@ -120,11 +186,15 @@ class ProcessTree:
 
     def signal_all(self, sig: int) -> None:
         self.refresh()
-        try:
-            os.killpg(self.root_pid, sig)
-        except (ProcessLookupError, PermissionError, OSError):
-            pass
-        for p in self.living():
+        living = self.living()
+        # the root's pid names its process group; only signal the group while a known
+        # member still holds it, so a reused pid never leads us to a stranger's group
+        if self.root_pid and any(_pgid(p.pid) == self.root_pid for p in living):
+            try:
+                os.killpg(self.root_pid, sig)
+            except (ProcessLookupError, PermissionError, OSError):
+                pass
+        for p in living:
             try:
                 if sig == signal.SIGKILL or sig == signal.SIGTERM:
                     # a stopped process never handles SIGTERM; wake it so it can die
@@ -158,6 +228,13 @@ class ProcessTree:
         return victims
 
 
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
 def _reap(pid: int) -> None:
     try:
         os.waitpid(pid, os.WNOHANG)
@@ -166,14 +243,15 @@ def _reap(pid: int) -> None:
 
 
 def spawn(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None = None, stdout=None, stderr=None,
-          stdin=subprocess.DEVNULL, marker: str | None = None) -> tuple[subprocess.Popen, ProcessTree]:
+          stdin=subprocess.DEVNULL, marker: str | None = None,
+          adopt_orphans: bool = False) -> tuple[subprocess.Popen, ProcessTree]:
     """Start argv (never through a shell) in its own session, tagged with a tree marker."""
     marker = marker or uuid.uuid4().hex
     full_env = dict(os.environ if env is None else env)
     full_env[MARKER] = marker
     proc = subprocess.Popen(list(argv), cwd=str(cwd), env=full_env, stdout=stdout, stderr=stderr, stdin=stdin,
                             start_new_session=True, close_fds=True)
-    return proc, ProcessTree(proc.pid, marker)
+    return proc, ProcessTree(proc.pid, marker, adopt_orphans=adopt_orphans)
 
 
 @dataclass
@@ -182,33 +260,45 @@ class Completed:
     timed_out: bool
     killed: list[int]
     elapsed: float
+    pid: int = 0
+    stopped: bool = False  # ended early because should_stop() said so
 
 
 def run(argv: Sequence[str], *, cwd: str | Path, timeout: float, grace: float, clock: Clock | None = None,
         env: Mapping[str, str] | None = None, stdout=None, stderr=None, stdin=subprocess.DEVNULL,
-        should_stop=None, poll: float = 0.05) -> Completed:
+        should_stop=None, poll: float = 0.05, marker: str | None = None, on_spawn=None,
+        adopt_orphans: bool = False) -> Completed:
     """Run argv under a deadline around the whole tree; leave no descendant alive.
 
-    `should_stop()` (e.g. SIGTERM received, kill switch) ends the run early like a deadline.
+    `should_stop()` (e.g. SIGTERM received, kill switch) ends the run early like a deadline;
+    it is called every `poll` seconds, so it may also heartbeat. `on_spawn(proc, tree)` runs
+    once the root exists (e.g. to persist its pid and marker before waiting).
     """
     clock = clock or system()
     start = clock.monotonic()
-    proc, tree = spawn(argv, cwd=cwd, env=env, stdout=stdout, stderr=stderr, stdin=stdin)
+    proc, tree = spawn(argv, cwd=cwd, env=env, stdout=stdout, stderr=stderr, stdin=stdin, marker=marker,
+                       adopt_orphans=adopt_orphans)
+    if on_spawn is not None:
+        on_spawn(proc, tree)
     deadline = start + timeout
     timed_out = False
+    stopped_early = False
     code: int | None = None
     n = 0
     while True:
         try:
-            code = proc.wait(timeout=poll)
+            code = proc.wait(timeout=min(poll, max(0.001, deadline - clock.monotonic())))
             break
         except subprocess.TimeoutExpired:
             pass
         n += 1
         if n % 4 == 0:
             tree.refresh()
-        if clock.monotonic() >= deadline or (should_stop is not None and should_stop()):
-            timed_out = clock.monotonic() >= deadline
+        if clock.monotonic() >= deadline:
+            timed_out = True
+            break
+        if should_stop is not None and should_stop():
+            stopped_early = True
             break
     killed = tree.kill(grace, clock) if (code is None) else tree.kill(min(grace, 1.0), clock)
     if code is None:
@@ -217,7 +307,7 @@ def run(argv: Sequence[str], *, cwd: str | Path, timeout: float, grace: float, c
         except subprocess.TimeoutExpired:
             pass
         code = None
-    return Completed(code, timed_out, killed, clock.monotonic() - start)
+    return Completed(code, timed_out, killed, clock.monotonic() - start, proc.pid, stopped_early)
 
 
 def busy_pids(path: str | Path) -> list[int]:

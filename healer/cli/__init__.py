@@ -35,12 +35,21 @@ def _root(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for internal errors."),
 ) -> None:
     _state["debug"] = debug or bool(os.environ.get("HEALER_DEBUG"))
+    from healer import failpoints, log
+
+    log.setup(None, _state["debug"])
+    spec = os.environ.get(failpoints.ENV)
+    if spec:  # a typo in a game-day spec must fail loudly before anything runs
+        try:
+            failpoints.parse_spec(spec)
+        except ValueError as e:
+            raise errors.UsageError(str(e)) from None
 
 
 def _register() -> None:
-    from healer.cli import board, fleet, gameday, loop, misc, policy, repair, runbook, supervise
+    from healer.cli import board, containers, fleet, gameday, loop, misc, policy, repair, runbook, supervise
 
-    for mod in (misc, policy, board, loop, fleet, supervise, runbook, repair, gameday):
+    for mod in (misc, policy, board, loop, fleet, supervise, runbook, repair, gameday, containers):
         mod.register(app)
 
 

@@ -1,9 +1,299 @@
-"""CLI: board commands (see SPEC §12)."""
+"""CLI: `healer board add|list|show|label|comment|move|states` (SPEC §6, §12).
+
+Everything a person does here is recorded twice: by the store with `actor="human"`, and
+as a `human.action` event whose subject is the ticket. The supervisor counts the latter
+as remediation attempts, so a ticket a human just touched gets its quiet period.
+"""
 
 from __future__ import annotations
 
+import re
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
 import typer
+from rich.markup import escape
+from rich.table import Table
+
+from healer import lifecycle
+from healer.cli.common import JsonOpt, RootOpt, console, print_json, require_fleet
+from healer.errors import InvalidInput, NotFound, UsageError
+
+board_app = typer.Typer(help="The ticket board of the reference fleet.", no_args_is_help=True)
+
+HUMAN = "human"
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # ids become branch and folder names
+_STATE_STYLE = {"queued": "cyan", "in_progress": "yellow", "review": "magenta", "done": "green",
+                "blocked": "red", "needs_human": "bold red", "closed": "dim"}
+
+
+def _open(root: Path | None):
+    from healer import log
+    from healer.cli import _state
+    from healer.store import open_store
+
+    r = require_fleet(root)
+    if root is not None:
+        log.setup(r, bool(_state.get("debug")))
+    return open_store(r)
+
+
+def _human(store, ticket_id: str, action: str, **details: Any) -> None:
+    from loguru import logger
+
+    store.append("human.action", ticket_id, {"action": action, "actor": HUMAN, **details})
+    logger.debug("board: {} {} by a human {}", action, ticket_id, details)
+
+
+def age(seconds: float) -> str:
+    """Two largest units, for tables: 45s, 12m, 3h05m, 2d04h."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
+
+
+def _ticket_json(t, now: float) -> dict[str, Any]:
+    d = asdict(t)
+    d["labels"] = [{"label": k, "added_at": v, "age_s": round(now - v, 3)} for k, v in t.labels.items()]
+    d["blocked_by"] = list(t.blocked_by)
+    return d
+
+
+def _styled_state(state: str) -> str:
+    return f"[{_STATE_STYLE.get(state, 'white')}]{state}[/]"
+
+
+@board_app.command("add")
+def add(
+    title: str = typer.Argument(..., help="What the ticket asks for."),
+    id: str = typer.Option(None, "--id", help="Ticket id (default: T-N)."),
+    body: str = typer.Option("", "--body", help="Longer description."),
+    priority: int = typer.Option(2, "--priority", "-P", help="Lower is served first."),
+    blocked_by: list[str] = typer.Option([], "--blocked-by", "-b", help="A ticket that must be done first (repeatable)."),
+    label: list[str] = typer.Option([], "--label", "-l", help="A label (repeatable)."),
+    root: Path = RootOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Add a queued ticket."""
+    if not title.strip():
+        raise InvalidInput("board add: title: expected some text, got an empty title")
+    if id is not None and not _ID.match(id):
+        raise InvalidInput(f"board add: --id: expected letters, digits, '.', '_' or '-' (at most 64), got {id!r}")
+    for lb in label:
+        _check_label(lb)
+    store = _open(root)
+    try:
+        known = {t.id for t in store.tickets()}
+        missing = [b for b in blocked_by if b not in known]
+        if missing:
+            # dependencies must exist first, which also keeps the dependency graph acyclic
+            raise InvalidInput(f"board add: --blocked-by: expected existing ticket ids, got unknown {', '.join(missing)}")
+        t = store.add_ticket(title, id=id, body=body, priority=priority, blocked_by=list(dict.fromkeys(blocked_by)),
+                             labels=label, actor=HUMAN)
+        _human(store, t.id, "add", title=title)
+        if as_json:
+            print_json(_ticket_json(t, store.now()))
+        else:
+            typer.echo(f"{t.id} queued: {t.title}")
+    finally:
+        store.close()
+
+
+@board_app.command("list")
+def list_(
+    state: list[str] = typer.Option([], "--state", "-s", help="Only tickets in this state (repeatable)."),
+    root: Path = RootOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Tickets in serving order (priority, then age)."""
+    bad = [s for s in state if s not in lifecycle.STATES]
+    if bad:
+        raise UsageError(f"board list: --state: expected one of {', '.join(lifecycle.STATES)}, got {', '.join(bad)}")
+    store = _open(root)
+    try:
+        tickets = store.tickets(state or None)
+        now = store.now()
+    finally:
+        store.close()
+    if as_json:
+        print_json([_ticket_json(t, now) for t in tickets])
+        return
+    console.print(board_table(tickets, now))
+
+
+def board_table(tickets, now: float, title: str | None = None) -> Table:
+    t = Table("id", "state", "pri", "title", "labels", "blocked by", "updated", title=title, title_justify="left")
+    for tk in tickets:
+        labels = ", ".join(f"{k} ({age(now - v)})" for k, v in tk.labels.items())
+        # user text is never markup: a title like "[WIP]" prints as written
+        t.add_row(escape(tk.id), _styled_state(tk.state), str(tk.priority), escape(tk.title), escape(labels),
+                  escape(", ".join(tk.blocked_by)), age(now - tk.updated_at) + " ago")
+    if not tickets:
+        t.add_row("", "", "", "[dim]no tickets[/]", "", "", "")
+    return t
+
+
+@board_app.command("show")
+def show(
+    ticket_id: str = typer.Argument(..., metavar="ID"),
+    events: int = typer.Option(20, "--events", "-n", help="How many recent events to show."),
+    root: Path = RootOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """One ticket: labels with age, comments, attempts, proposals, agents, recent events."""
+    store = _open(root)
+    try:
+        t = store.ticket(ticket_id)
+        now = store.now()
+        comments = store.comments(ticket_id)
+        attempts = store.attempts(ticket_id)
+        proposals = store.proposals(ticket_id)
+        agents = store.agents(ticket_id=ticket_id)
+        evs = store.events(subject=ticket_id)[-events:] if events > 0 else []
+        blockers = {}
+        for b in t.blocked_by:
+            try:
+                blockers[b] = store.ticket(b).state
+            except NotFound:
+                blockers[b] = "missing"
+    finally:
+        store.close()
+    if as_json:
+        print_json({
+            "ticket": _ticket_json(t, now),
+            "blockers": blockers,
+            "comments": [asdict(c) for c in comments],
+            "attempts": [asdict(a) for a in attempts],
+            "proposals": [asdict(p) for p in proposals],
+            "agents": [asdict(a) for a in agents],
+            "events": [asdict(e) for e in evs],
+        })
+        return
+    from healer.clock import iso
+
+    console.print(f"[bold]{escape(t.id)}[/]  {_styled_state(t.state)}  priority {t.priority}  {escape(t.title)}", highlight=False)
+    if t.body:
+        console.print(t.body, markup=False, highlight=False)
+    console.print(f"created {iso(t.created_at)}, updated {age(now - t.updated_at)} ago", highlight=False)
+    if blockers:
+        console.print("blocked by: " + escape(", ".join(f"{b} ({s})" for b, s in blockers.items())), highlight=False)
+    if t.labels:
+        lt = Table("label", "age", title="labels", title_justify="left")
+        for k, v in t.labels.items():
+            lt.add_row(escape(k), age(now - v))
+        console.print(lt)
+    if comments:
+        ct = Table("at", "author", "comment", title="comments", title_justify="left")
+        for c in comments:
+            ct.add_row(iso(c.at), escape(c.author), escape(c.body))
+        console.print(ct)
+    if attempts:
+        at = Table("#", "kind", "at", "exit", "failure signature", "state hash", title="attempts", title_justify="left")
+        for a in attempts:
+            at.add_row(str(a.id), escape(a.kind), iso(a.at), "" if a.exit_code is None else str(a.exit_code),
+                       escape(a.failure_signature or ""), escape((a.state_hash or "")[:12]))
+        console.print(at)
+    if proposals:
+        pt = Table("#", "branch", "commit", "state", "created", title="proposals", title_justify="left")
+        for p in proposals:
+            pt.add_row(str(p.id), escape(p.branch), escape(p.commit[:12]), escape(p.state), iso(p.created_at))
+        console.print(pt)
+    if agents:
+        gt = Table("agent", "state", "pid", "heartbeat", title="agents", title_justify="left")
+        for a in agents:
+            gt.add_row(escape(a.id), escape(a.state), "" if a.pid is None else str(a.pid), age(now - a.heartbeat_at) + " ago")
+        console.print(gt)
+    if evs:
+        et = Table("#", "when", "kind", "payload", title="recent events", title_justify="left")
+        for e in evs:
+            et.add_row(str(e.id), age(now - e.at) + " ago", escape(e.kind), escape(_payload_text(e.payload)))
+        console.print(et)
+
+
+def _payload_text(p: dict) -> str:
+    s = ", ".join(f"{k}={v}" for k, v in p.items())
+    return s if len(s) <= 100 else s[:97] + "..."
+
+
+def _check_label(label: str) -> None:
+    if not label or any(c.isspace() for c in label) or len(label) > 64:
+        raise InvalidInput(f"board: label: expected a word without spaces (at most 64 characters), got {label!r}")
+
+
+@board_app.command("label")
+def label(
+    ticket_id: str = typer.Argument(..., metavar="ID"),
+    name: str = typer.Argument(..., metavar="LABEL"),
+    remove: bool = typer.Option(False, "--remove", "-r", help="Take the label off."),
+    root: Path = RootOpt,
+) -> None:
+    """Put a label on a ticket (or take it off with --remove)."""
+    _check_label(name)
+    store = _open(root)
+    try:
+        if remove:
+            changed = store.unlabel(ticket_id, name, actor=HUMAN)
+        else:
+            changed = store.label(ticket_id, name, actor=HUMAN)
+        if changed:
+            _human(store, ticket_id, "unlabel" if remove else "label", label=name)
+    finally:
+        store.close()
+    verb = "removed from" if remove else "added to"
+    typer.echo(f"{name} {verb} {ticket_id}" if changed else f"{ticket_id}: nothing to do ({name} {'absent' if remove else 'present'})")
+
+
+@board_app.command("comment")
+def comment(
+    ticket_id: str = typer.Argument(..., metavar="ID"),
+    text: str = typer.Argument(..., metavar="TEXT", help="The comment; '-' reads it from stdin."),
+    root: Path = RootOpt,
+) -> None:
+    """Comment on a ticket."""
+    if text == "-":
+        text = sys.stdin.read()
+    if not text.strip():
+        raise InvalidInput("board comment: TEXT: expected some text, got an empty comment")
+    store = _open(root)
+    try:
+        c = store.comment(ticket_id, text, author=HUMAN)
+        _human(store, ticket_id, "comment", comment_id=c.id)
+    finally:
+        store.close()
+    typer.echo(f"comment {c.id} on {ticket_id}")
+
+
+@board_app.command("move")
+def move(
+    ticket_id: str = typer.Argument(..., metavar="ID"),
+    state: str = typer.Argument(..., metavar="STATE", help=f"One of: {', '.join(lifecycle.STATES)}."),
+    reason: str = typer.Option("", "--reason", help="Why (kept in the event log)."),
+    root: Path = RootOpt,
+) -> None:
+    """Move a ticket along the lifecycle (`healer board states` draws the allowed moves)."""
+    store = _open(root)
+    try:
+        before = store.ticket(ticket_id).state
+        t = store.move_ticket(ticket_id, state, actor=HUMAN, reason=reason)
+        if t.state != before:
+            _human(store, ticket_id, "move", **{"from": before, "to": t.state, "reason": reason})
+    finally:
+        store.close()
+    typer.echo(f"{ticket_id}: {before} -> {t.state}" if t.state != before else f"{ticket_id}: already {t.state}")
+
+
+@board_app.command("states")
+def states() -> None:
+    """Print the ticket lifecycle as a Mermaid state diagram."""
+    typer.echo(lifecycle.mermaid())
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.add_typer(board_app, name="board")

@@ -1,9 +1,185 @@
-"""CLI: fleet commands (see SPEC §12)."""
+"""CLI: the reference fleet — `healer dispatch`, `healer status`, `healer watch` (SPEC §6, §12)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import typer
+from rich.table import Table
+
+from healer.cli.common import JsonOpt, PolicyOpt, RootOpt, console, print_json, require_fleet
+from healer.errors import InvalidInput
+
+
+def _policy_path(root: Path, policy: Path | None) -> Path | None:
+    if policy is not None:
+        return policy.resolve()
+    local = root / "healer.yaml"
+    return local if local.exists() else None
+
+
+def dispatch(
+    once: bool = typer.Option(False, "--once", help="Run one dispatch pass and exit (agents keep running)."),
+    root: Path = RootOpt,
+    policy: Path = PolicyOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Take queued tickets in priority and blocked_by order and run a governed loop on each, within the pool."""
+    from healer.cli.common import policy_for
+    from healer.fleet.dispatcher import Dispatcher, install_signal_handlers
+    from healer.store import open_store
+
+    r = require_fleet(root)
+    pol = policy_for(r, policy)
+    store = open_store(r)
+    d = Dispatcher(r, pol, store, policy_path=_policy_path(r, policy))
+    try:
+        if once:
+            rep = d.tick()
+            if rep.skipped:
+                from healer.errors import HealerError
+
+                raise HealerError(f"dispatch: {rep.skipped}", 4)
+            if as_json:
+                print_json(_report(rep))
+            else:
+                typer.echo(_line(rep))
+            if rep.plan and rep.plan.cycles:
+                raise InvalidInput(f"dispatch: {rep.plan.cycle_line()}; these tickets are not launched, the rest are served")
+            return
+        install_signal_handlers(d)
+        seen: dict[str, str] = {"cycles": ""}
+
+        def on_tick(rep) -> None:
+            line = rep.plan.cycle_line() if rep.plan else ""
+            if line and line != seen["cycles"]:
+                sys.stderr.write(f"healer: dispatch: {line}; these tickets are not launched, the rest are served\n")
+            seen["cycles"] = line
+            if as_json:
+                typer.echo(__import__("json").dumps(_report(rep), default=str))
+            elif rep.launched or rep.reaped or rep.merged or rep.rejected or rep.stopped or rep.skipped:
+                typer.echo(_line(rep))
+
+        d.run_forever(on_tick)
+    finally:
+        store.close()
+
+
+def _report(rep) -> dict:
+    return {
+        "at": rep.at, "skipped": rep.skipped, "main": rep.main, "reaped": rep.reaped,
+        "launched": [{"ticket": t, "kind": k} for t, k in rep.launched], "merged": rep.merged, "rejected": rep.rejected,
+        "stopped": [{"ticket": t, "to": s} for t, s in rep.stopped],
+        "cycles": [list(c) for c in rep.plan.cycles] if rep.plan else [],
+        "waiting": [{"ticket": w.ticket_id, "reason": w.reason, "eligible_at": w.eligible_at} for w in rep.plan.waiting]
+        if rep.plan else [],
+    }
+
+
+def _line(rep) -> str:
+    from healer.clock import iso
+
+    if rep.skipped:
+        return f"{iso(rep.at)} dispatch skipped: {rep.skipped}"
+    parts = [f"main {rep.main}"]
+    if rep.launched:
+        parts.append("launched " + ", ".join(f"{t} ({k})" for t, k in rep.launched))
+    if rep.reaped:
+        parts.append(f"reaped {len(rep.reaped)}")
+    if rep.merged:
+        parts.append("merged " + ", ".join(rep.merged))
+    if rep.rejected:
+        parts.append("rejected " + ", ".join(rep.rejected))
+    if rep.stopped:
+        parts.append("stopped " + ", ".join(f"{t} -> {s}" for t, s in rep.stopped))
+    if rep.plan:
+        parts.append(f"pool {rep.plan.live_total + len(rep.launched)}/{rep.plan.pool_size}, waiting {len(rep.plan.waiting)}")
+    return f"{iso(rep.at)} " + "; ".join(parts)
+
+
+def status(root: Path = RootOpt, policy: Path = PolicyOpt, as_json: bool = JsonOpt) -> None:
+    """Tickets by state, live agents, the pool, the queue and main's status."""
+    from healer import durations
+    from healer.cli.common import policy_for
+    from healer.clock import iso, system
+    from healer.fleet.status import fleet_status
+    from healer.store import open_store
+
+    r = require_fleet(root)
+    pol = policy_for(r, policy)
+    store = open_store(r)
+    try:
+        st = fleet_status(store, pol, system().now())
+    finally:
+        store.close()
+    if as_json:
+        print_json(st)
+        return
+
+    def ago(s: float | None) -> str:
+        return "-" if s is None else durations.format(max(0, int(s)))
+
+    main = st["main"]
+    red = f" since {iso(main['red_since'])}" if main["red_since"] else ""
+    console.print(f"main [bold]{main['branch']}[/]: {main['status']}{red}   dispatch: "
+                  f"{'[red]paused[/]' if st['dispatch']['paused'] else 'running'}   "
+                  f"pool {st['pool']['used']}/{st['pool']['size']}")
+    t = Table("state", "tickets", title="Tickets")
+    for s, n in st["tickets"].items():
+        t.add_row(s, str(n))
+    console.print(t)
+    a = Table("agent", "ticket", "pid", "by", "age", "last heartbeat", title="Live agents")
+    for x in st["agents"]:
+        a.add_row(x["id"], x["ticket"] or "-", str(x["pid"] or "-"), x["launched_by"], ago(x["age"]), ago(x["heartbeat_age"]) + " ago")
+    console.print(a)
+    q = Table("ticket", "next", "reason", "eligible", "detail", title="Queue")
+    for x in st["queue"]:
+        when = iso(x["eligible_at"]) if x["eligible_at"] else "-"
+        q.add_row(x["ticket"], x["kind"] or "-", x["reason"], when, x["detail"] or "")
+    console.print(q)
+    for s in st["stops"]:
+        console.print(f"{s['ticket']}: next pass moves it to {s['to']} ({s['detail']})")
+    for c in st["cycles"]:
+        console.print(f"[red]blocked_by cycle:[/] {' -> '.join([*c, c[0]])}")
+
+
+def watch_cmd(
+    cmd: list[str] = typer.Argument(None, metavar="-- CMD...", help="The agent command (argv, never a shell)."),
+    ticket: str = typer.Option(None, "--ticket", "-t", help="The ticket this agent works on."),
+    timeout: str = typer.Option(None, "--timeout", help="Deadline around the whole process tree, e.g. 20m."),
+    heartbeat: str = typer.Option(None, "--heartbeat", help="Heartbeat period (default fleet.heartbeat)."),
+    root: Path = RootOpt,
+    policy: Path = PolicyOpt,
+) -> None:
+    """Run an external agent command with registration, heartbeats and a deadline; exit with its code."""
+    from healer import durations
+    from healer.cli.common import policy_for
+    from healer.errors import UsageError
+    from healer.fleet.watch import watch
+    from healer.store import open_store
+
+    r = require_fleet(root)
+    pol = policy_for(r, policy)
+
+    def dur(name: str, v: str | None, default: float | None) -> float | None:
+        if v is None:
+            return default
+        try:
+            return durations.parse(v)
+        except ValueError as e:
+            raise UsageError(f"watch: --{name}: expected a duration like 90s or 20m, got {v!r}") from e
+
+    store = open_store(r)
+    try:
+        code = watch(store, cmd or [], ticket=ticket, timeout=dur("timeout", timeout, None),
+                     heartbeat=dur("heartbeat", heartbeat, pol.fleet.heartbeat), grace=pol.loop.kill_grace)
+    finally:
+        store.close()
+    raise typer.Exit(code)
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("dispatch")(dispatch)
+    app.command("status")(status)
+    app.command("watch", context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True})(watch_cmd)

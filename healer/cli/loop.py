@@ -1,9 +1,204 @@
-"""CLI: loop commands (see SPEC §12)."""
+"""CLI: `healer loop run|status|list|pause` (SPEC §5, §12)."""
 
 from __future__ import annotations
 
+import os
+import shlex
+from pathlib import Path
+
 import typer
+from rich.table import Table
+
+from healer.cli.common import JsonOpt, console, print_json
+from healer.errors import InvalidInput, UsageError
+
+loop_app = typer.Typer(help="The governed loop: one agent, one task, one working tree, until the gates pass.",
+                       no_args_is_help=True)
+
+WorkdirOpt = typer.Option(None, "--workdir", "-w", help="The working tree (default: the current folder).")
+FleetOpt = typer.Option(None, "--root", help="Fleet root whose store gets the events (default: $HEALER_ROOT, else the "
+                                             "working tree's own .healer/healer.db).")
+
+
+def _fleet_root(root: Path | None) -> Path | None:
+    r = root if root is not None else (Path(os.environ["HEALER_ROOT"]) if os.environ.get("HEALER_ROOT") else None)
+    if r is None:
+        return None
+    r = r.resolve()
+    if not (r / ".healer").is_dir():
+        raise UsageError(f"--root {r}: not a healer fleet (no .healer/); run 'healer init' there or drop --root")
+    return r
+
+
+def _workdir(workdir: Path | None) -> Path:
+    return (workdir or Path.cwd()).resolve()
+
+
+def _read_task(task: Path) -> str:
+    try:
+        return task.read_text()
+    except FileNotFoundError:
+        raise InvalidInput(f"--task {task}: no such task file") from None
+    except IsADirectoryError:
+        raise InvalidInput(f"--task {task}: is a folder, expected a Markdown task file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidInput(f"--task {task}: cannot read: {e}") from None
+
+
+def run_cmd(
+    ctx: typer.Context,
+    policy: Path | None = typer.Option(None, "--policy", "-p", help="Policy file (default: WORKDIR/healer.yaml, else the "
+                                                                    "embedded default, which has no gates)."),
+    task: Path | None = typer.Option(None, "--task", "-t", help="The task, a Markdown file."),
+    workdir: Path | None = WorkdirOpt,
+    agent: str | None = typer.Option(None, "--agent", help="Agent preset: command, claude or codex (overrides the policy)."),
+    agent_cmd: str | None = typer.Option(None, "--agent-cmd", help="Agent argv as one string, split into words (never run "
+                                                                   "by a shell); or give the argv after `--`."),
+    resume: str | None = typer.Option(None, "--resume", help="Continue this run from its persisted state."),
+    run_id: str | None = typer.Option(None, "--run-id", help="The run id (default: a fresh one)."),
+    root: Path | None = FleetOpt,
+    max_iterations: int | None = typer.Option(None, "--max-iterations", min=1, help="Override loop.max_iterations "
+                                                                                    "(never above absolute_max)."),
+) -> None:
+    """Run the governed loop until the gates pass (0), the budget ends (2), it stalls (3) or is stopped (4)."""
+    from healer.loop import LoopRequest, run_loop
+    from healer.loop.state import RunPaths
+    from healer.policy import load_policy
+
+    argv_after = list(ctx.args)
+    if agent_cmd and argv_after:
+        raise UsageError("give the agent argv either with --agent-cmd or after `--`, not both")
+    cmd = shlex.split(agent_cmd) if agent_cmd else (argv_after or None)
+    if cmd is not None and agent and agent != "command":
+        raise UsageError(f"--agent {agent} and an agent command exclude each other")
+    if agent and agent not in ("command", "claude", "codex"):
+        raise UsageError(f"--agent: expected command, claude or codex, got {agent!r}")
+    if resume and run_id and resume != run_id:
+        raise UsageError(f"--resume {resume} and --run-id {run_id} name different runs")
+    wd = _workdir(workdir)
+    pol_file = policy
+    if pol_file is None and not resume and (wd / "healer.yaml").exists():
+        pol_file = wd / "healer.yaml"
+    pol = load_policy(pol_file) if (pol_file is not None or not resume) else None
+    rid = resume or run_id
+    is_resume = bool(resume)
+    if is_resume and task is not None and not RunPaths(wd, rid).state.exists():
+        is_resume = False  # the runner died before its first persist: start this run afresh under the same id
+        pol = pol or load_policy(None)
+    if not is_resume and task is None:
+        raise UsageError("--task: expected a task file (a new run needs one)")
+    req = LoopRequest(
+        workdir=wd, policy=pol, policy_file=str(pol_file) if pol_file else None,
+        task=_read_task(task) if task is not None else None, task_file=str(task.resolve()) if task is not None else None,
+        preset=agent, agent_cmd=cmd, run_id=rid, resume=is_resume, fleet_root=_fleet_root(root),
+        max_iterations=max_iterations, subreaper=True, handle_signals=True,
+    )
+    outcome = run_loop(req)
+    raise typer.Exit(outcome.exit_code)
+
+
+def _alive(pid: int, started: float) -> bool:
+    import psutil
+
+    if not pid:
+        return False
+    try:
+        p = psutil.Process(pid)
+        return p.status() != psutil.STATUS_ZOMBIE and (not started or abs(p.create_time() - started) < 0.01)
+    except psutil.Error:
+        return False
+
+
+def _fleet_workdirs(root: Path | None) -> dict[str, Path]:
+    """run id -> working tree, from the fleet's loop.started events."""
+    r = _fleet_root(root)
+    if r is None:
+        return {}
+    from healer.store import open_store
+
+    s = open_store(r)
+    try:
+        return {e.subject: Path(e.payload["workdir"]) for e in s.events(kinds=["loop.started"]) if e.payload.get("workdir")}
+    finally:
+        s.close()
+
+
+def _locate(run_id: str, workdir: Path | None, root: Path | None) -> Path:
+    from healer.loop.state import RunPaths, check_run_id
+
+    check_run_id(run_id)
+    wd = _workdir(workdir)
+    if RunPaths(wd, run_id).state.exists():
+        return wd
+    if workdir is None:
+        found = _fleet_workdirs(root).get(run_id)
+        if found is not None and RunPaths(found, run_id).state.exists():
+            return found
+    raise UsageError(f"no run {run_id!r} in {wd}" + ("" if workdir else " nor in the fleet's event log"))
+
+
+def status_cmd(run_id: str = typer.Argument(..., help="The run id."), workdir: Path | None = WorkdirOpt,
+               root: Path | None = FleetOpt, as_json: bool = JsonOpt) -> None:
+    """Show one run: status, iterations, last gates, failure signature, cost, exit."""
+    from healer.loop.state import describe
+
+    d = describe(_locate(run_id, workdir, root), run_id, _alive)
+    if as_json:
+        print_json(d)
+        return
+    t = Table(show_header=False, box=None)
+    for k in ("run_id", "workdir", "status", "iterations", "max_iterations", "exit_code", "reason", "cost_usd",
+              "state_hash", "failure_signature", "last_failure", "committed", "commit"):
+        t.add_row(k, "" if d[k] is None else str(d[k]))
+    t.add_row("gates", ", ".join(f"{g['name']} {g['outcome']}" for g in d["gates"]))
+    console.print(t)
+
+
+def list_cmd(workdir: Path | None = WorkdirOpt, root: Path | None = FleetOpt, as_json: bool = JsonOpt) -> None:
+    """List the runs of a working tree (and of the fleet's working trees, with --root or $HEALER_ROOT)."""
+    from healer.loop.state import describe, run_ids
+
+    wd = _workdir(workdir)
+    places: dict[tuple[str, str], Path] = {}
+    for rid in run_ids(wd):
+        places[(str(wd), rid)] = wd
+    for rid, w in _fleet_workdirs(root).items():
+        if (w / ".healer" / "runs" / rid / "state.json").exists():
+            places[(str(w), rid)] = w
+    rows = []
+    for (_, rid), w in sorted(places.items()):
+        try:
+            rows.append(describe(w, rid, _alive))
+        except UsageError:
+            continue
+    rows.sort(key=lambda d: d["started_at"])
+    if as_json:
+        print_json(rows)
+        return
+    t = Table("run", "status", "iter", "exit", "reason", "cost", "workdir")
+    for d in rows:
+        t.add_row(d["run_id"], d["status"], f"{d['iterations']}/{d['max_iterations']}",
+                  "" if d["exit_code"] is None else str(d["exit_code"]), (d["reason"] or "")[:60],
+                  f"${d['cost_usd']:.2f}", d["workdir"])
+    console.print(t)
+
+
+def pause_cmd(run_id: str = typer.Argument(..., help="The run id."), workdir: Path | None = WorkdirOpt,
+              root: Path | None = FleetOpt) -> None:
+    """Ask a run to stop before its next iteration (exit 4); continue it later with --resume."""
+    from healer.clock import system
+    from healer.loop.state import RunPaths
+
+    wd = _locate(run_id, workdir, root)
+    p = RunPaths(wd, run_id).pause
+    p.write_text(f"pause requested at {system().now():.3f} by pid {os.getpid()}\n")
+    typer.echo(f"pause requested for {run_id}: it stops before its next iteration (exit 4); "
+               f"continue with: healer loop run --workdir {wd} --resume {run_id}")
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    loop_app.command("run", context_settings={"allow_extra_args": True})(run_cmd)
+    loop_app.command("status")(status_cmd)
+    loop_app.command("list")(list_cmd)
+    loop_app.command("pause")(pause_cmd)
+    app.add_typer(loop_app, name="loop")

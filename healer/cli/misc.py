@@ -1,38 +1,78 @@
-"""CLI: init, failpoints, doctor."""
+"""CLI: init, failpoints, doctor, demo."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlparse
 
 import typer
 from rich.table import Table
 
 from healer.cli.common import JsonOpt, RootOpt, console, find_root, print_json
 
+_IGNORE_FORMS = {".healer", ".healer/", "/.healer", "/.healer/"}
 
-def init(root: Path = RootOpt) -> None:
-    """Create .healer/ in the fleet root, a healer.yaml policy if absent, and ignore .healer/ in git."""
+
+@dataclass
+class InitResult:
+    root: Path
+    created: list[str] = field(default_factory=list)  # what this call made (empty on a re-run)
+
+
+def init_fleet(root: Path, actor: str = "human") -> InitResult:
+    """Make `root` a fleet; safe to repeat (nothing existing is overwritten)."""
     from healer.policy.load import default_policy_path
     from healer.store import open_store
 
-    r = find_root(root) if root else Path.cwd().resolve()
-    (r / ".healer").mkdir(parents=True, exist_ok=True)
-    store = open_store(r)
-    store.append("fleet.init", str(r), {})
-    store.close()
-    pol = r / "healer.yaml"
+    res = InitResult(root)
+    if not (root / ".healer").is_dir():
+        res.created.append(".healer/")
+    (root / ".healer").mkdir(parents=True, exist_ok=True)
+    pol = root / "healer.yaml"
     if not pol.exists():
-        shutil.copyfile(default_policy_path(), pol)
-        typer.echo(f"wrote {pol}")
-    gi = r / ".gitignore"
-    lines = gi.read_text().splitlines() if gi.exists() else []
-    if ".healer/" not in lines and ".healer" not in lines:
+        src = default_policy_path()
+        if src.exists():
+            shutil.copyfile(src, pol)
+        else:  # installed without the policies/ folder: write the schema defaults
+            import yaml
+
+            from healer.policy import Policy
+
+            pol.write_text("# healer policy: the defaults (see `healer policy show`)\n"
+                           + yaml.safe_dump(Policy().model_dump(mode="json", by_alias=True), sort_keys=False))
+        res.created.append("healer.yaml")
+    gi = root / ".gitignore"
+    text = gi.read_text() if gi.exists() else ""
+    if not _IGNORE_FORMS & {ln.strip() for ln in text.splitlines()}:
         with gi.open("a") as f:
-            if lines and lines[-1] != "":
-                f.write("\n")
-            f.write(".healer/\n")
-    typer.echo(f"healer fleet ready at {r}")
+            f.write(("\n" if text and not text.endswith("\n") else "") + ".healer/\n")
+        res.created.append(".gitignore entry")
+    store = open_store(root)
+    try:
+        store.append("fleet.init", str(root), {"actor": actor, "created": res.created})
+    finally:
+        store.close()
+    return res
+
+
+def init(root: Path = RootOpt) -> None:
+    """Create .healer/ in the fleet root, a healer.yaml policy if absent, and ignore .healer/ in git."""
+    from healer import log
+    from healer.cli import _state
+
+    r = find_root(root) if root else Path.cwd().resolve()
+    res = init_fleet(r)
+    log.setup(r, bool(_state.get("debug")))
+    for what in res.created:
+        typer.echo(f"created {what}")
+    typer.echo(f"healer fleet ready at {r}" + ("" if res.created else " (already set up; nothing changed)"))
 
 
 def failpoints_cmd(as_json: bool = JsonOpt) -> None:
@@ -50,6 +90,126 @@ def failpoints_cmd(as_json: bool = JsonOpt) -> None:
     console.print(t)
 
 
+@dataclass
+class Check:
+    name: str
+    status: str  # ok | warn | fail | info
+    detail: str
+    required: bool = False
+
+
+def _check_python() -> Check:
+    v = sys.version_info
+    ok = v >= (3, 11)
+    return Check("python", "ok" if ok else "fail", f"{v.major}.{v.minor}.{v.micro} ({sys.executable})" + ("" if ok else "; healer needs 3.11+"), True)
+
+
+def _check_git() -> Check:
+    git = shutil.which("git")
+    if not git:
+        return Check("git", "fail", "git not found on PATH; the fleet needs it for worktrees and proposals", True)
+    try:
+        out = subprocess.run([git, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return Check("git", "fail", f"{git} does not run: {e}", True)
+    return Check("git", "ok", out, True)
+
+
+def _check_sqlite(root: Path | None) -> Check:
+    from healer.store import open_store
+
+    if root is not None:
+        try:
+            s = open_store(root)
+            try:
+                mode = s._db.execute("PRAGMA journal_mode").fetchone()[0]
+                with s.tx():  # a write lock can be taken and released
+                    pass
+                detail = f"{s.path}: journal_mode={mode}, schema v{s.version()}, {s.last_event_id()} events"
+            finally:
+                s.close()
+        except Exception as e:  # noqa: BLE001 - reported, not raised
+            return Check("store", "fail", f"{root}/.healer/healer.db: {type(e).__name__}: {e}", True)
+        return Check("store", "ok" if mode == "wal" else "fail", detail + ("" if mode == "wal" else " (WAL unavailable here)"), True)
+    with tempfile.TemporaryDirectory() as d:
+        db = sqlite3.connect(Path(d) / "probe.db")
+        mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        db.close()
+    return Check("store", "ok" if mode == "wal" else "fail", f"no fleet here; SQLite {sqlite3.sqlite_version} WAL in a temp dir: {mode}", True)
+
+
+def _check_policy(root: Path | None) -> Check:
+    from healer.errors import InvalidInput
+    from healer.policy import load_policy
+
+    path = root / "healer.yaml" if root is not None and (root / "healer.yaml").exists() else None
+    try:
+        load_policy(path)
+    except InvalidInput as e:
+        more = f" (+{len(e.lines) - 1} more)" if len(e.lines) > 1 else ""
+        return Check("policy", "fail", e.lines[0] + more, True)
+    return Check("policy", "ok", f"{path}: valid" if path else "no healer.yaml; the embedded default is valid", True)
+
+
+def _check_docker() -> Check:
+    host = os.environ.get("DOCKER_HOST", "")
+    if host.startswith(("tcp://", "http://", "https://", "ssh://")):
+        h = urlparse(host).hostname or ""
+        if h not in ("localhost", "127.0.0.1", "::1"):
+            return Check("docker", "info", f"not checked: DOCKER_HOST={host} is off this machine")
+    try:
+        import docker
+
+        client = docker.from_env(timeout=3)
+        try:
+            v = client.version()
+        finally:
+            client.close()
+    except Exception as e:  # noqa: BLE001 - optional: the process runtime works without it
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return Check("docker", "info", f"engine not reachable ({first[:100]}); the container runtime is unavailable, the process runtime works")
+    return Check("docker", "ok", f"engine {v.get('Version', '?')}, API {v.get('ApiVersion', '?')}")
+
+
+def _check_failpoints() -> Check:
+    from healer import failpoints
+
+    spec = os.environ.get(failpoints.ENV)
+    if not spec:
+        return Check("failpoints", "ok", f"{failpoints.ENV} unset (inert)")
+    return Check("failpoints", "warn", f"{failpoints.ENV}={spec}: a game-day setting, active in every healer process started from here")
+
+
+def doctor(root: Path = RootOpt, as_json: bool = JsonOpt) -> None:
+    """Check the machine and the fleet: python, git, SQLite WAL, policy, Docker (informational)."""
+    r = find_root(root)
+    fleet = r if (r / ".healer").is_dir() else None
+    checks = [_check_python(), _check_git(), _check_sqlite(fleet), _check_policy(fleet), _check_docker(), _check_failpoints()]
+    broken = [c for c in checks if c.required and c.status == "fail"]
+    if as_json:
+        print_json({"root": str(fleet) if fleet else None, "ok": not broken,
+                    "checks": [c.__dict__ for c in checks]})
+    else:
+        style = {"ok": "green", "warn": "yellow", "fail": "bold red", "info": "cyan"}
+        t = Table("check", "status", "detail", title=f"healer doctor: {fleet or 'no fleet here'}", title_justify="left")
+        for c in checks:
+            t.add_row(c.name, f"[{style[c.status]}]{c.status}[/]", c.detail)
+        console.print(t)
+    if broken:
+        raise typer.Exit(1)
+
+
+def demo(keep: bool = typer.Option(False, "--keep", help="Keep the demo fleet folder and print where it is.")) -> None:
+    """A short tour of what healer has: a temp fleet, its board, the shipped policies."""
+    from healer import demo as demo_mod
+
+    rc = demo_mod.run(console, keep=keep)
+    if rc:
+        raise typer.Exit(rc)
+
+
 def register(app: typer.Typer) -> None:
     app.command("init")(init)
     app.command("failpoints")(failpoints_cmd)
+    app.command("doctor")(doctor)
+    app.command("demo")(demo)

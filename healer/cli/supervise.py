@@ -1,9 +1,332 @@
-"""CLI: supervise commands (see SPEC §12)."""
+"""CLI: supervise, plan, up, journal, quarantine list|restore (SPEC §7, §12)."""
 
 from __future__ import annotations
 
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from healer.cli.common import JsonOpt, PolicyOpt, RootOpt, policy_for, print_json, require_fleet, store_for
+from healer.clock import iso, system
+
+
+def _setup_logs(root: Path, name: str) -> None:
+    """Human lines on stderr (loguru's default), JSON lines in .healer/logs/<name>.jsonl."""
+    from loguru import logger
+
+    logs = root / ".healer" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    logger.add(str(logs / f"{name}.jsonl"), serialize=True, level="INFO", rotation="50 MB", retention=5)
+
+
+def _age(now: float, t: float | None) -> str:
+    from healer import durations
+
+    if t is None:
+        return "-"
+    return durations.format(max(0, round(now - t)))
+
+
+def _compact(d: Any, limit: int = 400) -> str:
+    s = json.dumps(d, sort_keys=True, default=str, separators=(", ", ": "))
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def plan_data(rep) -> dict[str, Any]:
+    s, d = rep.snapshot, rep.decision
+
+    def act(a) -> dict[str, Any]:
+        return {"action": a.action, "subject": a.subject, "params": a.params, "reason": a.reason, "rule": a.rule}
+
+    return {
+        "now": s.now, "at": iso(s.now), "halted": s.halted, "failed_sources": sorted(s.failed_sources),
+        "findings": [{"key": f.key, "kind": f.kind, "subject": f.subject, "since": f.since, "severity": f.severity,
+                      "status": f.status, "evidence": f.evidence,
+                      "planned": [act(a) for a in d.actions if a.reason == f.key],
+                      "deferred": [{**act(a), "why": why} for a, why in d.deferred if a.reason == f.key]}
+                     for f in d.findings],
+        "actions": [act(a) for a in d.actions],
+        "deferred": [{**act(a), "why": why} for a, why in d.deferred],
+        "alerts": [{"key": al.key, "text": al.text, "severity": al.severity} for al in d.alerts],
+        "repair": d.repair, "repair_reason": getattr(d, "repair_reason", ""),
+    }
+
+
+def print_plan(rep) -> None:
+    data = plan_data(rep)
+    now = data["now"]
+    out = [f"plan at {data['at']}" + ("  (HALTED: observe-only)" if data["halted"] else "")]
+    if data["failed_sources"]:
+        out.append(f"failed sources (fail-open, dependent sentinels unknown): {', '.join(data['failed_sources'])}")
+    out.append(f"\nfindings ({len(data['findings'])})")
+    if not data["findings"]:
+        out.append("  none: the fleet looks healthy")
+    for f in data["findings"]:
+        out.append(f"  {f['kind']:<20} {f['subject']}  {f['severity']}"
+                   + ("  [unknown]" if f["status"] == "unknown" else f"  for {_age(now, f['since'])}"))
+        out.append(f"      evidence: {_compact(f['evidence'])}")
+        for a in f["planned"]:
+            out.append(f"      plan:     {a['action']} {a['subject']}" + (f"  {_compact(a['params'], 160)}" if a["params"] else ""))
+        for a in f["deferred"]:
+            out.append(f"      deferred: {a['action']} {a['subject']}: {a['why']}")
+    keys = {f["key"] for f in data["findings"]}
+    other = [a for a in data["actions"] if a["reason"] not in keys]
+    if other:
+        out.append("\nother planned actions")
+        out += [f"  {a['action']} {a['subject']}  ({a['reason']})" for a in other]
+    other_d = [a for a in data["deferred"] if a["reason"] not in keys]
+    if other_d:
+        out.append("\nother deferred actions")
+        out += [f"  {a['action']} {a['subject']}: {a['why']}" for a in other_d]
+    out.append(f"\nplanned {len(data['actions'])} action(s), deferred {len(data['deferred'])}, alerts {len(data['alerts'])}")
+    for al in data["alerts"]:
+        out.append(f"  alert [{al['severity']}] {al['key']}: {al['text']}")
+    if data["repair"]:
+        out.append(f"repair agent: would launch ({data['repair_reason']})")
+    typer.echo("\n".join(out))
+
+
+def _supervisor(root: Path, policy_path: Path | None, *, dry_run: bool = False, metrics=None, repair_async: bool = False):
+    from healer.supervisor import Supervisor
+
+    pol = policy_for(root, policy_path)
+    store = store_for(root)
+    return Supervisor(root, pol, store, system(), dry_run=dry_run, metrics=metrics, repair_async=repair_async)
+
+
+def supervise(
+    once: bool = typer.Option(False, "--once", help="Run one tick and exit."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print findings and the plan; change nothing (no lease, no action)."),
+    metrics_port: int = typer.Option(None, "--metrics-port", help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics."),
+    as_json: bool = JsonOpt,
+    root: Path = RootOpt,
+    policy: Path = PolicyOpt,
+) -> None:
+    """Run the supervisor: lease, recover intents, snapshot, core, execute, notify, every supervisor.tick."""
+    r = require_fleet(root)
+    metrics = server = None
+    if metrics_port is not None:
+        from healer.metrics import Metrics, serve
+
+        metrics = Metrics()
+        try:
+            server = serve(metrics, metrics_port)
+        except OSError as e:
+            from healer.errors import UsageError
+
+            raise UsageError(f"--metrics-port {metrics_port}: cannot listen on 127.0.0.1:{metrics_port}: {e.strerror or e}") from e
+    if not dry_run:
+        _setup_logs(r, "supervisor")
+    sup = _supervisor(r, policy, dry_run=dry_run, metrics=metrics, repair_async=not once)
+    try:
+        if once:
+            try:
+                rep = sup.tick()
+            finally:
+                if not dry_run:
+                    sup.store.release_lease("supervisor", sup.holder)  # a one-shot run leaves no lock behind
+            if dry_run:
+                print_json(plan_data(rep)) if as_json else print_plan(rep)
+            elif as_json:
+                print_json(rep.summary())
+            else:
+                _print_tick(rep)
+            return
+        signal.signal(signal.SIGTERM, sup.stop)
+        signal.signal(signal.SIGINT, sup.stop)
+
+        def on_tick(rep) -> None:
+            if dry_run:
+                print_json(plan_data(rep)) if as_json else print_plan(rep)
+            elif as_json:
+                typer.echo(json.dumps(rep.summary(), default=str))
+            else:
+                _print_tick(rep)
+            sys.stdout.flush()
+
+        sup.run_forever(on_tick)
+    finally:
+        if server is not None:
+            server.shutdown()
+        sup.store.close()
+
+
+def _print_tick(rep) -> None:
+    s = rep.summary()
+    if rep.skipped:
+        typer.echo(f"{iso(rep.at)} tick skipped: {rep.skipped}")
+        return
+    outs = ", ".join(f"{k} {v}" for k, v in sorted(s["outcomes"].items())) or "none"
+    line = (f"{iso(rep.at)} tick: {s['findings']} finding(s), {s['planned']} planned, {s['deferred']} deferred, "
+            f"actions: {outs}, alerts sent {s['alerts_sent']}, {s['duration_ms']} ms")
+    if s["recovered"]:
+        line += f", recovered {s['recovered']} intent(s)"
+    if s["failed_sources"]:
+        line += f", failed sources: {', '.join(s['failed_sources'])}"
+    typer.echo(line)
+    for a, o in rep.outcomes:
+        typer.echo(f"  {o.status:<8} {a.action} {a.subject}: {o.reason}")
+
+
+def plan(as_json: bool = JsonOpt, root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
+    """Print what the supervisor sees (findings with evidence) and would do (plan, deferred); change nothing."""
+    r = require_fleet(root)
+    sup = _supervisor(r, policy, dry_run=True)
+    try:
+        rep = sup.plan()
+    finally:
+        sup.store.close()
+    print_json(plan_data(rep)) if as_json else print_plan(rep)
+
+
+def up(root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
+    """Run the dispatcher and the supervisor together until SIGTERM/SIGINT."""
+    from loguru import logger
+
+    from healer.errors import INTERNAL, HealerError
+    from healer.fleet.dispatcher import Dispatcher
+    from healer.store import open_store
+    from healer.supervisor import Supervisor
+
+    r = require_fleet(root)
+    _setup_logs(r, "up")
+    pol = policy_for(r, policy)
+    clock = system()
+    d_store, s_store = open_store(r, clock), open_store(r, clock)
+    disp = Dispatcher(r, pol, d_store, clock, policy_path=policy)
+    sup = Supervisor(r, pol, s_store, clock, repair_async=True)
+    stop = threading.Event()
+    errors: dict[str, str] = {}
+
+    def halt(*_: Any) -> None:
+        stop.set()
+        disp.stop()
+        sup.stop()
+
+    def runner(name: str, fn) -> None:
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - reported, and the other half is stopped with it
+            errors[name] = f"{type(e).__name__}: {e}"
+            logger.exception("{} stopped", name)
+        finally:
+            halt()
+
+    signal.signal(signal.SIGTERM, halt)
+    signal.signal(signal.SIGINT, halt)
+    threads = [threading.Thread(target=runner, args=("dispatcher", disp.run_forever), name="dispatcher"),
+               threading.Thread(target=runner, args=("supervisor", sup.run_forever), name="supervisor")]
+    for t in threads:
+        t.start()
+    typer.echo(f"healer up at {r}: dispatcher and supervisor running (SIGTERM or Ctrl-C to stop)")
+    while not stop.is_set():
+        stop.wait(0.2)
+    for t in threads:
+        t.join(timeout=30)
+    d_store.close()
+    s_store.close()
+    if errors:
+        raise HealerError("; ".join(f"{k}: {v}" for k, v in sorted(errors.items())), INTERNAL)
+    typer.echo("healer up: stopped")
+
+
+def journal(
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events as they come."),
+    kind: str = typer.Option(None, "--kind", "-k", help="Only events whose kind starts with PREFIX (e.g. remedy., intent.)."),
+    subject: str = typer.Option(None, "--subject", "-s", help="Only events about this subject (ticket id, path...)."),
+    limit: int = typer.Option(50, "--limit", "-n", help="How many past events to print first (0: none, -1: all)."),
+    as_json: bool = JsonOpt,
+    root: Path = RootOpt,
+) -> None:
+    """Print the event log (append-only): transitions, intents, actions, alerts, ticks."""
+    store = store_for(root)
+    try:
+        past = store.events(prefix=kind, subject=subject)
+        if limit >= 0:
+            past = past[-limit:] if limit else []
+        last = store.last_event_id()
+        for e in past:
+            _print_event(e, as_json)
+        if not follow:
+            return
+        sys.stdout.flush()
+        try:
+            for e in store.follow(after=last, poll=0.5):
+                if (kind and not e.kind.startswith(kind)) or (subject and e.subject != subject):
+                    continue
+                _print_event(e, as_json)
+                sys.stdout.flush()
+        except KeyboardInterrupt:
+            return
+    finally:
+        store.close()
+
+
+def _print_event(e, as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps({"id": e.id, "at": e.at, "kind": e.kind, "subject": e.subject, "payload": e.payload},
+                              sort_keys=True, default=str))
+    else:
+        typer.echo(f"{e.id:>6} {iso(e.at)} {e.kind:<22} {e.subject:<14} {_compact(e.payload, 300)}")
+
+
+quarantine_app = typer.Typer(help="Files the healer moved aside (restorable byte for byte).", no_args_is_help=True)
+
+
+@quarantine_app.command("list")
+def quarantine_list(
+    all_: bool = typer.Option(False, "--all", help="Include restored entries."),
+    as_json: bool = JsonOpt,
+    root: Path = RootOpt,
+) -> None:
+    """List quarantined files: id, original path, size, sha256, reason, time."""
+    from healer.remedy import quarantine as q
+
+    r = require_fleet(root)
+    ents = [e for e in q.entries(r) if all_ or e.state == "quarantined"]
+    if as_json:
+        print_json([e.as_dict() for e in ents])
+        return
+    if not ents:
+        typer.echo("quarantine is empty")
+        return
+    for e in ents:
+        typer.echo(f"{e.id}\n    {e.state}  {e.size} bytes  sha256 {e.sha256[:16]}  {iso(e.time)}  {e.reason}")
+
+
+@quarantine_app.command("restore")
+def quarantine_restore(
+    target: str = typer.Argument(..., help="A batch id, an entry id (batch/path) or an original path."),
+    as_json: bool = JsonOpt,
+    root: Path = RootOpt,
+) -> None:
+    """Put quarantined files back where they were (refuses to overwrite an existing file)."""
+    from healer.remedy import quarantine as q
+    from healer.store import open_store
+
+    r = require_fleet(root)
+    done = q.restore(r, target, system())
+    store = open_store(r)
+    try:
+        for e in done:
+            store.append("quarantine.restored", e.path, {"id": e.id, "sha256": e.sha256, "size": e.size, "actor": "human"})
+    finally:
+        store.close()
+    if as_json:
+        print_json([e.as_dict() for e in done])
+        return
+    for e in done:
+        typer.echo(f"restored {e.path} ({e.size} bytes, sha256 {e.sha256[:16]})")
 
 
 def register(app: typer.Typer) -> None:
-    pass
+    app.command("supervise")(supervise)
+    app.command("plan")(plan)
+    app.command("up")(up)
+    app.command("journal")(journal)
+    app.add_typer(quarantine_app, name="quarantine")

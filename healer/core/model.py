@@ -45,6 +45,7 @@ class Snapshot:
     main_status: str = "green"  # green | red | unknown
     main_red_since: float | None = None
     dispatch_paused: bool = False
+    dispatch_paused_by: str | None = None  # "healer" when the supervisor paused it (only then may it resume it)
     pool_size: int = 4
     last_launch_at: float | None = None
     last_open_at: float | None = None  # last proposal opened
@@ -97,6 +98,7 @@ class Memory:
     action_times: dict[str, list[float]] = field(default_factory=dict)  # action -> times (rate limits)
     cooldowns: dict[str, float] = field(default_factory=dict)  # alert key -> last sent
     repair_runs: list[float] = field(default_factory=list)
+    rule_times: dict[str, list[float]] = field(default_factory=dict)  # rule id -> times it acted (limits.max_per_hour)
 
 
 @dataclass(frozen=True)
@@ -107,3 +109,4 @@ class Decision:
     deferred: tuple[tuple[PlannedAction, str], ...] = ()  # (action, why not now: rate limit, quiet period, blast radius, halt)
     memory: Memory = field(default_factory=Memory)
     repair: bool = False  # launch the repair agent now
+    repair_reason: str = ""  # why (or why not) the repair agent is launched, for the journal

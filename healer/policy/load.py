@@ -9,7 +9,7 @@ from pydantic import BaseModel, ValidationError
 
 from healer.errors import InvalidInput
 from healer.policy.schema import Policy
-from healer.policy.yamlpos import Problem, YamlProblem, dotted, load_one, mark_for, read_text
+from healer.policy.yamlpos import MAX_BYTES, Problem, YamlProblem, dotted, key_text, load_one, mark_for, read_text
 
 _EXPECT = {
     "int_parsing": "an integer",
@@ -26,14 +26,16 @@ _EXPECT = {
     "model_attributes_type": "a mapping",
     "missing": "this key to be set",
     "too_short": "at least one item",
+    "finite_number": "a finite number",
+    "string_too_short": "a non-empty string",
 }
 
 
 def _short(v: Any) -> str:
     if isinstance(v, dict):
-        return "a mapping"
+        return "a mapping" if v else "an empty mapping"
     if isinstance(v, list):
-        return "a list"
+        return "a list" if v else "an empty list"
     if v is None:
         return "nothing (null)"
     r = repr(v)
@@ -45,7 +47,7 @@ def _describe(err: dict, model: type[BaseModel]) -> str:
     inp = err.get("input")
     ctx = err.get("ctx") or {}
     if t == "extra_forbidden":
-        return f"expected a known key, got unknown key '{err['loc'][-1]}'" + _known(model, err["loc"][:-1])
+        return f"expected a known key, got unknown key {key_text(err['loc'][-1])}" + _known(model, err["loc"][:-1])
     if t == "literal_error":
         return f"expected {ctx.get('expected', 'one of the allowed values')}, got {_short(inp)}"
     if t in ("greater_than_equal", "greater_than"):
@@ -57,11 +59,13 @@ def _describe(err: dict, model: type[BaseModel]) -> str:
         return f"expected at most {bound} (the maximum), got {_short(inp)}"
     if t == "value_error":
         msg = str(ctx.get("error", err.get("msg", "")))
-        return msg if msg.startswith("expected") else f"expected a valid value: {msg}"
+        return msg if msg.startswith("expected") else f"expected a valid value, got a problem: {msg}"
     if t == "missing":
         return "expected this key to be set, got nothing"
     if t == "too_short":
         return f"expected at least {ctx.get('min_length', 1)} item(s), got {_short(inp)}"
+    if t == "string_too_short":
+        return f"expected at least {ctx.get('min_length', 1)} character(s), got {_short(inp)}"
     if t in _EXPECT:
         return f"expected {_EXPECT[t]}, got {_short(inp)}"
     return f"expected a valid value ({err.get('msg', t)}), got {_short(inp)}"
@@ -148,7 +152,11 @@ def load_policy(path: str | FsPath | None = None) -> Policy:
         return Policy()
     fp = FsPath(path)
     try:
-        raw = fp.read_bytes()
+        with fp.open("rb") as f:
+            raw = f.read(MAX_BYTES + 1)  # a 10 GB file is refused without being read
+        if len(raw) > MAX_BYTES:
+            p = Problem(1, 1, "(file)", f"expected at most {MAX_BYTES} bytes, got {fp.stat().st_size}")
+            raise InvalidInput(_line(str(path), p), [_line(str(path), p)])
     except FileNotFoundError:
         raise InvalidInput(f"{path}: no such policy file") from None
     except IsADirectoryError:

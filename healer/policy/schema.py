@@ -231,9 +231,9 @@ class Notifier(Strict):
     def _needs(self) -> Notifier:
         need = {"jsonl": "path", "webhook": "url"}.get(self.kind)
         if need and not getattr(self, need):
-            raise ValueError(f"a {self.kind} notifier needs '{need}'")
+            raise ValueError(f"expected '{need}' for a {self.kind} notifier, got none @{need}")
         if self.kind == "command" and not self.command:
-            raise ValueError("a command notifier needs 'command'")
+            raise ValueError("expected 'command' (an argv list) for a command notifier, got none @command")
         return self
 
 
@@ -270,6 +270,19 @@ class Fleet(Strict):
     heartbeat: Duration = "30s"
     runtime: Literal["process", "container"] = "process"
     image: str = "healer-python"
+    container_network: Literal["none", "host"] = Field(
+        "none", description="network_mode of agent containers (container runtime): none, or host when the agent needs it")
+    loop_command: list[str] = Field(
+        default_factory=lambda: ["{python}", "-m", "healer", "loop", "run", "--policy", "{policy}", "--task", "{task_file}",
+                                 "--workdir", "{workdir}", "--root", "{root}", "--run-id", "{run_id}"],
+        description="argv of the agent loop the dispatcher launches per ticket; placeholders {python} {policy} "
+                    "{task_file} {workdir} {root} {run_id} {ticket}; never a shell",
+    )
+    resume_args: list[str] = Field(default_factory=lambda: ["--resume", "{run_id}"],
+                                   description="appended to loop_command when a dead agent is resumed in its worktree")
+    task_template: str = Field("# {ticket}: {title}\n\n{body}\n",
+                               description="the task file given to the loop; {ticket} {title} {body}")
+    evidence_lines: PosInt = Field(20, description="gate-log lines quoted in a needs-human evidence comment")
 
 
 class Supervisor(Strict):

@@ -115,9 +115,15 @@ class SqliteStore:
             return self._event(db, kind, subject, payload, at)
 
     def events(self, *, after: int = 0, kinds: Iterable[str] | None = None, subject: str | None = None,
-               since: float | None = None, limit: int | None = None, prefix: str | None = None) -> list[Event]:
+               since: float | None = None, limit: int | None = None, prefix: str | None = None,
+               contains: str | None = None) -> list[Event]:
+        """`contains` filters on the payload's compact JSON text, e.g. '"to":"queued"' (keys are sorted, no spaces)."""
         sql = "SELECT * FROM events WHERE id > ?"
         args: list[Any] = [after]
+        if contains is not None:
+            esc = contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+            sql += " AND payload LIKE ? ESCAPE '\\'"
+            args.append(f"%{esc}%")
         if kinds is not None:
             kinds = list(kinds)
             sql += f" AND kind IN ({_placeholders(len(kinds))})"
@@ -167,10 +173,12 @@ class SqliteStore:
 
     # -- tickets ----------------------------------------------------------------
     def _ticket_from(self, r: sqlite3.Row, labels: dict[str, float]) -> Ticket:
+        # most tickets have no blockers and no data: skip the JSON parser for those (whole-fleet snapshots)
+        bb, data = r["blocked_by"], r["data"]
         return Ticket(
             id=r["id"], title=r["title"], state=r["state"], priority=r["priority"], body=r["body"],
-            labels=labels, blocked_by=tuple(json.loads(r["blocked_by"])), created_at=r["created_at"],
-            updated_at=r["updated_at"], data=json.loads(r["data"]),
+            labels=labels, blocked_by=() if bb == "[]" else tuple(json.loads(bb)), created_at=r["created_at"],
+            updated_at=r["updated_at"], data={} if data == "{}" else json.loads(data),
         )
 
     def _labels(self, ids: list[str] | None = None) -> dict[str, dict[str, float]]:
@@ -415,6 +423,20 @@ class SqliteStore:
     def attempts(self, ticket_id: str) -> list[Attempt]:
         return [self._att(r) for r in self._q("SELECT * FROM attempts WHERE ticket_id=? ORDER BY id", (ticket_id,))]
 
+    def all_attempts(self, *, skip_ticket_states: Iterable[str] = ()) -> dict[str, list[Attempt]]:
+        """Every attempt, grouped by ticket, oldest first: one query for a whole-fleet snapshot.
+        `skip_ticket_states` leaves out tickets in those states (finished tickets' history)."""
+        out: dict[str, list[Attempt]] = {}
+        skip = list(skip_ticket_states)
+        sql, args = "SELECT * FROM attempts ORDER BY id", []
+        if skip:
+            sql = (f"SELECT a.* FROM attempts a JOIN tickets t ON t.id = a.ticket_id "
+                   f"WHERE t.state NOT IN ({_placeholders(len(skip))}) ORDER BY a.id")
+            args = skip
+        for r in self._q(sql, args):
+            out.setdefault(r["ticket_id"], []).append(self._att(r))
+        return out
+
     # -- intents ----------------------------------------------------------------
     def _intent(self, r: sqlite3.Row) -> Intent:
         return Intent(r["id"], r["action"], r["subject"], r["state"], json.loads(r["params"]), r["actor"], r["reason"],
@@ -441,7 +463,8 @@ class SqliteStore:
             db.execute("UPDATE intents SET state=?, updated_at=?, result=? WHERE id=?", (state, self.now(), _j(result or {}), id))
             self._event(db, f"intent.{state}", r["subject"], {"intent": id, "action": r["action"], "result": result or {}})
 
-    def intents(self, states: Iterable[str] | None = None, limit: int | None = None, subject: str | None = None) -> list[Intent]:
+    def intents(self, states: Iterable[str] | None = None, limit: int | None = None, subject: str | None = None,
+                since: float | None = None) -> list[Intent]:
         sql, args = "SELECT * FROM intents WHERE 1=1", []
         if states is not None:
             states = list(states)
@@ -450,11 +473,30 @@ class SqliteStore:
         if subject is not None:
             sql += " AND subject=?"
             args.append(subject)
+        if since is not None:
+            sql += " AND created_at >= ?"
+            args.append(since)
         sql += " ORDER BY id"
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
         return [self._intent(r) for r in self._q(sql, args)]
+
+    def count_intents(self, *, action: str | None = None, since: float | None = None,
+                      states: Iterable[str] | None = None) -> int:
+        """How many intents (of one action, since a time, in some states): per-action rate limits."""
+        sql, args = "SELECT COUNT(*) AS n FROM intents WHERE 1=1", []
+        if action is not None:
+            sql += " AND action=?"
+            args.append(action)
+        if since is not None:
+            sql += " AND created_at >= ?"
+            args.append(since)
+        if states is not None:
+            states = list(states)
+            sql += f" AND state IN ({_placeholders(len(states))})"
+            args += states
+        return int(self._q(sql, args)[0]["n"])
 
     # -- leases -----------------------------------------------------------------
     def acquire_lease(self, name: str, holder: str, pid: int, host: str, ttl: float, *, pid_alive=None) -> Lease | None:

@@ -1,0 +1,127 @@
+"""Benchmark: the supervisor's decision (issue 5, acceptance 7). Prints SPEC §11 JSON lines.
+
+- core_eval_ms_{1k,10k}: `healer.core.decide` alone on a synthetic fleet (healer.core.synth.fleet):
+  1,000 / 10,000 tickets, 100 / 1,000 agents, 100 / 1,000 worktrees, about 1% of every finding kind.
+- growth_ratio_10x: core_eval_ms_10k / core_eval_ms_1k (target <= 12 for 10x the fleet).
+- *_cpu_*: the same, in CPU time of this process (the machine is shared; wall time includes waiting for a core).
+- tick_with_store_ms_{1k,10k}: a full tick's read and decision on the same fleet held in a real SQLite
+  store (WAL, on disk): `healer.fleet.snapshot.gather(...)` (the shell's own snapshot: store reads,
+  agent liveness by pid, worktree folders on disk) followed by `decide`. The store is filled with bulk
+  inserts (setup only; the timed part uses only the shell's code).
+
+Medians over repeated runs; `--quick` runs fewer repetitions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from healer.clock import VirtualClock  # noqa: E402
+from healer.core import decide  # noqa: E402
+from healer.core.model import Memory  # noqa: E402
+from healer.core.synth import fleet  # noqa: E402
+from healer.policy.schema import Policy  # noqa: E402
+from healer.store import open_store  # noqa: E402
+
+QUICK = "--quick" in sys.argv
+
+
+def emit(metric: str, value: float, unit: str, target: float, better: str = "lower") -> None:
+    print(json.dumps({"bench": "supervisor_tick", "metric": metric, "value": round(value, 3), "unit": unit,
+                      "target": target, "better": better}), flush=True)
+
+
+def median_ms(fn, runs: int) -> tuple[float, float]:
+    """(median wall ms, median CPU ms of this process): the machine is shared, CPU time shows the work itself."""
+    fn()  # warm-up
+    wall, cpu = [], []
+    for _ in range(runs):
+        t, c = time.perf_counter(), time.process_time()
+        fn()
+        wall.append((time.perf_counter() - t) * 1000)
+        cpu.append((time.process_time() - c) * 1000)
+    return statistics.median(wall), statistics.median(cpu)
+
+
+def populate(root: Path, snap, clock) -> object:
+    """Write the synthetic fleet into a real store (bulk, one transaction) and its live worktrees on disk."""
+    store = open_store(root, clock)
+    host, pid = socket.gethostname(), os.getpid()
+    j = json.dumps
+    with store.tx() as db:
+        db.executemany("INSERT INTO tickets(id,title,body,state,priority,blocked_by,created_at,updated_at,data) VALUES (?,?,?,?,?,?,?,?,?)",
+                       [(t.id, t.title, "", t.state, t.priority, j(list(t.blocked_by)), t.created_at, t.updated_at, j(t.data))
+                        for t in snap.tickets])
+        db.executemany("INSERT INTO labels VALUES (?,?,?)",
+                       [(t.id, lb, at) for t in snap.tickets for lb, at in t.labels.items()])
+        rows = []
+        for v in snap.agents:
+            a = v.agent
+            # the live ones point at this very process, so liveness is a real pid check
+            rows.append((a.id, a.ticket_id, a.state, "process", pid if v.alive else 2 ** 22 + 7, host, None, None,
+                         str(root / a.worktree) if a.worktree else None, a.started_at, a.heartbeat_at, a.progress_at,
+                         None, None, "{}"))
+        db.executemany("INSERT INTO agents(id,ticket_id,state,kind,pid,host,container,run_id,worktree,started_at,"
+                       "heartbeat_at,progress_at,ended_at,exit_code,data) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        db.executemany("INSERT INTO worktrees VALUES (?,?,?,?,?,?)",
+                       [(str(root / w.worktree.path), w.worktree.ticket_id, w.worktree.branch, w.worktree.created_at, "active", None)
+                        for w in snap.worktrees])
+        db.executemany("INSERT INTO attempts(ticket_id,kind,at,head,state_hash) VALUES (?,?,?,?,?)",
+                       [(tid, a.kind, a.at, a.head, a.state_hash) for tid, atts in snap.attempts.items() for a in atts])
+        db.executemany('INSERT INTO proposals(ticket_id,branch,"commit",state,created_at) VALUES (?,?,?,?,?)',
+                       [(p.ticket_id, p.branch, p.commit, p.state, p.created_at) for p in snap.proposals])
+        db.executemany("INSERT INTO events(at,kind,subject,payload) VALUES (?,?,?,?)",
+                       [(t.created_at, "ticket.created", t.id, j({"title": t.title})) for t in snap.tickets]
+                       + [(t.updated_at, "ticket.moved", t.id, j({"from": "queued", "to": t.state, "actor": "dispatch"}))
+                          for t in snap.tickets])
+    for v in snap.agents:
+        if v.agent.worktree and v.alive:
+            (root / v.agent.worktree).mkdir(parents=True, exist_ok=True)
+    store.set_setting("main.status", "green")
+    store.set_setting("dispatch.last_launch_at", snap.last_launch_at)
+    store.set_setting("supervisor.last_tick_at", snap.last_supervisor_tick)
+    return store
+
+
+def main() -> int:
+    policy = Policy()
+    runs = {1: 5 if QUICK else 21, 10: 3 if QUICK else 9}
+    core = {}
+    snaps = {}
+    for k in (1, 10):
+        snaps[k] = fleet(1000 * k, 100 * k, 100 * k)
+        core[k] = median_ms(lambda s=snaps[k]: decide(s, policy, Memory()), runs[k])
+        emit(f"core_eval_ms_{k}k", core[k][0], "ms", 100)
+        emit(f"core_eval_cpu_ms_{k}k", core[k][1], "ms", 100)
+    emit("growth_ratio_10x", core[10][0] / core[1][0], "ratio", 12)
+    emit("growth_ratio_cpu_10x", core[10][1] / core[1][1], "ratio", 12)
+
+    from healer.fleet.snapshot import gather
+
+    for k in (1, 10):
+        with tempfile.TemporaryDirectory(prefix="healer-bench-") as tmp:
+            root = Path(tmp)
+            (root / ".healer").mkdir()
+            clock = VirtualClock(snaps[k].now)
+            store = populate(root, snaps[k], clock)
+            pol = policy.model_copy(update={"fleet": policy.fleet.model_copy(update={"pool_size": 100 * k})})
+            try:
+                ms, cpu = median_ms(lambda r=root, st=store, p=pol, c=clock: decide(gather(r, st, p, c), p, Memory()), runs[k])
+            finally:
+                store.close()
+        emit(f"tick_with_store_ms_{k}k", ms, "ms", 500)
+        emit(f"tick_with_store_cpu_ms_{k}k", cpu, "ms", 500)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

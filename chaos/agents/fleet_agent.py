@@ -1,0 +1,133 @@
+"""A scripted stand-in for `healer loop run`, launched by the dispatcher through `fleet.loop_command`.
+
+It takes the loop's flags (--policy --task --workdir --root --run-id [--resume RUN_ID]),
+does one fixed thing in the worktree, writes the loop's result file
+(`WORKDIR/.healer/runs/RUN_ID/result.json`) and exits with the loop's exit codes.
+
+Behaviours (the outcome names of chaos/agents/behaviours.py):
+  success  commit a change, exit 0          noop    exit 0 without a commit
+  fail     exit 1 with a failure signature  broken  commit a file named BROKEN, exit 0
+  die      SIGKILL itself                    hang    wait (bounded by --hang-max), killable
+  stall    exit 3 (stalled)                  budget  exit 2 (budget exhausted)
+`die` and `hang` commit first when given --commit (or the behaviour is `die+commit`).
+
+The behaviour comes from --behaviour, else $HEALER_FLEET_BEHAVIOUR, else a line
+`behaviour: NAME[,NAME...]` in the task file (the Nth run in this worktree takes
+the Nth name, the last one repeating), else `success`.
+Deliberately free of healer imports: it starts fast and is a separate program.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+GIT_ID = {"GIT_AUTHOR_NAME": "fleet-agent", "GIT_AUTHOR_EMAIL": "agent@healer.invalid",
+          "GIT_COMMITTER_NAME": "fleet-agent", "GIT_COMMITTER_EMAIL": "agent@healer.invalid"}
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, **GIT_ID}
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
+
+
+def behaviour_for(args, workdir: Path, n: int) -> str:
+    if args.behaviour:
+        names = args.behaviour
+    elif os.environ.get("HEALER_FLEET_BEHAVIOUR"):
+        names = os.environ["HEALER_FLEET_BEHAVIOUR"]
+    else:
+        names = "success"
+        try:
+            m = re.search(r"^behaviou?r:\s*(\S+)", Path(args.task).read_text(), re.M)
+            if m:
+                names = m.group(1)
+        except OSError:
+            pass
+    seq = [x for x in names.split(",") if x]
+    return seq[min(n, len(seq) - 1)]
+
+
+def commit(workdir: Path, run_id: str, name: str | None = None, text: str | None = None) -> str:
+    work = workdir / "work"
+    work.mkdir(exist_ok=True)
+    n = len(list(work.glob("*.txt"))) + 1
+    f = workdir / name if name else work / f"{run_id}-{n}.txt"
+    f.write_text(text or f"change {n} by run {run_id}\n")
+    git(workdir, "add", "-A", str(f.relative_to(workdir)))
+    git(workdir, "commit", "-q", "-m", f"agent {run_id}: step {n}")
+    return git(workdir, "rev-parse", "HEAD")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="fleet_agent")
+    ap.add_argument("--policy")
+    ap.add_argument("--task", required=True)
+    ap.add_argument("--workdir", required=True)
+    ap.add_argument("--root")
+    ap.add_argument("--run-id", required=True)
+    ap.add_argument("--resume")
+    ap.add_argument("--behaviour")
+    ap.add_argument("--commit", action="store_true")
+    ap.add_argument("--hang-max", type=float, default=120.0)
+    args = ap.parse_args(argv)
+
+    workdir = Path(args.workdir)
+    run_dir = workdir / ".healer" / "runs" / args.run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    counter = workdir / ".healer" / "fleet_agent.runs"
+    n = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(n + 1))
+    what = behaviour_for(args, workdir, n)
+    with_commit = args.commit or what.endswith("+commit")
+    what = what.split("+")[0]
+    (run_dir / "started").write_text(f"{os.getpid()} {what}\n")
+    print(f"fleet_agent: run {args.run_id} (#{n + 1}) behaviour={what} resume={args.resume}", flush=True)
+
+    def result(code: int, reason: str, signature: str | None = None, gate_log: list[str] | None = None) -> int:
+        head = git(workdir, "rev-parse", "HEAD")
+        data = {"run_id": args.run_id, "exit_code": code, "reason": reason, "iterations": 1,
+                "failure_signature": signature, "state_hash": head[:16], "head": head,
+                "gate_log_tail": gate_log or [], "cost_usd": 0.0, "committed": what in ("success", "broken")}
+        tmp = run_dir / "result.json.tmp"
+        tmp.write_text(json.dumps(data))
+        tmp.replace(run_dir / "result.json")
+        return code
+
+    if what == "success":
+        commit(workdir, args.run_id)
+        return result(0, "gates passed")
+    if what == "broken":
+        commit(workdir, args.run_id, "BROKEN", f"broken by {args.run_id}\n")
+        return result(0, "gates passed (locally)")
+    if what == "noop":
+        return result(0, "nothing to do")
+    if what == "fail":
+        lines = [f"gate tests: FAILED test_feature (run {args.run_id})", "AssertionError: expected 42, got 41", "gate tests: exit 1"]
+        print("\n".join(lines), flush=True)
+        return result(1, "gate failed", "tests:AssertionError:expected-42", lines)
+    if what == "stall":
+        return result(3, "stalled: same failure 3 times", "tests:AssertionError:expected-42")
+    if what == "budget":
+        return result(2, "iteration cap reached", "tests:AssertionError:expected-42")
+    if what in ("die", "hang"):
+        if with_commit:
+            commit(workdir, args.run_id)
+        (run_dir / f"ready.{os.getpid()}").write_text("ready\n")  # per process: a resume reuses the run folder
+        if what == "die":
+            os.kill(os.getpid(), signal.SIGKILL)
+        threading.Event().wait(args.hang_max)  # killable; bounded so a forgotten agent cannot outlive a test run
+        return result(4, "hang ended")
+    print(f"fleet_agent: unknown behaviour {what!r}", file=sys.stderr)
+    return 64
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""Game-day engines: `simulated` (chaos/engine/sim.py) and `real` (chaos/engine/real.py).
+
+`run(scenario, workdir, ...)` picks the engine from the scenario's mode, runs it, and
+returns a `Result`: the checks, the activities (faults and probes, Chaos Toolkit style),
+the rollbacks (every fault undone) and a timeline for the report.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos.checkers import Check, History, run_checks
+from chaos.scenario import Scenario
+from healer.clock import Clock, system
+
+
+@dataclass
+class Activity:
+    name: str
+    type: str  # action (a fault) | probe (a check) | rollback
+    start: float
+    end: float
+    status: str  # succeeded | failed
+    output: Any = None
+
+
+@dataclass
+class Result:
+    scenario: Scenario
+    status: str  # passed | failed | error
+    checks: list[Check] = field(default_factory=list)
+    activities: list[Activity] = field(default_factory=list)
+    rollbacks: list[Activity] = field(default_factory=list)
+    timeline: list[tuple[float, str, str, str]] = field(default_factory=list)  # (offset s, kind, subject, text)
+    started: float = 0.0  # wall clock
+    ended: float = 0.0
+    span: float = 0.0  # scenario time covered (virtual seconds in simulated mode)
+    seed: int = 0
+    disabled: bool = False
+    error: str | None = None
+    steady_before: dict[str, Any] = field(default_factory=dict)
+    steady_after: dict[str, Any] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
+    workdir: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "passed"
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok]
+
+    @property
+    def wall(self) -> float:
+        return max(0.0, self.ended - self.started)
+
+
+# timeline: only what a reader needs to follow the story
+TIMELINE_PREFIXES = ("chaos.", "dispatch.", "ticket.moved", "ticket.unlabeled", "ticket.commented", "intent.done", "intent.aborted",
+                     "notify.sent", "proposal.", "repair.", "lease.taken_over", "supervisor.recovered", "quarantine.")
+
+
+def timeline_from(history: History, limit: int = 400) -> list[tuple[float, str, str, str]]:
+    out = []
+    for e in history.events:
+        if not e.kind.startswith(TIMELINE_PREFIXES) or e.kind in ("chaos.proc.started", "chaos.proc.ended", "dispatch.tick"):
+            continue
+        p = e.payload
+        if e.kind == "ticket.moved":
+            text = f"{p.get('from')} -> {p.get('to')} by {p.get('actor', '?')}" + (f" ({p['reason']})" if p.get("reason") else "")
+        elif e.kind.startswith("intent."):
+            text = f"{p.get('action')} {e.kind.split('.')[1]}"
+        elif e.kind == "notify.sent":
+            text = str(p.get("text", ""))[:100]
+        elif e.kind == "chaos.fault":
+            text = f"fault {p.get('fault')}" + (f" on {p['target']}" if p.get("target") else "")
+        else:
+            text = ", ".join(f"{k}={v}" for k, v in list(p.items())[:3])
+        out.append((e.at - history.start, e.kind, e.subject, text))
+    if len(out) > limit:
+        out = out[: limit // 2] + [(out[limit // 2][0], "…", "", f"{len(out) - limit} entries elided")] + out[-limit // 2:]
+    return out
+
+
+def finish(result: Result, history: History, clock: Clock | None = None) -> Result:
+    """Run the scenario's expectations over the history and settle the status."""
+    clock = clock or system()
+    t0 = clock.now()
+    result.checks = run_checks(result.scenario.expect, history)
+    t1 = clock.now()
+    for c in result.checks:
+        result.activities.append(Activity(c.name, "probe", t0, t1, "succeeded" if c.ok else "failed", c.message))
+    result.timeline = timeline_from(history)
+    result.span = history.end - history.start
+    if result.error is None:
+        result.status = "passed" if all(c.ok for c in result.checks) else "failed"
+    else:
+        result.status = "error"
+    result.stats.setdefault("events", len(history.events))
+    return result
+
+
+def run(scenario: Scenario, workdir: str | Path | None = None, *, seed: int | None = None, disabled: bool = False,
+        overrides: dict | None = None, progress=None, clock: Clock | None = None) -> Result:
+    """Run one scenario in `workdir` (a fresh temp dir by default) and check it."""
+    owned = workdir is None
+    wd = Path(tempfile.mkdtemp(prefix=f"gameday-{scenario.name}-")) if owned else Path(workdir)
+    wd.mkdir(parents=True, exist_ok=True)
+    clock = clock or system()
+    if scenario.mode == "simulated":
+        from chaos.engine.sim import SimEngine as Engine
+    else:
+        from chaos.engine.real import RealEngine as Engine  # type: ignore[assignment]
+    started = clock.now()
+    try:
+        result = Engine(scenario, wd, seed=seed, disabled=disabled, overrides=overrides, progress=progress, wall=clock).run()
+    except Exception as e:  # noqa: BLE001 - an engine crash is a failed game day, reported, not a traceback
+        import traceback
+
+        result = Result(scenario, "error", error=f"{type(e).__name__}: {e}", seed=scenario.seed if seed is None else seed,
+                        disabled=disabled, workdir=str(wd))
+        result.stats["traceback"] = traceback.format_exc(limit=8)
+    result.started = result.started or started
+    result.ended = clock.now()
+    result.workdir = str(wd)
+    return result

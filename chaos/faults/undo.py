@@ -1,0 +1,216 @@
+"""The fault undo journal: every fault writes how to undo it BEFORE it acts.
+
+Each game day owns a run folder under the game-day home (`$HEALER_GAMEDAY_HOME`, default
+`$TMPDIR/healer-gameday-$UID`) holding `owner.json` (pid and start time of the engine)
+and `undo.jsonl` (one `register` line per fault, one `undone` line when rolled back).
+At the end of a run every registered undo is applied, last first. If the engine itself
+is SIGKILLed, the next `healer gameday run` (or `healer gameday clean`) finds run folders
+whose owner is dead and applies what was left: SIGCONT a stopped pid, kill a process
+tree the game day started, remove a lock file the fault created, move a worktree back.
+Undo steps are idempotent and check identity (pid + create time) before signalling.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from healer import procs
+from healer.clock import Clock, system
+
+UNDO = "undo.jsonl"
+OWNER = "owner.json"
+
+
+def home() -> Path:
+    env = os.environ.get("HEALER_GAMEDAY_HOME")
+    p = Path(env) if env else Path(tempfile.gettempdir()) / f"healer-gameday-{os.getuid()}"
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def _create_time(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+def _same(pid: int, ctime: float | None) -> bool:
+    now = _create_time(pid)
+    return now is not None and (ctime is None or abs(now - ctime) < 0.01)
+
+
+@dataclass
+class Undo:
+    id: int
+    kind: str
+    data: dict[str, Any]
+
+
+class UndoJournal:
+    def __init__(self, folder: str | Path, clock: Clock | None = None) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.clock = clock or system()
+        self.path = self.folder / UNDO
+        self._n = max((int(r.get("id", 0)) for r in self._lines()), default=0)
+        owner = self.folder / OWNER
+        if not owner.exists():
+            me = os.getpid()
+            owner.write_text(json.dumps({"pid": me, "create_time": _create_time(me), "at": self.clock.now()}))
+
+    def _lines(self) -> list[dict]:
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue  # a line torn by a kill mid-write: its fault never acted
+        return out
+
+    def _write(self, rec: dict) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(rec) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def register(self, kind: str, **data: Any) -> int:
+        """Journal the undo of a fault about to be injected; returns its id."""
+        self._n += 1
+        self._write({"op": "register", "id": self._n, "kind": kind, "data": data, "at": self.clock.now()})
+        return self._n
+
+    def done(self, uid: int) -> None:
+        self._write({"op": "undone", "id": uid, "at": self.clock.now()})
+
+    def pending(self) -> list[Undo]:
+        regs: dict[int, Undo] = {}
+        for r in self._lines():
+            if r.get("op") == "register":
+                regs[r["id"]] = Undo(r["id"], r["kind"], r.get("data", {}))
+            elif r.get("op") == "undone":
+                regs.pop(r["id"], None)
+        return sorted(regs.values(), key=lambda u: -u.id)
+
+    def undo_all(self) -> list[tuple[Undo, str]]:
+        """Apply every pending undo, newest first. Returns (undo, what happened)."""
+        out = []
+        for u in self.pending():
+            try:
+                what = apply(u, self.clock)
+            except OSError as e:
+                what = f"failed: {e}"
+            self.done(u.id)
+            out.append((u, what))
+        return out
+
+
+def apply(u: Undo, clock: Clock) -> str:
+    d = u.data
+    if u.kind == "sigcont":
+        pid = int(d["pid"])
+        if _same(pid, d.get("create_time")):
+            for p in [pid, *d.get("also", [])]:
+                try:
+                    os.kill(int(p), signal.SIGCONT)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            return f"SIGCONT {pid}"
+        return f"pid {pid} already gone"
+    if u.kind == "kill_tree":
+        pid = int(d["pid"])
+        killed: list[int] = []
+        if _same(pid, d.get("create_time")):
+            killed = procs.ProcessTree(pid, d.get("marker")).kill(float(d.get("grace", 0.5)), clock)
+        if d.get("marker"):
+            killed += kill_marked(d["marker"])  # the root is gone: its escapees still carry the marker
+        return f"killed {len(killed)} process(es) of {d.get('role', 'tree')} {pid}"
+    if u.kind == "remove_file":
+        p = Path(d["path"])
+        if p.exists() and (d.get("content") is None or p.read_text(errors="replace") == d["content"]):
+            p.unlink()
+            return f"removed {p}"
+        return f"{p} already gone"
+    if u.kind == "move_back":
+        src, dst = Path(d["src"]), Path(d["dst"])
+        if dst.exists() and not src.exists():
+            src.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(dst), str(src))
+            return f"moved {dst} back to {src}"
+        return f"{src} already in place"
+    if u.kind == "env":
+        return "environment restored"  # in-process only; a dead engine took it with it
+    return f"unknown undo kind {u.kind!r}, skipped"
+
+
+def marked(marker: str) -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter(["pid"]):
+        if p.pid == os.getpid():
+            continue
+        try:
+            if p.environ().get(procs.MARKER) == marker:
+                out.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+            continue
+    return out
+
+
+def kill_marked(marker: str) -> list[int]:
+    victims = marked(marker)
+    for p in victims:
+        try:
+            p.send_signal(signal.SIGCONT)
+            p.send_signal(signal.SIGKILL)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    psutil.wait_procs(victims, timeout=2)
+    return [p.pid for p in victims]
+
+
+def _owner_alive(folder: Path) -> bool:
+    try:
+        o = json.loads((folder / OWNER).read_text())
+    except (OSError, ValueError):
+        return False
+    return _same(int(o["pid"]), o.get("create_time")) and procs.alive(int(o["pid"]))
+
+
+def recover_leftovers(clock: Clock | None = None, base: Path | None = None) -> list[str]:
+    """Undo what killed game days left behind (their owner is dead). Returns one line per undo."""
+    base = base or home()
+    out = []
+    for folder in sorted(p for p in base.iterdir() if p.is_dir()):
+        if not (folder / UNDO).exists() or _owner_alive(folder):
+            continue
+        j = UndoJournal.__new__(UndoJournal)
+        j.folder, j.clock, j.path = folder, clock or system(), folder / UNDO
+        j._n = 0
+        for u, what in j.undo_all():
+            out.append(f"{folder.name}: {u.kind}: {what}")
+        (folder / "recovered").write_text("\n".join(out) + "\n")
+    return out
+
+
+def leftovers(base: Path | None = None) -> list[str]:
+    """Pending undos of run folders whose owner is dead (what `recover_leftovers` would undo)."""
+    base = base or home()
+    out = []
+    for folder in sorted(p for p in base.iterdir() if p.is_dir()):
+        if not (folder / UNDO).exists() or _owner_alive(folder):
+            continue
+        j = UndoJournal.__new__(UndoJournal)
+        j.folder, j.path = folder, folder / UNDO
+        out += [f"{folder.name}: {u.kind} {u.data}" for u in j.pending()]
+    return out

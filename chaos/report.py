@@ -1,0 +1,192 @@
+"""Game-day results as data, then rendered: journal.json (Chaos Toolkit-like), report.md, JUnit XML, a rich table.
+
+The journal follows the shape of a Chaos Toolkit journal (`chaoslib-version`, `platform`,
+`experiment`, `status`, `deviated`, `steady_states.before/after`, `run`, `rollbacks`,
+`start`, `end`, `duration`) with one experiment entry per scenario under `experiments`
+and the first one's fields repeated at the top level when a single scenario ran, so a
+tool that reads one journal reads ours.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from chaos.engine import Activity, Result
+from healer.clock import iso
+
+CHAOSLIB_VERSION = "healer-gameday/1"
+
+
+def _activity(a: Activity) -> dict[str, Any]:
+    return {
+        "activity": {"type": a.type, "name": a.name},
+        "status": a.status,
+        "start": iso(a.start),
+        "end": iso(a.end),
+        "duration": round(a.end - a.start, 6),
+        "output": a.output,
+    }
+
+
+def experiment(r: Result) -> dict[str, Any]:
+    sc = r.scenario
+    return {
+        "experiment": {
+            "title": sc.name,
+            "description": sc.description.strip(),
+            "tags": [sc.mode],
+            "configuration": {"mode": sc.mode, "seed": r.seed, "duration": sc.duration, "disabled": r.disabled,
+                              "source": sc.source},
+            "steady-state-hypothesis": {
+                "title": sc.exercises or sc.name,
+                "probes": [{"type": "probe", "name": c.title, "checker": c.kind} for c in sc.expect],
+            },
+            "method": [{"type": "action", "name": f.fault, "at": f.at, "on_event": f.on_event, "target": f.target}
+                       for f in sc.faults],
+        },
+        "status": "completed" if r.ok else ("aborted" if r.status == "error" else "failed"),
+        "deviated": not r.ok,
+        "steady_states": {
+            "before": {"steady_state_met": True, "state": r.steady_before},
+            "after": {"steady_state_met": r.ok, "state": r.steady_after,
+                      "probes": [{"name": c.name, "tolerance_met": c.ok, "output": c.message} for c in r.checks]},
+            "during": [],
+        },
+        "run": [_activity(a) for a in r.activities],
+        "rollbacks": [_activity(a) for a in r.rollbacks],
+        "start": iso(r.started),
+        "end": iso(r.ended),
+        "duration": round(r.wall, 3),
+        "error": r.error,
+        "stats": {k: v for k, v in r.stats.items() if k != "traceback"},
+    }
+
+
+def journal(results: list[Result]) -> dict[str, Any]:
+    exps = [experiment(r) for r in results]
+    ok = all(r.ok for r in results)
+    out: dict[str, Any] = {
+        "chaoslib-version": CHAOSLIB_VERSION,
+        "platform": platform.platform(),
+        "node": platform.node(),
+        "status": "completed" if ok else "failed",
+        "deviated": not ok,
+        "start": iso(min((r.started for r in results), default=0.0)),
+        "end": iso(max((r.ended for r in results), default=0.0)),
+        "duration": round(sum(r.wall for r in results), 3),
+        "summary": {"scenarios": len(results), "passed": sum(r.ok for r in results),
+                    "failed": sum(not r.ok for r in results)},
+        "experiments": exps,
+    }
+    if len(exps) == 1:
+        e = exps[0]
+        out.update({k: e[k] for k in ("experiment", "steady_states", "run", "rollbacks")})
+    else:
+        out["experiment"] = {"title": "game day", "description": f"{len(exps)} scenarios"}
+        out["steady_states"] = {"before": {"steady_state_met": True}, "after": {"steady_state_met": ok}, "during": []}
+        out["run"] = [a for e in exps for a in e["run"]]
+        out["rollbacks"] = [a for e in exps for a in e["rollbacks"]]
+    return out
+
+
+def _fmt_offset(s: float) -> str:
+    s = int(round(s))
+    h, rem = divmod(abs(s), 3600)
+    m, sec = divmod(rem, 60)
+    return f"{'-' if s < 0 else '+'}{h:02d}:{m:02d}:{sec:02d}"
+
+
+def markdown(results: list[Result]) -> str:
+    ok = sum(r.ok for r in results)
+    lines = ["# Game day report", "", f"{ok}/{len(results)} scenarios passed.", "",
+             "| scenario | mode | result | checks | span | wall |", "|---|---|---|---|---|---|"]
+    for r in results:
+        passed = sum(c.ok for c in r.checks)
+        lines.append(f"| {r.scenario.name} | {r.scenario.mode} | {'PASS' if r.ok else r.status.upper()} | "
+                     f"{passed}/{len(r.checks)} | {_fmt_offset(r.span)} | {r.wall:.2f}s |")
+    for r in results:
+        sc = r.scenario
+        lines += ["", f"## {sc.name} — {'PASS' if r.ok else r.status.upper()}", ""]
+        if sc.description:
+            lines += [sc.description.strip(), ""]
+        lines.append(f"mode `{sc.mode}`, seed `{r.seed}`" + (", feature **disabled**" if r.disabled else "")
+                     + f", {len(r.activities)} activities, workdir `{r.workdir}`")
+        if r.error:
+            lines += ["", f"**engine error:** `{r.error}`"]
+        lines += ["", "### Expectations", ""]
+        for c in r.checks:
+            lines.append(f"- {'✅' if c.ok else '❌'} **{c.name}** — {c.message}")
+        lines += ["", "### Timeline", "", "| t | event | subject | detail |", "|---|---|---|---|"]
+        for off, kind, subject, text in r.timeline:
+            lines.append(f"| {_fmt_offset(off)} | {kind} | {subject} | {text.replace('|', '/')[:120]} |")
+        if r.rollbacks:
+            lines += ["", "### Rollbacks", ""]
+            lines += [f"- {a.name}: {a.output or a.status}" for a in r.rollbacks]
+    return "\n".join(lines) + "\n"
+
+
+def junit(results: list[Result]) -> str:
+    suite = ET.Element("testsuite", name="healer-gameday", tests=str(len(results)),
+                       failures=str(sum(r.status == "failed" for r in results)),
+                       errors=str(sum(r.status == "error" for r in results)),
+                       time=f"{sum(r.wall for r in results):.3f}")
+    for r in results:
+        case = ET.SubElement(suite, "testcase", classname=f"gameday.{r.scenario.mode}", name=r.scenario.name,
+                             time=f"{r.wall:.3f}")
+        if r.status == "error":
+            el = ET.SubElement(case, "error", message=r.error or "engine error", type="EngineError")
+            el.text = r.stats.get("traceback", r.error or "")
+        elif not r.ok:
+            fails = r.failures
+            el = ET.SubElement(case, "failure", message=fails[0].message if fails else "failed", type="ExpectationBroken")
+            el.text = "\n".join(c.message for c in fails)
+        out = ET.SubElement(case, "system-out")
+        out.text = "\n".join(c.line() for c in r.checks)
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def write(results: list[Result], report_dir: str | Path | None = None, junit_file: str | Path | None = None) -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    if report_dir:
+        d = Path(report_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "journal.json").write_text(json.dumps(journal(results), indent=2, default=str) + "\n")
+        (d / "report.md").write_text(markdown(results))
+        out["journal"] = d / "journal.json"
+        out["markdown"] = d / "report.md"
+    if junit_file:
+        j = Path(junit_file)
+        j.parent.mkdir(parents=True, exist_ok=True)
+        j.write_text(junit(results))
+        out["junit"] = j
+    return out
+
+
+def summary_table(results: list[Result]) -> Table:
+    t = Table(title="game day", show_lines=False)
+    for col in ("scenario", "mode", "result", "checks", "span", "wall", "broken expectation"):
+        t.add_column(col)
+    for r in results:
+        passed = sum(c.ok for c in r.checks)
+        res = "[green]PASS[/]" if r.ok else f"[red]{r.status.upper()}[/]"
+        broken = r.error or (r.failures[0].message if r.failures else "")
+        t.add_row(r.scenario.name, r.scenario.mode, res, f"{passed}/{len(r.checks)}", _fmt_offset(r.span).lstrip("+"),
+                  f"{r.wall:.2f}s", broken[:90])
+    return t
+
+
+def print_summary(results: list[Result], console: Console | None = None) -> None:
+    c = console or Console()
+    c.print(summary_table(results))
+    ok = sum(r.ok for r in results)
+    c.print(f"{ok}/{len(results)} scenarios passed" + ("" if ok == len(results) else " — see the report for the broken expectations"))

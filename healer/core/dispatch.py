@@ -1,0 +1,295 @@
+"""Pure dispatch decisions: which tickets to launch, resume or replay now, which to stop.
+
+Theory of operation. The dispatcher shell gathers a `DispatchInput` (tickets, their
+attempts and proposals since their budget was last reset, live agents, the pool,
+main's status) and calls `plan()`. Everything that decides *whether* and *when* a
+ticket may get an agent lives here, as small rules over plain records:
+
+- order: tickets in `blocked_by` order (a networkx DAG), a ticket inheriting the most
+  urgent priority of anything waiting on it; a cycle is reported, never followed;
+- budgets: `retry.max_launches` launches per ticket (resumes and replays included);
+- backoff: after n failed attempts in a row, wait `backoff[min(n-1, len-1)]` after the
+  last one ENDED; a clean run (exit 0) resets the count;
+- spinning: a resume that ends on the same (HEAD, tree) it started from counts; a new
+  commit resets; `resume_same_state_limit` such resumes in a row stop the ticket;
+- replays: a rejected proposal is replayed `rejected_proposal_replays` times, then the
+  ticket is blocked;
+- the pool: never more live agents than `pool_size`, never two on one ticket;
+- a red main (or a paused dispatch) launches nothing.
+
+No I/O and no clock: `now` is an input. Same input, same plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from healer import lifecycle
+from healer.records import Attempt, Proposal, Ticket
+
+LAUNCH = "launch"
+RESUME = "resume"
+REPLAY = "replay"
+
+# why a ticket is not launched now
+RUNNING = "running"
+WAIT_DEPS = "waiting_on_dependencies"
+CYCLE = "blocked_by_cycle"
+BACKOFF = "backoff"
+POOL_FULL = "pool_full"
+PAUSED = "dispatch_paused"
+REVIEW = "in_review"
+
+
+@dataclass(frozen=True)
+class RetryRules:
+    """The `retry` policy section as plain numbers (seconds)."""
+
+    max_launches: int = 5
+    backoff: tuple[float, ...] = (300.0, 600.0, 1200.0, 2400.0)
+    resume_same_state_limit: int = 3
+    rejected_proposal_replays: int = 2
+    session_ttl: float = 86400.0
+
+    @classmethod
+    def of(cls, policy) -> RetryRules:
+        r = policy.retry
+        return cls(r.max_launches, tuple(r.backoff), r.resume_same_state_limit, r.rejected_proposal_replays, r.session_ttl)
+
+
+@dataclass(frozen=True)
+class DispatchInput:
+    now: float
+    tickets: Sequence[Ticket]
+    attempts: Mapping[str, Sequence[Attempt]] = field(default_factory=dict)  # since the ticket's budget reset, oldest first
+    proposals: Mapping[str, Sequence[Proposal]] = field(default_factory=dict)  # idem
+    live: Mapping[str, int] = field(default_factory=dict)  # ticket -> live dispatched agents
+    pool_size: int = 4
+    main_status: str = "green"  # green | red | unknown (unknown is fail-open: dispatch goes on)
+    paused: bool = False
+
+
+@dataclass(frozen=True)
+class Launch:
+    ticket_id: str
+    kind: str  # launch | resume | replay
+    run_id: str | None = None  # the run to resume (resume only)
+    proposal_id: int | None = None  # the rejected proposal fed back (replay only)
+
+
+@dataclass(frozen=True)
+class Stop:
+    ticket_id: str
+    to: str  # needs_human | blocked
+    reason: str  # launch_budget | spinning | replays_exhausted
+    detail: str
+
+
+@dataclass(frozen=True)
+class Waiting:
+    ticket_id: str
+    reason: str
+    eligible_at: float | None = None  # backoff end
+    kind: str | None = None  # what it will get once eligible
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class DispatchPlan:
+    launches: tuple[Launch, ...] = ()
+    stops: tuple[Stop, ...] = ()
+    waiting: tuple[Waiting, ...] = ()  # in queue order
+    cycles: tuple[tuple[str, ...], ...] = ()  # each a blocked_by cycle, named ticket by ticket
+    missing: tuple[tuple[str, str], ...] = ()  # (ticket, unknown blocked_by id)
+    live_total: int = 0
+    pool_size: int = 0
+
+    def cycle_line(self) -> str:
+        return "; ".join("blocked_by cycle: " + " -> ".join((*c, c[0])) for c in self.cycles)
+
+
+# -- small rules -----------------------------------------------------------------
+
+STOPPED = 4  # the loop's "stopped" exit (SIGTERM, kill switch, pause): interrupted, not failed
+
+
+def died(a: Attempt) -> bool:
+    """Interrupted rather than finished: killed by a signal, vanished, or stopped (exit 4); such a run is resumed."""
+    return a.ended_at is not None and (a.exit_code is None or a.exit_code < 0 or a.exit_code == STOPPED)
+
+
+def clean(a: Attempt) -> bool:
+    return a.exit_code == 0
+
+
+def failures_since_clean(attempts: Sequence[Attempt]) -> int:
+    n = 0
+    for a in reversed(attempts):
+        if clean(a):
+            break
+        n += 1
+    return n
+
+
+def backoff_until(attempts: Sequence[Attempt], backoff: Sequence[float]) -> float | None:
+    """When the next launch may start; None when it may start now (no attempt, or a clean run last)."""
+    n = failures_since_clean(attempts)
+    if n == 0 or not backoff:
+        return None
+    last = attempts[-1]
+    end = last.ended_at if last.ended_at is not None else last.at
+    return end + backoff[min(n - 1, len(backoff) - 1)]
+
+
+def same_state_resumes(attempts: Sequence[Attempt]) -> int:
+    """Resumes in a row that ended on the state they started from (the previous attempt's end state).
+
+    A new commit (HEAD moved) resets the count; a non-resume attempt starts a new count.
+    """
+    count = 0
+    prev: Attempt | None = None
+    for a in attempts:
+        if a.kind != RESUME or prev is None:
+            count = 0
+        elif a.head != prev.head:
+            count = 0
+        elif a.state_hash == prev.state_hash:
+            count += 1
+        prev = a
+    return count
+
+
+def rejected_count(proposals: Sequence[Proposal]) -> int:
+    return sum(1 for p in proposals if p.state == "rejected")
+
+
+def resumable(attempts: Sequence[Attempt], now: float, ttl: float) -> str | None:
+    """The run a dead agent can be resumed in (within the session window), else None."""
+    if not attempts or not died(attempts[-1]) or not attempts[-1].run_id:
+        return None
+    run = attempts[-1].run_id
+    started = min(a.at for a in attempts if a.run_id == run)
+    return run if now - started <= ttl else None
+
+
+# -- ordering --------------------------------------------------------------------
+
+def graph(tickets: Sequence[Ticket], only: set[str] | None = None) -> nx.DiGraph:
+    """Edges dependency -> dependent, between the tickets given (or only those in `only`); a concrete graph, not a view."""
+    ids = {t.id for t in tickets} if only is None else only
+    g = nx.DiGraph()
+    g.add_nodes_from(ids)
+    g.add_edges_from((d, t.id) for t in tickets if t.id in ids for d in t.blocked_by if d in ids)
+    return g
+
+
+def _cyclic(g: nx.DiGraph) -> list[set[str]]:
+    loops = set(nx.nodes_with_selfloops(g))
+    return [c for c in nx.strongly_connected_components(g) if len(c) > 1 or c & loops]
+
+
+def cycles(tickets: Sequence[Ticket]) -> list[tuple[str, ...]]:
+    """Every blocked_by cycle among unfinished tickets, each named in cycle order (polynomial: one per SCC)."""
+    g = graph(tickets, {t.id for t in tickets if t.state not in lifecycle.TERMINAL})
+    out = []
+    for comp in _cyclic(g):
+        edges = nx.find_cycle(g.subgraph(comp).reverse(), source=min(comp))  # follow blocked_by: "A -> B" = A waits on B
+        out.append(tuple(u for u, _ in edges))
+    return sorted(out)
+
+
+def order(tickets: Sequence[Ticket]) -> list[str]:
+    """Ticket ids in dispatch order: dependencies first, then by effective priority, age, id.
+
+    A ticket's effective priority is the most urgent of its own and of every ticket
+    waiting on it (so a low-priority blocker of an urgent ticket goes first). Tickets
+    on a cycle are ordered last, by their own key.
+    """
+    by_id = {t.id: t for t in tickets}
+    dag = graph(tickets)
+    in_cycle = set().union(*_cyclic(dag)) if dag else set()
+    dag.remove_nodes_from(in_cycle)
+    eff: dict[str, int] = {}
+    for n in reversed(list(nx.topological_sort(dag))):
+        eff[n] = min([by_id[n].priority, *(eff[s] for s in dag.successors(n))])
+
+    def key(n: str) -> tuple:
+        t = by_id[n]
+        return (eff.get(n, t.priority), t.priority, t.created_at, t.id)
+
+    return [*nx.lexicographical_topological_sort(dag, key=key), *sorted(in_cycle, key=key)]
+
+
+# -- the plan --------------------------------------------------------------------
+
+def plan(inp: DispatchInput, rules: RetryRules) -> DispatchPlan:
+    by_id = {t.id: t for t in inp.tickets}
+    cyc = cycles(inp.tickets)
+    on_cycle = {n for c in cyc for n in c}
+    missing = tuple(sorted((t.id, d) for t in inp.tickets if t.state not in lifecycle.TERMINAL
+                           for d in t.blocked_by if d not in by_id))
+    live_total = sum(inp.live.values())
+    slots = max(0, inp.pool_size - live_total)
+    hold = inp.paused or inp.main_status == "red"
+
+    launches: list[Launch] = []
+    stops: list[Stop] = []
+    waiting: list[Waiting] = []
+
+    for tid in order(inp.tickets):
+        t = by_id[tid]
+        if t.state not in (lifecycle.QUEUED, lifecycle.REVIEW):
+            continue
+        if inp.live.get(tid, 0) > 0:
+            waiting.append(Waiting(tid, RUNNING))
+            continue
+        atts = list(inp.attempts.get(tid, ()))
+        props = list(inp.proposals.get(tid, ()))
+
+        if t.state == lifecycle.REVIEW:
+            if not props or props[-1].state != "rejected":
+                waiting.append(Waiting(tid, REVIEW))  # the shell gates the open proposal
+                continue
+            if rejected_count(props) > rules.rejected_proposal_replays:
+                stops.append(Stop(tid, lifecycle.BLOCKED, "replays_exhausted",
+                                  f"proposal rejected {rejected_count(props)} times "
+                                  f"({rules.rejected_proposal_replays} replays allowed)"))
+                continue
+            want = Launch(tid, REPLAY, proposal_id=props[-1].id)
+        else:
+            if tid in on_cycle:
+                waiting.append(Waiting(tid, CYCLE, detail=" -> ".join(next(c for c in cyc if tid in c))))
+                continue
+            deps = [d for d in t.blocked_by if d not in by_id or by_id[d].state not in lifecycle.TERMINAL]
+            if deps:
+                waiting.append(Waiting(tid, WAIT_DEPS, detail=", ".join(deps)))
+                continue
+            spins = same_state_resumes(atts)
+            if spins >= rules.resume_same_state_limit:
+                stops.append(Stop(tid, lifecycle.NEEDS_HUMAN, "spinning",
+                                  f"{spins} resumes on the same state without a new commit"))
+                continue
+            run = resumable(atts, inp.now, rules.session_ttl)
+            want = Launch(tid, RESUME, run_id=run) if run else Launch(tid, LAUNCH)
+
+        if len(atts) >= rules.max_launches:
+            stops.append(Stop(tid, lifecycle.NEEDS_HUMAN, "launch_budget",
+                              f"{len(atts)} launches used of {rules.max_launches} (resumes included)"))
+            continue
+        until = backoff_until(atts, rules.backoff)
+        if until is not None and until > inp.now:
+            waiting.append(Waiting(tid, BACKOFF, eligible_at=until, kind=want.kind))
+            continue
+        if hold:
+            waiting.append(Waiting(tid, PAUSED, kind=want.kind, detail=f"main {inp.main_status}" if inp.main_status == "red" else "paused"))
+            continue
+        if slots <= 0:
+            waiting.append(Waiting(tid, POOL_FULL, kind=want.kind))
+            continue
+        launches.append(want)
+        slots -= 1
+
+    return DispatchPlan(tuple(launches), tuple(stops), tuple(waiting), tuple(cyc), missing, live_total, inp.pool_size)

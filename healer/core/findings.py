@@ -1,0 +1,253 @@
+"""Findings: what is wrong with the fleet at `snapshot.now` (SPEC §7 table).
+
+Theory of operation: every detector is a pure function of the snapshot (through
+`Index`, built once, so the whole pass is O(tickets + agents + worktrees + attempts))
+and the policy. Each finding carries `since`, the moment its condition began as far
+as the snapshot can tell, and is reported only when `now - since >= threshold`
+(the `health` keys; kinds without a key have threshold 0). Never one tick early.
+
+Subjects are ticket ids wherever a ticket is concerned (agent findings included),
+so that the per-ticket quiet period, memory.attempts and the repair trigger all
+speak of the same thing; a worktree path or a file path otherwise.
+
+Evidence keys the planner reads: ticket, agent, agent_live, pid, worktree,
+worktree_exists, labels, files, root, busy_pids, budget_spent, merged_commit,
+expect (the ticket state the action expects to find).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from healer import lifecycle
+from healer.core.model import AgentView, Finding, Snapshot, WorktreeView
+from healer.records import Ticket
+
+KIND_ORDER = {k: i for i, k in enumerate((
+    "main_red", "same_commit_repush", "zombie_ticket", "wait_cycle", "agent_dead", "agent_stuck",
+    "frozen_in_progress", "stale_label", "orphan_worktree", "unknown_file", "agent_idle",
+    "dispatch_frozen", "pool_saturated", "no_closes", "supervisor_silent",
+))}
+SEVERITY = {
+    "main_red": "critical", "same_commit_repush": "critical", "zombie_ticket": "critical",
+    "dispatch_frozen": "critical", "supervisor_silent": "critical", "wait_cycle": "warning",
+    "agent_dead": "warning", "agent_stuck": "warning", "frozen_in_progress": "warning",
+    "stale_label": "warning", "orphan_worktree": "warning", "pool_saturated": "warning",
+    "no_closes": "warning", "agent_idle": "info", "unknown_file": "info",
+}
+_SEV_RANK = {"critical": 0, "warning": 1, "info": 2}
+
+
+def order_key(f: Finding) -> tuple:
+    return (_SEV_RANK.get(f.severity, 3), KIND_ORDER.get(f.kind, 99), f.subject)
+
+
+def is_live(v: AgentView) -> bool:
+    """Running in the store and not known dead (alive None: cannot tell, fail-open)."""
+    return v.agent.state == "running" and v.alive is not False
+
+
+def activity_at(v: AgentView) -> float:
+    a = v.agent
+    return max(a.progress_at or 0.0, a.started_at or 0.0, v.last_commit_at or 0.0)
+
+
+@dataclass
+class Index:
+    tickets: dict[str, Ticket]
+    agents_by_ticket: dict[str, list[AgentView]] = field(default_factory=lambda: defaultdict(list))
+    live_by_ticket: dict[str, list[AgentView]] = field(default_factory=lambda: defaultdict(list))
+    live_worktrees: set[str] = field(default_factory=set)
+    worktree_by_path: dict[str, WorktreeView] = field(default_factory=dict)
+    existing_wt_tickets: set[str] = field(default_factory=set)  # tickets with a worktree present on disk
+    open_proposal_tickets: set[str] = field(default_factory=set)
+    reviewers: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # ticket -> tickets reviewing it
+
+
+def index(s: Snapshot) -> Index:
+    ix = Index(tickets={t.id: t for t in s.tickets})
+    for v in s.agents:
+        tid = v.agent.ticket_id
+        if tid is not None:
+            ix.agents_by_ticket[tid].append(v)
+        if is_live(v):
+            if tid is not None:
+                ix.live_by_ticket[tid].append(v)
+            if v.agent.worktree:
+                ix.live_worktrees.add(v.agent.worktree)
+    for w in s.worktrees:
+        ix.worktree_by_path[w.worktree.path] = w
+        if w.exists and w.worktree.state == "active" and w.worktree.ticket_id:
+            ix.existing_wt_tickets.add(w.worktree.ticket_id)
+    for p in s.proposals:
+        if p.state == "open":
+            ix.open_proposal_tickets.add(p.ticket_id)
+    for t in s.tickets:
+        rv = t.data.get("reviews") if t.data else None
+        if isinstance(rv, str) and t.state not in lifecycle.TERMINAL:
+            ix.reviewers[rv].append(t.id)
+    return ix
+
+
+def _due(now: float, since: float, threshold: float) -> bool:
+    return now - since >= threshold
+
+
+# -- agents --------------------------------------------------------------------------
+def agents(s: Snapshot, policy, ix: Index) -> list[Finding]:
+    h = policy.health
+    now = s.now
+    dead: dict[str, tuple[AgentView, float]] = {}
+    out: list[Finding] = []
+    for v in s.agents:
+        a = v.agent
+        subject = a.ticket_id or a.id
+        if a.state == "running" and v.alive is False and a.exit_code is None and a.ended_at is None:
+            t = ix.tickets.get(a.ticket_id) if a.ticket_id else None
+            if t is None or t.state != lifecycle.IN_PROGRESS:
+                continue  # nothing to resume: frozen/escalated tickets are other findings' business
+            since = max(a.heartbeat_at or 0.0, a.started_at or 0.0)
+            prev = dead.get(subject)
+            if prev is None or (a.started_at, a.id) > (prev[0].agent.started_at, prev[0].agent.id):
+                dead[subject] = (v, since)
+            continue
+        if not is_live(v):
+            continue
+        act = activity_at(v)
+        base = {"ticket": a.ticket_id, "agent": a.id, "agent_live": True, "pid": a.pid, "worktree": a.worktree,
+                "progress_at": act, "heartbeat_at": a.heartbeat_at}
+        stuck_after = h.agent_idle if v.paused else h.agent_stuck
+        if _due(now, act, stuck_after):
+            out.append(Finding("agent_stuck", subject, act, {**base, "paused": v.paused, "expect": "in_progress"},
+                               SEVERITY["agent_stuck"]))
+            continue
+        idle_since = min(a.heartbeat_at or a.started_at or 0.0, act)
+        if _due(now, idle_since, h.agent_idle):
+            out.append(Finding("agent_idle", subject, idle_since, base, SEVERITY["agent_idle"]))
+    for subject, (v, since) in dead.items():
+        a = v.agent
+        wt = ix.worktree_by_path.get(a.worktree) if a.worktree else None
+        attempts = s.attempts.get(a.ticket_id, ()) if a.ticket_id else ()
+        budget = _budget_spent(attempts, policy)
+        t = ix.tickets.get(a.ticket_id) if a.ticket_id else None
+        out.append(Finding("agent_dead", subject, since, {
+            "ticket": a.ticket_id, "agent": a.id, "agent_live": False, "pid": a.pid, "host": a.host,
+            "worktree": a.worktree, "worktree_exists": bool(wt and wt.exists), "heartbeat_at": a.heartbeat_at,
+            "launches": len(attempts), "max_launches": policy.retry.max_launches, "budget_spent": budget,
+            "expect": t.state if t else None,
+        }, SEVERITY["agent_dead"]))
+    return out
+
+
+def _budget_spent(attempts, policy) -> str | None:
+    """Why the launch budget is spent, or None (SPEC §6: launches incl. resumes; resumes on the same state)."""
+    if len(attempts) >= policy.retry.max_launches:
+        return f"{len(attempts)} launches >= retry.max_launches {policy.retry.max_launches}"
+    same, head = 0, None
+    for at in reversed(attempts):
+        if at.kind != "resume":
+            break
+        if head is None:
+            head = at.head
+        if at.head is None or at.head != head:
+            break
+        same += 1
+    if same >= policy.retry.resume_same_state_limit:
+        return f"{same} resumes on the same commit >= retry.resume_same_state_limit {policy.retry.resume_same_state_limit}"
+    return None
+
+
+# -- tickets -------------------------------------------------------------------------
+_NO_REPUSH_CHECK = frozenset({lifecycle.DONE, lifecycle.CLOSED, lifecycle.NEEDS_HUMAN, lifecycle.BLOCKED})
+
+
+def tickets(s: Snapshot, policy, ix: Index) -> list[Finding]:
+    h = policy.health
+    now = s.now
+    stale = h.stale_labels
+    out: list[Finding] = []
+    for t in s.tickets:
+        if t.state in lifecycle.TERMINAL:
+            continue
+        live = ix.live_by_ticket.get(t.id, ())
+        if t.state == lifecycle.IN_PROGRESS and not live and t.id not in ix.existing_wt_tickets:
+            mine = ix.agents_by_ticket.get(t.id, ())
+            since = max([t.updated_at] + [max(v.agent.ended_at or 0.0, v.agent.heartbeat_at or 0.0) for v in mine])
+            if _due(now, since, h.frozen_in_progress):
+                out.append(Finding("frozen_in_progress", t.id, since, {
+                    "ticket": t.id, "expect": t.state, "updated_at": t.updated_at,
+                    "stale_agents": sorted(v.agent.id for v in mine if v.agent.state == "running"),
+                }, SEVERITY["frozen_in_progress"]))
+        if stale and t.labels:
+            act = max([t.updated_at] + [activity_at(v) for v in live])
+            due = {}
+            first = None
+            for label, added in t.labels.items():
+                age = stale.get(label)
+                if age is None:
+                    continue
+                since = max(added, act)
+                if _due(now, since, age):
+                    due[label] = added
+                    first = since if first is None else min(first, since)
+            if due:
+                out.append(Finding("stale_label", t.id, first, {
+                    "ticket": t.id, "labels": dict(sorted(due.items())), "last_activity": act,
+                }, SEVERITY["stale_label"]))
+        merged = t.id in s.merged_tickets or (t.data.get("merged_commit") if t.data else None)
+        if merged and not (t.state == lifecycle.REVIEW and t.id in ix.open_proposal_tickets):
+            lv = sorted(live, key=lambda v: v.agent.id)
+            out.append(Finding("zombie_ticket", t.id, t.updated_at, {
+                "ticket": t.id, "expect": t.state, "merged_commit": (t.data or {}).get("merged_commit"),
+                "agent": lv[0].agent.id if lv else None, "agent_live": bool(lv), "pid": lv[0].agent.pid if lv else None,
+            }, SEVERITY["zombie_ticket"]))
+    for tid, atts in s.attempts.items():
+        t = ix.tickets.get(tid)
+        if t is None or t.state in _NO_REPUSH_CHECK or len(atts) < 2:
+            continue
+        groups: dict[tuple, list] = {}
+        hit = None
+        for at in atts:
+            if not at.head:
+                continue
+            g = groups.setdefault((at.head, at.state_hash), [])
+            g.append(at)
+            if len(g) == 2 and hit is None:
+                hit = g
+        if hit is None:
+            continue
+        head, state_hash = hit[0].head, hit[0].state_hash
+        g = groups[(head, state_hash)]
+        lv = sorted(ix.live_by_ticket.get(tid, ()), key=lambda v: v.agent.id)
+        out.append(Finding("same_commit_repush", tid, hit[1].at, {
+            "ticket": tid, "expect": t.state, "head": head, "state_hash": state_hash, "count": len(g),
+            "attempts": [a.id for a in g][-10:], "failure_signature": g[-1].failure_signature,
+            "agent": lv[0].agent.id if lv else None, "agent_live": bool(lv), "pid": lv[0].agent.pid if lv else None,
+        }, SEVERITY["same_commit_repush"]))
+    return out
+
+
+# -- worktrees and files -------------------------------------------------------------
+def worktrees(s: Snapshot, policy, ix: Index) -> list[Finding]:
+    now = s.now
+    out: list[Finding] = []
+    for w in s.worktrees:
+        wt = w.worktree
+        if wt.state != "active" or wt.path in ix.live_worktrees:
+            continue
+        t = ix.tickets.get(wt.ticket_id) if wt.ticket_id else None
+        if t is not None and t.state not in lifecycle.TERMINAL:
+            continue
+        ended = [v.agent.ended_at or v.agent.heartbeat_at or 0.0 for v in ix.agents_by_ticket.get(wt.ticket_id or "", ())
+                 if v.agent.worktree == wt.path]
+        since = max([wt.created_at, t.updated_at if t else 0.0] + ended)
+        if _due(now, since, policy.health.orphan_worktree):
+            out.append(Finding("orphan_worktree", wt.path, since, {
+                "worktree": wt.path, "ticket": wt.ticket_id, "ticket_state": t.state if t else "missing",
+                "worktree_exists": w.exists, "busy_pids": list(w.busy_pids), "files": list(w.unknown_files),
+                "root": wt.path, "branch": wt.branch,
+            }, SEVERITY["orphan_worktree"]))
+    for path in s.unknown_files:
+        out.append(Finding("unknown_file", path, s.now, {"files": [path], "root": ""}, SEVERITY["unknown_file"]))
+    return out

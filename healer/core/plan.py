@@ -1,0 +1,247 @@
+"""decide(): findings -> rules -> step sequences -> limits -> Decision. Pure.
+
+Theory of operation:
+  1. Detect every finding (findings.py, waitfor.py, sentinels.py), in a fixed order
+     (severity, kind, subject), so the blast radius always keeps the same ones.
+  2. For each firing finding, the rule in force (rules.py) gives the steps. The
+     launch budget (`budget_spent`) or `escalate_after` attempts on the subject turn
+     the steps into a single `escalate`. Steps with nothing to act on are dropped.
+  3. `notify` steps, sentinels and escalations become Alerts, deduplicated by key
+     through memory.cooldowns (window: sentinels.cooldown). Alerts go out even when
+     halted: observe-only still observes.
+  4. The remaining steps of a finding are one all-or-nothing sequence: a debounce
+     (`for`), a busy worktree, or the first limit that refuses (limits.py) defers
+     all of it, with the reason.
+  5. Memory comes back updated: first_seen/signals for what fires now (what stopped
+     firing is forgotten), attempt/action/rule times for what was granted, pruned
+     to the longest window that still needs them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from healer import durations
+from healer.core import findings as fd
+from healer.core import limits, sentinels, trigger, waitfor
+from healer.core.model import UNKNOWN, Alert, Decision, Finding, Memory, PlannedAction, Snapshot
+from healer.core.rules import APPLICABLE, SENTINELS, effective
+
+DAY = 86400.0
+
+
+def detect(snapshot: Snapshot, policy, ix: fd.Index | None = None) -> list[Finding]:
+    """Every finding at snapshot.now, in planning order, one per key."""
+    ix = fd.index(snapshot) if ix is None else ix
+    found = (fd.agents(snapshot, policy, ix) + fd.tickets(snapshot, policy, ix) + fd.worktrees(snapshot, policy, ix)
+             + waitfor.cycles(snapshot, policy, ix) + sentinels.sentinels(snapshot, policy, ix))
+    found.sort(key=fd.order_key)
+    seen: set[str] = set()
+    out = []
+    for f in found:
+        if f.key not in seen:
+            seen.add(f.key)
+            out.append(f)
+    return out
+
+
+def _pa(action: str, subject: str, f: Finding, rule: str | None, **params) -> PlannedAction:
+    params.setdefault("why", f"{f.key} (rule {rule})")
+    return PlannedAction(action, subject, params, reason=f.key, rule=rule)
+
+
+def _step(name: str, f: Finding, do: list[str], rule: str | None, s: Snapshot, why: str) -> list[PlannedAction]:
+    ev = f.evidence
+    tid = ev.get("ticket")
+    if f.kind == "wait_cycle" and name in ("requeue_ticket", "drop_label") and name != ev.get("break_action"):
+        return []
+    if name == "resume_agent":
+        if not ev.get("agent"):
+            return []
+        if ev.get("worktree_exists"):
+            return [_pa("resume_agent", ev["agent"], f, rule, ticket=tid, agent=ev["agent"], worktree=ev.get("worktree"))]
+        if tid and ev.get("expect") == "in_progress":  # nothing to resume in: start over
+            return [_pa("requeue_ticket", tid, f, rule, ticket=tid, expect="in_progress", stale_agents=[ev["agent"]])]
+        return []
+    if name == "requeue_ticket":
+        if not tid or ev.get("expect") != "in_progress":
+            return []
+        stale = ev.get("stale_agents") or ([ev["agent"]] if ev.get("agent") else [])
+        return [_pa("requeue_ticket", tid, f, rule, ticket=tid, expect="in_progress", stale_agents=list(stale))]
+    if name == "stop_agent":
+        if not (ev.get("agent") and ev.get("agent_live")):
+            return []
+        return [_pa("stop_agent", ev["agent"], f, rule, ticket=tid, agent=ev["agent"], pid=ev.get("pid"),
+                    mark_for_resume=f.kind == "agent_stuck")]
+    if name == "drop_label":
+        return [_pa("drop_label", tid, f, rule, ticket=tid, label=lb, added_at=at)
+                for lb, at in sorted((ev.get("labels") or {}).items())] if tid else []
+    if name == "close_dead_ticket":
+        return [_pa("close_dead_ticket", tid, f, rule, ticket=tid, expect=ev.get("expect"),
+                    merged_commit=ev.get("merged_commit"))] if tid else []
+    if name == "quarantine_file":
+        files = ev.get("files") or []
+        if not files:
+            return []
+        root = ev.get("root") or ""
+        return [_pa("quarantine_file", root or files[0], f, rule, root=root, files=list(files), ticket=tid)]
+    if name == "remove_worktree":
+        wt = ev.get("worktree")
+        return [_pa("remove_worktree", wt, f, rule, worktree=wt, ticket=tid, branch=ev.get("branch"))] if wt else []
+    if name == "escalate":
+        if not tid:
+            return []
+        if f.kind == "wait_cycle" and ev.get("break_action") != "escalate" and ev.get("break_action") in do:
+            return []
+        return [_pa("escalate", tid, f, rule, ticket=tid, finding=f.kind, why=why, evidence=ev)]
+    if name == "pause_dispatch":
+        if s.dispatch_paused:
+            return []
+        return [_pa("pause_dispatch", "dispatch", f, rule, by="healer", why=f.key)]
+    return []
+
+
+def _text(f: Finding, now: float) -> str:
+    age = durations.format(max(now - f.since, 0.0))
+    ev = f.evidence
+    what = {
+        "agent_idle": f"agent {ev.get('agent')} shows no heartbeat or progress",
+        "dispatch_frozen": f"no launch while {ev.get('ready')} ticket(s) are ready and "
+                           f"{ev.get('pool_size', 0) - ev.get('live_agents', 0)} slot(s) free",
+        "pool_saturated": f"pool full ({ev.get('live_agents')}/{ev.get('pool_size')}) with {ev.get('ready')} ticket(s) waiting",
+        "no_closes": f"{ev.get('open')} proposal(s) open, none closed",
+        "main_red": "main is red" + (", dispatch paused" if ev.get("dispatch_paused") else ", pausing dispatch"),
+        "supervisor_silent": "no supervisor tick",
+    }.get(f.kind, f.kind.replace("_", " "))
+    return f"{f.kind} {f.subject}: {what} for {age}"
+
+
+def decide(snapshot: Snapshot, policy, memory: Memory) -> Decision:
+    now = snapshot.now
+    ix = fd.index(snapshot)
+    found = detect(snapshot, policy, ix)
+    firing = [f for f in found if f.status != UNKNOWN]
+    rules = effective(policy)
+    halted = snapshot.halted or policy.remediation.observe_only
+    glob = limits.for_policy(policy, snapshot.halted)
+    window = limits.retention(policy)
+    cd = policy.sentinels.cooldown
+    allowed = set(policy.remediation.allowed)
+
+    first_seen = {f.key: memory.first_seen.get(f.key, now) for f in firing}
+    signals = {f.key: int(memory.signals.get(f.key, 0)) + 1 for f in firing}
+    attempts = {k: list(v) for k, v in memory.attempts.items()}
+    action_times = {k: list(v) for k, v in memory.action_times.items()}
+    rule_times = {k: list(v) for k, v in memory.rule_times.items()}
+    cooldowns = dict(memory.cooldowns)
+    tally = limits.Tally(now, memory)
+
+    actions: list[PlannedAction] = []
+    deferred: list[tuple[PlannedAction, str]] = []
+    alerts: list[Alert] = []
+
+    def cooling(key: str) -> bool:
+        last = cooldowns.get(key)
+        return last is not None and now - last < cd
+
+    def alert(key: str, text: str, severity: str, evidence: dict) -> None:
+        if not cooling(key):
+            cooldowns[key] = now
+            alerts.append(Alert(key, text, severity, evidence))
+
+    def grant(seq: list[PlannedAction], key: str | None, rule_id: str | None, by: str) -> None:
+        actions.extend(seq)
+        tally.grant(seq, key, rule_id, by)
+        for a in seq:
+            action_times.setdefault(a.action, []).append(now)
+            if a.action == "escalate":
+                cooldowns[f"escalate:{a.subject}"] = now
+                alerts.append(Alert(f"escalate:{a.subject}", f"escalated {a.subject}: {a.params.get('finding')}: "
+                                    f"{a.params.get('why')}", "critical", dict(a.params.get("evidence") or {})))
+        if key is not None and limits.remediating(seq):
+            attempts.setdefault(key, []).append(now)
+        if rule_id:
+            rule_times.setdefault(rule_id, []).append(now)
+
+    for f in firing:
+        if f.kind in SENTINELS:
+            alert(f.key, _text(f, now), f.severity, f.evidence)
+        rule = rules.get(f.kind)
+        if rule is None:
+            continue
+        do, why = list(rule.do), f"rule {rule.id}"
+        n_att = sum(1 for t in memory.attempts.get(f.subject) or () if now - t < window)
+        if f.evidence.get("budget_spent"):
+            do, why = ["escalate"], f"launch budget spent: {f.evidence['budget_spent']}"
+        elif rule.escalate_after is not None and n_att >= rule.escalate_after:
+            do, why = ["escalate"], f"{n_att} remediation attempts >= escalate_after {rule.escalate_after}"
+        if "notify" in do:
+            if "notify" in allowed:
+                alert(f.key, _text(f, now), f.severity, f.evidence)
+            else:
+                deferred.append((_pa("notify", f.subject, f, rule.id), "not allowed: notify is not in remediation.allowed"))
+        seq: list[PlannedAction] = []
+        for name in do:
+            if name == "notify":
+                continue
+            if name not in APPLICABLE[f.kind]:
+                deferred.append((_pa(name, f.subject, f, rule.id), f"not applicable: {name} does nothing for {f.kind}"))
+                continue
+            seq.extend(_step(name, f, do, rule.id, snapshot, why))
+        if not seq:
+            continue
+        if any(a.action == "escalate" for a in seq) and cooling(f"escalate:{f.subject}"):
+            for a in seq:
+                if a.action == "escalate":
+                    deferred.append((a, f"cooldown: {f.subject} already escalated within {durations.format(cd)}"))
+            seq = [a for a in seq if a.action != "escalate"]
+            if not seq:
+                continue
+        age = now - first_seen[f.key]
+        reason = None
+        if halted:
+            reason = "halt"
+        elif age < rule.for_:
+            reason = f"debounce: firing for {durations.format(max(age, 0))} of {durations.format(rule.for_)}"
+        elif f.evidence.get("busy_pids") and any(a.action in ("remove_worktree", "quarantine_file") for a in seq):
+            reason = f"busy: pids {f.evidence['busy_pids']} have their cwd or an open file inside"
+        else:
+            reason = glob.why_not(seq, f.subject, rule.id, tally) or limits.for_rule(rule, policy).why_not(
+                seq, f.subject, rule.id, tally)
+        if reason:
+            deferred.extend((a, reason) for a in seq)
+        else:
+            grant(seq, f.subject, rule.id, f.key)
+
+    if (snapshot.dispatch_paused and snapshot.dispatch_paused_by == "healer" and snapshot.main_status == "green"
+            and "main" not in snapshot.failed_sources):
+        seq = [PlannedAction("resume_dispatch", "dispatch", {"by": "healer"}, reason="main green")]
+        reason = glob.why_not(seq, None, None, tally)
+        if reason:
+            deferred.extend((a, reason) for a in seq)
+        else:
+            grant(seq, None, None, "main green")
+
+    per = max((r.per for r in policy.remediation.rate_limits.values()), default=3600.0)
+    mem = Memory(
+        first_seen=first_seen,
+        signals=signals,
+        attempts=_prune(attempts, now, window),
+        action_times=_prune(action_times, now, per),
+        rule_times=_prune(rule_times, now, limits.HOUR),
+        cooldowns={k: t for k, t in cooldowns.items() if now - t < cd},
+        repair_runs=[t for t in memory.repair_runs if now - t < 2 * DAY],
+    )
+    verdict = trigger.should_launch(trigger.blockages_from_memory(mem, [f.key for f in firing]), mem.repair_runs,
+                                    mem.attempts, policy, now, halted=halted)
+    return Decision(findings=tuple(found), actions=tuple(actions), alerts=tuple(alerts), deferred=tuple(deferred),
+                    memory=mem, repair=verdict.launch, repair_reason=verdict.reason)
+
+
+def _prune(m: dict[str, list[float]], now: float, window: float) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = defaultdict(list)
+    for k, times in m.items():
+        keep = [t for t in times if now - t < window]
+        if keep:
+            out[k] = keep
+    return dict(out)

@@ -1,0 +1,80 @@
+"""Rules: which actions answer which finding (SPEC §7 table), as data.
+
+The built-in table below is the default; `policy.rules` (which the shell extends
+with the rules of `include_runbooks`) override it per finding kind: for each
+`when`, the first policy rule wins, else the default. A rule's `do` is a list of
+whitelisted actions in order; steps that have nothing to act on for a given
+finding (no live agent to stop, no unknown file to quarantine) are skipped.
+`APPLICABLE` says which actions can mean anything for a finding kind; `healer
+runbook check` refuses the others.
+"""
+
+from __future__ import annotations
+
+from healer.policy.schema import FINDINGS, Rule, RuleLimits
+
+SENTINELS = ("dispatch_frozen", "pool_saturated", "no_closes", "main_red", "supervisor_silent")
+
+# actions that do not touch a ticket, a worktree or a file: no quiet period, no attempt recorded
+NON_REMEDIATING = frozenset({"notify", "escalate", "pause_dispatch", "resume_dispatch"})
+
+APPLICABLE: dict[str, frozenset[str]] = {
+    "agent_dead": frozenset({"resume_agent", "requeue_ticket", "escalate", "notify"}),
+    "agent_idle": frozenset({"notify", "stop_agent", "escalate"}),
+    "agent_stuck": frozenset({"stop_agent", "requeue_ticket", "escalate", "notify"}),
+    "frozen_in_progress": frozenset({"requeue_ticket", "escalate", "notify"}),
+    "stale_label": frozenset({"drop_label", "escalate", "notify"}),
+    "orphan_worktree": frozenset({"quarantine_file", "remove_worktree", "notify"}),
+    "unknown_file": frozenset({"quarantine_file", "notify"}),
+    "zombie_ticket": frozenset({"stop_agent", "close_dead_ticket", "escalate", "notify"}),
+    "wait_cycle": frozenset({"requeue_ticket", "drop_label", "escalate", "notify"}),
+    "same_commit_repush": frozenset({"stop_agent", "escalate", "notify"}),
+    "dispatch_frozen": frozenset({"notify"}),
+    "pool_saturated": frozenset({"notify"}),
+    "no_closes": frozenset({"notify"}),
+    "main_red": frozenset({"pause_dispatch", "notify"}),
+    "supervisor_silent": frozenset({"notify"}),
+}
+assert set(APPLICABLE) == set(FINDINGS)
+
+
+def _r(id: str, when: str, do: list[str], escalate_after: int | None = None, **limits: int) -> Rule:
+    return Rule(id=id, when=when, do=do, escalate_after=escalate_after, limits=RuleLimits(**limits))
+
+
+# one per finding kind; the shipped runbooks/ say the same thing in prose (a test keeps them equal)
+DEFAULT_RULES: tuple[Rule, ...] = (
+    _r("resume-dead-agent", "agent_dead", ["resume_agent"], 3, max_per_hour=30, max_per_ticket=5),
+    _r("alert-idle-agent", "agent_idle", ["notify"]),
+    _r("stop-stuck-agent", "agent_stuck", ["stop_agent"], 3, max_per_hour=20, max_per_ticket=3),
+    _r("requeue-frozen", "frozen_in_progress", ["requeue_ticket"], 3, max_per_hour=50, max_per_ticket=3),
+    _r("drop-stale-label", "stale_label", ["drop_label"], 3, max_per_hour=50, max_per_ticket=3),
+    _r("remove-orphan-worktree", "orphan_worktree", ["quarantine_file", "remove_worktree"], max_per_hour=30),
+    _r("quarantine-unknown-file", "unknown_file", ["quarantine_file"], max_per_hour=100),
+    _r("close-zombie", "zombie_ticket", ["stop_agent", "close_dead_ticket"], max_per_hour=20, max_per_ticket=1),
+    _r("break-wait-cycle", "wait_cycle", ["requeue_ticket", "drop_label", "escalate"], 3, max_per_hour=50, max_per_ticket=3),
+    _r("escalate-same-commit", "same_commit_repush", ["stop_agent", "escalate"], max_per_hour=20),
+    _r("alert-dispatch-frozen", "dispatch_frozen", ["notify"]),
+    _r("alert-pool-saturated", "pool_saturated", ["notify"]),
+    _r("alert-no-closes", "no_closes", ["notify"]),
+    _r("pause-on-red-main", "main_red", ["notify", "pause_dispatch"]),
+    _r("alert-supervisor-silent", "supervisor_silent", ["notify"]),
+)
+assert {r.when for r in DEFAULT_RULES} == set(FINDINGS)
+
+
+def effective(policy) -> dict[str, Rule]:
+    """finding kind -> the rule in force (first policy rule for that kind, else the default)."""
+    out = {r.when: r for r in DEFAULT_RULES}
+    seen: set[str] = set()
+    for r in policy.rules:
+        if r.when not in seen:
+            out[r.when] = r
+            seen.add(r.when)
+    return out
+
+
+def inapplicable(rule: Rule) -> list[tuple[int, str]]:
+    """(index in do, action) of every step that cannot apply to rule.when."""
+    ok = APPLICABLE.get(rule.when, frozenset())
+    return [(i, a) for i, a in enumerate(rule.do) if a not in ok]

@@ -1,0 +1,101 @@
+"""Sentinels: alarms on silence (SPEC §7). Silence is a symptom.
+
+Each sentinel reads named data sources; the shell lists in `snapshot.failed_sources`
+every source that raised while it gathered the snapshot. A sentinel whose source
+failed reports `status="unknown"` and blocks nothing (fail-open): no alert, no
+action, no memory. Sources (what the shell must name when a read fails):
+
+    tickets    the board                    agents      agent rows and liveness
+    dispatch   last launch / pause flag     proposals   proposal rows, last open/close
+    main       the main branch gate status  supervisor  the last supervisor tick
+
+Subjects are fixed words, so each sentinel has exactly one cooldown key
+(`dispatch_frozen:dispatch`, `main_red:main`, ...).
+"""
+
+from __future__ import annotations
+
+from healer import lifecycle
+from healer.core.findings import SEVERITY, Index, is_live
+from healer.core.model import UNKNOWN, Finding, Snapshot
+
+SOURCES: dict[str, tuple[str, ...]] = {
+    "dispatch_frozen": ("tickets", "agents", "dispatch"),
+    "pool_saturated": ("tickets", "agents"),
+    "no_closes": ("proposals",),
+    "main_red": ("main",),
+    "supervisor_silent": ("supervisor",),
+}
+SUBJECT = {"dispatch_frozen": "dispatch", "pool_saturated": "pool", "no_closes": "proposals",
+           "main_red": "main", "supervisor_silent": "supervisor"}
+
+
+def _ready(s: Snapshot, ix: Index) -> list:
+    """Queued tickets the dispatcher could take now (every blocker done or closed)."""
+    out = []
+    for t in s.tickets:
+        if t.state != lifecycle.QUEUED:
+            continue
+        if all((b in ix.tickets and ix.tickets[b].state in lifecycle.TERMINAL) for b in t.blocked_by):
+            out.append(t)
+    return out
+
+
+def sentinels(s: Snapshot, policy, ix: Index) -> list[Finding]:
+    cfg = policy.sentinels
+    now = s.now
+    out: list[Finding] = []
+    unknown = {k for k, srcs in SOURCES.items() if any(x in s.failed_sources for x in srcs)}
+    for k in sorted(unknown):
+        out.append(Finding(k, SUBJECT[k], now, {"failed_sources": sorted(x for x in SOURCES[k] if x in s.failed_sources)},
+                           "info", status=UNKNOWN))
+
+    need_fleet = not ({"dispatch_frozen", "pool_saturated"} <= unknown)
+    if need_fleet:
+        ready = _ready(s, ix)
+        live = [v for v in s.agents if is_live(v)]
+        waiting_since = min((t.updated_at for t in ready), default=None)
+        # a red main is its own alarm and pauses dispatch on purpose: no second alarm for the same silence
+        if (ready and "dispatch_frozen" not in unknown and not s.dispatch_paused and s.main_status != "red"
+                and len(live) < s.pool_size):
+            since = max(waiting_since, s.last_launch_at) if s.last_launch_at is not None else waiting_since
+            if now - since >= cfg.dispatch_frozen:
+                out.append(Finding("dispatch_frozen", "dispatch", since, {
+                    "ready": len(ready), "live_agents": len(live), "pool_size": s.pool_size,
+                    "last_launch_at": s.last_launch_at, "oldest_ready": sorted(t.id for t in ready)[:10],
+                }, SEVERITY["dispatch_frozen"]))
+        if ready and "pool_saturated" not in unknown and len(live) >= s.pool_size:
+            since = max(waiting_since, max(v.agent.started_at for v in live))
+            if now - since >= cfg.pool_saturated:
+                out.append(Finding("pool_saturated", "pool", since, {
+                    "ready": len(ready), "live_agents": len(live), "pool_size": s.pool_size,
+                    "agents": sorted(v.agent.id for v in live)[:20],
+                }, SEVERITY["pool_saturated"]))
+
+    if "no_closes" not in unknown:
+        opened = [p.created_at for p in s.proposals if p.state == "open"]
+        since = None
+        if opened:
+            since = min(opened)
+        elif s.last_open_at is not None and (s.last_close_at is None or s.last_open_at > s.last_close_at):
+            since = s.last_open_at
+        if since is not None and s.last_close_at is not None:
+            since = max(since, s.last_close_at)
+        if since is not None and now - since >= cfg.no_closes:
+            out.append(Finding("no_closes", "proposals", since, {
+                "open": len(opened), "last_open_at": s.last_open_at, "last_close_at": s.last_close_at,
+            }, SEVERITY["no_closes"]))
+
+    if "main_red" not in unknown and s.main_status == "red":
+        since = s.main_red_since if s.main_red_since is not None else now
+        if now - since >= cfg.main_red:
+            out.append(Finding("main_red", "main", since, {
+                "dispatch_paused": s.dispatch_paused, "paused_by": s.dispatch_paused_by,
+            }, SEVERITY["main_red"]))
+
+    if "supervisor_silent" not in unknown and s.last_supervisor_tick is not None:
+        if now - s.last_supervisor_tick >= cfg.supervisor_silent:
+            out.append(Finding("supervisor_silent", "supervisor", s.last_supervisor_tick, {
+                "last_tick": s.last_supervisor_tick,
+            }, SEVERITY["supervisor_silent"]))
+    return out

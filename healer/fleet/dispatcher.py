@@ -1,0 +1,600 @@
+"""The dispatcher shell: one `tick()` reconciles the board with the world, then acts on the plan.
+
+Each tick (level-triggered, like a Kubernetes controller; it never trusts that it saw
+every event, so a crash between ticks is harmless):
+
+1. reap: every agent this host launched whose process ended gets its attempt closed
+   (exit code, failure signature, HEAD, state hash, gate-log tail); exit 0 opens a
+   proposal, anything else requeues the ticket;
+2. heartbeat the live agents (progress when their HEAD moved);
+3. main's status: the main gates run on main (again whenever main moves, every tick
+   while red); red pauses dispatch, green resumes it;
+4. proposals: each open one is gated on its merge result and merged or rejected
+   (held while main is red);
+5. plan (`healer.core.dispatch.plan`, pure) and carry it out: stops (needs-human with
+   evidence, blocked), then launches, resumes and replays within the pool.
+
+Decisions use `clock` (virtual in tests); waiting for real processes uses real time.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from healer import failpoints, lifecycle
+from healer.clock import Clock, iso, system
+from healer.core import dispatch as core
+from healer.fleet import git
+from healer.fleet.gates import FAIL, PASS, run_gates
+from healer.fleet.proposals import DEFERRED, MERGED, gate_proposal, sweep_scratch
+from healer.fleet.runtime import EXITED, GONE, RUNNING, Handle, LaunchSpec, Runtime
+from healer.records import Agent, Attempt, Proposal, Ticket, Worktree
+
+FP_AFTER_LAUNCH = failpoints.declare("dispatch.after_launch", "healer/fleet/dispatcher.py: agent started and registered, before the launch event")
+
+ACTOR = "dispatch"
+LEASE = "dispatcher"
+NEEDS_HUMAN_LABEL = "needs-human"
+
+# settings read by the supervisor (keep the names)
+S_PAUSED = "dispatch.paused"
+S_PAUSED_REASON = "dispatch.paused_reason"
+S_MAIN_STATUS = "main.status"
+S_MAIN_RED_SINCE = "main.red_since"
+S_MAIN_CHECKED = "main.checked_commit"
+S_LAST_LAUNCH = "dispatch.last_launch_at"
+S_LAST_TICK = "dispatch.last_tick_at"
+S_CYCLES = "dispatch.cycles"
+
+
+def branch_for(ticket_id: str) -> str:
+    return f"healer/{ticket_id}"
+
+
+def worktree_for(root: Path, ticket_id: str) -> Path:
+    return root / ".healer" / "worktrees" / ticket_id
+
+
+def result_path(worktree: str | Path, run_id: str) -> Path:
+    return Path(worktree) / ".healer" / "runs" / run_id / "result.json"
+
+
+def ours(a: Agent) -> bool:
+    return a.data.get("launched_by") == ACTOR
+
+
+# -- gathering what the pure core needs --------------------------------------------
+
+_RESET_FROM = {lifecycle.NEEDS_HUMAN, lifecycle.BLOCKED, lifecycle.DONE, lifecycle.CLOSED}
+
+
+def budget_window(store, ticket_id: str) -> tuple[list[Attempt], list[Proposal]]:
+    """Attempts and proposals since the ticket was last handed back to the queue by a human (a fresh budget)."""
+    atts = store.attempts(ticket_id)
+    props = store.proposals(ticket_id)
+    if not atts and not props:
+        return [], []
+    resets = [e.id for e in store.events(kinds=["ticket.moved"], subject=ticket_id)
+              if e.payload.get("to") == lifecycle.QUEUED and e.payload.get("from") in _RESET_FROM]
+    if not resets:
+        return atts, props
+    cut = resets[-1]
+    started = {e.payload.get("attempt"): e.id for e in store.events(kinds=["attempt.started"], subject=ticket_id)}
+    opened = {e.payload.get("proposal"): e.id for e in store.events(kinds=["proposal.opened"], subject=ticket_id)}
+    return ([a for a in atts if started.get(a.id, 0) > cut], [p for p in props if opened.get(p.id, 0) > cut])
+
+
+def live_counts(store, host: str | None = None) -> Counter:
+    return Counter(a.ticket_id for a in store.agents(states=["running"]) if ours(a) and a.ticket_id)
+
+
+def gather(store, policy, now: float) -> core.DispatchInput:
+    tickets = store.tickets()
+    atts: dict[str, list[Attempt]] = {}
+    props: dict[str, list[Proposal]] = {}
+    for t in tickets:
+        if t.state in (lifecycle.QUEUED, lifecycle.REVIEW):
+            atts[t.id], props[t.id] = budget_window(store, t.id)
+    return core.DispatchInput(
+        now=now, tickets=tickets, attempts=atts, proposals=props, live=dict(live_counts(store)),
+        pool_size=policy.fleet.pool_size, main_status=store.get_setting(S_MAIN_STATUS, "unknown") or "unknown",
+        paused=bool(store.get_setting(S_PAUSED, False)),
+    )
+
+
+# -- the shell ------------------------------------------------------------------------
+
+@dataclass
+class TickReport:
+    at: float
+    skipped: str | None = None  # why nothing was done (another dispatcher holds the fleet)
+    reaped: list[str] = field(default_factory=list)
+    launched: list[tuple[str, str]] = field(default_factory=list)  # (ticket, kind)
+    merged: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+    stopped: list[tuple[str, str]] = field(default_factory=list)  # (ticket, state)
+    main: str = "unknown"
+    plan: core.DispatchPlan | None = None
+
+
+class Dispatcher:
+    def __init__(self, root: str | Path, policy, store, clock: Clock | None = None, runtime: Runtime | None = None, *,
+                 policy_path: str | Path | None = None) -> None:
+        self.root = Path(root).resolve()
+        self.policy = policy
+        self.store = store
+        self.clock = clock or system()
+        self.real = system()  # real processes are waited for in real time
+        if runtime is None:
+            from healer.fleet.runtimes import runtime_for
+
+            runtime = runtime_for(policy)
+        self.runtime = runtime
+        self.rules = core.RetryRules.of(policy)
+        self.host = socket.gethostname()
+        self.holder = f"dispatch@{self.host}:{os.getpid()}"
+        self.policy_path = Path(policy_path).resolve() if policy_path else None
+        self._stopping = False
+        if not git.is_repo(self.root):
+            from healer.errors import UsageError
+
+            raise UsageError(f"{self.root}: the fleet root must be a git repository (branch {policy.fleet.main_branch})")
+
+    # -- one pass -------------------------------------------------------------------
+    def tick(self) -> TickReport:
+        now = self.clock.now()
+        rep = TickReport(at=now)
+        ttl = max(3 * self.policy.fleet.dispatch_tick, 90.0)
+        from healer.store.sqlite import pid_alive
+
+        lease = self.store.acquire_lease(LEASE, self.holder, os.getpid(), self.host, ttl, pid_alive=pid_alive)
+        if lease is None:
+            held = self.store.lease(LEASE)
+            rep.skipped = f"another dispatcher ({held.holder if held else '?'}) holds the fleet"
+            return rep
+        left = sweep_scratch(self.root)  # we hold the lease: any scratch worktree is a crashed pass's leftover
+        if left:
+            self.store.append("dispatch.scratch_swept", "", {"paths": left})
+        rep.reaped = self.reap()
+        self.heartbeat()
+        rep.main = self.check_main()
+        if rep.main != "red":
+            self.review(rep)
+        plan = core.plan(gather(self.store, self.policy, self.clock.now()), self.rules)
+        rep.plan = plan
+        self._note_cycles(plan)
+        for s in plan.stops:
+            self._stop(s)
+            rep.stopped.append((s.ticket_id, s.to))
+        for launch in plan.launches:
+            if self._stopping:
+                break
+            if self._launch(launch):
+                rep.launched.append((launch.ticket_id, launch.kind))
+        self.store.set_setting(S_LAST_TICK, self.clock.now())
+        self.store.append("dispatch.tick", "", {"launched": len(rep.launched), "reaped": len(rep.reaped), "main": rep.main,
+                                                "live": plan.live_total + len(rep.launched), "pool": plan.pool_size,
+                                                "waiting": len(plan.waiting), "merged": len(rep.merged),
+                                                "rejected": len(rep.rejected)})
+        return rep
+
+    # -- reaping --------------------------------------------------------------------
+    def _handle(self, a: Agent) -> Handle:
+        return Handle(kind=a.kind, pid=a.pid, container=a.container, marker=a.data.get("marker"))
+
+    def reap(self) -> list[str]:
+        done = []
+        for a in self.store.agents(states=["running"]):
+            if not ours(a) or a.host != self.host:
+                continue
+            st = self.runtime.status(self._handle(a))
+            if st.state in (EXITED, GONE):
+                self._ended(a, st.exit_code if st.state == EXITED else None)
+                done.append(a.id)
+        # agents someone else already recorded as lost (the supervisor's bookkeeping) still owe us their attempt
+        for a in self.store.agents(states=["lost", "stopped"]):
+            if ours(a) and a.host == self.host and not a.data.get("reaped"):
+                self._ended(a, a.exit_code, record_agent=False)
+                done.append(a.id)
+        self._reconcile_orphans()
+        return done
+
+    def _reconcile_orphans(self) -> None:
+        """An in-progress ticket this dispatcher took but that has no live agent (a crash mid-launch) goes back to the queue."""
+        live = {a.ticket_id for a in self.store.agents(states=["running"])}
+        for t in self.store.tickets(states=[lifecycle.IN_PROGRESS]):
+            if t.id in live:
+                continue
+            open_atts = [x for x in self.store.attempts(t.id) if x.ended_at is None]
+            if not open_atts:
+                moves = self.store.events(kinds=["ticket.moved"], subject=t.id)
+                if not moves or moves[-1].payload.get("actor") != ACTOR:
+                    continue  # a human or another tool put it in progress: the supervisor's rules judge it
+            for x in open_atts:
+                self.store.finish_attempt(x.id, failure_signature="lost: no agent registered")
+            self._move(t.id, lifecycle.QUEUED, "in progress without a live agent", expect=lifecycle.IN_PROGRESS)
+
+    def _ended(self, a: Agent, code: int | None, record_agent: bool = True) -> None:
+        res = _read_result(a.worktree, a.run_id)
+        if code is None and res is not None and isinstance(res.get("exit_code"), int):
+            code = res["exit_code"]
+        head, state_hash = git.state(a.worktree) if a.worktree else (None, None)
+        sig = (res or {}).get("failure_signature") or _signature(code)
+        if code == 0:
+            sig = None
+        tail = _tail_text((res or {}).get("gate_log_tail")) or _log_tail(a.data.get("log"), self.policy.fleet.evidence_lines)
+        now = self.clock.now()
+        att_id = a.data.get("attempt")
+        if att_id is not None and any(x.id == att_id and x.ended_at is None for x in self.store.attempts(a.ticket_id)):
+            self.store.finish_attempt(att_id, ended_at=now, exit_code=code, failure_signature=sig, state_hash=state_hash,
+                                      head=head, gate_log_tail=tail)
+        if record_agent:
+            self.store.update_agent(a.id, state="exited" if code is not None and code >= 0 else "lost", ended_at=now,
+                                    exit_code=code)
+        self.store.update_agent(a.id, data={**a.data, "reaped": True})
+        forget = getattr(self.runtime, "forget", None)
+        if forget:
+            forget(self._handle(a))
+        try:
+            t = self.store.ticket(a.ticket_id)
+        except Exception:  # noqa: BLE001 - the ticket was deleted by hand; the agent is closed anyway
+            return
+        if t.state != lifecycle.IN_PROGRESS:
+            return  # someone else (a human, the supervisor) took the ticket elsewhere; respect it
+        if code == 0 and head:
+            self._move(t.id, lifecycle.REVIEW, f"agent {a.id} exited 0", expect=lifecycle.IN_PROGRESS)
+            self.store.add_proposal(t.id, branch_for(t.id), head)
+        else:
+            why = "agent died" if code is None or code < 0 else ("agent stopped" if code == core.STOPPED else f"agent exited {code}")
+            self._move(t.id, lifecycle.QUEUED, f"{why} ({sig})", expect=lifecycle.IN_PROGRESS)
+
+    # -- heartbeats -----------------------------------------------------------------
+    def heartbeat(self) -> None:
+        for a in self.store.agents(states=["running"]):
+            if not ours(a) or a.host != self.host:
+                continue
+            if self.runtime.status(self._handle(a)).state != RUNNING:
+                continue  # a SIGSTOPped (paused) agent gets no heartbeat: the supervisor must see it idle
+            head = git.rev(a.worktree) if a.worktree and Path(a.worktree).is_dir() else None
+            moved = head is not None and head != a.data.get("head")
+            self.store.heartbeat(a.id, progress=moved)
+            if moved:
+                self.store.update_agent(a.id, data={**a.data, "head": head})
+
+    # -- main's status --------------------------------------------------------------
+    def check_main(self) -> str:
+        fleet = self.policy.fleet
+        prev = self.store.get_setting(S_MAIN_STATUS, "unknown")
+        head = git.rev(self.root, f"refs/heads/{fleet.main_branch}")
+        if not fleet.main_gates:
+            status, log = "green", ""
+        elif head == self.store.get_setting(S_MAIN_CHECKED) and prev == "green":
+            return "green"  # gates already passed on this very commit
+        elif head is None:
+            status, log = "unknown", f"branch {fleet.main_branch} does not exist"
+        else:
+            scratch = self.root / ".healer" / "scratch" / "main"
+            git.remove_worktree(self.root, scratch)
+            scratch.parent.mkdir(parents=True, exist_ok=True)
+            git.run(self.root, "worktree", "add", "--detach", str(scratch), head)
+            try:
+                res = run_gates(fleet.main_gates, scratch, grace=self.policy.loop.kill_grace, clock=self.real)
+            finally:
+                git.remove_worktree(self.root, scratch)
+            status = {PASS: "green", FAIL: "red"}.get(res.outcome, "unknown")
+            log = res.tail(self.policy.fleet.evidence_lines)
+        if status == "unknown" and prev == "red":
+            status = "red"  # a gate that cannot decide does not end a red period (nor start one: fail-open)
+        self.store.set_setting(S_MAIN_CHECKED, head)
+        if status == prev:
+            return status
+        now = self.clock.now()
+        self.store.set_setting(S_MAIN_STATUS, status)
+        if status == "red":
+            self.store.set_setting(S_MAIN_RED_SINCE, now)
+            self.store.append("main.red", fleet.main_branch, {"commit": head, "log": log})
+            if not self.store.get_setting(S_PAUSED, False):
+                self.store.set_setting(S_PAUSED_REASON, "main_red")
+                self.store.set_setting(S_PAUSED, True, event="dispatch.paused")
+            from healer.notify import notify
+
+            notify(self.store, self.policy, "main_red",
+                   f"main branch {fleet.main_branch} is red at {str(head)[:12]}: dispatch paused",
+                   severity="critical", evidence={"commit": head, "log": log})
+        elif prev == "red":
+            since = self.store.get_setting(S_MAIN_RED_SINCE)
+            self.store.set_setting(S_MAIN_RED_SINCE, None)
+            self.store.append("main.green", fleet.main_branch, {"commit": head, "red_for": (now - since) if since else None})
+            if self.store.get_setting(S_PAUSED_REASON) == "main_red":
+                self.store.set_setting(S_PAUSED_REASON, None)
+                self.store.set_setting(S_PAUSED, False, event="dispatch.resumed_dispatch")
+        return status
+
+    # -- proposals ------------------------------------------------------------------
+    def review(self, rep: TickReport | None = None) -> None:
+        for t in self.store.tickets(states=[lifecycle.REVIEW]):
+            props = self.store.proposals(t.id)
+            last = props[-1] if props else None
+            if last is None:
+                head = git.rev(worktree_for(self.root, t.id)) or git.rev(self.root, f"refs/heads/{branch_for(t.id)}")
+                if head is None:
+                    self._move(t.id, lifecycle.QUEUED, "in review without a proposal or a branch", expect=lifecycle.REVIEW)
+                    continue
+                last = self.store.add_proposal(t.id, branch_for(t.id), head)
+            if last.state == "merged":
+                self._done(t, last, last.commit)
+                continue
+            if last.state != "open":
+                continue
+            v = gate_proposal(self.root, self.policy, last, self.real)
+            if v.outcome == DEFERRED:
+                self.store.append("proposal.deferred", t.id, {"proposal": last.id, "why": v.log.splitlines()[-1:] })
+                continue
+            self.store.decide_proposal(last.id, v.outcome, v.log)
+            if v.outcome == MERGED:
+                self._done(t, last, v.main_after)
+                if rep:
+                    rep.merged.append(t.id)
+            elif rep:
+                rep.rejected.append(t.id)
+
+    def _done(self, t: Ticket, p: Proposal, merged_as: str | None) -> None:
+        self.store.set_ticket_data(t.id, merged_commit=p.commit, merged_as=merged_as, proposal=p.id)
+        self._move(t.id, lifecycle.DONE, f"proposal {p.id} merged", expect=lifecycle.REVIEW)
+
+    # -- stops ----------------------------------------------------------------------
+    def _stop(self, s: core.Stop) -> None:
+        t = self.store.ticket(s.ticket_id)
+        atts, props = budget_window(self.store, s.ticket_id)
+        body = evidence(t, s, atts, props, self.policy.fleet.evidence_lines)
+        if s.to == lifecycle.NEEDS_HUMAN:
+            self.store.label(t.id, NEEDS_HUMAN_LABEL, actor=ACTOR)
+        self.store.comment(t.id, body, author="healer")
+        self._move(t.id, s.to, f"{s.reason}: {s.detail}", expect=t.state)
+        self.store.append("dispatch.budget_exhausted" if s.to == lifecycle.NEEDS_HUMAN else "dispatch.blocked", t.id,
+                          {"reason": s.reason, "detail": s.detail, "attempts": len(atts), "to": s.to})
+        if s.to == lifecycle.NEEDS_HUMAN:
+            from healer.notify import notify
+
+            notify(self.store, self.policy, f"needs_human:{t.id}", f"{t.id} needs a human: {s.detail}",
+                   evidence={"ticket": t.id, "reason": s.reason})
+
+    # -- launches -------------------------------------------------------------------
+    def _launch(self, launch: core.Launch) -> bool:
+        fleet = self.policy.fleet
+        t = self.store.ticket(launch.ticket_id)
+        if t.state not in (lifecycle.QUEUED, lifecycle.REVIEW):
+            return False
+        wt = worktree_for(self.root, t.id)
+        branch = branch_for(t.id)
+        now = self.clock.now()
+        run_id = launch.run_id if launch.kind == core.RESUME else f"{t.id}-{len(self.store.attempts(t.id)) + 1:02d}"
+        try:
+            git.ensure_excluded(self.root)
+            created = git.add_worktree(self.root, wt, branch, fleet.main_branch)
+        except git.GitError as e:
+            self._failed_launch(t, launch, run_id, f"worktree: {e}")
+            return False
+        if created or not any(w.path == str(wt) for w in self.store.worktrees()):
+            self.store.add_worktree(Worktree(str(wt), t.id, branch, now))
+        task = self._task_file(t, launch, run_id)
+        argv = self._argv(t, launch, run_id, task, wt)
+        if not self._move(t.id, lifecycle.IN_PROGRESS, launch.kind, expect=t.state):
+            return False
+        att = self.store.add_attempt(t.id, launch.kind, run_id=run_id, head=git.rev(wt))
+        agent_id = f"agent-{t.id}-{att.id}"
+        log = self.root / ".healer" / "logs" / "agents" / f"{agent_id}.log"
+        env = {"HEALER_AGENT_ID": agent_id, "HEALER_ROOT": str(self.root), "HEALER_TICKET": t.id, "HEALER_RUN_ID": run_id,
+               "HEALER_DB": str(self.root / ".healer" / "healer.db")}
+        labels = {"healer.fleet": str(self.root), "healer.ticket": t.id, "healer.run": run_id}
+        try:
+            h = self.runtime.launch(LaunchSpec(argv=argv, cwd=str(wt), env=env, labels=labels, log_path=str(log)))
+        except Exception as e:  # noqa: BLE001 - a launch that cannot start counts as a failed attempt
+            self.store.finish_attempt(att.id, exit_code=70, failure_signature=f"launch_failed: {type(e).__name__}",
+                                      gate_log_tail=str(e))
+            self._move(t.id, lifecycle.QUEUED, f"launch failed: {e}", expect=lifecycle.IN_PROGRESS)
+            self.store.append("dispatch.launch_failed", t.id, {"error": str(e), "argv": list(argv)})
+            return False
+        self.store.upsert_agent(Agent(
+            id=agent_id, ticket_id=t.id, state="running", kind=h.kind, pid=h.pid, host=self.host, container=h.container,
+            run_id=run_id, worktree=str(wt), started_at=now, heartbeat_at=now, progress_at=now,
+            data={"launched_by": ACTOR, "attempt": att.id, "marker": h.marker, "launch": launch.kind, "log": str(log),
+                  "head": att.head, "argv": list(argv)},
+        ))
+        self.store.set_ticket_data(t.id, worktree=str(wt), branch=branch, run_id=run_id, agent=agent_id)
+        failpoints.hit(FP_AFTER_LAUNCH)
+        kind = {core.LAUNCH: "dispatch.launched", core.RESUME: "dispatch.resumed", core.REPLAY: "dispatch.replayed"}[launch.kind]
+        self.store.append(kind, t.id, {"agent": agent_id, "pid": h.pid, "run_id": run_id, "attempt": att.id,
+                                       "worktree": str(wt), "proposal": launch.proposal_id})
+        self.store.set_setting(S_LAST_LAUNCH, now)
+        return True
+
+    def _failed_launch(self, t: Ticket, launch: core.Launch, run_id: str, why: str) -> None:
+        att = self.store.add_attempt(t.id, launch.kind, run_id=run_id)
+        self.store.finish_attempt(att.id, exit_code=70, failure_signature="launch_failed", gate_log_tail=why)
+        self.store.append("dispatch.launch_failed", t.id, {"error": why})
+
+    def _task_file(self, t: Ticket, launch: core.Launch, run_id: str) -> Path:
+        text = self.policy.fleet.task_template.format_map(_Fmt(ticket=t.id, title=t.title, body=t.body))
+        if launch.kind == core.REPLAY and launch.proposal_id is not None:
+            p = next((p for p in self.store.proposals(t.id) if p.id == launch.proposal_id), None)
+            if p is not None:
+                tail = "\n".join(p.gate_log.splitlines()[-self.policy.loop.memory.gate_log_lines:])
+                text += (f"\n## Your previous proposal was rejected\n\nThe merge gates failed on the merge of "
+                         f"{p.branch} ({p.commit[:12]}) onto {self.policy.fleet.main_branch}:\n\n```\n{tail}\n```\n")
+        path = self.root / ".healer" / "tasks" / f"{run_id}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+    def _policy_file(self) -> Path:
+        if self.policy_path is not None:
+            return self.policy_path
+        path = self.root / ".healer" / "policy.effective.yaml"
+        text = yaml.safe_dump(self.policy.model_dump(mode="json", by_alias=True), sort_keys=False)
+        if not path.exists() or path.read_text() != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        return path
+
+    def _argv(self, t: Ticket, launch: core.Launch, run_id: str, task: Path, wt: Path) -> list[str]:
+        fleet = self.policy.fleet
+        values = _Fmt(python=sys.executable, policy=str(self._policy_file()), task_file=str(task), workdir=str(wt),
+                      root=str(self.root), run_id=run_id, ticket=t.id)
+        argv = [a.format_map(values) for a in fleet.loop_command]
+        if launch.kind == core.RESUME:
+            argv += [a.format_map(values) for a in fleet.resume_args]
+        return argv
+
+    # -- helpers --------------------------------------------------------------------
+    def _move(self, tid: str, to: str, reason: str, expect: str | None = None) -> bool:
+        """Compare-and-set move; a ticket someone else moved meanwhile is left alone (and the refusal logged)."""
+        try:
+            self.store.move_ticket(tid, to, actor=ACTOR, reason=reason, expect=expect)
+            return True
+        except lifecycle.InvalidTransition as e:
+            self.store.append("dispatch.move_refused", tid, {"to": to, "reason": reason, "error": str(e)})
+            return False
+
+    def _note_cycles(self, plan: core.DispatchPlan) -> None:
+        now = [list(c) for c in plan.cycles]
+        if now != (self.store.get_setting(S_CYCLES) or []):
+            self.store.set_setting(S_CYCLES, now)
+            if now:
+                self.store.append("dispatch.cycle", "", {"cycles": now, "line": plan.cycle_line()})
+
+    # -- running --------------------------------------------------------------------
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Wait (in real time) until every agent process this dispatcher started has exited."""
+        deadline = self.real.monotonic() + timeout
+        for h in list(getattr(self.runtime, "children", lambda: [])()):
+            left = deadline - self.real.monotonic()
+            if left <= 0 or self.runtime.wait(h, left).state not in (EXITED, GONE):
+                return False
+        return True
+
+    def stop_agents(self, grace: float = 2.0) -> None:
+        """Stop every live agent this host launched (tests, `healer dispatch --stop-agents`)."""
+        for a in self.store.agents(states=["running"]):
+            if ours(a) and a.host == self.host:
+                self.runtime.stop(self._handle(a), grace)
+
+    def stop(self, *_: Any) -> None:
+        self._stopping = True
+
+    def run_forever(self, on_tick=None) -> None:
+        """Tick every `fleet.dispatch_tick` (schedule) until `stop()`; agents keep running when the dispatcher ends."""
+        import schedule
+
+        sched = schedule.Scheduler()
+        period = max(1, int(round(self.policy.fleet.dispatch_tick)))
+
+        def job() -> None:
+            rep = self.tick()
+            if on_tick:
+                on_tick(rep)
+
+        sched.every(period).seconds.do(job)
+        job()
+        while not self._stopping:
+            sched.run_pending()
+            idle = sched.idle_seconds
+            self.clock.sleep(min(0.5, max(0.05, idle if idle is not None else 0.5)))
+        self.store.release_lease(LEASE, self.holder)
+
+
+def install_signal_handlers(d: Dispatcher) -> None:
+    signal.signal(signal.SIGTERM, d.stop)
+    signal.signal(signal.SIGINT, d.stop)
+
+
+# -- evidence ----------------------------------------------------------------------
+
+def _signature(code: int | None) -> str | None:
+    if code is None:
+        return "lost: process gone, no exit recorded"
+    if code < 0:
+        try:
+            return f"killed: {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed: signal {-code}"
+    return None if code == 0 else f"exit {code}"
+
+
+def _exit_text(a: Attempt) -> str:
+    if a.ended_at is None:
+        return "running"
+    if a.exit_code is None:
+        return "lost"
+    if a.exit_code < 0:
+        return f"killed({_signature(a.exit_code).split(': ')[-1]})"
+    return str(a.exit_code)
+
+
+def evidence(t: Ticket, s: core.Stop, atts: list[Attempt], props: list[Proposal], lines: int) -> str:
+    head = {"launch_budget": "launch budget exhausted", "spinning": "resumed agent is spinning",
+            "replays_exhausted": "rejected proposal replays exhausted"}.get(s.reason, s.reason)
+    out = [f"healer: {head} — {s.detail}. Ticket moved to {s.to}.", "", f"Attempts ({len(atts)}):"]
+    for i, a in enumerate(atts, 1):
+        out.append(f"{i}. {iso(a.at)} {a.kind} run={a.run_id} exit={_exit_text(a)} "
+                   f"signature={a.failure_signature or '-'} state={a.state_hash or '-'} head={(a.head or '-')[:12]}")
+    rejected = [p for p in props if p.state == "rejected"]
+    if rejected:
+        out += ["", f"Rejected proposals ({len(rejected)}):"]
+        out += [f"- #{p.id} {p.commit[:12]} at {iso(p.decided_at or p.created_at)}" for p in rejected]
+    log = rejected[-1].gate_log if s.reason == "replays_exhausted" and rejected else \
+        next((a.gate_log_tail for a in reversed(atts) if a.gate_log_tail), "")
+    tail = log.splitlines()[-lines:]
+    out += ["", f"Last {len(tail)} gate-log lines:", "```", *tail, "```"]
+    return "\n".join(out)
+
+
+class _Fmt(dict):
+    """format_map that leaves unknown {placeholders} as they are."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def _read_result(worktree: str | None, run_id: str | None) -> dict | None:
+    if not worktree or not run_id:
+        return None
+    p = result_path(worktree, run_id)
+    try:
+        import json
+
+        data = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("run_id") not in (None, run_id):
+        return None
+    return data
+
+
+def _tail_text(v: Any) -> str:
+    if isinstance(v, list):
+        return "\n".join(str(x) for x in v)
+    return str(v) if v else ""
+
+
+def _log_tail(path: str | None, n: int) -> str:
+    if not path:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            f.seek(max(0, size - 64 * 1024))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-n:])

@@ -1,0 +1,84 @@
+"""Proposals: a ticket's branch is merged onto main only if the merge gates pass on the merge result.
+
+The merge is built in a scratch worktree (`.healer/scratch/`), never in the user's
+checkout; main then advances to that exact commit by fast-forward (or a
+compare-and-swap ref update), never by force. A crash at any point is harmless:
+the proposal stays open and is gated again, and a branch already on main is
+recognised as merged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from healer import failpoints
+from healer.clock import Clock
+from healer.fleet import git
+from healer.fleet.gates import PASS, run_gates
+from healer.records import Proposal
+
+FP_BEFORE_MERGE = failpoints.declare("dispatch.before_merge", "healer/fleet/proposals.py: merge gates passed, main not yet advanced")
+FP_AFTER_MERGE = failpoints.declare("dispatch.after_merge", "healer/fleet/proposals.py: main advanced, proposal not yet marked merged")
+
+MERGED = "merged"
+REJECTED = "rejected"
+DEFERRED = "deferred"  # could not decide now (main moved, checkout busy); gated again next tick
+
+LOG_LINES = 200
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: str  # merged | rejected | deferred
+    log: str
+    main_before: str | None = None
+    main_after: str | None = None
+
+
+def scratch_dir(root: Path, name: str) -> Path:
+    return root / ".healer" / "scratch" / name
+
+
+def sweep_scratch(root: Path) -> list[str]:
+    """Remove scratch worktrees left by a dispatcher that died mid-proposal (only healer's own folder)."""
+    base = root / ".healer" / "scratch"
+    left = sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+    for p in left:
+        git.remove_worktree(root, p)
+    return [str(p) for p in left]
+
+
+def gate_proposal(root: Path, policy, p: Proposal, clock: Clock) -> Verdict:
+    main = policy.fleet.main_branch
+    old = git.rev(root, f"refs/heads/{main}")
+    if old is None:
+        return Verdict(DEFERRED, f"branch {main} does not exist in {root}")
+    if git.rev(root, p.commit) is None:
+        return Verdict(REJECTED, f"commit {p.commit} is not in the repository", old)
+    if git.is_ancestor(root, p.commit, old):
+        return Verdict(MERGED, f"{p.commit[:12]} is already on {main}", old, old)
+
+    scratch = scratch_dir(root, f"{p.ticket_id}-p{p.id}")
+    git.remove_worktree(root, scratch)
+    scratch.parent.mkdir(parents=True, exist_ok=True)
+    git.run(root, "worktree", "add", "--detach", str(scratch), old)
+    try:
+        m = git.run(scratch, "merge", "--no-edit", "-m", f"healer: merge {p.branch} ({p.ticket_id})", p.commit, check=False)
+        if m.code != 0:
+            git.run(scratch, "merge", "--abort", check=False)
+            return Verdict(REJECTED, f"$ git merge {p.branch}\n{m.text}\nmerge: conflict with {main}", old)
+        new = git.rev(scratch)
+        res = run_gates(policy.fleet.merge_gates, scratch, grace=policy.loop.kill_grace, clock=clock)
+        log = "\n".join(res.log.splitlines()[-LOG_LINES:])
+        if res.outcome != PASS:
+            return Verdict(REJECTED, log or f"merge gate {res.failed}: {res.outcome}", old)
+        failpoints.hit(FP_BEFORE_MERGE)
+        try:
+            git.advance(root, main, old, new)
+        except git.GitError as e:
+            return Verdict(DEFERRED, f"{log}\n{e}".strip(), old)
+        failpoints.hit(FP_AFTER_MERGE)
+        return Verdict(MERGED, log, old, new)
+    finally:
+        git.remove_worktree(root, scratch)

@@ -1,0 +1,227 @@
+"""Gather a Snapshot of the fleet: the store plus what only the world can tell (processes, files).
+
+Every data source is wrapped: one that raises is named in `failed_sources` and the
+rest of the snapshot is still built (fail-open), so a broken source never crashes a
+tick and the sentinels that depend on it report `unknown`.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from healer import lifecycle, procs
+from healer.core.model import AgentView, Snapshot, WorktreeView
+from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, Handle
+from healer.remedy import gitops
+
+HOST = socket.gethostname()
+
+
+def handle_of(agent) -> Handle:
+    return Handle(kind=agent.kind, pid=agent.pid, container=agent.container, marker=(agent.data or {}).get("marker"))
+
+
+def liveness(agent, runtime=None, host: str = HOST) -> tuple[bool | None, bool]:
+    """(alive, paused) of an agent; alive is None when nobody can tell (another host, runtime error)."""
+    if runtime is not None and getattr(runtime, "kind", agent.kind) == agent.kind:
+        try:
+            st = runtime.status(handle_of(agent))
+        except Exception:  # noqa: BLE001 - a runtime that cannot answer says "unknown", never "dead"
+            return None, False
+        if st.state == RUNNING:
+            return True, False
+        if st.state == PAUSED:
+            return True, True
+        if st.state in (EXITED, GONE):
+            return False, False
+        return None, False
+    if agent.kind != "process":
+        return None, False
+    if agent.host and agent.host != host:
+        return None, False
+    if not agent.pid:
+        return None, False
+    alive = procs.alive(agent.pid)
+    return alive, alive and procs.stopped(agent.pid)
+
+
+# -- gather -------------------------------------------------------------------------
+
+_RESET_FROM = frozenset({lifecycle.NEEDS_HUMAN, lifecycle.BLOCKED, lifecycle.DONE, lifecycle.CLOSED})
+WORKTREES_DIR = ".healer/worktrees"
+MAX_LOOSE_FILES = 200  # unknown files reported per tick outside worktrees: a flood is still a finding, not a stall
+
+
+class _Sources:
+    """Runs each data source, remembering which ones raised (fail-open)."""
+
+    def __init__(self) -> None:
+        self.failed: set[str] = set()
+        self.errors: dict[str, str] = {}
+
+    def get(self, name: str, fn, default):
+        try:
+            return fn()
+        except Exception as e:  # noqa: BLE001 - a broken source is reported, never fatal
+            self.failed.add(name)
+            self.errors[name] = f"{type(e).__name__}: {e}"
+            return default
+
+
+def _budget_attempts(store, tickets) -> dict[str, tuple]:
+    """Attempts per ticket since a human last handed it back to the queue (a fresh budget),
+    as the dispatcher counts them; two queries for the whole fleet."""
+    by_ticket = store.all_attempts(skip_ticket_states=sorted(lifecycle.TERMINAL))
+    resets: dict[str, float] = {}
+    for e in store.events(kinds=["ticket.moved"], contains='"to":"queued"'):
+        if e.payload.get("to") == lifecycle.QUEUED and e.payload.get("from") in _RESET_FROM:
+            resets[e.subject] = max(resets.get(e.subject, 0.0), e.at)
+    out = {}
+    for tid, atts in by_ticket.items():
+        cut = resets.get(tid)
+        out[tid] = tuple(a for a in atts if cut is None or a.at > cut)
+    return out
+
+
+def _busy_map(paths: list[Path]) -> dict[Path, tuple[int, ...]]:
+    """Pids with a cwd or an open file inside each path: one pass over the process table for all of them."""
+    if not paths:
+        return {}
+    import psutil
+
+    prefixes = [(p, str(p).rstrip("/") + "/") for p in paths]
+    found: dict[Path, set[int]] = {p: set() for p in paths}
+
+    def hit(f: str, pid: int) -> None:
+        for p, pre in prefixes:
+            if f == str(p) or f.startswith(pre):
+                found[p].add(pid)
+
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            hit(proc.cwd(), proc.pid)
+            for of in proc.open_files():
+                hit(of.path, proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+            continue
+    return {p: tuple(sorted(s)) for p, s in found.items()}
+
+
+def _loose_files(root: Path, registered: set[Path]) -> tuple[str, ...]:
+    """Files in the managed worktrees folder that belong to no registered worktree."""
+    base = root / WORKTREES_DIR
+    if not base.is_dir():
+        return ()
+    out: list[str] = []
+    for entry in sorted(base.iterdir()):
+        if entry.resolve() in registered:
+            continue
+        if entry.is_symlink() or entry.is_file():
+            out.append(entry.relative_to(root).as_posix())
+        elif entry.is_dir() and not (entry / ".git").exists():
+            for f in sorted(entry.rglob("*")):
+                if f.is_file() or f.is_symlink():
+                    out.append(f.relative_to(root).as_posix())
+                if len(out) >= MAX_LOOSE_FILES:
+                    break
+        if len(out) >= MAX_LOOSE_FILES:
+            break
+    return tuple(out[:MAX_LOOSE_FILES])
+
+
+def gather(root, store, policy, clock, runtime=None, *, host: str = HOST) -> Snapshot:
+    """Build the Snapshot the core decides on. Never raises for a data source that fails."""
+    root = Path(root).resolve()
+    src = _Sources()
+    now = clock.now()
+    tickets = src.get("tickets", store.tickets, [])
+    by_id = {t.id: t for t in tickets}
+
+    def _agents():
+        views = []
+        for a in store.agents():
+            if a.state == "running":
+                alive, paused = liveness(a, runtime, host)
+            else:
+                alive, paused = False, False
+            last_commit = (a.data or {}).get("last_commit_at")
+            views.append(AgentView(a, alive, paused, float(last_commit) if last_commit else None))
+        return views
+
+    agents = src.get("agents", _agents, [])
+    live_wt = {Path(v.agent.worktree).resolve() for v in agents
+               if v.agent.worktree and v.agent.state == "running" and v.alive is not False}
+
+    def _worktrees():
+        views = []
+        wts = store.worktrees()
+        # only orphan candidates are worth the process table and git: their ticket is over or gone, nobody in them
+        cand: list[Path] = []
+        paths = {}
+        for wt in wts:
+            p = Path(wt.path)
+            paths[wt.path] = p
+            t = by_id.get(wt.ticket_id) if wt.ticket_id else None
+            if p.exists() and p.resolve() not in live_wt and (t is None or t.state in lifecycle.TERMINAL):
+                cand.append(p.resolve())
+        busy = _busy_map(cand)
+        for wt in wts:
+            p = paths[wt.path]
+            exists = p.exists()
+            rp = p.resolve() if exists else p
+            files: tuple[str, ...] = ()
+            if rp in busy:
+                try:
+                    files = tuple(gitops.untracked(rp)) if gitops.toplevel(rp) else ()
+                except Exception:  # noqa: BLE001 - one unreadable worktree says nothing about the rest
+                    src.failed.add("worktrees")
+            views.append(WorktreeView(wt, exists, busy.get(rp, ()), files))
+        return views
+
+    worktrees = src.get("worktrees", _worktrees, [])
+    proposals = src.get("proposals", store.proposals, [])
+    attempts = src.get("attempts", lambda: _budget_attempts(store, tickets), {})
+
+    def _settings():
+        return {k: store.get_setting(k) for k in (
+            "dispatch.paused", "dispatch.paused_reason", "main.status", "main.red_since", "dispatch.last_launch_at",
+            "supervisor.last_tick_at")}
+
+    settings = src.get("dispatch", _settings, None)
+    if settings is None:
+        src.failed.update({"main", "supervisor"})
+        settings = {}
+    main_status = settings.get("main.status") or "unknown"
+    if main_status not in ("green", "red"):
+        main_status = "unknown"
+
+    opened = [p.created_at for p in proposals]
+    closed = [p.decided_at for p in proposals if p.decided_at is not None and p.state in ("merged", "rejected")]
+    merged = frozenset(t.id for t in tickets if (t.data or {}).get("merged_commit"))
+    registered = {Path(w.worktree.path).resolve() for w in worktrees}
+    loose = src.get("files", lambda: _loose_files(root, registered), ())
+    halted = (root / ".healer" / "HALT").exists() or bool(policy.remediation.observe_only)
+    paused_reason = settings.get("dispatch.paused_reason")
+    return Snapshot(
+        now=now,
+        tickets=tuple(tickets),
+        agents=tuple(agents),
+        worktrees=tuple(worktrees),
+        proposals=tuple(proposals),
+        attempts=attempts,
+        merged_tickets=merged,
+        main_status=main_status,
+        main_red_since=settings.get("main.red_since"),
+        dispatch_paused=bool(settings.get("dispatch.paused")),
+        dispatch_paused_by=paused_reason if paused_reason else None,
+        pool_size=policy.fleet.pool_size,
+        last_launch_at=settings.get("dispatch.last_launch_at"),
+        last_open_at=max(opened) if opened else None,
+        last_close_at=max(closed) if closed else None,
+        last_supervisor_tick=settings.get("supervisor.last_tick_at"),
+        unknown_files=tuple(loose),
+        halted=halted,
+        failed_sources=frozenset(src.failed),
+        notes={"source_errors": dict(src.errors)} if src.errors else {},
+    )

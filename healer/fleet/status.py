@@ -1,0 +1,43 @@
+"""What `healer status` shows: tickets by state, live agents, the pool, the queue, main's status.
+
+Read-only: it gathers the same input as the dispatcher and asks the pure core what it
+would do, so the queue's reasons and eligibility times are the dispatcher's own.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from healer import lifecycle, procs
+from healer.core import dispatch as core
+from healer.fleet.dispatcher import S_LAST_LAUNCH, S_LAST_TICK, S_MAIN_RED_SINCE, S_MAIN_STATUS, S_PAUSED, gather, ours
+
+
+def fleet_status(store, policy, now: float) -> dict[str, Any]:
+    inp = gather(store, policy, now)
+    plan = core.plan(inp, core.RetryRules.of(policy))
+    by_state = Counter(t.state for t in inp.tickets)
+    agents = []
+    for a in store.agents(states=["running"]):
+        agents.append({
+            "id": a.id, "ticket": a.ticket_id, "pid": a.pid, "kind": a.kind, "host": a.host, "run_id": a.run_id,
+            "launched_by": a.data.get("launched_by", "?"), "age": now - a.started_at,
+            "heartbeat_age": now - a.heartbeat_at, "alive": procs.alive(a.pid) if a.kind == "process" and a.pid else None,
+        })
+    queue = [{"ticket": w.ticket_id, "reason": w.reason, "kind": w.kind, "eligible_at": w.eligible_at, "detail": w.detail}
+             for w in plan.waiting if w.reason != core.RUNNING]
+    queue = [{"ticket": x.ticket_id, "reason": "ready", "kind": x.kind, "eligible_at": now, "detail": ""} for x in plan.launches] + queue
+    return {
+        "now": now,
+        "tickets": {s: by_state.get(s, 0) for s in lifecycle.STATES},
+        "agents": agents,
+        "pool": {"used": sum(1 for a in store.agents(states=["running"]) if ours(a)), "size": policy.fleet.pool_size},
+        "queue": queue,
+        "stops": [{"ticket": s.ticket_id, "to": s.to, "reason": s.reason, "detail": s.detail} for s in plan.stops],
+        "cycles": [list(c) for c in plan.cycles],
+        "main": {"branch": policy.fleet.main_branch, "status": store.get_setting(S_MAIN_STATUS, "unknown"),
+                 "red_since": store.get_setting(S_MAIN_RED_SINCE)},
+        "dispatch": {"paused": bool(store.get_setting(S_PAUSED, False)), "last_tick_at": store.get_setting(S_LAST_TICK),
+                     "last_launch_at": store.get_setting(S_LAST_LAUNCH)},
+    }

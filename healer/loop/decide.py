@@ -1,0 +1,369 @@
+"""The governed loop's decisions: pure functions of the iteration history and the policy.
+
+Theory of operation. The runner (the shell) runs one iteration and condenses it
+into an `IterationRecord`: the state hash (tree content + gate outcome), the
+failure signature, the output key, the cost. Everything that decides whether the
+loop goes on lives here, with no I/O and no clock reads:
+
+- `preflight(...)` runs before every iteration: stop requests, kill switch and
+  pause (exit 4), budgets (exit 2), a missing stop criterion (exit 65).
+- `after_iteration(...)` runs after every iteration: all gates green (exit 0),
+  stalls (exit 3), budgets (exit 2), else continue.
+- `normalise`, `error_lines`, `failure_signature`, `output_key`, `state_hash`
+  turn raw text into stable hashes, so that progress is measured from outside.
+
+The agent's exit code and words never appear in a decision: only gate exit codes
+(through `GateResult.passed`) can end a run with success.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+
+from healer import errors
+
+# -- records ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GateResult:
+    name: str
+    exit_code: int | None  # None: killed at its deadline, or never run
+    timed_out: bool = False
+    skipped: bool = False  # not run: the iteration deadline had passed
+    elapsed: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out and not self.skipped
+
+    def outcome(self) -> str:
+        if self.skipped:
+            return "skipped"
+        if self.timed_out:
+            return "timeout"
+        return "pass" if self.passed else f"exit {self.exit_code}"
+
+
+@dataclass(frozen=True)
+class IterationRecord:
+    n: int
+    tree_hash: str
+    state_hash: str
+    gates: tuple[GateResult, ...]
+    signature: str | None = None  # failure signature; None when every gate passed
+    signature_text: str = ""  # the first normalised error line, for humans
+    output_key: str | None = None  # hash of the normalised agent output; None when empty
+    duplicate_of: int | None = None  # earlier iteration with the same output
+    agent_exit: int | None = None
+    timed_out: bool = False
+    killed: tuple[int, ...] = ()
+    cost_usd: float = 0.0
+    diff_lines: int = 0
+    scope_drift: bool = False
+    reverted: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+    claimed_done: bool = False
+    started_at: float = 0.0
+    duration: float = 0.0
+    day: str = ""
+
+    @property
+    def all_green(self) -> bool:
+        return bool(self.gates) and len(self.gates) >= 1 and all(g.passed for g in self.gates)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> IterationRecord:
+        d = dict(d)
+        d["gates"] = tuple(GateResult(**g) for g in d.get("gates", ()))
+        for k in ("killed", "reverted", "changed"):
+            d[k] = tuple(d.get(k, ()))
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The numbers a decision needs, taken from the policy's `loop` section (and CLI overrides)."""
+
+    max_iterations: int = 12
+    same_state: int = 2
+    same_failure: int = 3
+    duplicate_output: str = "flag"
+    spend_cap_usd: float | None = 5.0
+    run_timeout: float | None = None
+    max_iterations_per_day: int = 100
+    gates: int = 1  # how many gates are defined
+
+    @classmethod
+    def from_policy(cls, loop, max_iterations: int | None = None) -> Limits:
+        return cls(
+            max_iterations=max_iterations or loop.max_iterations,
+            same_state=loop.stall.same_state,
+            same_failure=loop.stall.same_failure,
+            duplicate_output=loop.stall.duplicate_output,
+            spend_cap_usd=loop.spend_cap_usd,
+            run_timeout=loop.run_timeout,
+            max_iterations_per_day=loop.max_iterations_per_day,
+            gates=len(loop.gates),
+        )
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the shell observed just before an iteration."""
+
+    elapsed: float = 0.0  # seconds since the run started (wall clock, across resumes)
+    today: int = 0  # iterations already run today in this working tree
+    kill_switch: bool = False
+    paused: bool = False
+    stop_signal: str | None = None  # "SIGTERM", "SIGINT"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    exit_code: int | None  # None: go on
+    reason: str = ""
+    kind: str = "continue"  # continue | success | budget | stalled | stopped | invalid
+
+    @property
+    def go_on(self) -> bool:
+        return self.exit_code is None
+
+
+CONTINUE = Verdict(None)
+
+EXIT_WORDS = {
+    errors.OK: "success",
+    errors.BUDGET_EXHAUSTED: "budget exhausted",
+    errors.STALLED: "stalled",
+    errors.STOPPED: "stopped",
+    errors.USAGE: "usage error",
+    errors.INVALID_INPUT: "invalid input",
+    errors.INTERNAL: "internal error",
+}
+
+
+def _budget(history: Sequence[IterationRecord], limits: Limits, spent: float, facts: Facts) -> Verdict | None:
+    if limits.spend_cap_usd is not None and spent >= limits.spend_cap_usd:
+        return Verdict(errors.BUDGET_EXHAUSTED, f"spend cap reached: ${spent:.4f} of ${limits.spend_cap_usd:.2f}", "budget")
+    if len(history) >= limits.max_iterations:
+        return Verdict(errors.BUDGET_EXHAUSTED, f"iteration cap reached: {len(history)} of {limits.max_iterations}", "budget")
+    if limits.run_timeout is not None and facts.elapsed >= limits.run_timeout:
+        return Verdict(errors.BUDGET_EXHAUSTED, f"run time cap reached: {facts.elapsed:.0f}s of {limits.run_timeout:.0f}s", "budget")
+    if facts.today >= limits.max_iterations_per_day:
+        return Verdict(errors.BUDGET_EXHAUSTED,
+                       f"daily cap reached: {facts.today} iterations today of {limits.max_iterations_per_day}", "budget")
+    return None
+
+
+def preflight(history: Sequence[IterationRecord], limits: Limits, spent: float, facts: Facts) -> Verdict:
+    """Before every iteration: may the next one start?"""
+    if facts.stop_signal:
+        return Verdict(errors.STOPPED, f"{facts.stop_signal} received", "stopped")
+    if facts.kill_switch:
+        return Verdict(errors.STOPPED, "kill switch present", "stopped")
+    if facts.paused:
+        return Verdict(errors.STOPPED, "paused (resume with --resume)", "stopped")
+    if limits.gates < 1:
+        return Verdict(errors.INVALID_INPUT, "no gates defined (loop.gates is empty): nothing could ever decide success", "invalid")
+    return _budget(history, limits, spent, facts) or CONTINUE
+
+
+def same_state_streak(history: Sequence[IterationRecord], baseline_tree: str | None) -> int:
+    """How many iterations in a row, ending with the last, changed nothing.
+
+    An iteration changed nothing when its state hash equals the previous one's; the
+    first iteration of a run is compared by tree content with the run's starting tree
+    (there is no gate outcome before it).
+    """
+    streak = 0
+    for i in range(len(history) - 1, -1, -1):
+        cur = history[i]
+        if i > 0:
+            same = cur.state_hash == history[i - 1].state_hash
+        else:
+            same = baseline_tree is not None and cur.tree_hash == baseline_tree
+        if not same:
+            break
+        streak += 1
+    return streak
+
+
+def same_failure_streak(history: Sequence[IterationRecord]) -> int:
+    """How many iterations in a row, ending with the last, failed with the same signature."""
+    if not history or history[-1].signature is None:
+        return 0
+    sig = history[-1].signature
+    streak = 0
+    for rec in reversed(history):
+        if rec.signature != sig:
+            break
+        streak += 1
+    return streak
+
+
+def after_iteration(history: Sequence[IterationRecord], limits: Limits, spent: float, facts: Facts,
+                    baseline_tree: str | None = None) -> Verdict:
+    """After an iteration: success, stalled, out of budget, or go on."""
+    if not history:
+        return CONTINUE
+    last = history[-1]
+    if last.all_green:
+        return Verdict(errors.OK, f"all {len(last.gates)} gate(s) passed at iteration {last.n}", "success")
+    n = same_failure_streak(history)
+    if n >= limits.same_failure:
+        where = f" ({last.signature_text})" if last.signature_text else ""
+        return Verdict(errors.STALLED, f"same failure signature {n} times in a row{where}", "stalled")
+    n = same_state_streak(history, baseline_tree)
+    if n >= limits.same_state:
+        return Verdict(errors.STALLED, f"state unchanged for {n} iteration(s) (hash {last.state_hash[:12]})", "stalled")
+    if last.duplicate_of is not None and limits.duplicate_output == "stop":
+        return Verdict(errors.STALLED, f"agent output of iteration {last.n} repeats iteration {last.duplicate_of}", "stalled")
+    return _budget(history, limits, spent, facts) or CONTINUE
+
+
+# -- normalisation and hashing ---------------------------------------------------------
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_ISO_TS = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?\b")
+_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+_TIME = re.compile(r"\b\d{1,2}:\d{2}:\d{2}(\.\d+)?\b")
+_TMP = re.compile(r"(?:/private)?(?:/tmp|/var/tmp|/var/folders|/dev/shm)/\S*|\b(?:tmp|pytest-)[A-Za-z0-9_-]*\d[A-Za-z0-9_-]*")
+_HEX0X = re.compile(r"\b0x[0-9a-fA-F]+\b")
+_HEXID = re.compile(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{7,64}\b")
+_NUM = re.compile(r"(?<![A-Za-z_\d.])\d+(\.\d+)?")
+_WS = re.compile(r"[ \t]+")
+
+
+def normalise(text: str, roots: Iterable[str] = ()) -> str:
+    """Strip what changes between two runs of the same failure: numbers, hex ids,
+    uuids, timestamps, temporary paths, colours, spacing. Identifiers that merely
+    contain digits (`test_step_3`, `py311`) are kept: they name different things."""
+    for r in sorted((r for r in roots if r), key=len, reverse=True):
+        text = text.replace(r.rstrip("/") + "/", "").replace(r.rstrip("/"), ".")
+    text = _ANSI.sub("", text)
+    text = _UUID.sub("<uuid>", text)
+    text = _ISO_TS.sub("<ts>", text)
+    text = _DATE.sub("<date>", text)
+    text = _TIME.sub("<time>", text)
+    text = _TMP.sub("<tmp>", text)
+    text = _HEX0X.sub("<hex>", text)
+    text = _HEXID.sub("<hex>", text)
+    text = _NUM.sub("<n>", text)
+    lines = (_WS.sub(" ", ln).strip() for ln in text.splitlines())
+    return "\n".join(ln for ln in lines if ln)
+
+
+_ERRORISH = re.compile(
+    r"(?i)\b(error|errors|fail|failed|failure|failures|exception|assert\w*|traceback|fatal|panic|"
+    r"expected|missing|undefined|not found|cannot|can't|unable)\b|^E\s"
+)
+_NOISE = re.compile(r"^[=_\-*#~]{3,}.*[=_\-*#~]{3,}$|^[=_\-*#~]{3,}$")  # banners: === FAILURES ===, ____ x ____
+_TIERS = (re.compile(r"^(FAILED|ERROR)\b"), re.compile(r"(?i)\berror\b"), re.compile(r"^E\s"))
+
+
+def error_lines(log: str, limit: int = 40) -> list[str]:
+    """The lines of a gate log that carry the error; the log's tail when none look like one."""
+    lines = [ln for ln in log.splitlines() if ln.strip() and not _NOISE.match(ln.strip())]
+    picked = [ln for ln in lines if _ERRORISH.search(ln)]
+    return (picked or lines[-20:])[-limit:]
+
+
+def failure_signature(gate: str, log: str, roots: Iterable[str] = ()) -> tuple[str, str]:
+    """(signature, first normalised error line). Sorted, de-duplicated, hashed: the
+    order in which a test runner reports does not matter, the failing things do."""
+    norm = sorted({normalise(ln, roots) for ln in error_lines(log)} - {""})
+    digest = hashlib.sha256(json.dumps([gate, norm]).encode()).hexdigest()[:16]
+    lines = error_lines(log)
+    ranked = [ln for t in _TIERS for ln in lines if t.search(ln.strip())] + lines
+    first = next((normalise(ln, roots) for ln in ranked if normalise(ln, roots)), "")
+    return digest, f"{gate}: {first}"[:200]
+
+
+def output_key(text: str, roots: Iterable[str] = ()) -> str | None:
+    """Hash of an agent's output after normalisation; None when it said nothing.
+
+    For a Claude JSON result, only its `result` text counts (cost, duration and
+    session id change every time)."""
+    res = claude_result(text)
+    if res is not None and isinstance(res.get("result"), str):
+        text = res["result"]
+    norm = normalise(text, roots)
+    if not norm:
+        return None
+    return hashlib.sha256(norm.encode()).hexdigest()[:16]
+
+
+def state_hash(tree_hash: str, gates: Sequence[GateResult]) -> str:
+    """The result-bearing state: tree content plus the gate outcome. Never a counter."""
+    outcome = [(g.name, g.outcome()) for g in gates]
+    return hashlib.sha256(json.dumps([tree_hash, outcome]).encode()).hexdigest()[:24]
+
+
+def claude_result(text: str) -> dict | None:
+    """The `{"type": "result", ...}` object of Claude's json / stream-json output, if any."""
+    text = text.strip()
+    if not text:
+        return None
+    candidates = [text] if text.startswith("{") else []
+    candidates += [ln.strip() for ln in reversed(text.splitlines()) if ln.strip().startswith("{")][:50]
+    for c in candidates:
+        try:
+            obj = json.loads(c)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and obj.get("type") == "result":
+            return obj
+    return None
+
+
+def reported_cost(text: str) -> float:
+    res = claude_result(text)
+    if res is None:
+        return 0.0
+    cost = res.get("total_cost_usd", res.get("cost_usd"))
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or cost != cost or cost < 0:
+        return 0.0
+    return float(cost)
+
+
+_DONE = re.compile(r"(?i)\b(done|complete[d]?|finished|all tests pass(ed)?|task is complete)\b")
+
+
+def claims_done(text: str) -> bool:
+    """The agent says it is done. Recorded, never trusted: it only means the gates run."""
+    res = claude_result(text)
+    if res is not None and isinstance(res.get("result"), str):
+        text = res["result"]
+    return bool(_DONE.search(text[-2000:]))
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A run as data, for result.json and `loop status`."""
+
+    iterations: int
+    failure_signature: str | None
+    state_hash: str | None
+    cost_usd: float
+    gates: list[dict] = field(default_factory=list)
+
+
+def summarise(history: Sequence[IterationRecord], spent: float) -> Summary:
+    last = history[-1] if history else None
+    return Summary(
+        iterations=len(history),
+        failure_signature=last.signature if last else None,
+        state_hash=last.state_hash if last else None,
+        cost_usd=round(spent, 6),
+        gates=[{"name": g.name, "outcome": g.outcome()} for g in (last.gates if last else ())],
+    )

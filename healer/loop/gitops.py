@@ -1,0 +1,297 @@
+"""Git for the governed loop: measure the working tree, put back what must not change, commit.
+
+Nothing here deletes: a file that must go is moved to quarantine (restorable byte for
+byte, listed in a MANIFEST.json), a tracked file is restored with `git checkout BASE --`
+after its current bytes were copied to quarantine. No `reset --hard`, no force.
+
+The loop's own files (LOOP_FILES at the working-tree root, and everything under
+.healer/) never count: not in the state hash, not in the diff cap, not as protected
+paths, and they are never committed by the loop.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from healer.errors import HealerError
+
+LOOP_FILES = ("progress.md", "lessons.md")
+HEALER_DIR = ".healer"
+COMMIT_SUBJECT = "loop: goal reached at iteration {n}"
+
+
+class GitError(HealerError):
+    pass
+
+
+def git(cwd: str | Path, *args: str, check: bool = True, env: dict | None = None) -> str:
+    r = subprocess.run(["git", "--no-optional-locks", *args], cwd=str(cwd), capture_output=True, text=True,
+                       env=env, stdin=subprocess.DEVNULL, timeout=300)
+    if check and r.returncode != 0:
+        raise GitError(f"git {' '.join(args[:3])} failed in {cwd}: {(r.stderr or r.stdout).strip().splitlines()[-1:] or ['?']}")
+    return r.stdout
+
+
+def _gitb(cwd: str | Path, *args: str) -> bytes:
+    r = subprocess.run(["git", "--no-optional-locks", *args], cwd=str(cwd), capture_output=True, stdin=subprocess.DEVNULL,
+                       timeout=300)
+    if r.returncode != 0:
+        raise GitError(f"git {' '.join(args[:3])} failed in {cwd}: {r.stderr.decode(errors='replace').strip()[-300:]}")
+    return r.stdout
+
+
+def toplevel(path: str | Path) -> Path | None:
+    r = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=str(path), capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL)
+    return Path(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip() else None
+
+
+def head(cwd: str | Path) -> str | None:
+    r = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=str(cwd), capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL)
+    if r.returncode != 0:
+        return None
+    return r.stdout.strip() or None
+
+
+def subject(cwd: str | Path, rev: str = "HEAD") -> str:
+    return git(cwd, "log", "-1", "--format=%s", rev, check=False).strip()
+
+
+def is_loop_file(path: str) -> bool:
+    return path in LOOP_FILES or path == HEALER_DIR or path.startswith(HEALER_DIR + "/")
+
+
+def ignore_own_dir(cwd: str | Path) -> None:
+    """Make sure git never sees .healer/, even in a repository that does not ignore it."""
+    d = Path(cwd) / HEALER_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    gi = d / ".gitignore"
+    if not gi.exists():
+        gi.write_text("# healer's own files: never part of the work\n*\n")
+
+
+def _split0(data: bytes) -> list[str]:
+    return [p.decode("utf-8", "surrogateescape") for p in data.split(b"\0") if p]
+
+
+def _blob_id(path: Path) -> str:
+    """Git's blob id of a file on disk, so a file hashes the same committed or not."""
+    try:
+        if path.is_symlink():
+            data = os.readlink(path).encode("utf-8", "surrogateescape")
+        else:
+            data = path.read_bytes()
+    except FileNotFoundError:
+        return "deleted"
+    except (IsADirectoryError, PermissionError, OSError):
+        return "unreadable"
+    h = hashlib.sha1(b"blob %d\0" % len(data))
+    h.update(data)
+    return h.hexdigest()
+
+
+_index_paths: dict[Path, Path] = {}
+_scratch_from: dict[Path, tuple | None] = {}
+
+
+def _index_path(cwd: Path) -> Path:
+    if cwd not in _index_paths:
+        p = Path(git(cwd, "rev-parse", "--git-path", "index").strip())
+        _index_paths[cwd] = p if p.is_absolute() else cwd / p
+    return _index_paths[cwd]
+
+
+def snapshot(cwd: str | Path) -> str:
+    """The working tree's content as a git tree id: tracked files and untracked files that
+    are not ignored, the loop's own files left out. Built in a scratch index (a copy of the
+    real one, so only changed files are hashed); the real index, HEAD and refs are not
+    touched. Same bytes at the same paths -> same id, whatever was committed or staged."""
+    cwd = Path(cwd)
+    ignore_own_dir(cwd)
+    scratch = cwd / HEALER_DIR / "snapshot.index"
+    real = _index_path(cwd)
+    # `add -A` brings the scratch index in line with the tree whatever it held, so it is
+    # copied from the real index only when that one changed (its stat cache saves hashing)
+    try:
+        rs = os.stat(real)
+        key = (rs.st_mtime_ns, rs.st_size, rs.st_ino)
+    except FileNotFoundError:
+        key = None
+    if key is None or _scratch_from.get(cwd) != key or not scratch.exists():
+        if key is None:
+            scratch.unlink(missing_ok=True)
+        else:
+            shutil.copyfile(real, scratch)
+        _scratch_from[cwd] = key
+    env = {**os.environ, "GIT_INDEX_FILE": str(scratch)}
+    # the loop's files stay out: excluded from `add` (a tracked one keeps its indexed version,
+    # so the loop writing it never moves the hash)
+    own = [f for f in LOOP_FILES if (cwd / f).exists()]
+    r = subprocess.run(["git", "--no-optional-locks", "add", "-A", "--", ":/", *(f":(exclude,top){f}" for f in own)],
+                       cwd=str(cwd), capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=300)
+    if r.returncode != 0:
+        # git refuses to name an ignored file even in an exclude; ignored files are not added anyway
+        git(cwd, "add", "-A", "--", ":/", env=env)
+    return git(cwd, "write-tree", env=env).strip()
+
+
+def tree_hash(cwd: str | Path) -> str:
+    return snapshot(cwd)
+
+
+def changed_between(cwd: str | Path, before: str, after: str) -> list[str]:
+    """Paths whose content differs between two snapshots (added, modified, deleted)."""
+    if before == after:
+        return []
+    raw = _gitb(cwd, "diff-tree", "-r", "-z", "--name-only", "--no-renames", before, after)
+    return sorted(p for p in _split0(raw) if not is_loop_file(p))
+
+
+def diff_lines(cwd: str | Path, before: str, after: str) -> int:
+    """Lines added + removed between two snapshots; a binary file counts 1."""
+    if before == after:
+        return 0
+    raw = _gitb(cwd, "diff-tree", "-r", "-z", "--numstat", "--no-renames", before, after)
+    total = 0
+    for rec in _split0(raw):
+        parts = rec.split("\t", 2)
+        if len(parts) < 3 or is_loop_file(parts[2]):
+            continue
+        total += 1 if parts[0] == "-" else int(parts[0]) + int(parts[1])
+    return total
+
+
+def protected(path: str, patterns: Sequence[str]) -> bool:
+    for pat in patterns:
+        pat = pat[2:] if pat.startswith("./") else pat
+        if not pat:
+            continue
+        if pat.endswith("/"):
+            if path.startswith(pat) or path == pat.rstrip("/"):
+                return True
+        elif path == pat or path.startswith(pat + "/") or fnmatch.fnmatchcase(path, pat):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Moved:
+    path: str
+    action: str  # "restored" (tracked: put back from base) or "quarantined" (new file moved away)
+    saved_as: str | None  # where the agent's bytes now are
+
+
+def _entries(cwd: Path, tree: str, paths: Sequence[str]) -> dict[str, tuple[str, str]]:
+    """path -> (mode, blob) in `tree`, for the paths that exist there."""
+    out: dict[str, tuple[str, str]] = {}
+    for i in range(0, len(paths), 200):
+        chunk = list(paths[i:i + 200])
+        for rec in _gitb(cwd, "ls-tree", "-r", "-z", "--full-tree", tree, "--", *chunk).split(b"\0"):
+            if not rec:
+                continue
+            meta, _, path = rec.partition(b"\t")
+            mode, _typ, blob = meta.decode().split()
+            out[path.decode("utf-8", "surrogateescape")] = (mode, blob)
+    return out
+
+
+def put_back(cwd: str | Path, tree: str, paths: Iterable[str], quarantine: Path, reason: str,
+             clock=None) -> list[Moved]:
+    """Return `paths` to their content in snapshot `tree` (the tree before the agent ran).
+    Every changed file present on disk first moves to quarantine (restorable byte for
+    byte); files that existed in `tree` are then written back from it. The real index,
+    HEAD and refs are not touched."""
+    cwd = Path(cwd)
+    paths = sorted(set(paths))
+    if not paths:
+        return []
+    before = _entries(cwd, tree, paths)
+    present = [p for p in paths if (cwd / p).exists() or (cwd / p).is_symlink()]
+    saved = _quarantine(cwd, present, quarantine, reason, clock)
+    moved: list[Moved] = []
+    for p in paths:
+        if p in before:
+            mode, blob = before[p]
+            dst = cwd / p
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if mode == "160000":  # a submodule: nothing to write
+                continue
+            data = _gitb(cwd, "cat-file", "blob", blob)
+            if mode == "120000":
+                os.symlink(data.decode("utf-8", "surrogateescape"), dst)
+            else:
+                dst.write_bytes(data)
+                os.chmod(dst, 0o755 if mode == "100755" else 0o644)
+            moved.append(Moved(p, "restored", saved.get(p)))
+        else:
+            moved.append(Moved(p, "quarantined", saved.get(p)))
+    return moved
+
+
+def _quarantine(cwd: Path, paths: list[str], fallback_dir: Path, reason: str, clock) -> dict[str, str]:
+    """Move files into the fleet's quarantine (`healer quarantine list|restore` sees them);
+    a file it refuses (e.g. a symlink leading outside the tree) goes to `fallback_dir`
+    with a MANIFEST.json."""
+    if not paths:
+        return {}
+    try:
+        from healer.remedy.quarantine import quarantine_many
+
+        entries = quarantine_many(cwd, paths, reason, clock)
+        q = cwd / ".healer" / "quarantine"
+        return {e.path: str(q / e.batch / e.stored) for e in entries}
+    except (ImportError, HealerError):
+        pass
+    out: dict[str, str] = {}
+    manifest = []
+    for p in paths:
+        src, dst = cwd / p, fallback_dir / p
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        sha = _blob_id(src)
+        if _same_fs(src, dst):
+            os.replace(src, dst)
+        else:
+            shutil.move(str(src), str(dst))
+        out[p] = str(dst)
+        manifest.append({"path": p, "saved_as": str(dst), "reason": reason, "git_blob": sha})
+    mf = fallback_dir / "MANIFEST.json"
+    old = json.loads(mf.read_text()) if mf.exists() else []
+    mf.write_text(json.dumps(old + manifest, indent=2) + "\n")
+    return out
+
+
+def _same_fs(a: Path, b: Path) -> bool:
+    try:
+        return os.stat(a.parent).st_dev == os.stat(b.parent).st_dev
+    except OSError:
+        return False
+
+
+def commit_all(cwd: str | Path, message: str) -> str | None:
+    """Stage everything git does not ignore (never the loop's own files) and commit.
+    Returns the new commit, or None when there was nothing to commit."""
+    cwd = Path(cwd)
+    git(cwd, "add", "-A", "--", ":/")
+    staged = _split0(_gitb(cwd, "diff", "--cached", "--name-only", "-z"))
+    own = [p for p in staged if p in LOOP_FILES]
+    if own:
+        git(cwd, "restore", "--staged", "--", *(f":(top){f}" for f in own))
+    if len(own) == len(staged):
+        return None
+    r = subprocess.run(["git", "commit", "-q", "-m", message], cwd=str(cwd), capture_output=True, text=True,
+                       stdin=subprocess.DEVNULL, timeout=300)
+    if r.returncode != 0 and not git(cwd, "config", "user.email", check=False).strip():
+        # no identity configured on this machine: commit as the loop rather than fail the run
+        git(cwd, "-c", "user.email=healer@localhost", "-c", "user.name=healer loop", "commit", "-q", "-m", message)
+    elif r.returncode != 0:
+        raise GitError(f"git commit failed in {cwd}: {(r.stderr or r.stdout).strip()[-300:]}")
+    return head(cwd)

@@ -1,0 +1,638 @@
+"""The governed loop's shell: processes, git and files around the pure decisions of decide.py.
+
+One iteration (SPEC §5): preconditions → prompt file → agent in its own session under
+a deadline around the whole iteration (its tree killed at the deadline, escapees
+included) → protected paths put back → diff cap → gates cheapest first, each under
+its own timeout and the iteration's deadline → record (state hash, failure
+signature, output key, cost) → progress.md entry, events, checkpoint → state
+persisted atomically → decision. All green → commit → exit 0.
+
+Crash safety: the agent tree's marker and pid are persisted before the runner waits
+on it, so a resumed run kills the leftovers of a SIGKILLed runner; a green iteration
+is persisted with `pending_commit` before the commit, so a resume after a crash
+around the commit neither loses it nor commits twice.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from healer import errors, failpoints, procs
+from healer.clock import Clock, day_of, iso, stamp, system
+from healer.errors import InvalidInput, UsageError
+from healer.loop import agents, decide, gitops
+from healer.loop.decide import EXIT_WORDS, Facts, GateResult, IterationRecord, Limits, Verdict
+from healer.loop.state import RunPaths, RunState, bump_daily, check_run_id, daily_count, load, save, write_json_atomic
+from healer.policy.schema import Loop, Policy
+
+FP_BEFORE_AGENT = failpoints.declare("loop.before_agent", "healer/loop/runner.py: prompt written, agent not started yet")
+FP_AFTER_AGENT = failpoints.declare("loop.after_agent", "healer/loop/runner.py: agent tree ended or killed, nothing reverted yet")
+FP_BEFORE_GATES = failpoints.declare("loop.before_gates", "healer/loop/runner.py: protected paths and diff cap applied, gates not run")
+FP_BEFORE_COMMIT = failpoints.declare("loop.before_commit", "healer/loop/runner.py: gates green and persisted as pending commit, not committed")
+FP_AFTER_PERSIST = failpoints.declare("loop.after_persist", "healer/loop/runner.py: iteration record persisted (state.json renamed into place)")
+
+READ_CAP = 1 << 20  # bytes of agent output / gate log read back for hashing
+
+
+class _Interrupted(Exception):
+    pass
+
+
+@dataclass
+class LoopRequest:
+    workdir: Path
+    policy: Policy | None = None
+    policy_file: str | None = None
+    task: str | None = None
+    task_file: str | None = None
+    preset: str | None = None  # overrides loop.agent.preset
+    agent_cmd: list[str] | None = None  # implies preset "command"
+    run_id: str | None = None
+    resume: bool = False
+    fleet_root: Path | None = None  # events (and heartbeats) go to this fleet's store
+    max_iterations: int | None = None
+    subreaper: bool = False  # adopt orphans of the agent tree (the CLI runner sets this)
+    handle_signals: bool = True
+    echo: Callable[[str], None] | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    run_id: str
+    exit_code: int
+    reason: str
+    iterations: int
+    committed: bool
+    result_path: Path
+
+
+def run_loop(req: LoopRequest, clock: Clock | None = None) -> Outcome:
+    return Runner(req, clock or system()).run()
+
+
+def _read_tail(path: Path, cap: int = READ_CAP) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - cap))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40] or "gate"
+
+
+class Runner:
+    def __init__(self, req: LoopRequest, clock: Clock) -> None:
+        self.req = req
+        self.clock = clock
+        self.echo = req.echo or (lambda line: print(line, flush=True))
+        self.stop_signal: str | None = None
+        self.store = None
+        self.agent_id = os.environ.get("HEALER_AGENT_ID") if req.fleet_root is not None else None
+        self._last_beat = -1e18
+        self._lock_fd: int | None = None
+        self._old_handlers: dict[int, object] = {}
+        self.subreaper = False
+        self._last_tree: str | None = None  # snapshot after the last iteration's gates: the next one's "before"
+
+    # -- setup ---------------------------------------------------------------------
+    def run(self) -> Outcome:
+        top = gitops.toplevel(self.req.workdir) if Path(self.req.workdir).is_dir() else None
+        if top is None:
+            raise UsageError(f"--workdir {self.req.workdir}: expected a git working tree, found none")
+        self.workdir = top.resolve()
+        gitops.ignore_own_dir(self.workdir)
+        self._take_lock()
+        try:
+            st = self._prepare()
+            if isinstance(st, Outcome):
+                return st
+            self.st = st
+            self._install_signals()
+            if self.req.subreaper:
+                self.subreaper = procs.become_subreaper()
+            try:
+                return self._loop()
+            except errors.HealerError as e:
+                return self._finish(e.exit_code, str(e))
+            except Exception as e:  # noqa: BLE001 - recorded as exit 70 with the run's evidence kept
+                if os.environ.get("HEALER_DEBUG"):
+                    raise
+                return self._finish(errors.INTERNAL, f"internal error: {type(e).__name__}: {e}")
+        finally:
+            self._restore_signals()
+            if self.store is not None:
+                self.store.close()
+            self._release_lock()
+
+    def _take_lock(self) -> None:
+        path = self.workdir / ".healer" / "loop.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise UsageError(f"{self.workdir}: another loop is running in this working tree (pid {holder})") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing drops the flock
+            self._lock_fd = None
+
+    def _install_signals(self) -> None:
+        if not self.req.handle_signals or threading.current_thread() is not threading.main_thread():
+            return
+
+        def handler(signum, _frame):
+            self.stop_signal = signal.Signals(signum).name
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._old_handlers[sig] = signal.signal(sig, handler)
+
+    def _restore_signals(self) -> None:
+        for sig, old in self._old_handlers.items():
+            signal.signal(sig, old)
+        self._old_handlers.clear()
+
+    def _open_store(self):
+        from healer.store import open_store
+
+        return open_store(self.req.fleet_root or self.workdir, self.clock)
+
+    def _prepare(self) -> RunState | Outcome:
+        req = self.req
+        if req.resume:
+            if not req.run_id:
+                raise UsageError("--resume needs a run id")
+            self.paths = RunPaths(self.workdir, check_run_id(req.run_id))
+            st = load(self.paths)
+            if st.status == "ended" and st.exit_code != errors.STOPPED:
+                word = EXIT_WORDS.get(st.exit_code, "?")
+                self.echo(f"loop {st.run_id}: already ended: exit {st.exit_code} ({word}): {st.reason}")
+                return Outcome(st.run_id, int(st.exit_code or 0), st.reason, len(st.history), st.committed, self.paths.result)
+            if req.policy is not None:
+                # a resume may bring a new policy (e.g. the dispatcher's current one): its rules apply from here on
+                st.loop = req.policy.loop.model_dump(mode="json")
+                st.heartbeat_every = req.policy.fleet.heartbeat
+                st.policy_file = req.policy_file
+                st.max_iterations = req.policy.loop.max_iterations
+                if not req.agent_cmd and not req.preset:
+                    st.preset = req.policy.loop.agent.preset
+                    st.agent_argv = list(req.policy.loop.agent.command)
+            if req.agent_cmd:
+                st.preset, st.agent_argv = "command", list(req.agent_cmd)
+            elif req.preset:
+                st.preset = req.preset
+            if req.task is not None:
+                st.task, st.task_file = req.task, req.task_file
+            if req.max_iterations:
+                st.max_iterations = req.max_iterations
+            st.resumes += 1
+            st.status, st.exit_code, st.reason = "running", None, ""
+            if self.paths.pause.exists():
+                self.paths.pause.unlink()
+            self.loop_policy = Loop.model_validate(st.loop)
+            self._check_cap(st.max_iterations)
+            self.spec = self._agent_spec(st)
+        else:
+            policy = req.policy or Policy()
+            if req.task is None:
+                raise UsageError("--task: expected a task file, got none")
+            run_id = check_run_id(req.run_id) if req.run_id else self._fresh_id()
+            self.paths = RunPaths(self.workdir, run_id)
+            if self.paths.state.exists():
+                raise UsageError(f"run {run_id!r} already exists in {self.workdir}; continue it with --resume {run_id}")
+            self.loop_policy = policy.loop
+            max_it = req.max_iterations or policy.loop.max_iterations
+            self._check_cap(max_it)
+            preset = "command" if req.agent_cmd else (req.preset or policy.loop.agent.preset)
+            st = RunState(
+                run_id=run_id, workdir=str(self.workdir), task=req.task, task_file=req.task_file,
+                policy_file=req.policy_file, loop=policy.loop.model_dump(mode="json"),
+                heartbeat_every=policy.fleet.heartbeat,
+                agent_argv=list(req.agent_cmd or policy.loop.agent.command), preset=preset,
+                max_iterations=max_it, started_at=self.clock.now(),
+                fleet_root=str(req.fleet_root) if req.fleet_root else None,
+                baseline_tree=gitops.snapshot(self.workdir), start_head=gitops.head(self.workdir),
+            )
+            self.spec = self._agent_spec(st)
+        if not self.loop_policy.gates:
+            raise InvalidInput(f"{st.policy_file or 'policy'}: loop.gates: expected at least one gate (the only judge of "
+                               "success), got none")
+        self.limits = Limits.from_policy(self.loop_policy, st.max_iterations)
+        st.pid = os.getpid()
+        try:
+            st.pid_started = psutil.Process().create_time()
+        except psutil.Error:
+            st.pid_started = 0.0
+        self.paths.dir.mkdir(parents=True, exist_ok=True)
+        self.store = self._open_store()
+        self._kill_leftovers(st)
+        save(self.paths, st, self.clock.now())
+        self._event("loop.started", {
+            "workdir": str(self.workdir), "policy": st.policy_file, "task": st.task_file, "preset": st.preset,
+            "agent": list(self.spec.argv), "max_iterations": st.max_iterations, "resumed": req.resume,
+            "resumes": st.resumes, "from_iteration": len(st.history) + 1, "pid": os.getpid(),
+            "gates": [g.name for g in self.loop_policy.gates],
+        })
+        self.echo(f"loop {st.run_id}: {'resuming at' if req.resume else 'starting'} iteration {len(st.history) + 1} "
+                  f"of {st.max_iterations} in {self.workdir}")
+        return st
+
+    def _fresh_id(self) -> str:
+        return f"{stamp(self.clock.now())[:15]}-{uuid.uuid4().hex[:6]}"
+
+    def _check_cap(self, n: int) -> None:
+        if n > self.loop_policy.absolute_max:
+            raise UsageError(f"--max-iterations {n}: expected at most loop.absolute_max ({self.loop_policy.absolute_max}), got {n}")
+
+    def _agent_spec(self, st: RunState) -> agents.AgentSpec:
+        a = self.loop_policy.agent
+        spec = agents.preset_spec(st.preset, st.agent_argv if st.preset == "command" else (), a.model, a.max_turns,
+                                  a.extra_args)
+        exe = spec.argv[0]
+        if "{" not in exe and shutil.which(exe, path=os.environ.get("PATH")) is None and not (self.workdir / exe).exists():
+            raise InvalidInput(f"agent command {exe!r}: not found on PATH (preset {st.preset})")
+        return spec
+
+    def _kill_leftovers(self, st: RunState) -> None:
+        """A runner SIGKILLed mid-iteration leaves its agent tree behind: end it first."""
+        inf = st.inflight
+        try:
+            inf = json.loads(self.paths.agent.read_text()) or inf
+        except (OSError, ValueError):
+            pass
+        if not inf or not inf.get("marker"):
+            return
+        tree = procs.ProcessTree.adopt(inf["marker"], inf.get("pid"), inf.get("create_time"))
+        killed = tree.kill(self.loop_policy.kill_grace, self.clock)
+        st.inflight = None
+        if killed:
+            self._event("loop.leftovers_killed", {"iteration": inf.get("n"), "killed": killed})
+
+    # -- helpers ---------------------------------------------------------------------
+    def _event(self, kind: str, payload: dict) -> None:
+        if self.store is not None:
+            self.store.append(kind, self.paths.run_id, payload)
+
+    def _beat(self, progress: bool | None = None) -> None:
+        if not self.agent_id or self.store is None:
+            return
+        now = self.clock.monotonic()
+        if progress is None and now - self._last_beat < self.st.heartbeat_every:
+            return
+        self._last_beat = now
+        try:
+            self.store.heartbeat(self.agent_id, progress=bool(progress))
+        except Exception:  # noqa: BLE001 - a heartbeat must never break the loop
+            pass
+
+    def _should_stop(self) -> bool:
+        self._beat()
+        return self.stop_signal is not None
+
+    def _kill_switch(self) -> Path:
+        p = Path(self.loop_policy.kill_switch)
+        return p if p.is_absolute() else self.workdir / p
+
+    def _facts(self) -> Facts:
+        return Facts(elapsed=self.st.active_seconds, today=daily_count(self.workdir, day_of(self.clock.now())),
+                     kill_switch=self._kill_switch().exists(), paused=self.paths.pause.exists(),
+                     stop_signal=self.stop_signal)
+
+    def _save(self) -> None:
+        save(self.paths, self.st, self.clock.now())
+
+    # -- the loop --------------------------------------------------------------------
+    def _loop(self) -> Outcome:
+        st = self.st
+        if st.pending_commit:
+            try:
+                done = self._settle_pending_commit()
+            except _Interrupted:
+                return self._finish(errors.STOPPED, f"{self.stop_signal} received while verifying a pending commit")
+            if done is not None:
+                return done
+        while True:
+            v = decide.preflight(st.history, self.limits, st.cost_usd, self._facts())
+            if not v.go_on:
+                return self._finish(v.exit_code, v.reason)
+            n = len(st.history) + 1
+            try:
+                rec = self._iterate(n)
+            except _Interrupted:
+                st.inflight = None
+                return self._finish(errors.STOPPED, f"{self.stop_signal} received during iteration {n} "
+                                                    f"(iteration discarded; --resume {st.run_id} redoes it)")
+            prev = st.history[-1].state_hash if st.history else None
+            st.history.append(rec)
+            st.cost_usd += rec.cost_usd
+            st.inflight = None
+            verdict = decide.after_iteration(st.history, self.limits, st.cost_usd, self._facts(), st.baseline_tree)
+            self._report(rec, verdict)
+            if verdict.kind == "success":
+                st.pending_commit = {"n": n, "head_before": gitops.head(self.workdir)}
+            self._save()
+            bump_daily(self.workdir, rec.day)
+            failpoints.hit(FP_AFTER_PERSIST)
+            self._beat(progress=rec.state_hash != prev)
+            if verdict.kind == "success":
+                return self._commit(n, verdict.reason)
+            if not verdict.go_on:
+                return self._finish(verdict.exit_code, verdict.reason)
+
+    def _iterate(self, n: int) -> IterationRecord:
+        st, L, clock = self.st, self.loop_policy, self.clock
+        t0 = clock.monotonic()
+        started_at = clock.now()
+        deadline = t0 + L.iteration_timeout
+        if L.run_timeout is not None:
+            deadline = min(deadline, t0 + max(0.0, L.run_timeout - st.active_seconds))
+        idir = self.paths.iteration(n)
+        idir.mkdir(parents=True, exist_ok=True)
+        before = self._last_tree or gitops.snapshot(self.workdir)
+
+        prev_log = _read_tail(self.paths.iteration(n - 1) / "gates.log", 256 * 1024) if n > 1 else ""
+        prompt = agents.build_prompt(
+            task=st.task, progress=_read_tail(self.workdir / "progress.md", 256 * 1024),
+            gate_log=prev_log, lessons=_read_tail(self.workdir / "lessons.md", 64 * 1024), iteration=n,
+            max_iterations=st.max_iterations, gates=[g.name for g in L.gates], protected=L.protected_paths,
+            max_diff_lines=L.max_diff_lines, progress_lines=L.memory.progress_lines, gate_log_lines=L.memory.gate_log_lines)
+        pf = idir / "prompt.md"
+        pf.write_text(prompt)
+        remaining_usd = (L.spend_cap_usd - st.cost_usd) if L.spend_cap_usd is not None else None
+        argv = agents.render(self.spec, prompt_file=str(pf), workdir=str(self.workdir), iteration=n, prompt=prompt,
+                             remaining_usd=remaining_usd)
+        env = {k: v for k, v in os.environ.items() if k != failpoints.ENV}
+        env.update({"HEALER_LOOP_RUN_ID": st.run_id, "HEALER_LOOP_ITERATION": str(n), "HEALER_PROMPT_FILE": str(pf),
+                    "HEALER_WORKDIR": str(self.workdir)})
+        marker = uuid.uuid4().hex
+        failpoints.hit(FP_BEFORE_AGENT)
+
+        def on_spawn(proc, tree) -> None:
+            ct = tree._members.get(proc.pid)
+            st.inflight = {"n": n, "marker": marker, "pid": proc.pid, "create_time": ct.create_time if ct else None}
+            # a plain overwrite of a small file (no rename): it survives a SIGKILL of this process
+            with open(self.paths.agent, "w") as f:
+                f.write(json.dumps(st.inflight))
+
+        out_p, err_p = idir / "agent.out", idir / "agent.err"
+        with open(out_p, "wb") as out, open(err_p, "wb") as err, \
+                (open(pf, "rb") if self.spec.stdin_prompt else open(os.devnull, "rb")) as stdin:
+            try:
+                res = procs.run(argv, cwd=self.workdir, timeout=max(0.0, deadline - clock.monotonic()), grace=L.kill_grace,
+                                clock=clock, env=env, stdout=out, stderr=err, stdin=stdin, should_stop=self._should_stop,
+                                marker=marker, on_spawn=on_spawn, adopt_orphans=self.subreaper)
+            except OSError as e:
+                err.write(f"healer: cannot start agent {argv[0]!r}: {e}\n".encode())
+                res = procs.Completed(127, False, [], 0.0)
+        failpoints.hit(FP_AFTER_AGENT)
+        if self.stop_signal:
+            raise _Interrupted
+        out_text, err_text = _read_tail(out_p), _read_tail(err_p)
+        roots = [str(self.workdir)]
+        cost = decide.reported_cost(out_text)
+        is_claude = decide.claude_result(out_text) is not None
+        key = decide.output_key(out_text if is_claude else out_text + "\n" + err_text, roots)
+        dup = st.outputs.get(key) if key else None
+        if key and key not in st.outputs:
+            st.outputs[key] = n
+
+        wd = self.workdir
+        after = gitops.snapshot(wd)
+        changed = gitops.changed_between(wd, before, after)
+        prot = [p for p in changed if gitops.protected(p, L.protected_paths)]
+        quarantine = self.paths.quarantine(n)
+        reverted = gitops.put_back(wd, before, prot, quarantine, f"loop {st.run_id} iteration {n}: protected path",
+                                   clock) if prot else []
+        if reverted:
+            after = gitops.snapshot(wd)
+        lines = gitops.diff_lines(wd, before, after)
+        drift = lines > L.max_diff_lines
+        rolled = []
+        if drift:
+            rolled = gitops.put_back(wd, before, gitops.changed_between(wd, before, after), quarantine,
+                                     f"loop {st.run_id} iteration {n}: scope drift, {lines} lines > {L.max_diff_lines}", clock)
+        failpoints.hit(FP_BEFORE_GATES)
+
+        gates, failing_log = self._gates(idir, deadline)
+        if self.stop_signal:
+            raise _Interrupted
+        tree = gitops.snapshot(self.workdir)
+        self._last_tree = tree
+        sig, sig_text = (None, "")
+        failed = next((g for g in gates if not g.passed), None)
+        if failed is not None:
+            sig, sig_text = decide.failure_signature(failed.name, failing_log, roots)
+        rec = IterationRecord(
+            n=n, tree_hash=tree, state_hash=decide.state_hash(tree, gates), gates=tuple(gates), signature=sig,
+            signature_text=sig_text, output_key=key, duplicate_of=dup, agent_exit=res.exit_code, timed_out=res.timed_out,
+            killed=tuple(res.killed), cost_usd=cost, diff_lines=lines, scope_drift=drift,
+            reverted=tuple(m.path for m in reverted), changed=tuple(changed[:200]),
+            claimed_done=decide.claims_done(out_text + "\n" + err_text), started_at=started_at,
+            duration=round(clock.monotonic() - t0, 4), day=day_of(started_at),
+        )
+        self._rolled = rolled
+        self._reverted_moves = reverted
+        return rec
+
+    def _gates(self, idir: Path, deadline: float) -> tuple[list[GateResult], str]:
+        L, clock = self.loop_policy, self.clock
+        env = {k: v for k, v in os.environ.items() if k != failpoints.ENV}
+        results: list[GateResult] = []
+        combined: list[str] = []
+        failing_log = ""
+        for i, g in enumerate(L.gates, 1):
+            remaining = deadline - clock.monotonic()
+            if remaining <= 0:
+                text = f"gate {g.name}: not run: iteration deadline passed"
+                results.append(GateResult(g.name, None, skipped=True))
+                combined.append(f"=== gate {g.name}: skipped (iteration deadline passed)\n")
+                failing_log = text
+                break
+            log = idir / f"gate-{i}-{_safe(g.name)}.log"
+            with open(log, "wb") as f:
+                try:
+                    res = procs.run(g.run, cwd=self.workdir, timeout=min(g.timeout, remaining), grace=L.kill_grace,
+                                    clock=clock, env=env, stdout=f, stderr=subprocess.STDOUT,
+                                    should_stop=self._should_stop, adopt_orphans=self.subreaper)
+                except OSError as e:
+                    f.write(f"healer: cannot start gate {g.name} ({g.run[0]!r}): {e}\n".encode())
+                    res = procs.Completed(127, False, [], 0.0)
+            if res.stopped:
+                raise _Interrupted
+            gr = GateResult(g.name, res.exit_code, timed_out=res.timed_out, elapsed=round(res.elapsed, 4))
+            text = _read_tail(log)
+            if gr.timed_out:
+                text += f"\ngate {g.name}: timed out\n"
+            results.append(gr)
+            combined.append(f"=== gate {g.name}: {' '.join(g.run)} -> {gr.outcome()} in {res.elapsed:.2f}s\n{text}")
+            if not gr.passed:
+                failing_log = text
+                break
+        (idir / "gates.log").write_text("".join(c if c.endswith("\n") else c + "\n" for c in combined))
+        return results, failing_log
+
+    # -- records for humans and the event log -----------------------------------------
+    def _report(self, rec: IterationRecord, verdict: Verdict) -> None:
+        st, L = self.st, self.loop_policy
+        gates_txt = ", ".join(f"{g.name} {g.outcome()}" for g in rec.gates)
+        self._event("loop.iteration", {
+            "n": rec.n, "state_hash": rec.state_hash, "tree_hash": rec.tree_hash,
+            "gates": [{"name": g.name, "outcome": g.outcome(), "exit_code": g.exit_code, "elapsed": g.elapsed}
+                      for g in rec.gates],
+            "signature": rec.signature, "signature_text": rec.signature_text, "duration": rec.duration,
+            "timed_out": rec.timed_out, "killed": list(rec.killed), "agent_exit": rec.agent_exit,
+            "cost_usd": rec.cost_usd, "total_cost_usd": round(st.cost_usd, 6), "diff_lines": rec.diff_lines,
+            "scope_drift": rec.scope_drift, "reverted": list(rec.reverted), "changed": list(rec.changed[:50]),
+            "duplicate_of": rec.duplicate_of, "claimed_done": rec.claimed_done,
+            "verdict": {"exit_code": verdict.exit_code, "reason": verdict.reason},
+        })
+        if rec.reverted:
+            self._event("loop.protected_reverted", {"n": rec.n, "paths": list(rec.reverted),
+                                                    "moves": [m.__dict__ for m in self._reverted_moves]})
+        if rec.scope_drift:
+            self._event("loop.scope_drift", {"n": rec.n, "diff_lines": rec.diff_lines, "cap": L.max_diff_lines,
+                                             "rolled_back": [m.__dict__ for m in self._rolled]})
+        if rec.duplicate_of is not None:
+            self._event("loop.duplicate_output", {"n": rec.n, "same_as": rec.duplicate_of,
+                                                  "policy": L.stall.duplicate_output})
+        self._progress_entry(rec, verdict)
+        if rec.n % L.checkpoint_every == 0 or not verdict.go_on:
+            self._checkpoint(rec, verdict)
+        flags = []
+        if rec.timed_out:
+            flags.append(f"agent killed at deadline ({len(rec.killed)} pids)")
+        if rec.reverted:
+            flags.append(f"reverted {len(rec.reverted)} protected")
+        if rec.scope_drift:
+            flags.append(f"scope drift {rec.diff_lines} lines, rolled back")
+        if rec.duplicate_of is not None:
+            flags.append(f"duplicate output of #{rec.duplicate_of}")
+        if rec.cost_usd:
+            flags.append(f"${st.cost_usd:.4f} spent")
+        extra = (" · " + "; ".join(flags)) if flags else ""
+        self.echo(f"iteration {rec.n}/{st.max_iterations}: {gates_txt} · state {rec.state_hash[:10]} · "
+                  f"{rec.duration:.1f}s{extra}")
+
+    def _progress_entry(self, rec: IterationRecord, verdict: Verdict) -> None:
+        lines = [f"## iteration {rec.n} · run {self.st.run_id} · {iso(rec.started_at)}"]
+        if rec.changed:
+            shown = ", ".join(rec.changed[:10]) + (f" (+{len(rec.changed) - 10} more)" if len(rec.changed) > 10 else "")
+            lines.append(f"- changed: {shown} ({rec.diff_lines} lines)")
+        else:
+            lines.append("- changed: nothing")
+        if rec.reverted:
+            lines.append(f"- reverted (protected paths, copies in quarantine): {', '.join(rec.reverted)}")
+        if rec.scope_drift:
+            lines.append(f"- scope drift: {rec.diff_lines} changed lines > {self.loop_policy.max_diff_lines}; "
+                         "the whole change was rolled back (copies in quarantine)")
+        agent = f"exit {rec.agent_exit}" if rec.agent_exit is not None else "killed"
+        if rec.timed_out:
+            agent = f"killed at the iteration deadline ({len(rec.killed)} processes)"
+        lines.append(f"- agent: {agent}" + (" · claimed done (only the gates decide)" if rec.claimed_done else ""))
+        lines.append("- gates: " + ", ".join(f"{g.name} {g.outcome()}" for g in rec.gates))
+        if rec.signature:
+            lines.append(f"- failure: {rec.signature_text} [sig {rec.signature}]")
+        if verdict.kind == "success":
+            lines.append("- result: all gates green; the loop commits and stops")
+        elif not verdict.go_on:
+            lines.append(f"- result: loop stops: exit {verdict.exit_code} ({EXIT_WORDS.get(verdict.exit_code)}): {verdict.reason}")
+        else:
+            failed = next((g for g in rec.gates if not g.passed), None)
+            nxt = f"make gate `{failed.name}` pass (see its log above)" if failed else "continue"
+            lines.append(f"- next: {nxt}")
+        path = self.workdir / "progress.md"
+        with open(path, "a") as f:
+            f.write("\n".join(lines) + "\n\n")
+
+    def _checkpoint(self, rec: IterationRecord, verdict: Verdict) -> None:
+        st = self.st
+        decision = "continue" if verdict.go_on else f"exit {verdict.exit_code} ({EXIT_WORDS.get(verdict.exit_code)}): {verdict.reason}"
+        text = (f"## Checkpoint after iteration {rec.n} of {st.max_iterations} · {iso(self.clock.now())}\n\n"
+                f"- state hash: `{rec.state_hash}` (tree `{rec.tree_hash}`)\n"
+                f"- gates: {', '.join(f'{g.name} {g.outcome()}' for g in rec.gates)}\n"
+                f"- failure signature: {('`' + rec.signature + '` ' + rec.signature_text) if rec.signature else 'none'}\n"
+                f"- stall counters: same state {decide.same_state_streak(st.history, st.baseline_tree)}"
+                f"/{self.limits.same_state}, same failure {decide.same_failure_streak(st.history)}/{self.limits.same_failure}\n"
+                f"- cost: ${st.cost_usd:.4f}" + (f" of ${self.limits.spend_cap_usd:.2f}" if self.limits.spend_cap_usd else "") + "\n"
+                f"- decision: {decision}\n\n")
+        with open(self.paths.checkpoints, "a") as f:
+            f.write(text)
+        self._event("loop.checkpoint", {"n": rec.n, "path": str(self.paths.checkpoints), "state_hash": rec.state_hash,
+                                        "decision": decision})
+
+    # -- endings -----------------------------------------------------------------------
+    def _commit(self, n: int, reason: str) -> Outcome:
+        failpoints.hit(FP_BEFORE_COMMIT)
+        try:
+            sha = gitops.commit_all(self.workdir, gitops.COMMIT_SUBJECT.format(n=n))
+        except gitops.GitError as e:
+            return self._finish(errors.INTERNAL, f"gates green at iteration {n} but the commit failed: {e}")
+        self.st.committed = sha is not None
+        self.st.commit = sha or gitops.head(self.workdir)
+        self.st.pending_commit = None
+        note = f"committed {sha[:12]}" if sha else "nothing to commit (the tree already satisfied the gates)"
+        return self._finish(errors.OK, f"{reason}; {note}")
+
+    def _settle_pending_commit(self) -> Outcome | None:
+        """Resumed after a crash between green gates and the end of the commit."""
+        st = self.st
+        pc = st.pending_commit or {}
+        n = int(pc.get("n", len(st.history)))
+        now_head = gitops.head(self.workdir)
+        if now_head and now_head != pc.get("head_before") and gitops.subject(self.workdir) == gitops.COMMIT_SUBJECT.format(n=n):
+            st.committed, st.commit, st.pending_commit = True, now_head, None
+            return self._finish(errors.OK, f"all gates passed at iteration {n}; commit {now_head[:12]} found on resume")
+        idir = self.paths.iteration(n) / "verify"
+        idir.mkdir(parents=True, exist_ok=True)
+        gates, _ = self._gates(idir, self.clock.monotonic() + self.loop_policy.iteration_timeout)
+        if gates and all(g.passed for g in gates):
+            return self._commit(n, f"all gates passed at iteration {n} (verified again on resume)")
+        st.pending_commit = None
+        self._save()
+        return None
+
+    def _finish(self, code: int | None, reason: str) -> Outcome:
+        st = self.st
+        code = errors.INTERNAL if code is None else int(code)
+        st.status, st.exit_code, st.reason, st.inflight = "ended", code, reason, None
+        self._save()
+        last = st.history[-1] if st.history else None
+        gate_tail = ""
+        if last is not None:
+            gate_tail = agents.tail(_read_tail(self.paths.iteration(last.n) / "gates.log", 64 * 1024), 20)
+        result = {
+            "run_id": st.run_id, "exit_code": code, "exit": EXIT_WORDS.get(code, "?"), "reason": reason,
+            "iterations": len(st.history), "failure_signature": last.signature if last else None,
+            "state_hash": last.state_hash if last else None,
+            "head": st.commit if st.committed else gitops.head(self.workdir),
+            "gate_log_tail": gate_tail, "cost_usd": round(st.cost_usd, 6), "committed": st.committed,
+            "commit": st.commit, "workdir": str(self.workdir), "ended_at": self.clock.now(),
+        }
+        write_json_atomic(self.paths.result, result)
+        self._event("loop.ended", {"exit_code": code, "reason": reason, "iterations": len(st.history),
+                                   "committed": st.committed, "cost_usd": round(st.cost_usd, 6)})
+        self._beat(progress=False)
+        self.echo(f"loop {st.run_id}: exit {code} ({EXIT_WORDS.get(code, '?')}): {reason}")
+        return Outcome(st.run_id, code, reason, len(st.history), st.committed, self.paths.result)

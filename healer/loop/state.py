@@ -1,0 +1,217 @@
+"""A run's files: `WORKDIR/.healer/runs/RUN_ID/` and the state persisted there.
+
+state.json    the whole run state, written atomically (write, then rename) after
+              every iteration, so a SIGKILL loses at most the iteration in flight
+result.json   written once at the end, read by the dispatcher for retry evidence
+checkpoints.md  a human-readable entry every `checkpoint_every` iterations
+iter-NNN/     prompt.md, agent.out, agent.err, gates.log (+ one log per gate)
+PAUSE         created by `healer loop pause`; the runner stops before the next iteration
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from healer.errors import UsageError
+from healer.loop.decide import IterationRecord
+
+RUNS_DIR = Path(".healer") / "runs"
+DAILY_FILE = Path(".healer") / "loop-daily.json"
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+
+
+def check_run_id(run_id: str) -> str:
+    if not RUN_ID_RE.match(run_id or ""):
+        raise UsageError(f"--run-id {run_id!r}: expected letters, digits, '.', '_' or '-' (at most 80), got {run_id!r}")
+    return run_id
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f, sort_keys=True, default=str, separators=(",", ":"))
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> Any:
+    with open(path) as f:
+        return json.load(f)
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    workdir: Path
+    run_id: str
+
+    @property
+    def dir(self) -> Path:
+        return self.workdir / RUNS_DIR / self.run_id
+
+    @property
+    def state(self) -> Path:
+        return self.dir / "state.json"
+
+    @property
+    def result(self) -> Path:
+        return self.dir / "result.json"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.dir / "checkpoints.md"
+
+    @property
+    def pause(self) -> Path:
+        return self.dir / "PAUSE"
+
+    @property
+    def agent(self) -> Path:
+        """The running agent tree (iteration, marker, pid, create time), written as it starts,
+        so that a resume after a SIGKILLed runner can end the leftovers."""
+        return self.dir / "agent.json"
+
+    def iteration(self, n: int) -> Path:
+        return self.dir / f"iter-{n:03d}"
+
+    def quarantine(self, n: int) -> Path:
+        return self.workdir / ".healer" / "quarantine" / "loop" / self.run_id / f"iter-{n:03d}"
+
+
+@dataclass
+class RunState:
+    run_id: str
+    workdir: str
+    task: str
+    task_file: str | None
+    policy_file: str | None
+    loop: dict  # the policy's loop section (model_dump, JSON mode): a resume uses the same rules
+    heartbeat_every: float
+    agent_argv: list[str]
+    preset: str
+    max_iterations: int
+    started_at: float
+    fleet_root: str | None = None
+    updated_at: float = 0.0
+    status: str = "running"  # running | ended
+    pid: int = 0
+    pid_started: float = 0.0
+    baseline_tree: str | None = None
+    start_head: str | None = None
+    history: list[IterationRecord] = field(default_factory=list)
+    cost_usd: float = 0.0
+    outputs: dict[str, int] = field(default_factory=dict)  # output key -> first iteration
+    inflight: dict | None = None  # {n, marker, pid, create_time}: the agent tree to kill on resume
+    pending_commit: dict | None = None  # {n, head_before}: gates were green, commit not yet confirmed
+    exit_code: int | None = None
+    reason: str = ""
+    committed: bool = False
+    commit: str | None = None
+    resumes: int = 0
+    version: int = 1
+
+    def to_json(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k != "history"}
+        d["history"] = [r.to_json() for r in self.history]
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> RunState:
+        d = dict(d)
+        hist = [IterationRecord.from_json(r) for r in d.pop("history", [])]
+        known = set(cls.__dataclass_fields__)
+        st = cls(**{k: v for k, v in d.items() if k in known})
+        st.history = hist
+        return st
+
+    @property
+    def active_seconds(self) -> float:
+        return sum(r.duration for r in self.history)
+
+
+def save(paths: RunPaths, st: RunState, now: float) -> None:
+    st.updated_at = now
+    write_json_atomic(paths.state, st.to_json())
+
+
+def load(paths: RunPaths) -> RunState:
+    try:
+        return RunState.from_json(read_json(paths.state))
+    except FileNotFoundError:
+        raise UsageError(f"no run {paths.run_id!r} in {paths.workdir} (no {paths.state})") from None
+    except (ValueError, TypeError, KeyError) as e:
+        raise UsageError(f"{paths.state}: unreadable run state ({e})") from None
+
+
+def daily_count(workdir: Path, day: str) -> int:
+    try:
+        return int(read_json(workdir / DAILY_FILE).get(day, 0))
+    except (FileNotFoundError, ValueError, AttributeError):
+        return 0
+
+
+def bump_daily(workdir: Path, day: str) -> int:
+    path = workdir / DAILY_FILE
+    try:
+        data = read_json(path)
+        if not isinstance(data, dict):
+            data = {}
+    except (FileNotFoundError, ValueError):
+        data = {}
+    data = {k: v for k, v in data.items() if k >= day[:8]}  # keep about a month
+    data[day] = int(data.get(day, 0)) + 1
+    write_json_atomic(path, data)
+    return data[day]
+
+
+def run_ids(workdir: Path) -> list[str]:
+    d = workdir / RUNS_DIR
+    if not d.is_dir():
+        return []
+    return sorted(p.name for p in d.iterdir() if (p / "state.json").exists())
+
+
+def describe(workdir: Path, run_id: str, alive) -> dict:
+    """One run as data for `loop status` / `loop list`."""
+    paths = RunPaths(workdir, run_id)
+    st = load(paths)
+    result = None
+    if paths.result.exists():
+        try:
+            result = read_json(paths.result)
+        except ValueError:
+            result = None
+    if st.status == "ended":
+        status = "ended"
+    elif alive(st.pid, st.pid_started):
+        status = "running"
+    else:
+        status = "interrupted"  # the runner died; --resume continues it
+    if status != "ended" and paths.pause.exists():
+        status += " (pause requested)"
+    last = st.history[-1] if st.history else None
+    return {
+        "run_id": run_id,
+        "workdir": str(workdir),
+        "status": status,
+        "iterations": len(st.history),
+        "max_iterations": st.max_iterations,
+        "exit_code": st.exit_code,
+        "reason": st.reason,
+        "cost_usd": round(st.cost_usd, 6),
+        "state_hash": last.state_hash if last else None,
+        "failure_signature": last.signature if last else None,
+        "last_failure": last.signature_text if last and last.signature else "",
+        "gates": [{"name": g.name, "outcome": g.outcome()} for g in (last.gates if last else ())],
+        "started_at": st.started_at,
+        "updated_at": st.updated_at,
+        "pid": st.pid,
+        "committed": st.committed,
+        "commit": st.commit,
+        "result": result,
+    }

@@ -1,0 +1,23 @@
+"""Command notifier: run an argv (never a shell) with the notification as JSON on stdin."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+
+class CommandError(Exception):
+    pass
+
+
+def send(argv: list[str], payload: dict, *, timeout: float, cwd: str) -> None:
+    try:
+        r = subprocess.run(list(argv), input=json.dumps(payload, default=str), text=True, capture_output=True,
+                           timeout=timeout, cwd=cwd, start_new_session=True)
+    except FileNotFoundError as e:
+        raise CommandError(f"notify command {argv[0]!r} not found") from e
+    except subprocess.TimeoutExpired as e:
+        raise CommandError(f"notify command {argv[0]!r} did not finish within {timeout:g}s") from e
+    if r.returncode != 0:
+        tail = (r.stderr or "").strip().splitlines()[-1:] or [""]
+        raise CommandError(f"notify command {argv[0]!r} exited {r.returncode}: {tail[0][:200]}")

@@ -1,0 +1,746 @@
+"""The remediation executor: the only code that changes the fleet on the healer's behalf.
+
+Theory of operation. Every action of the whitelist (`policy.schema.ACTIONS`) runs
+the same path, whoever asks (the supervisor, the MCP repair server, a game day):
+
+    refuse?  whitelist, policy `allowed`, .healer/HALT / observe_only, target
+             confined to the fleet root, per-action rate limit, per-ticket quiet period
+    journal  plan_intent                              -> failpoint remedy.after_intent
+    check    preconditions again, on FRESH state      -> aborted when they no longer hold
+    begin    set_intent(begun)                        -> failpoint remedy.after_begun
+    effect   the action, idempotent step by step      -> failpoint remedy.after_effect
+    verify   read the world back                      -> set_intent(done | aborted)
+                                                       -> failpoint remedy.after_done
+
+Every outcome is an event: `remedy.done`, `remedy.refused`, `remedy.aborted`,
+`remedy.failed` (reason in the payload). `recover()` finishes or rolls back the
+intents a dead process left behind: a `planned` one never acted and is rolled back
+(aborted); a `begun` one is verified, and if its effect is not in place it is checked
+again and completed. Each effect is idempotent, so finishing one twice is harmless.
+
+Handlers are small (check, apply, verify) and share nothing but the Context; add
+one here and to the whitelist to add an action.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from healer import failpoints, lifecycle, procs
+from healer.clock import Clock
+from healer.core.model import PlannedAction
+from healer.errors import HealerError, NotFound
+from healer.fleet.snapshot import HOST, handle_of, liveness
+from healer.policy.schema import ACTIONS
+from healer.remedy import gitops, limits
+from healer.remedy import quarantine as qmod
+from healer.remedy.paths import UnsafePath, confine, relative
+
+FP_AFTER_INTENT = failpoints.declare("remedy.after_intent", "healer/remedy/actions.py: intent planned, preconditions not yet re-checked")
+FP_AFTER_BEGUN = failpoints.declare("remedy.after_begun", "healer/remedy/actions.py: intent begun, effect not yet applied")
+FP_AFTER_EFFECT = failpoints.declare("remedy.after_effect", "healer/remedy/actions.py: effect applied, not yet verified or journaled done")
+FP_AFTER_DONE = failpoints.declare("remedy.after_done", "healer/remedy/actions.py: intent journaled done or aborted")
+
+DONE, REFUSED, ABORTED, FAILED = "done", "refused", "aborted", "failed"
+HALT_FILE = ".healer/HALT"
+# settings shared with the dispatcher (healer/fleet/dispatcher.py keeps the same names)
+S_PAUSED = "dispatch.paused"
+S_PAUSED_REASON = "dispatch.paused_reason"
+PAUSED_BY_HEALER = "healer"
+NEEDS_HUMAN_LABEL = "needs-human"
+
+
+@dataclass
+class Context:
+    root: Path
+    store: Any
+    policy: Any
+    clock: Clock
+    runtime: Any = None  # healer.fleet.runtime.Runtime | None
+    actor: str = "supervisor"
+    batch: str | None = None  # actions of one batch (one tick, one repair run) are one attempt on a ticket
+    host: str = HOST
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root).resolve()
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    def halted(self) -> str | None:
+        if (self.root / HALT_FILE).exists():
+            return f"halted: {HALT_FILE} exists (observe-only)"
+        if self.policy.remediation.observe_only:
+            return "halted: policy remediation.observe_only is true"
+        return None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # done | refused | aborted | failed
+    reason: str
+    intent_id: int | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == DONE
+
+
+class Refuse(Exception):
+    """The action is not taken at all: nothing is journaled."""
+
+
+class Abort(Exception):
+    """The preconditions no longer hold on fresh state: the intent is aborted."""
+
+
+@dataclass
+class Target:
+    """What an action acts on, resolved and validated (rebuilt identically on recovery)."""
+
+    action: str
+    subject: str
+    params: dict[str, Any]
+    ticket: str | None = None  # the ticket whose remediation lease this takes
+    path: Path | None = None
+    agent: str | None = None
+    paths: list[Path] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Handler:
+    resolve: Callable[[Context, str, dict], Target]
+    check: Callable[[Context, Target], None]  # raise Abort
+    apply: Callable[[Context, Target, int], dict]
+    verify: Callable[[Context, Target], bool]
+
+
+# -- helpers ----------------------------------------------------------------------
+
+def _ticket(ctx: Context, tid: str):
+    try:
+        return ctx.store.ticket(tid)
+    except NotFound as e:
+        raise Abort(f"no ticket {tid!r}") from e
+
+
+def _live_agents(ctx: Context, tid: str, *, exclude: str | None = None) -> list[tuple[str, bool | None]]:
+    """Agents on `tid` that are alive or cannot be proven dead (a destructive action treats unknown as alive)."""
+    out = []
+    for a in ctx.store.agents(states=("running",), ticket_id=tid):
+        if a.id == exclude:
+            continue
+        alive, _ = liveness(a, ctx.runtime, ctx.host)
+        if alive is not False:
+            out.append((a.id, alive))
+    return out
+
+
+def _no_live_agent(ctx: Context, tid: str, *, exclude: str | None = None) -> None:
+    live = _live_agents(ctx, tid, exclude=exclude)
+    if live:
+        desc = ", ".join(f"{a} ({'alive' if al else 'liveness unknown'})" for a, al in live)
+        raise Abort(f"{tid} has a live agent: {desc}")
+
+
+def _mark_dead_agents(ctx: Context, tid: str) -> list[str]:
+    """Agents the store still calls running but that are gone: record them as lost (bookkeeping only)."""
+    lost = []
+    for a in ctx.store.agents(states=("running",), ticket_id=tid):
+        alive, _ = liveness(a, ctx.runtime, ctx.host)
+        if alive is False:
+            ctx.store.update_agent(a.id, state="lost", ended_at=ctx.now())
+            lost.append(a.id)
+    return lost
+
+
+def _requeue(ctx: Context, tid: str, reason: str, *, resume: bool, agent=None) -> dict:
+    lost = _mark_dead_agents(ctx, tid)
+    if resume:
+        data: dict[str, Any] = {"resume": True}
+        if agent is not None:
+            data.update(resume_worktree=agent.worktree, resume_run=agent.run_id, resume_agent=agent.id)
+        ctx.store.set_ticket_data(tid, **data)
+    t = ctx.store.ticket(tid)
+    if t.state == lifecycle.IN_PROGRESS:
+        ctx.store.move_ticket(tid, lifecycle.QUEUED, actor=ctx.actor, reason=reason, expect=lifecycle.IN_PROGRESS)
+    return {"lost_agents": lost, "resume": resume}
+
+
+def _ticket_target(ctx: Context, subject: str, params: dict) -> Target:
+    try:
+        ctx.store.ticket(subject)
+    except NotFound as e:
+        raise Refuse(f"no ticket {subject!r}") from e
+    return Target("", subject, params, ticket=subject)
+
+
+def _agent_target(ctx: Context, subject: str, params: dict) -> Target:
+    try:
+        a = ctx.store.agent(subject)
+    except NotFound:
+        # a ticket id names its most recent agent
+        cands = ctx.store.agents(ticket_id=subject)
+        if not cands:
+            raise Refuse(f"no agent (or ticket with an agent) {subject!r}") from None
+        a = cands[-1]
+    return Target("", subject, params, ticket=a.ticket_id, agent=a.id)
+
+
+def _path_target(ctx: Context, subject: str, params: dict) -> Target:
+    try:
+        p = confine(ctx.root, subject)
+    except UnsafePath as e:
+        raise Refuse(str(e)) from e
+    return Target("", subject, params, path=p)
+
+
+# -- close_dead_ticket --------------------------------------------------------------
+
+def _close_check(ctx: Context, t: Target) -> None:
+    tk = _ticket(ctx, t.ticket)
+    if tk.state == lifecycle.CLOSED:
+        raise Abort(f"{t.ticket} is already closed")
+    _expect(tk, t)
+    _no_live_agent(ctx, t.ticket)
+
+
+def _expect(tk, t: Target) -> None:
+    want = t.params.get("expect")
+    if want and tk.state != want:
+        raise Abort(f"{tk.id} is {tk.state} now, not {want} as when it was planned")
+
+
+def _close_apply(ctx: Context, t: Target, intent: int) -> dict:
+    tk = ctx.store.ticket(t.ticket)
+    if tk.state != lifecycle.CLOSED:
+        _mark_dead_agents(ctx, t.ticket)
+        ctx.store.move_ticket(t.ticket, lifecycle.CLOSED, actor=ctx.actor, reason=t.params.get("why", "dead ticket"), expect=tk.state)
+    return {"from": tk.state}
+
+
+def _close_verify(ctx: Context, t: Target) -> bool:
+    return ctx.store.ticket(t.ticket).state == lifecycle.CLOSED
+
+
+# -- drop_label ---------------------------------------------------------------------
+
+def _label_resolve(ctx: Context, subject: str, params: dict) -> Target:
+    if not params.get("label"):
+        raise Refuse("drop_label needs params.label")
+    return _ticket_target(ctx, subject, params)
+
+
+def _label_check(ctx: Context, t: Target) -> None:
+    label = t.params["label"]
+    tk = _ticket(ctx, t.ticket)
+    if label not in tk.labels:
+        raise Abort(f"{t.ticket} no longer has label {label!r}")
+    seen = t.params.get("added_at")
+    if seen is not None and abs(float(tk.labels[label]) - float(seen)) > 1e-6:
+        raise Abort(f"{t.ticket}: label {label!r} was added again since it was judged stale")
+
+
+def _label_apply(ctx: Context, t: Target, intent: int) -> dict:
+    removed = ctx.store.unlabel(t.ticket, t.params["label"], actor=ctx.actor)
+    return {"removed": removed}
+
+
+def _label_verify(ctx: Context, t: Target) -> bool:
+    return t.params["label"] not in ctx.store.ticket(t.ticket).labels
+
+
+# -- requeue_ticket -----------------------------------------------------------------
+
+def _requeue_check(ctx: Context, t: Target) -> None:
+    tk = _ticket(ctx, t.ticket)
+    if tk.state != lifecycle.IN_PROGRESS:
+        raise Abort(f"{t.ticket} is {tk.state}, not in_progress")
+    _no_live_agent(ctx, t.ticket)
+
+
+def _requeue_apply(ctx: Context, t: Target, intent: int) -> dict:
+    return _requeue(ctx, t.ticket, t.params.get("why", "requeue: no live agent"), resume=bool(t.params.get("resume", False)))
+
+
+def _requeue_verify(ctx: Context, t: Target) -> bool:
+    return ctx.store.ticket(t.ticket).state == lifecycle.QUEUED
+
+
+# -- resume_agent -------------------------------------------------------------------
+
+def _resume_check(ctx: Context, t: Target) -> None:
+    a = ctx.store.agent(t.agent)
+    alive, _ = liveness(a, ctx.runtime, ctx.host)
+    if alive is None:
+        raise Abort(f"cannot tell whether agent {a.id} is alive; not resuming over it")
+    if alive:
+        raise Abort(f"agent {a.id} is alive")
+    if a.ticket_id is None:
+        raise Abort(f"agent {a.id} has no ticket")
+    tk = _ticket(ctx, a.ticket_id)
+    if tk.state != lifecycle.IN_PROGRESS:
+        raise Abort(f"{tk.id} is {tk.state}, not in_progress")
+    _no_live_agent(ctx, a.ticket_id, exclude=a.id)
+
+
+def _resume_apply(ctx: Context, t: Target, intent: int) -> dict:
+    a = ctx.store.agent(t.agent)
+    return _requeue(ctx, a.ticket_id, f"resume after agent {a.id} died", resume=True, agent=a)
+
+
+def _resume_verify(ctx: Context, t: Target) -> bool:
+    tk = ctx.store.ticket(t.ticket)
+    return tk.state == lifecycle.QUEUED and bool(tk.data.get("resume"))
+
+
+# -- stop_agent ---------------------------------------------------------------------
+
+def _wants_resume(t: Target) -> bool:
+    return bool(t.params.get("resume", t.params.get("mark_for_resume", True)))
+
+
+def _stop_check(ctx: Context, t: Target) -> None:
+    a = ctx.store.agent(t.agent)
+    alive, _ = liveness(a, ctx.runtime, ctx.host)
+    if alive is None:
+        raise Abort(f"cannot tell whether agent {a.id} is alive (another host or runtime error)")
+    if alive is False:
+        pending = (_wants_resume(t) and a.ticket_id
+                   and ctx.store.ticket(a.ticket_id).state == lifecycle.IN_PROGRESS)
+        if not pending:
+            raise Abort(f"agent {a.id} is already stopped")
+
+
+def _stop_apply(ctx: Context, t: Target, intent: int) -> dict:
+    a = ctx.store.agent(t.agent)
+    alive, _ = liveness(a, ctx.runtime, ctx.host)
+    grace = ctx.policy.loop.kill_grace
+    if alive:
+        if ctx.runtime is not None and getattr(ctx.runtime, "kind", a.kind) == a.kind:
+            ctx.runtime.stop(handle_of(a), grace)
+        elif a.kind == "process" and a.pid:
+            procs.ProcessTree(a.pid, (a.data or {}).get("marker")).kill(grace, ctx.clock)
+        else:
+            raise HealerError(f"no runtime can stop a {a.kind} agent here")
+    if a.state == "running":
+        ctx.store.update_agent(a.id, state="stopped", ended_at=ctx.now())
+    detail: dict[str, Any] = {"was_alive": bool(alive)}
+    if _wants_resume(t) and a.ticket_id and ctx.store.ticket(a.ticket_id).state == lifecycle.IN_PROGRESS \
+            and not _live_agents(ctx, a.ticket_id, exclude=a.id):
+        detail.update(_requeue(ctx, a.ticket_id, f"agent {a.id} stopped ({t.params.get('why', 'stuck')}); resume", resume=True, agent=a))
+    return detail
+
+
+def _stop_verify(ctx: Context, t: Target) -> bool:
+    a = ctx.store.agent(t.agent)
+    alive, _ = liveness(a, ctx.runtime, ctx.host)
+    if alive is not False:
+        return False
+    if _wants_resume(t) and a.ticket_id:
+        return ctx.store.ticket(a.ticket_id).state != lifecycle.IN_PROGRESS
+    return True
+
+
+# -- quarantine_file ----------------------------------------------------------------
+
+def _q_resolve(ctx: Context, subject: str, params: dict) -> Target:
+    """One file (the subject) or several: `files` relative to `root` (a worktree, or "" for the fleet root)."""
+    files = params.get("files")
+    if files is not None and not isinstance(files, list):
+        raise Refuse("quarantine_file: params.files must be a list of paths")
+    base = params.get("root") or ""
+    raw = [str(Path(base) / f) if base else str(f) for f in files] if files else [subject]
+    try:
+        paths = [confine(ctx.root, r) for r in raw]
+    except UnsafePath as e:
+        raise Refuse(str(e)) from e
+    t = Target("", subject, params, path=paths[0])
+    t.paths = paths
+    return t
+
+
+def _q_why_not(ctx: Context, p: Path) -> str | None:
+    """Why this file may not be quarantined now, or None."""
+    rel = relative(ctx.root, p)
+    if not (p.exists() or p.is_symlink()):
+        return f"{rel} no longer exists"
+    if p.is_dir() and not p.is_symlink():
+        return f"{rel} is a folder; quarantine its files one by one"
+    if not p.is_symlink() and gitops.tracked(p):
+        return f"{rel} is tracked by git; healer never moves tracked files"
+    busy = procs.busy_pids(p) if not p.is_symlink() else []
+    if busy:
+        return f"{rel} is open by pid {', '.join(map(str, busy))}"
+    return None
+
+
+def _q_check(ctx: Context, t: Target) -> None:
+    for p in t.paths:
+        confine(ctx.root, p)  # again, on fresh state: a symlink may have appeared since
+    why = [_q_why_not(ctx, p) for p in t.paths]
+    if all(why):
+        raise Abort("; ".join(why))
+
+
+def _q_apply(ctx: Context, t: Target, intent: int) -> dict:
+    ok = [p for p in t.paths if _q_why_not(ctx, p) is None]
+    skipped = [w for w in (_q_why_not(ctx, p) for p in t.paths) if w]
+    ents = qmod.quarantine_many(ctx.root, ok, t.params.get("why", "unknown file"), ctx.clock, intent=intent) if ok else []
+    return {"quarantined": [{"id": e.id, "sha256": e.sha256, "size": e.size} for e in ents], "skipped": skipped}
+
+
+def _q_verify(ctx: Context, t: Target) -> bool:
+    # done when no listed file is still an unknown file in place (gone into quarantine, or tracked meanwhile)
+    return all(not (p.exists() or p.is_symlink()) or gitops.tracked(p) for p in t.paths) \
+        and any(qmod.find(ctx.root, p) is not None for p in t.paths)
+
+
+# -- remove_worktree ----------------------------------------------------------------
+
+def _wt_record(ctx: Context, p: Path):
+    for wt in ctx.store.worktrees(states=None):
+        try:
+            if Path(wt.path).resolve() == p:
+                return wt
+        except OSError:
+            continue
+    return None
+
+
+def _wt_resolve(ctx: Context, subject: str, params: dict) -> Target:
+    t = _path_target(ctx, subject, params)
+    if t.path.is_symlink():
+        raise Refuse(f"{subject}: a symlink, not a worktree folder")
+    wt = _wt_record(ctx, t.path)
+    t.ticket = wt.ticket_id if wt else None
+    return t
+
+
+def _wt_check(ctx: Context, t: Target) -> None:
+    p = t.path
+    wt = _wt_record(ctx, p)
+    if not p.exists():
+        if wt is None or wt.state == "removed":
+            raise Abort(f"{t.subject} is already gone")
+        return  # only the store still lists it: apply records the removal
+    if not p.is_dir():
+        raise Abort(f"{t.subject} is not a folder")
+    for a in ctx.store.agents(states=("running",)):
+        if a.worktree and Path(a.worktree).resolve() == p:
+            alive, _ = liveness(a, ctx.runtime, ctx.host)
+            if alive is not False:
+                raise Abort(f"agent {a.id} works in {t.subject}")
+    busy = procs.busy_pids(p)
+    if busy:
+        raise Abort(f"{t.subject} is in use by pid {', '.join(map(str, busy))} (cwd or open file)")
+
+
+def _wt_apply(ctx: Context, t: Target, intent: int) -> dict:
+    p = t.path
+    detail: dict[str, Any] = {}
+    if p.exists():
+        is_git = gitops.toplevel(p) is not None
+        files = gitops.dirty(p) if is_git else [relative(p, f) for f in _files_under(p)]
+        if files:
+            ents = qmod.quarantine_many(ctx.root, [p / f for f in files], f"unknown file in worktree {relative(ctx.root, p)}",
+                                        ctx.clock, intent=intent)
+            detail["quarantined"] = [e.id for e in ents]
+        busy = procs.busy_pids(p)  # once more, right before the point of no return
+        if busy:
+            raise Abort(f"{t.subject} became busy (pid {', '.join(map(str, busy))}); quarantined files stay restorable")
+        if is_git:
+            gitops.remove_worktree(p)
+        else:
+            left = [f for f in _files_under(p)]
+            if left:
+                raise HealerError(f"{t.subject}: files appeared during removal: {left[:3]}")
+            for d in sorted((d for d in p.rglob("*") if d.is_dir()), key=lambda d: len(d.parts), reverse=True):
+                d.rmdir()
+            p.rmdir()
+    wt = _wt_record(ctx, p)
+    if wt is not None and wt.state != "removed":
+        ctx.store.update_worktree(wt.path, state="removed", removed_at=ctx.now())
+    return detail
+
+
+def _files_under(p: Path) -> list[Path]:
+    return [f for f in p.rglob("*") if f.is_file() or f.is_symlink()]
+
+
+def _wt_verify(ctx: Context, t: Target) -> bool:
+    wt = _wt_record(ctx, t.path)
+    return not t.path.exists() and (wt is None or wt.state == "removed")
+
+
+# -- escalate -----------------------------------------------------------------------
+
+def _esc_check(ctx: Context, t: Target) -> None:
+    tk = _ticket(ctx, t.ticket)
+    if tk.state == lifecycle.CLOSED:
+        raise Abort(f"{t.ticket} is closed")
+
+
+def _esc_apply(ctx: Context, t: Target, intent: int) -> dict:
+    from healer.notify import notify
+
+    tid = t.ticket
+    text = t.params.get("text") or f"{tid} needs a human: {t.params.get('why', 'remediation exhausted')}"
+    evidence = t.params.get("evidence") or {}
+    ctx.store.label(tid, NEEDS_HUMAN_LABEL, actor=ctx.actor)
+    marker = f"[healer intent #{intent}]"
+    if not any(marker in c.body for c in ctx.store.comments(tid)):
+        body = f"{text}\n\n{marker} evidence:\n```json\n{json.dumps(evidence, indent=2, sort_keys=True, default=str)}\n```"
+        ctx.store.comment(tid, body, author=ctx.actor)
+    moved = False
+    tk = ctx.store.ticket(tid)
+    if t.params.get("move", True) and tk.state != lifecycle.NEEDS_HUMAN \
+            and (tk.state, lifecycle.NEEDS_HUMAN) in lifecycle.TRANSITIONS and not _live_agents(ctx, tid):
+        ctx.store.move_ticket(tid, lifecycle.NEEDS_HUMAN, actor=ctx.actor, reason="escalated", expect=tk.state)
+        moved = True
+    sent = notify(ctx.store, ctx.policy, f"escalate:{tid}", text, severity="critical", evidence=evidence)
+    return {"moved": moved, "notified": sent}
+
+
+def _esc_verify(ctx: Context, t: Target) -> bool:
+    return NEEDS_HUMAN_LABEL in ctx.store.ticket(t.ticket).labels
+
+
+# -- pause_dispatch / resume_dispatch -------------------------------------------------
+
+def _dispatch_target(ctx: Context, subject: str, params: dict) -> Target:
+    return Target("", subject or "dispatch", params)
+
+
+def _paused(ctx: Context) -> bool:
+    return bool(ctx.store.get_setting(S_PAUSED, False))
+
+
+def _pause_check(ctx: Context, t: Target) -> None:
+    if _paused(ctx):
+        raise Abort("dispatch is already paused")
+
+
+def _pause_apply(ctx: Context, t: Target, intent: int) -> dict:
+    # the dispatcher lifts only a pause whose reason is its own ("main_red"); ours waits for resume_dispatch
+    ctx.store.set_setting(S_PAUSED_REASON, PAUSED_BY_HEALER)
+    ctx.store.set_setting("dispatch.paused_by", {"actor": ctx.actor, "why": t.params.get("why", ""), "at": ctx.now(), "intent": intent})
+    ctx.store.set_setting(S_PAUSED, True, event="dispatch.paused")
+    return {}
+
+
+def _resume_d_check(ctx: Context, t: Target) -> None:
+    if not _paused(ctx):
+        raise Abort("dispatch is not paused")
+    if t.params.get("force"):
+        return
+    if ctx.store.get_setting("main.status", "green") == "red":
+        raise Abort("main is red; dispatch stays paused")
+    reason = ctx.store.get_setting(S_PAUSED_REASON)
+    if reason and reason != PAUSED_BY_HEALER:
+        raise Abort(f"dispatch was paused by someone else ({reason}); only they lift it (or params.force)")
+
+
+def _resume_d_apply(ctx: Context, t: Target, intent: int) -> dict:
+    ctx.store.set_setting(S_PAUSED_REASON, None)
+    ctx.store.set_setting("dispatch.paused_by", None)
+    ctx.store.set_setting(S_PAUSED, False, event="dispatch.unpaused")
+    return {}
+
+
+# -- notify -------------------------------------------------------------------------
+
+def _notify_resolve(ctx: Context, subject: str, params: dict) -> Target:
+    if not (params.get("text") or params.get("why")):
+        raise Refuse("notify needs params.text")
+    return Target("", subject, params)
+
+
+def _notify_apply(ctx: Context, t: Target, intent: int) -> dict:
+    from healer.notify import notify
+
+    p = t.params
+    sent = notify(ctx.store, ctx.policy, p.get("key", t.subject), p.get("text") or p.get("why"), severity=p.get("severity", "warning"),
+                  evidence=p.get("evidence"), cooldown=p.get("cooldown"))
+    return {"sent": sent}
+
+
+def _nothing(ctx: Context, t: Target) -> None:
+    return None
+
+
+HANDLERS: dict[str, Handler] = {
+    "close_dead_ticket": Handler(_ticket_target, _close_check, _close_apply, _close_verify),
+    "drop_label": Handler(_label_resolve, _label_check, _label_apply, _label_verify),
+    "requeue_ticket": Handler(_ticket_target, _requeue_check, _requeue_apply, _requeue_verify),
+    "resume_agent": Handler(_agent_target, _resume_check, _resume_apply, _resume_verify),
+    "stop_agent": Handler(_agent_target, _stop_check, _stop_apply, _stop_verify),
+    "quarantine_file": Handler(_q_resolve, _q_check, _q_apply, _q_verify),
+    "remove_worktree": Handler(_wt_resolve, _wt_check, _wt_apply, _wt_verify),
+    "escalate": Handler(_ticket_target, _esc_check, _esc_apply, _esc_verify),
+    "pause_dispatch": Handler(_dispatch_target, _pause_check, _pause_apply, lambda ctx, t: _paused(ctx)),
+    "resume_dispatch": Handler(_dispatch_target, _resume_d_check, _resume_d_apply, lambda ctx, t: not _paused(ctx)),
+    "notify": Handler(_notify_resolve, _nothing, _notify_apply, lambda ctx, t: True),
+}
+assert set(HANDLERS) == set(ACTIONS), "every whitelisted action needs a handler, and nothing else may have one"
+
+
+# -- the path -----------------------------------------------------------------------
+
+def _record(ctx: Context, out: Outcome, action: str, subject: str, params: dict) -> Outcome:
+    ctx.store.append(f"remedy.{out.status}", subject, {"action": action, "reason": out.reason, "intent": out.intent_id,
+                                                      "actor": ctx.actor, "params": params, "detail": out.detail})
+    return out
+
+
+def _resolve(ctx: Context, action: str, subject: str, params: dict) -> Target:
+    h = HANDLERS[action]
+    t = h.resolve(ctx, subject, params)
+    t.action = action
+    return t
+
+
+def _me() -> dict:
+    pid = os.getpid()
+    try:
+        ctime = psutil.Process(pid).create_time()
+    except psutil.Error:
+        ctime = 0.0
+    return {"pid": pid, "ctime": ctime}
+
+
+def execute(ctx: Context, action: PlannedAction) -> Outcome:
+    """Carry out one planned action on the whitelist; never raises for a refusal or a failed effect."""
+    name, subject, params = action.action, action.subject, dict(action.params or {})
+    if name not in ACTIONS:
+        return _record(ctx, Outcome(REFUSED, f"unknown action {name!r}; the whitelist is {', '.join(ACTIONS)}"), str(name), subject, params)
+    if name not in ctx.policy.remediation.allowed:
+        return _record(ctx, Outcome(REFUSED, f"{name} is not in policy remediation.allowed"), name, subject, params)
+    halted = ctx.halted()
+    if halted:
+        return _record(ctx, Outcome(REFUSED, halted), name, subject, params)
+    try:
+        target = _resolve(ctx, name, subject, params)
+    except Refuse as e:
+        return _record(ctx, Outcome(REFUSED, str(e)), name, subject, params)
+    now = ctx.now()
+    why = limits.rate_limited(ctx.store, ctx.policy, name, now)
+    if why is None and target.ticket and name in limits.ATTEMPT_ACTIONS:
+        why = limits.quiet_period(ctx.store, ctx.policy, target.ticket, now, batch=ctx.batch)
+    if why:
+        return _record(ctx, Outcome(REFUSED, why), name, subject, params)
+
+    journal = {"subject": subject, "params": params, "ticket": target.ticket, "_batch": ctx.batch, "_host": ctx.host, **_me()}
+    # a ticket's attempts are journaled under the ticket, so its lease is one indexed look-up
+    on_ticket = target.ticket if (target.ticket and (name in limits.ATTEMPT_ACTIONS or name == "escalate")) else None
+    intent = ctx.store.plan_intent(name, on_ticket or subject, journal, actor=ctx.actor,
+                                   reason=action.reason or (action.rule or ""))
+    failpoints.hit(FP_AFTER_INTENT)
+    return _run(ctx, target, intent.id, fresh=True)
+
+
+def _run(ctx: Context, t: Target, intent_id: int, *, fresh: bool, recovered: bool = False) -> Outcome:
+    """From a planned (fresh) or begun (recovery) intent to done or aborted."""
+    h = HANDLERS[t.action]
+    extra = {"recovered": True} if recovered else {}
+    if fresh:
+        try:
+            halted = ctx.halted()
+            if halted:
+                raise Abort(halted)
+            h.check(ctx, t)
+        except (Abort, UnsafePath, NotFound, lifecycle.InvalidTransition) as e:
+            return _finish(ctx, t, intent_id, Outcome(ABORTED, str(e), intent_id, extra), from_planned=True)
+        ctx.store.set_intent(intent_id, "begun")
+        failpoints.hit(FP_AFTER_BEGUN)
+    try:
+        detail = h.apply(ctx, t, intent_id)
+    except failpoints.FailpointError:
+        raise
+    except (Abort, UnsafePath, NotFound, lifecycle.InvalidTransition) as e:
+        return _finish(ctx, t, intent_id, Outcome(ABORTED, str(e), intent_id, extra))
+    except Exception as e:  # noqa: BLE001 - an effect that breaks is journaled, never crashes the caller
+        return _finish(ctx, t, intent_id, Outcome(FAILED, f"{type(e).__name__}: {e}", intent_id, extra))
+    failpoints.hit(FP_AFTER_EFFECT)
+    try:
+        ok = h.verify(ctx, t)
+    except Exception as e:  # noqa: BLE001
+        return _finish(ctx, t, intent_id, Outcome(FAILED, f"verification raised {type(e).__name__}: {e}", intent_id, {**detail, **extra}))
+    if not ok:
+        return _finish(ctx, t, intent_id, Outcome(FAILED, "verification failed: the effect is not in place", intent_id, {**detail, **extra}))
+    return _finish(ctx, t, intent_id, Outcome(DONE, "ok", intent_id, {**detail, **extra}))
+
+
+def _finish(ctx: Context, t: Target, intent_id: int, out: Outcome, *, from_planned: bool = False) -> Outcome:
+    state = "done" if out.status == DONE else "aborted"
+    ctx.store.set_intent(intent_id, state, {"status": out.status, "reason": out.reason, "detail": out.detail})
+    failpoints.hit(FP_AFTER_DONE)
+    return _record(ctx, out, t.action, t.subject, t.params)
+
+
+# -- recovery -----------------------------------------------------------------------
+
+def _owner_alive(it, host: str) -> bool:
+    """Is the process that journaled this intent still running (so it is not ours to recover)?"""
+    p = it.params
+    pid = p.get("pid")
+    if not pid or p.get("_host", host) != host:
+        return False
+    if pid == os.getpid():
+        return False  # our own leftover (an exception mid-action): ours to finish
+    try:
+        proc = psutil.Process(int(pid))
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return abs(proc.create_time() - float(p.get("ctime") or 0.0)) < 0.01
+    except psutil.Error:
+        return False
+
+
+def recover(ctx: Context) -> list[Outcome]:
+    """Finish or roll back every half-done intent whose owner is gone. Safe to call every tick."""
+    outs: list[Outcome] = []
+    for it in ctx.store.intents(states=("planned", "begun")):
+        if _owner_alive(it, ctx.host):
+            continue
+        subject = it.params.get("subject", it.subject)
+        params = it.params.get("params", {})
+        if it.action not in HANDLERS:
+            ctx.store.set_intent(it.id, "aborted", {"status": ABORTED, "reason": f"unknown action {it.action!r}", "recovered": True})
+            continue
+        if it.state == "planned":
+            out = Outcome(ABORTED, "rolled back: interrupted before it began", it.id, {"recovered": True})
+            ctx.store.set_intent(it.id, "aborted", {"status": out.status, "reason": out.reason, "detail": out.detail})
+            outs.append(_record(ctx, out, it.action, subject, params))
+            continue
+        try:
+            t = _resolve(ctx, it.action, subject, params)
+        except (Refuse, NotFound) as e:
+            out = Outcome(ABORTED, f"recovery: {e}", it.id, {"recovered": True})
+            ctx.store.set_intent(it.id, "aborted", {"status": out.status, "reason": out.reason, "detail": out.detail})
+            outs.append(_record(ctx, out, it.action, subject, params))
+            continue
+        h = HANDLERS[it.action]
+        try:
+            already = h.verify(ctx, t)
+        except Exception:  # noqa: BLE001
+            already = False
+        if already:
+            out = Outcome(DONE, "recovered: the effect was already in place", it.id, {"recovered": True})
+            outs.append(_finish(ctx, t, it.id, out))
+            continue
+        try:
+            h.check(ctx, t)
+        except (Abort, UnsafePath, NotFound, lifecycle.InvalidTransition) as e:
+            outs.append(_finish(ctx, t, it.id, Outcome(ABORTED, f"recovery: {e}", it.id, {"recovered": True})))
+            continue
+        outs.append(_run(ctx, t, it.id, fresh=False, recovered=True))
+    return outs

@@ -1,0 +1,101 @@
+"""Limits on remediation, read from the shared store so every actor sees the same ones.
+
+Two small limiters (client-go style: each alone, composed by the executor):
+
+- `rate_limited`: at most `count` begun actions of one kind per `per` seconds (policy
+  `remediation.rate_limits`), counted over the intent journal of every actor.
+- `quiet_period`: the per-ticket remediation lease. An unblock attempt on a ticket
+  (by the supervisor, the repair agent or a human) holds the ticket for
+  `remediation.quiet_period`; nobody else may try another one inside it. Attempts
+  are: intents of an attempt action that reached `begun` (so an intent rolled back
+  before it acted does not count), `human.action` events, and board changes whose
+  actor is a human (`ticket.moved|labeled|unlabeled`). Actions of the same batch
+  (one supervisor tick, one repair run) are one attempt, so `stop_agent` then
+  `requeue_ticket` on one ticket in one tick is allowed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# actions that try to unblock a ticket: they take the ticket's remediation lease
+ATTEMPT_ACTIONS = frozenset({"close_dead_ticket", "drop_label", "requeue_ticket", "resume_agent", "stop_agent"})
+HUMAN_KINDS = ("human.action", "ticket.moved", "ticket.labeled", "ticket.unlabeled")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    at: float
+    actor: str
+    what: str  # action or event kind
+    intent: int | None = None
+
+
+def is_human(actor: str | None) -> bool:
+    return bool(actor) and (actor == "human" or actor.startswith("human:") or actor.startswith("human-"))
+
+
+def rate_limited(store, policy, action: str, now: float) -> str | None:
+    """The reason `action` may not run now, or None."""
+    lim = policy.remediation.rate_limits.get(action)
+    if lim is None:
+        return None
+    n = store.count_intents(action=action, since=now - lim.per, states=("begun", "done"))
+    if n >= lim.count:
+        from healer import durations
+
+        return f"rate limit: {action} ran {n} times in the last {durations.format(round(lim.per))} (limit {lim.count})"
+    return None
+
+
+def attempts(store, ticket: str, since: float, *, exclude_batch: str | None = None) -> list[Attempt]:
+    """Unblock attempts on `ticket` since `since`, by anyone."""
+    out: list[Attempt] = []
+    for it in store.intents(subject=ticket, since=since):
+        if it.action not in ATTEMPT_ACTIONS or it.state not in ("begun", "done"):
+            continue
+        if exclude_batch is not None and it.params.get("_batch") == exclude_batch:
+            continue
+        out.append(Attempt(it.created_at, it.actor, it.action, it.id))
+    for ev in store.events(subject=ticket, since=since, kinds=HUMAN_KINDS):
+        actor = ev.payload.get("actor")
+        if ev.kind == "human.action" or is_human(actor):
+            out.append(Attempt(ev.at, actor or "human", ev.payload.get("action", ev.kind)))
+    return sorted(out, key=lambda a: a.at)
+
+
+def quiet_period(store, policy, ticket: str, now: float, *, batch: str | None = None) -> str | None:
+    """The reason a new unblock attempt on `ticket` must wait, or None."""
+    window = policy.remediation.quiet_period
+    if window <= 0:
+        return None
+    recent = attempts(store, ticket, now - window, exclude_batch=batch)
+    if not recent:
+        return None
+    last = recent[-1]
+    from healer import durations
+
+    left = max(0.0, last.at + window - now)
+    return (f"quiet period: {ticket} had an unblock attempt ({last.what} by {last.actor}) "
+            f"{durations.format(round(max(0.0, now - last.at)))} ago; next allowed in {durations.format(round(left))}")
+
+
+def record_human(store, ticket: str, action: str, detail: dict | None = None) -> int:
+    """Note that a human acted on a ticket outside the board commands (counts as an attempt)."""
+    return store.append("human.action", ticket, {"action": action, "actor": "human", **(detail or {})})
+
+
+def recent_attempts(store, since: float, *, exclude_actor: str | None = None) -> dict[str, list[float]]:
+    """Unblock attempts on every ticket since `since`, by anyone but `exclude_actor` (two queries)."""
+    out: dict[str, list[float]] = {}
+    for it in store.intents(states=("begun", "done"), since=since):
+        if it.action in ATTEMPT_ACTIONS and it.actor != exclude_actor:
+            out.setdefault(it.subject, []).append(it.created_at)
+    # the payload filter keeps this to the (few) human events, not every ticket move of the window
+    evs = store.events(kinds=["human.action"], since=since) + store.events(
+        kinds=HUMAN_KINDS[1:], since=since, contains='"actor":"human')
+    for ev in evs:
+        actor = ev.payload.get("actor")
+        if ev.kind == "human.action" or is_human(actor):
+            out.setdefault(ev.subject, []).append(ev.at)
+    return {k: sorted(v) for k, v in out.items()}

@@ -1,0 +1,497 @@
+"""`healer mcp serve`: the repair agent's only hands (SPEC §8).
+
+Theory of operation. The agent sees exactly ten tools (TOOLS): five that read
+(fleet status, findings, one ticket with its history, the journal tail, the
+worktrees) and five safe remediations (close a dead ticket, drop a label,
+quarantine a file, remove an orphan worktree, requeue a ticket). Nothing else
+exists for it: no tool runs a shell, writes a file of its choosing, touches git
+history or restarts anything.
+
+Every tools/call passes one gate, `RepairTools.gate`, before anything runs:
+  - the session budget (`repair_agent.max_tool_calls`, counted in the event log
+    per run id, so restarting the server does not refill it),
+  - the whitelist (an unknown tool is refused, not a protocol error),
+  - argument screening (unexpected keys, shell metacharacters, `..`, paths
+    outside the fleet, symlinks out) — defence in depth, since the executor
+    re-checks its own preconditions.
+Each remediation item then goes through the supervisor's executor
+(`healer.remedy.actions.execute`) with actor "repair-agent": the same whitelist,
+rate limits, per-ticket quiet period, HALT, path confinement, busy-worktree
+check and intent journal as every other actor. One tool call may carry a list
+of subjects (the budget counts calls; rate limits count items).
+
+Every call and its result is evented (`repair.call`); every refusal, of a whole
+call or of one item, also as `repair.refused` with its reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import Counter
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from healer import failpoints
+from healer.clock import Clock, system
+
+FP_BEFORE_ACTION = failpoints.declare("repair.before_action", "healer/repair/server.py: a repair tool is about to execute one item")
+
+ACTOR = "repair-agent"
+READ_TOOLS = ("fleet_status", "list_findings", "get_ticket", "journal_tail", "list_worktrees")
+ACTION_TOOLS = ("close_dead_ticket", "drop_label", "quarantine_file", "remove_worktree", "requeue_ticket")
+TOOLS = READ_TOOLS + ACTION_TOOLS
+
+# the arguments each tool accepts: anything else is refused, not silently dropped
+PARAMS: dict[str, frozenset[str]] = {
+    "fleet_status": frozenset(),
+    "list_findings": frozenset(),
+    "get_ticket": frozenset({"ticket_id"}),
+    "journal_tail": frozenset({"limit", "kind_prefix"}),
+    "list_worktrees": frozenset(),
+    "close_dead_ticket": frozenset({"ticket_ids", "reason"}),
+    "drop_label": frozenset({"ticket_ids", "label"}),
+    "quarantine_file": frozenset({"paths", "reason"}),
+    "remove_worktree": frozenset({"paths", "reason"}),
+    "requeue_ticket": frozenset({"ticket_ids", "reason"}),
+}
+
+MAX_ITEMS = 200  # subjects per call
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:/-]{0,63}$")
+_SHELL = re.compile(r"[;&|`$<>(){}\[\]*?!~\\\"'\n\r\t]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_OFF_LIMITS = frozenset({".healer", ".git", "healer.yaml", "healer.yml"})
+
+
+class Refused(Exception):
+    """A whole call refused before anything ran; the message is the reason."""
+
+
+def _plain(v: Any) -> Any:
+    if is_dataclass(v) and not isinstance(v, type):
+        return {k: _plain(x) for k, x in asdict(v).items()}
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return [_plain(x) for x in v]
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    return str(v)
+
+
+def _short(v: Any, n: int = 300) -> Any:
+    """Arguments as recorded in the event log: bounded, never a huge blob."""
+    s = json.dumps(_plain(v), sort_keys=True, default=str)
+    return _plain(v) if len(s) <= n else s[:n] + "…"
+
+
+def _executor():
+    try:
+        from healer.remedy import actions
+    except ImportError:  # the supervisor shell is not installed: refuse, never improvise a second executor
+        return None
+    return actions
+
+
+class RepairTools:
+    """The MCP-free half of the server: budget, screening, execution through the executor, audit."""
+
+    def __init__(self, root: str | Path, store, policy, clock: Clock | None = None, *, run_id: str,
+                 runtime=None, max_calls: int | None = None) -> None:
+        self.root = Path(root).resolve()
+        self.store = store
+        self.policy = policy
+        self.clock = clock or system()
+        self.run_id = run_id
+        self.runtime = runtime
+        self.max_calls = max_calls if max_calls is not None else policy.repair_agent.max_tool_calls
+        # the budget survives a server restart within the same run
+        self.calls = store.count_events("repair.call", subject=run_id)
+
+    # -- the gate ---------------------------------------------------------------
+    def gate(self, tool: str, args: dict[str, Any]) -> int:
+        """Count the call and refuse it (raise Refused) unless it may run. Returns the call number."""
+        self.calls += 1
+        n = self.calls
+        if n > self.max_calls:
+            raise Refused(f"tool-call budget spent: this is call {n}, the maximum per repair run is {self.max_calls}")
+        if tool not in TOOLS:
+            raise Refused(f"unknown tool {tool!r}: this server exposes only {', '.join(TOOLS)}")
+        extra = sorted(set(args) - PARAMS[tool])
+        if extra:
+            raise Refused(f"{tool}: unexpected argument(s) {', '.join(map(repr, extra))}; it accepts {', '.join(sorted(PARAMS[tool])) or 'none'}")
+        for key, val in args.items():
+            self._screen_value(tool, key, val)
+        return n
+
+    def _screen_value(self, tool: str, key: str, val: Any) -> None:
+        vals = val if isinstance(val, list) else [val]
+        if isinstance(val, list) and len(val) > MAX_ITEMS:
+            raise Refused(f"{tool}: {key} has {len(val)} items, expected at most {MAX_ITEMS} per call")
+        for v in vals:
+            if not isinstance(v, str):
+                continue
+            if key in ("ticket_ids", "ticket_id"):
+                if not _ID.match(v):
+                    raise Refused(f"{tool}: {key}: expected a ticket id (letters, digits, . _ -), got {v[:80]!r}")
+            elif key == "label":
+                if not _LABEL.match(v):
+                    raise Refused(f"{tool}: label: expected a label (letters, digits, . _ : / -), got {v[:80]!r}")
+            elif key == "kind_prefix":
+                if not re.match(r"^[a-z0-9._]{0,64}$", v):
+                    raise Refused(f"{tool}: kind_prefix: expected an event kind prefix like 'repair.', got {v[:80]!r}")
+            elif key == "reason":
+                if len(v) > 500 or _CONTROL.search(v.replace("\n", " ")):
+                    raise Refused(f"{tool}: reason: expected one line of at most 500 characters")
+            # paths are screened one by one in `act`, so one bad path refuses one item, not the call
+
+    def _screen_path(self, raw: str) -> tuple[str | None, str | None]:
+        """(absolute path, None) when `raw` may be handed to the executor, else (None, reason)."""
+        if not isinstance(raw, str) or not raw or len(raw) > 4096:
+            return None, "expected a non-empty path of at most 4096 characters"
+        if _CONTROL.search(raw):
+            return None, "path contains control characters"
+        if _SHELL.search(raw):
+            return None, f"path contains shell metacharacters: {raw[:120]!r}"
+        if ".." in Path(raw).parts:
+            return None, f"path traversal refused: {raw!r} contains '..'"
+        from healer.remedy.paths import confine
+
+        try:
+            full = confine(self.root, raw)
+        except Exception as e:  # UnsafePath: its message is the reason
+            return None, str(e)
+        rel = full.relative_to(self.root).as_posix()
+        if rel.split("/")[0] in _OFF_LIMITS:
+            # the healer's own state (HALT, STOP, the policy...): lifting a brake is never "tidying"
+            return None, f"{raw}: healer's own files ({rel.split('/')[0]}) are off limits to the repair agent"
+        return str(full), None
+
+    # -- read-only tools --------------------------------------------------------
+    def fleet_status(self) -> dict[str, Any]:
+        tickets = self.store.tickets()
+        agents = self.store.agents()
+        labels: Counter[str] = Counter()
+        for t in tickets:
+            labels.update(t.labels)
+        return {
+            "root": str(self.root),
+            "now": self.clock.now(),
+            "halted": (self.root / ".healer" / "HALT").exists(),
+            "tickets": dict(Counter(t.state for t in tickets)),
+            "labels": dict(labels),
+            "agents": dict(Counter(a.state for a in agents)),
+            "worktrees_active": len(self.store.worktrees()),
+            "dispatch_paused": bool(self.store.get_setting("dispatch.paused", False)),
+            "run_id": self.run_id,
+            "calls_used": self.calls,
+            "calls_left": max(0, self.max_calls - self.calls),
+        }
+
+    def list_findings(self) -> dict[str, Any]:
+        from healer.repair import diagnose
+
+        found, source = diagnose.findings(self.root, self.store, self.policy, self.clock, self.runtime)
+        return {"source": source, "count": len(found), "findings": [_plain(f) for f in found]}
+
+    def get_ticket(self, ticket_id: str) -> dict[str, Any]:
+        t = self.store.ticket(ticket_id)
+        events = self.store.events(subject=ticket_id)[-50:]
+        return {
+            "ticket": _plain(t),
+            "comments": [_plain(c) for c in self.store.comments(ticket_id)][-20:],
+            "attempts": [_plain(a) for a in self.store.attempts(ticket_id)][-20:],
+            "agents": [_plain(a) for a in self.store.agents(ticket_id=ticket_id)][-10:],
+            "intents": [_plain(i) for i in self.store.intents(subject=ticket_id)][-20:],
+            "history": [{"id": e.id, "at": e.at, "kind": e.kind, "payload": e.payload} for e in events],
+        }
+
+    def journal_tail(self, limit: int = 50, kind_prefix: str = "") -> dict[str, Any]:
+        limit = max(1, min(int(limit), 200))
+        if kind_prefix:  # bounded: the last matches among the most recent 20,000 events
+            evs = self.store.events(prefix=kind_prefix, after=max(0, self.store.last_event_id() - 20_000))[-limit:]
+        else:
+            evs = self.store.tail(limit)
+        return {"events": [{"id": e.id, "at": e.at, "kind": e.kind, "subject": e.subject, "payload": e.payload} for e in evs]}
+
+    def list_worktrees(self) -> dict[str, Any]:
+        from healer import procs
+
+        out = []
+        for w in self.store.worktrees(states=None):
+            item = _plain(w)
+            item["exists"] = Path(w.path).exists()
+            item["ticket_state"] = None
+            if w.ticket_id:
+                try:
+                    item["ticket_state"] = self.store.ticket(w.ticket_id).state
+                except Exception:  # a worktree whose ticket is gone is exactly what an orphan looks like
+                    item["ticket_state"] = "missing"
+            item["busy_pids"] = procs.busy_pids(w.path) if w.state == "active" and item["exists"] else []
+            out.append(item)
+        return {"worktrees": out}
+
+    # -- remediations -----------------------------------------------------------
+    def act(self, action: str, subjects: list[str], params: dict[str, Any] | None = None, why: str = "") -> dict[str, Any]:
+        actions = _executor()
+        results = []
+        for raw in subjects:
+            subject, reason = raw, None
+            if action in ("quarantine_file", "remove_worktree"):
+                subject, reason = self._screen_path(raw)
+            if reason is None and actions is None:
+                reason = "the remediation executor (healer.remedy.actions) is not available"
+            if reason is not None:
+                results.append({"subject": raw, "status": "refused", "reason": reason})
+                continue
+            results.append(self._execute_one(actions, action, subject, raw, params or {}, why))
+        done = sum(r["status"] == "done" for r in results)
+        return {"action": action, "done": done, "refused": sum(r["status"] == "refused" for r in results),
+                "other": len(results) - done - sum(r["status"] == "refused" for r in results), "results": results}
+
+    def _execute_one(self, actions, action: str, subject: str, raw: str, params: dict, why: str) -> dict[str, Any]:
+        from healer.core.model import PlannedAction
+
+        failpoints.hit(FP_BEFORE_ACTION)
+        ctx = actions.Context(root=self.root, store=self.store, policy=self.policy, clock=self.clock,
+                              runtime=self.runtime, actor=ACTOR)
+        reason = f"repair agent run {self.run_id}" + (f": {why}" if why else "")
+        try:
+            out = actions.execute(ctx, PlannedAction(action=action, subject=subject, params=dict(params), reason=reason))
+        except Exception as e:  # the executor must not crash the session; the agent is told what failed
+            return {"subject": raw, "status": "failed", "reason": f"{type(e).__name__}: {e}"}
+        item = {"subject": raw, "status": out.status, "reason": out.reason, "intent": out.intent_id}
+        if out.detail:
+            item["detail"] = _plain(out.detail)
+        return item
+
+    def close_dead_ticket(self, ticket_ids: list[str], reason: str = "") -> dict[str, Any]:
+        # Closing is terminal (nothing leaves `closed`), so the agent's word is not enough: the core must
+        # currently see the ticket as a zombie (its work already merged). Everything else is a human's call.
+        from healer.repair import diagnose
+
+        found, _ = diagnose.findings(self.root, self.store, self.policy, self.clock, self.runtime)
+        dead = {f.subject for f in found if f.kind == "zombie_ticket"}
+        ok = [t for t in ticket_ids if t in dead]
+        out = self.act("close_dead_ticket", ok, {}, reason) if ok else {"action": "close_dead_ticket", "done": 0,
+                                                                         "refused": 0, "other": 0, "results": []}
+        by = {r["subject"]: r for r in out["results"]}
+        results = [by.get(t) or {"subject": t, "status": "refused",
+                                 "reason": f"{t} is not a dead ticket: no zombie_ticket finding (its work is not known to be "
+                                           "merged); closing live work is a human's decision"} for t in ticket_ids]
+        refused = sum(r["status"] == "refused" for r in results)
+        return {**out, "results": results, "refused": refused, "other": len(results) - out["done"] - refused}
+
+    def drop_label(self, ticket_ids: list[str], label: str) -> dict[str, Any]:
+        return self.act("drop_label", ticket_ids, {"label": label})
+
+    def quarantine_file(self, paths: list[str], reason: str = "") -> dict[str, Any]:
+        return self.act("quarantine_file", paths, {}, reason)
+
+    def remove_worktree(self, paths: list[str], reason: str = "") -> dict[str, Any]:
+        return self.act("remove_worktree", paths, {}, reason)
+
+    def requeue_ticket(self, ticket_ids: list[str], reason: str = "") -> dict[str, Any]:
+        return self.act("requeue_ticket", ticket_ids, {}, reason)
+
+    # -- dispatch and audit -----------------------------------------------------
+    def call(self, tool: str, args: dict[str, Any] | None) -> tuple[dict[str, Any], bool]:
+        """Gate, run and audit one call in-process (the MCP layer adds type validation in between)."""
+        args = dict(args or {})
+        try:
+            n = self.gate(tool, args)
+        except Refused as e:
+            return self.refuse(self.calls, tool, args, str(e)), True
+        return self.run(tool, n, args)
+
+    def run(self, tool: str, n: int, args: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """Run an admitted call and audit it. Returns (payload, is_error)."""
+        try:
+            payload = getattr(self, tool)(**args)
+        except TypeError as e:
+            return self.refuse(n, tool, args, f"{tool}: invalid arguments: {e}"), True
+        except Exception as e:  # NotFound and friends: a clear answer, not a crash
+            return self.refuse(n, tool, args, f"{tool}: {e}"), True
+        payload = {"ok": True, "tool": tool, "call": n, "calls_left": max(0, self.max_calls - n), **payload}
+        items = payload.get("results") if tool in ACTION_TOOLS else None
+        summary: dict[str, Any] = {"ok": True}
+        if items is not None:
+            summary = {"done": payload["done"], "refused": payload["refused"], "other": payload["other"],
+                       "items": [{k: r.get(k) for k in ("subject", "status", "reason", "intent")} for r in items]}
+            for r in items:
+                if r["status"] != "done":
+                    self.store.append("repair.refused", str(r["subject"])[:300],
+                                      {"run": self.run_id, "call": n, "tool": tool, "status": r["status"], "reason": r["reason"]})
+        is_error = items is not None and bool(items) and not any(r["status"] == "done" for r in items)
+        self.store.append("repair.call", self.run_id, {"call": n, "tool": tool, "args": _short(args), "result": summary,
+                                                        "refused": None, "is_error": is_error})
+        return payload, is_error
+
+    def refuse(self, n: int, tool: str, args: dict, reason: str) -> dict[str, Any]:
+        """Audit a call refused as a whole (nothing ran) and say why."""
+        tool_s = str(tool)[:100]
+        self.store.append("repair.call", self.run_id, {"call": n, "tool": tool_s, "args": _short(args), "result": None,
+                                                        "refused": reason, "is_error": True})
+        self.store.append("repair.refused", self.run_id, {"run": self.run_id, "call": n, "tool": tool_s, "reason": reason})
+        return {"ok": False, "refused": True, "tool": tool_s, "call": n, "reason": reason,
+                "calls_left": max(0, self.max_calls - n)}
+
+
+# -- the MCP layer ---------------------------------------------------------------
+
+_DESCRIPTIONS = {
+    "fleet_status": "Read-only. Counts of tickets by state, labels, agents, active worktrees, HALT, and this run's remaining tool-call budget.",
+    "list_findings": "Read-only. What the supervisor's core finds wrong now (frozen in-progress tickets, stale labels, orphan worktrees, unknown files, zombie tickets...), each with subject, since and evidence.",
+    "get_ticket": "Read-only. One ticket with its labels, comments, attempts, agents, intents and event history.",
+    "journal_tail": "Read-only. The last `limit` (<= 200) events of the event log, optionally only kinds starting with `kind_prefix`.",
+    "list_worktrees": "Read-only. Every worktree the fleet knows, whether it exists, its ticket's state and the processes busy in it.",
+    "close_dead_ticket": "Close tickets whose work is already merged or that nobody can finish. Takes a list; each id is checked and journaled separately.",
+    "drop_label": "Remove `label` from each ticket in the list (e.g. a stale 'to-review'). Each id is checked and journaled separately.",
+    "quarantine_file": "Move unknown files (paths inside the fleet) to the quarantine, restorable byte for byte. Nothing is deleted.",
+    "remove_worktree": "Remove orphan worktrees (their ticket done, closed or missing; nobody working inside). Unknown files are quarantined first.",
+    "requeue_ticket": "Put in-progress tickets with no live agent and no worktree back in the queue. Each id is checked and journaled separately.",
+}
+
+
+def _validation_reason(tool: str, exc: BaseException) -> str:
+    from pydantic import ValidationError
+
+    cause = exc.__cause__
+    if not isinstance(cause, ValidationError):  # the tool itself broke: say so, without a traceback
+        return f"{tool}: failed: {type(cause or exc).__name__}: {str(cause or exc).splitlines()[0][:200] if str(cause or exc) else ''}"
+    errors = getattr(cause, "errors", None)
+    if callable(errors):
+        parts = []
+        for err in errors()[:5]:
+            loc = ".".join(str(x) for x in err.get("loc", ())) or "arguments"
+            parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+        return f"{tool}: invalid arguments: " + "; ".join(parts)
+    return f"{tool}: invalid arguments: {str(exc).splitlines()[0][:200]}"
+
+
+def build_server(tools: RepairTools):
+    """An MCPServer exposing exactly TOOLS. Every tools/call is gated, type-checked by the SDK, run, audited."""
+    import anyio
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp_types import CallToolResult, TextContent, ToolAnnotations
+
+    def result(payload: dict[str, Any], is_error: bool):
+        text = json.dumps(payload, sort_keys=True, default=str)
+        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload, is_error=is_error)
+
+    lock = anyio.Lock()  # one call at a time: the budget and the store see calls in order
+    current: dict[str, Any] = {}
+
+    class HealerRepairServer(MCPServer):
+        async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
+            arguments = dict(arguments or {})
+            async with lock:
+                try:
+                    n = tools.gate(name, arguments)
+                except Refused as e:
+                    return result(tools.refuse(tools.calls, name, arguments, str(e)), True)
+                current.update(n=n, tool=name)
+                try:
+                    return await super().call_tool(name, arguments, context)
+                except ToolError as e:
+                    return result(tools.refuse(n, name, arguments, _validation_reason(name, e)), True)
+
+    srv = HealerRepairServer(
+        "healer",
+        instructions=("You repair a fleet of coding agents with the healer's safe tools only. Diagnose with "
+                      "list_findings and fleet_status, then requeue, drop labels, close dead tickets, quarantine "
+                      "files or remove orphan worktrees. Action tools take lists; each call counts against a budget."),
+        log_level="WARNING",
+    )
+
+    def runner(tool: str):
+        async def run(**kwargs: Any):
+            return result(*tools.run(tool, current["n"], kwargs))
+        return run
+
+    # Signatures give the SDK the names, schemas and argument validation; `tools.run` does the work.
+    async def fleet_status():
+        return await runner("fleet_status")()
+
+    async def list_findings():
+        return await runner("list_findings")()
+
+    async def get_ticket(ticket_id: str):
+        return await runner("get_ticket")(ticket_id=ticket_id)
+
+    async def journal_tail(limit: int = 50, kind_prefix: str = ""):
+        return await runner("journal_tail")(limit=limit, kind_prefix=kind_prefix)
+
+    async def list_worktrees():
+        return await runner("list_worktrees")()
+
+    async def close_dead_ticket(ticket_ids: list[str], reason: str = ""):
+        return await runner("close_dead_ticket")(ticket_ids=ticket_ids, reason=reason)
+
+    async def drop_label(ticket_ids: list[str], label: str):
+        return await runner("drop_label")(ticket_ids=ticket_ids, label=label)
+
+    async def quarantine_file(paths: list[str], reason: str = ""):
+        return await runner("quarantine_file")(paths=paths, reason=reason)
+
+    async def remove_worktree(paths: list[str], reason: str = ""):
+        return await runner("remove_worktree")(paths=paths, reason=reason)
+
+    async def requeue_ticket(ticket_ids: list[str], reason: str = ""):
+        return await runner("requeue_ticket")(ticket_ids=ticket_ids, reason=reason)
+
+    fns = (fleet_status, list_findings, get_ticket, journal_tail, list_worktrees,
+           close_dead_ticket, drop_label, quarantine_file, remove_worktree, requeue_ticket)
+    assert tuple(f.__name__ for f in fns) == TOOLS
+    for fn in fns:
+        ro = fn.__name__ in READ_TOOLS
+        srv.add_tool(fn, name=fn.__name__, description=_DESCRIPTIONS[fn.__name__], structured_output=False,
+                     annotations=ToolAnnotations(read_only_hint=ro, destructive_hint=False, idempotent_hint=True,
+                                                 open_world_hint=False))
+    return srv
+
+
+def serve(root: str | Path, *, run_id: str | None = None, policy=None, clock: Clock | None = None) -> None:
+    """Serve the repair tools over stdio until the client closes the connection."""
+    import anyio
+
+    from healer.clock import stamp
+    from healer.store import open_store
+
+    clock = clock or system()
+    root = Path(root).resolve()
+    if policy is None:
+        from healer.policy import load_policy
+
+        local = root / "healer.yaml"
+        policy = load_policy(local if local.exists() else None)
+    run_id = run_id or f"manual-{stamp(clock.now())}-{os.getpid()}"
+    store = open_store(root, clock)
+    runtime = _runtime(root, store, policy, clock)
+    tools = RepairTools(root, store, policy, clock, run_id=run_id, runtime=runtime)
+    store.append("repair.server_started", run_id, {"pid": os.getpid(), "max_tool_calls": tools.max_calls,
+                                                    "calls_used": tools.calls})
+    try:
+        anyio.run(build_server(tools).run_stdio_async)
+    finally:
+        store.append("repair.server_stopped", run_id, {"calls_used": tools.calls})
+        store.close()
+
+
+def _runtime(root: Path, store, policy, clock: Clock | None = None):
+    """The fleet's runtime (process or container); None when it cannot be built (the safe actions rarely need it)."""
+    try:
+        from healer.fleet.runtimes import runtime_for
+    except ImportError:
+        return None
+    try:
+        return runtime_for(policy, clock)
+    except Exception:  # e.g. no Docker engine: read-only tools and board actions still work
+        return None
+
+
+__all__ = ["ACTION_TOOLS", "ACTOR", "READ_TOOLS", "TOOLS", "RepairTools", "Refused", "build_server", "serve"]

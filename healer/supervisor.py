@@ -1,0 +1,304 @@
+"""The supervisor daemon: the imperative shell around the pure core (SPEC §7).
+
+One tick, level-triggered (every tick rebuilds its view from the store and the
+world, so a missed event or a crash between ticks is harmless):
+
+    lease        one supervisor per fleet (holder, pid, host, expiry); not ours -> skip
+    recover      finish or roll back intents a dead process left half-done
+    snapshot     healer.fleet.snapshot.gather (fail-open per data source)
+    core         healer.core.decide(snapshot, policy, memory)
+    execute      healer.remedy.actions.execute, at most remediation.max_actions_per_tick
+    alerts       healer.notify.notify (cooldown per key)
+    repair       the repair-agent trigger (no-op without healer.repair.launcher)
+    checkpoint   settings supervisor.memory, supervisor.last_tick_at; event supervisor.tick
+
+`dry_run` (and `healer plan`) stop after `core`: no lease, no write of any kind.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+
+from healer import failpoints, procs
+from healer.clock import Clock, stamp, system
+from healer.core.model import Decision, Memory, Snapshot
+from healer.fleet import snapshot as snapmod
+from healer.remedy import actions as remedy
+from healer.remedy import limits
+
+FP_AFTER_LEASE = failpoints.declare("supervisor.after_lease", "healer/supervisor.py: lease taken, intents not yet recovered")
+FP_BEFORE_EXECUTE = failpoints.declare("supervisor.before_execute", "healer/supervisor.py: plan decided, no action executed yet")
+FP_AFTER_TICK = failpoints.declare("supervisor.after_tick", "healer/supervisor.py: tick checkpointed (memory, last_tick_at, event)")
+
+LEASE = "supervisor"
+ACTOR = "supervisor"
+S_MEMORY = "supervisor.memory"
+S_LAST_TICK = "supervisor.last_tick_at"
+SENTINEL_KINDS = ("dispatch_frozen", "pool_saturated", "no_closes", "main_red", "supervisor_silent")
+
+
+@dataclass
+class TickReport:
+    at: float
+    skipped: str | None = None  # why the tick did nothing (lease held by someone else)
+    dry_run: bool = False
+    snapshot: Snapshot | None = None
+    decision: Decision | None = None
+    outcomes: list[tuple[Any, remedy.Outcome]] = field(default_factory=list)  # (PlannedAction, Outcome)
+    overflow: list[Any] = field(default_factory=list)  # planned beyond max_actions_per_tick
+    recovered: list[remedy.Outcome] = field(default_factory=list)
+    alerts_sent: int = 0
+    repair: str | None = None
+    duration: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        d = self.decision
+        by: dict[str, int] = {}
+        for _, o in self.outcomes:
+            by[o.status] = by.get(o.status, 0) + 1
+        return {
+            "at": self.at, "skipped": self.skipped, "dry_run": self.dry_run,
+            "findings": len(d.findings) if d else 0, "planned": len(d.actions) if d else 0,
+            "deferred": len(d.deferred) if d else 0, "outcomes": by, "overflow": len(self.overflow),
+            "recovered": len(self.recovered), "alerts_sent": self.alerts_sent, "repair": self.repair,
+            "failed_sources": sorted(self.snapshot.failed_sources) if self.snapshot else [],
+            "duration_ms": round(self.duration * 1000, 1),
+        }
+
+
+def decide(snapshot: Snapshot, policy, memory: Memory) -> Decision:
+    """The core's decide, imported late so the shell works (and is testable) on its own."""
+    from healer.core import decide as core_decide
+
+    return core_decide(snapshot, policy, memory)
+
+
+def load_memory(store) -> Memory:
+    raw = store.get_setting(S_MEMORY)
+    if not raw:
+        return Memory()
+    try:
+        from healer.core.memory import load
+
+        return load(raw)
+    except Exception as e:  # noqa: BLE001 - a damaged memory costs debounce state, never the tick
+        logger.warning("supervisor memory unreadable ({}); starting fresh", e)
+        return Memory()
+
+
+def with_external_attempts(memory: Memory, store, policy, now: float, actor: str = ACTOR) -> Memory:
+    """Add the unblock attempts of other actors (humans, the repair agent) so the core's quiet period sees them."""
+    window = max(policy.remediation.quiet_period, policy.repair_agent.quiet_period)
+    extra = limits.recent_attempts(store, now - window, exclude_actor=actor)
+    # every repair run the event log knows (operator runs, runs of a supervisor that died) counts to the daily cap
+    runs = sorted(set(memory.repair_runs) | {e.at for e in store.events(kinds=["repair.started"], since=now - 2 * 86400.0)})
+    if not extra and runs == list(memory.repair_runs):
+        return memory
+    attempts = {k: list(v) for k, v in memory.attempts.items()}
+    for subject, times in extra.items():
+        have = set(attempts.get(subject, []))
+        attempts[subject] = sorted(have | set(times))
+    from dataclasses import replace
+
+    return replace(memory, attempts=attempts, repair_runs=runs)
+
+
+class Supervisor:
+    def __init__(self, root: str | Path, policy, store, clock: Clock | None = None, runtime=None, *,
+                 dry_run: bool = False, holder: str | None = None, metrics=None, repair_async: bool = False) -> None:
+        self.root = Path(root).resolve()
+        self.policy = policy
+        self.store = store
+        self.clock = clock or system()
+        if runtime is None:
+            try:
+                from healer.fleet.runtimes import runtime_for
+
+                runtime = runtime_for(policy, self.clock)
+            except Exception as e:  # noqa: BLE001 - no runtime: liveness falls back to pids (fail-open)
+                logger.warning("no agent runtime ({}); judging liveness by pid", e)
+        self.runtime = runtime
+        self.dry_run = dry_run
+        self.host = snapmod.HOST
+        self.pid = os.getpid()
+        self.holder = holder or f"supervisor@{self.host}:{self.pid}:{uuid.uuid4().hex[:6]}"
+        self.metrics = metrics
+        self.repair_async = repair_async
+        self._repair_thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self.ticks = 0
+
+    def context(self, batch: str | None = None) -> remedy.Context:
+        return remedy.Context(self.root, self.store, self.policy, self.clock, self.runtime, ACTOR, batch=batch, host=self.host)
+
+    # -- one tick ---------------------------------------------------------------------
+    def plan(self) -> TickReport:
+        """Snapshot and decide; write nothing (healer plan, --dry-run)."""
+        rep = TickReport(at=self.clock.now(), dry_run=True)
+        t0 = self.clock.monotonic()
+        rep.snapshot = snapmod.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host)
+        memory = with_external_attempts(load_memory(self.store), self.store, self.policy, rep.snapshot.now)
+        rep.decision = decide(rep.snapshot, self.policy, memory)
+        rep.duration = self.clock.monotonic() - t0
+        return rep
+
+    def tick(self) -> TickReport:
+        if self.dry_run:
+            return self.plan()
+        t0 = self.clock.monotonic()
+        now = self.clock.now()
+        rep = TickReport(at=now)
+        lease = self.store.acquire_lease(LEASE, self.holder, self.pid, self.host, self.policy.supervisor.lease_ttl,
+                                         pid_alive=procs.alive)
+        if lease is None:
+            cur = self.store.lease(LEASE)
+            rep.skipped = f"lease held by {cur.holder}" if cur else "lease not available"
+            self.store.append("supervisor.skipped", LEASE, {"holder": self.holder, "reason": rep.skipped})
+            self._observe(rep, t0)
+            return rep
+        failpoints.hit(FP_AFTER_LEASE)
+        self.ticks += 1
+        batch = f"tick-{stamp(now)}-{self.holder}"
+        ctx = self.context(batch)
+        rep.recovered = remedy.recover(ctx)
+
+        rep.snapshot = snap = snapmod.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host)
+        memory = with_external_attempts(load_memory(self.store), self.store, self.policy, snap.now)
+        rep.decision = d = decide(snap, self.policy, memory)
+        failpoints.hit(FP_BEFORE_EXECUTE)
+
+        cap = self.policy.remediation.max_actions_per_tick
+        for a in d.actions[:cap]:
+            rep.outcomes.append((a, remedy.execute(ctx, a)))
+        rep.overflow = list(d.actions[cap:])
+
+        from healer.notify import notify
+
+        for al in d.alerts:
+            try:
+                rep.alerts_sent += bool(notify(self.store, self.policy, al.key, al.text, severity=al.severity,
+                                               evidence=al.evidence, clock=self.clock))
+            except Exception as e:  # noqa: BLE001 - the store refusing a notification must not end the tick
+                logger.error("alert {} failed: {}", al.key, e)
+
+        rep.repair = self._repair_hook(d)
+
+        self.store.set_setting(S_MEMORY, _dump(d.memory))
+        self.store.set_setting(S_LAST_TICK, now)
+        rep.duration = self.clock.monotonic() - t0
+        self.store.append("supervisor.tick", LEASE, {"holder": self.holder, **_event_summary(rep)})
+        failpoints.hit(FP_AFTER_TICK)
+        self._observe(rep, t0)
+        return rep
+
+    # -- repair trigger -----------------------------------------------------------------
+    def _repair_hook(self, d: Decision) -> str | None:
+        """REPAIR TRIGGER CALL SITE: launch the repair agent when the core says so (SPEC §8).
+
+        A no-op when healer.repair.launcher is absent. A run takes up to repair_agent.timeout,
+        so the daemon runs it in a thread (one at a time) and keeps ticking; --once waits for it.
+        """
+        if not d.repair:
+            return None
+        try:
+            from healer.repair import launcher
+        except ImportError:
+            return "repair wanted, but healer.repair.launcher is not installed"
+        if self._repair_thread is not None and self._repair_thread.is_alive():
+            return "repair agent already running"
+        reason = getattr(d, "repair_reason", "") or "blockage persisted past every ceiling"
+        blockages = [f.key for f in d.findings if f.status != "unknown"]
+
+        def run() -> None:
+            from healer.store import open_store
+
+            st = open_store(self.root, self.clock) if self.repair_async else self.store
+            try:
+                launcher.launch(self.root, self.policy, st, self.clock, reason=reason, blockages=blockages)
+            except Exception as e:  # noqa: BLE001 - a failed repair run is journaled, the supervisor goes on
+                st.append("repair.failed", "supervisor", {"reason": f"{type(e).__name__}: {e}"})
+            finally:
+                if st is not self.store:
+                    st.close()
+
+        if self.repair_async:
+            self._repair_thread = threading.Thread(target=run, name="repair-agent", daemon=True)
+            self._repair_thread.start()
+            return "repair agent launched (background)"
+        run()
+        return "repair agent ran"
+
+    # -- metrics ------------------------------------------------------------------------
+    def _observe(self, rep: TickReport, t0: float) -> None:
+        rep.duration = rep.duration or (self.clock.monotonic() - t0)
+        if self.metrics is not None:
+            self.metrics.observe(rep)
+
+    # -- daemon -------------------------------------------------------------------------
+    def stop(self, *_: Any) -> None:
+        self._stopping.set()
+
+    def run_forever(self, on_tick=None) -> None:
+        """Tick every supervisor.tick (schedule) until stop(); release the lease on the way out."""
+        import schedule
+
+        sched = schedule.Scheduler()
+        period = max(1, int(round(self.policy.supervisor.tick)))
+
+        def job() -> None:
+            try:
+                rep = self.tick()
+            except failpoints.FailpointError:
+                raise
+            except Exception as e:  # noqa: BLE001 - one bad tick is journaled; the next one starts from scratch
+                logger.exception("supervisor tick failed")
+                try:
+                    self.store.append("supervisor.error", LEASE, {"error": f"{type(e).__name__}: {e}"})
+                except Exception:  # noqa: BLE001
+                    pass
+                return
+            if on_tick:
+                on_tick(rep)
+
+        sched.every(period).seconds.do(job)
+        job()
+        try:
+            while not self._stopping.is_set():
+                sched.run_pending()
+                idle = sched.idle_seconds
+                self.clock.sleep(min(0.25, max(0.02, idle if idle is not None else 0.25)))
+        finally:
+            if self._repair_thread is not None:
+                self._repair_thread.join(timeout=1)
+            if not self.dry_run:
+                self.store.release_lease(LEASE, self.holder)
+
+
+def _dump(memory: Memory) -> dict:
+    from healer.core.memory import dump
+
+    return dump(memory)
+
+
+def _event_summary(rep: TickReport) -> dict[str, Any]:
+    d = rep.decision
+    return {
+        "findings": len(d.findings) if d else 0,
+        "kinds": sorted({f.kind for f in d.findings}) if d else [],
+        "planned": len(d.actions) if d else 0,
+        "deferred": len(d.deferred) if d else 0,
+        "outcomes": [{"action": a.action, "subject": a.subject, "status": o.status} for a, o in rep.outcomes][:50],
+        "overflow": len(rep.overflow),
+        "recovered": len(rep.recovered),
+        "alerts_sent": rep.alerts_sent,
+        "repair": rep.repair,
+        "failed_sources": sorted(rep.snapshot.failed_sources) if rep.snapshot else [],
+        "duration_ms": round(rep.duration * 1000, 1),
+    }

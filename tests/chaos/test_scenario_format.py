@@ -1,0 +1,68 @@
+"""Scenario files: located errors like policies, overrides, the CLI's exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chaos.scenario import load, parse_override
+from healer.errors import InvalidInput
+from tests.conftest import healer
+
+
+def test_located_error_for_a_bad_key(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("name: x\nmode: simulated\nexpect:\n  - count: {kind: a, max: 1}\nfaults:\n  - {fault: no_such_fault, at: 1m}\n")
+    with pytest.raises(InvalidInput) as e:
+        load(p)
+    line = e.value.lines[0]
+    assert line.startswith(f"{p}:6:") and "faults[0].fault" in line and "no_such_fault" in line
+
+
+def test_two_checkers_in_one_expectation_is_an_error(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("name: x\nexpect:\n  - {count: {kind: a}, never: {kind: b}}\n")
+    with pytest.raises(InvalidInput) as e:
+        load(p)
+    assert "exactly one checker" in e.value.lines[0]
+
+
+def test_policy_override_is_validated_as_a_policy(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("name: x\noverrides: {retry: {max_launches: -1}}\nexpect:\n  - {event: {kind: a}}\n")
+    with pytest.raises(InvalidInput) as e:
+        load(p)
+    assert "retry.max_launches" in e.value.lines[0]
+
+
+def test_parse_override():
+    assert parse_override("retry.max_launches=9") == {"retry": {"max_launches": 9}}
+    with pytest.raises(InvalidInput):
+        parse_override("nonsense")
+
+
+def test_cli_list_and_run_with_reports(tmp_path):
+    r = healer("gameday", "list", "--json")
+    assert r.returncode == 0, r.stderr
+    names = {s["name"] for s in json.loads(r.stdout)}
+    assert {"relaunch-storm", "red-main"} <= names
+    r = healer("gameday", "run", "stuck-review-label", "--quiet", "--report", str(tmp_path / "rep"), "--junit", str(tmp_path / "j.xml"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    j = json.loads((tmp_path / "rep" / "journal.json").read_text())
+    assert j["status"] == "completed" and j["deviated"] is False and j["run"] and "steady_states" in j
+    assert "## stuck-review-label" in (tmp_path / "rep" / "report.md").read_text()
+    assert "<testcase" in (tmp_path / "j.xml").read_text()
+
+
+def test_cli_run_disabled_fails_with_exit_1(tmp_path):
+    r = healer("gameday", "run", "stuck-review-label", "--quiet", "--disable", "--junit", str(tmp_path / "j.xml"))
+    assert r.returncode == 1
+    assert "12 labels dropped" in (tmp_path / "j.xml").read_text()
+
+
+def test_cli_bad_scenario_is_exit_65(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("name: [\n")
+    r = healer("gameday", "run", str(p))
+    assert r.returncode == 65 and "Traceback" not in r.stderr and str(p) in r.stderr

@@ -1,0 +1,91 @@
+"""Crash safety: the dispatcher SIGKILLed at its failpoints; a restarted one finishes the job exactly once."""
+
+from __future__ import annotations
+
+import pytest
+
+from healer.store import open_store
+from tests.conftest import git, healer
+from tests.fleet.conftest import NO_FILE, gate, wait_for
+from tests.fleet.test_cli import cli_fleet, stop_all
+
+
+def agents_done(root):
+    s = open_store(root)
+    try:
+        import psutil
+
+        return all(not psutil.pid_exists(a.pid) or psutil.Process(a.pid).status() == psutil.STATUS_ZOMBIE
+                   for a in s.agents(states=["running"]))
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("point", ["dispatch.before_merge", "dispatch.after_merge"])
+def test_killed_around_the_merge_then_restarted(tmp_path, point):
+    root = cli_fleet(tmp_path, merge_gates=[gate("no-broken", NO_FILE.format("BROKEN"))])
+    s = open_store(root)
+    s.add_ticket("a", id="T-1", body="behaviour: success\n")
+    s.close()
+    base = git(root, "rev-parse", "main")
+    try:
+        assert healer("dispatch", "--once", "-C", str(root)).returncode == 0
+        wait_for(lambda: agents_done(root), what="agent exit")
+        r = healer("dispatch", "--once", "-C", str(root), env={"HEALER_FAILPOINTS": f"{point}=kill@1"})
+        assert r.returncode == -9, r.stderr
+        s = open_store(root)
+        assert s.ticket("T-1").state == "review" and s.proposals("T-1")[-1].state == "open"
+        s.close()
+        moved = git(root, "rev-parse", "main") != base
+        assert moved == (point == "dispatch.after_merge")
+        r = healer("dispatch", "--once", "-C", str(root))
+        assert r.returncode == 0, r.stderr
+        s = open_store(root)
+        t = s.ticket("T-1")
+        assert t.state == "done" and [p.state for p in s.proposals("T-1")] == ["merged"]
+        s.close()
+        assert git(root, "merge-base", "--is-ancestor", t.data["merged_commit"], "main") == ""
+        assert git(root, "rev-list", "--count", f"{base}..main") == "1"  # merged exactly once
+        assert not list((root / ".healer" / "scratch").glob("*"))
+    finally:
+        stop_all(root)
+
+
+def test_killed_right_after_launch_then_restarted_adopts_the_agent(tmp_path):
+    root = cli_fleet(tmp_path)
+    s = open_store(root)
+    s.add_ticket("a", id="T-1", body="behaviour: success\n")
+    s.close()
+    try:
+        r = healer("dispatch", "--once", "-C", str(root), env={"HEALER_FAILPOINTS": "dispatch.after_launch=kill@1"})
+        assert r.returncode == -9
+        wait_for(lambda: agents_done(root), what="agent exit")
+        r = healer("dispatch", "--once", "-C", str(root))
+        assert r.returncode == 0, r.stderr
+        s = open_store(root)
+        assert s.ticket("T-1").state == "done"
+        assert len(s.attempts("T-1")) == 1 and s.attempts("T-1")[0].exit_code == 0  # from result.json: not relaunched
+        s.close()
+    finally:
+        stop_all(root)
+
+
+def test_in_progress_without_agent_after_a_crash_mid_launch_is_requeued(fleet_factory):
+    from tests.fleet.conftest import scripted_policy
+
+    f = fleet_factory(scripted_policy())
+    f.add("T-1", "success")
+    f.add("T-2", "success")
+    # crash after the move (T-1) and after the attempt (T-2), before any agent was registered
+    f.store.move_ticket("T-1", "in_progress", actor="dispatch", reason="launch")
+    f.store.move_ticket("T-2", "in_progress", actor="dispatch", reason="launch")
+    f.store.add_attempt("T-2", "launch", run_id="T-2-01")
+    f.add("T-3", "success")
+    f.store.move_ticket("T-3", "in_progress", actor="human", reason="working on it")
+    rep = f.d.tick()
+    assert rep.launched == [("T-1", "launch")]  # no attempt had started: a plain launch
+    assert f.store.attempts("T-2")[0].failure_signature.startswith("lost")
+    assert f.state("T-2") == "queued"  # the lost attempt counts: resumed after the backoff
+    f.clock.advance(300)
+    assert f.d.tick().launched == [("T-2", "resume")]
+    assert f.state("T-3") == "in_progress" and not f.running("T-3")  # not ours to judge

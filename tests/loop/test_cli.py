@@ -1,0 +1,81 @@
+"""The CLI: usage errors are one line with the right exit code; status, list, pause."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import healer
+from tests.loop.conftest import agent, run_loop_cli, solved_gate, steps_gate, write_policy
+
+
+def one_line(r):
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+def test_usage_and_input_errors(lrepo, tmp_path):
+    pol = write_policy(tmp_path / "p.yaml", agent={"command": agent("loop_noop.py")}, gates=[solved_gate()])
+    r = healer("loop", "run", "--policy", str(pol), "--workdir", str(lrepo))
+    assert r.returncode == 64 and "--task" in one_line(r)
+    r = healer("loop", "run", "--policy", str(pol), "--task", str(tmp_path / "missing.md"), "--workdir", str(lrepo))
+    assert r.returncode == 65 and "no such task file" in one_line(r)
+    (tmp_path / "t.md").write_text("t\n")
+    r = healer("loop", "run", "--policy", str(pol), "--task", str(tmp_path / "t.md"), "--workdir", str(tmp_path / "nogit"))
+    assert r.returncode == 64 and "git working tree" in one_line(r)
+    nogates = write_policy(tmp_path / "g.yaml", agent={"command": agent("loop_noop.py")})
+    r = healer("loop", "run", "--policy", str(nogates), "--task", str(tmp_path / "t.md"), "--workdir", str(lrepo))
+    assert r.returncode == 65 and "loop.gates" in one_line(r)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\nloop:\n  max_iterations: many\n")
+    r = healer("loop", "run", "--policy", str(bad), "--task", str(tmp_path / "t.md"), "--workdir", str(lrepo))
+    assert r.returncode == 65 and "bad.yaml:3:" in r.stderr
+    r = healer("loop", "run", "--policy", str(pol), "--task", str(tmp_path / "t.md"), "--workdir", str(lrepo),
+               "--max-iterations", "99")
+    assert r.returncode == 64 and "absolute_max" in one_line(r)
+    r = healer("loop", "run", "--policy", str(pol), "--task", str(tmp_path / "t.md"), "--workdir", str(lrepo),
+               "--run-id", "../x")
+    assert r.returncode == 64
+    missing = write_policy(tmp_path / "m.yaml", agent={"command": ["no-such-agent-binary", "{prompt_file}"]},
+                           gates=[solved_gate()])
+    r = healer("loop", "run", "--policy", str(missing), "--task", str(tmp_path / "t.md"), "--workdir", str(lrepo))
+    assert r.returncode == 65 and "not found" in one_line(r)
+    r = healer("loop", "status", "nope", "--workdir", str(lrepo))
+    assert r.returncode == 64
+
+
+def test_agent_cmd_after_dashdash_status_list(lrepo, tmp_path):
+    pol = write_policy(tmp_path / "p.yaml", gates=[steps_gate(1)])
+    cp = run_loop_cli(lrepo, pol, "--run-id", "dd", "--", *agent("loop_converge.py", "{iteration}"))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    r = healer("loop", "status", "dd", "--workdir", str(lrepo), "--json")
+    d = json.loads(r.stdout)
+    assert d["status"] == "ended" and d["exit_code"] == 0 and d["committed"] is True
+    r = healer("loop", "list", "--workdir", str(lrepo), "--json")
+    assert [x["run_id"] for x in json.loads(r.stdout)] == ["dd"]
+    r = healer("loop", "list", "--workdir", str(lrepo))
+    assert r.returncode == 0 and "dd" in r.stdout
+    r = healer("loop", "pause", "dd", "--workdir", str(lrepo))
+    assert r.returncode == 0 and "--resume dd" in r.stdout
+
+
+def test_failpoints_are_listed():
+    r = healer("failpoints", "--json")
+    names = {p["name"] for p in json.loads(r.stdout)}
+    assert {"loop.before_agent", "loop.after_agent", "loop.before_gates", "loop.before_commit",
+            "loop.after_persist"} <= names
+
+
+def test_presets_build_argv_without_shell():
+    from healer.loop import agents
+
+    c = agents.preset_spec("claude", model="sonnet", max_turns=8)
+    argv = agents.render(c, prompt_file="/p", workdir="/w", iteration=2, remaining_usd=1.5)
+    assert argv[:6] == ["claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits"]
+    assert argv[-2:] == ["--max-budget-usd", "1.50"] and "--max-turns" in argv and "sonnet" in argv
+    assert c.stdin_prompt
+    x = agents.preset_spec("codex")
+    argv = agents.render(x, prompt_file="/p", workdir="/w", iteration=2, prompt="do; rm -rf /")
+    assert argv == ["codex", "exec", "--sandbox", "workspace-write", "--cd", "/w", "do; rm -rf /"]
+    cmd = agents.preset_spec("command", ["a", "{prompt_file}", "--n={iteration}", "{workdir}"])
+    assert agents.render(cmd, prompt_file="/p", workdir="/w", iteration=3) == ["a", "/p", "--n=3", "/w"]

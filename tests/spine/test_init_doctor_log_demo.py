@@ -1,0 +1,127 @@
+"""healer init (idempotent), doctor, logging (stderr + JSON lines, no secrets), demo."""
+
+from __future__ import annotations
+
+import json
+
+from loguru import logger
+
+from healer import log
+from healer.policy import Policy, load_policy
+from healer.store import open_store
+from tests.conftest import healer, make_repo
+
+
+def test_init_creates_fleet_policy_and_gitignore_once(cli, tmp_path):
+    repo = make_repo(tmp_path / "repo")
+    (repo / ".gitignore").write_text("*.pyc")  # no trailing newline, no .healer entry
+    r = cli("init", cwd=repo)
+    assert r.code == 0, r.err
+    assert (repo / ".healer" / "healer.db").exists()
+    assert load_policy(repo / "healer.yaml") == Policy()
+    assert (repo / ".gitignore").read_text() == "*.pyc\n.healer/\n"
+    assert "created healer.yaml" in r.out
+
+    (repo / "healer.yaml").write_text("loop:\n  max_iterations: 3\n")  # the user's edits survive a re-run
+    again = cli("init", cwd=repo)
+    assert again.code == 0 and "nothing changed" in again.out
+    assert (repo / "healer.yaml").read_text() == "loop:\n  max_iterations: 3\n"
+    assert (repo / ".gitignore").read_text() == "*.pyc\n.healer/\n"
+    s = open_store(repo)
+    try:
+        inits = s.events(kinds=["fleet.init"])
+        assert len(inits) == 2 and inits[1].payload["created"] == []
+    finally:
+        s.close()
+
+
+def test_init_respects_an_existing_ignore_form(cli, tmp_path):
+    (tmp_path / ".gitignore").write_text("/.healer\n")
+    assert cli("init", "--root", str(tmp_path)).code == 0
+    assert (tmp_path / ".gitignore").read_text() == "/.healer\n"
+
+
+def test_doctor_in_a_fleet_and_outside(cli, tmp_path, tmp_path_factory):
+    cli("init", cwd=tmp_path)
+    r = cli("doctor", "--json", cwd=tmp_path)
+    assert r.code == 0, r.out
+    report = json.loads(r.out)
+    checks = {c["name"]: c for c in report["checks"]}
+    assert report["ok"] is True and report["root"] == str(tmp_path)
+    assert {"python", "git", "store", "policy", "docker", "failpoints"} <= set(checks)
+    assert checks["store"]["status"] == "ok" and "journal_mode=wal" in checks["store"]["detail"]
+    assert checks["docker"]["required"] is False and checks["docker"]["status"] in ("ok", "info")
+    assert "healer doctor" in cli("doctor", cwd=tmp_path).out
+
+    (tmp_path / "healer.yaml").write_text("loop:\n  max_iterations: 0\n")
+    bad = cli("doctor", "--json", cwd=tmp_path)
+    assert bad.code == 1
+    pol = next(c for c in json.loads(bad.out)["checks"] if c["name"] == "policy")
+    assert pol["status"] == "fail" and "healer.yaml:2:3: loop.max_iterations: expected at least 1, got 0" in pol["detail"]
+
+    outside = tmp_path_factory.mktemp("plain")
+    r = cli("doctor", "--json", cwd=outside)
+    assert r.code == 0 and json.loads(r.out)["root"] is None
+
+
+def test_logs_go_to_stderr_and_json_lines(tmp_path):
+    healer("init", cwd=tmp_path)
+    r = healer("--debug", "board", "add", "logged", cwd=tmp_path)
+    assert r.returncode == 0
+    assert "DEBUG" in r.stderr and "board: add T-1" in r.stderr
+    quiet = healer("board", "add", "quiet", cwd=tmp_path)
+    assert "board:" not in quiet.stderr  # INFO without --debug
+    lines = (tmp_path / ".healer" / "logs" / "healer.jsonl").read_text().splitlines()
+    records = [json.loads(ln)["record"] for ln in lines]
+    assert [r["message"] for r in records if r["message"].startswith("board: add")] == [
+        "board: add T-1 by a human {'title': 'logged'}", "board: add T-2 by a human {'title': 'quiet'}"]
+
+
+def test_no_log_outside_a_fleet(tmp_path):
+    r = healer("policy", "show", cwd=tmp_path)
+    assert r.returncode == 0 and not (tmp_path / ".healer").exists()
+
+
+def test_secrets_never_reach_a_sink(tmp_path, monkeypatch):
+    (tmp_path / ".healer").mkdir()
+    monkeypatch.setenv("HEALER_WEBHOOK_SECRET", "s3cr3t-value-123")
+    log.add_secret("custom-sig-998877")
+    out = log.setup(tmp_path, stderr=False)
+    try:
+        logger.info("posting with secret s3cr3t-value-123 and Authorization: Bearer abc.def.ghi")
+        logger.info("url https://user:hunter2@hooks.local/x token=tok-555 and custom-sig-998877")
+        logger.bind(api_token="zzz-top", detail={"password": "pw-1"}).info("bound")
+    finally:
+        log.shutdown()
+    text = out.read_text()
+    for secret in ("s3cr3t-value-123", "abc.def.ghi", "hunter2", "tok-555", "custom-sig-998877", "zzz-top", "pw-1"):
+        assert secret not in text, secret
+    assert text.count("***") >= 6
+    assert log.redact("nothing secret here") == "nothing secret here"
+
+
+def test_demo_runs_and_exits_0():
+    r = healer("demo")
+    assert r.returncode == 0, r.stderr
+    for needle in ("1. A fleet", "2. A board", "3. Policies", "ok  policies/default.yaml", "T-4", "expected at most absolute_max"):
+        assert needle in r.stdout, needle
+    assert "Traceback" not in r.stderr
+
+
+def test_demo_keep_leaves_the_fleet(tmp_path):
+    from rich.console import Console
+
+    from healer import demo
+
+    console = Console(file=(tmp_path / "out.txt").open("w"), width=120)
+    assert demo.run(console, keep=True) == 0
+    console.file.close()
+    kept = (tmp_path / "out.txt").read_text().split("kept the demo fleet at ")[1].strip()
+    s = open_store(kept)
+    try:
+        assert {t.id for t in s.tickets()} == {"T-1", "T-2", "T-3", "T-4", "T-5"}
+    finally:
+        s.close()
+    import shutil
+
+    shutil.rmtree(kept)

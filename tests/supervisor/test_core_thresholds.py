@@ -1,0 +1,194 @@
+"""Each finding appears at its threshold, never one second before (VirtualClock drives `now`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from healer.clock import VirtualClock
+from healer.core import decide, detect
+from healer.core.model import Memory, Snapshot
+from healer.core.synth import T0, agent, attempt, ticket, worktree
+from healer.policy.schema import Policy
+
+P = Policy.model_validate({"sentinels": {"main_red": "10m"}})
+H, S = P.health, P.sentinels
+
+
+def _idle(now):
+    return Snapshot(now=now, tickets=(ticket("T-1", "in_progress"),), agents=(agent("A-1", "T-1", worktree="w/T-1"),),
+                    worktrees=(worktree("w/T-1", "T-1"),))
+
+
+def _paused(now):
+    return Snapshot(now=now, tickets=(ticket("T-1", "in_progress"),),
+                    agents=(agent("A-1", "T-1", worktree="w/T-1", paused=True),), worktrees=(worktree("w/T-1", "T-1"),))
+
+
+def _frozen(now):
+    return Snapshot(now=now, tickets=(ticket("T-1", "in_progress"),))
+
+
+def _stale(now):
+    return Snapshot(now=now, tickets=(ticket("T-1", "queued", labels={"to-review": T0}),))
+
+
+def _orphan(now):
+    return Snapshot(now=now, tickets=(ticket("T-1", "done"),), worktrees=(worktree("w/T-1", "T-1", at=T0 - 99_999),))
+
+
+def _dispatch_frozen(now):
+    return Snapshot(now=now, tickets=(ticket("T-1", "queued", at=T0 - 50_000),), last_launch_at=T0, pool_size=2)
+
+
+def _pool(now):
+    return Snapshot(now=now, tickets=(ticket("T-2", "queued", at=T0 - 50_000), ticket("T-1", "in_progress")),
+                    agents=(agent("A-1", "T-1", progress_at=now, heartbeat_at=now),), pool_size=1, last_launch_at=T0)
+
+
+def _no_closes(now):
+    from healer.records import Proposal
+
+    return Snapshot(now=now, proposals=(Proposal(1, "T-1", "b", "c", "open", T0),), last_open_at=T0, last_close_at=T0 - 10)
+
+
+def _main_red(now):
+    return Snapshot(now=now, main_status="red", main_red_since=T0)
+
+
+def _silent(now):
+    return Snapshot(now=now, last_supervisor_tick=T0)
+
+
+TIMED = [
+    ("agent_idle", _idle, H.agent_idle),
+    ("agent_stuck", _idle, H.agent_stuck),
+    ("agent_stuck", _paused, H.agent_idle),
+    ("frozen_in_progress", _frozen, H.frozen_in_progress),
+    ("stale_label", _stale, H.stale_labels["to-review"]),
+    ("orphan_worktree", _orphan, H.orphan_worktree),
+    ("dispatch_frozen", _dispatch_frozen, S.dispatch_frozen),
+    ("pool_saturated", _pool, S.pool_saturated),
+    ("no_closes", _no_closes, S.no_closes),
+    ("main_red", _main_red, S.main_red),
+    ("supervisor_silent", _silent, S.supervisor_silent),
+]
+
+
+def kinds(s: Snapshot, policy=P) -> set[str]:
+    return {f.kind for f in detect(s, policy)}
+
+
+@pytest.mark.parametrize("kind,build,threshold", TIMED, ids=[f"{k}-{b.__name__}" for k, b, _ in TIMED])
+def test_appears_at_threshold_not_before(kind, build, threshold):
+    clock = VirtualClock(T0)
+    assert kind not in kinds(build(clock.now()))
+    clock.advance(threshold - 1)
+    assert kind not in kinds(build(clock.now())), f"{kind} one second before {threshold}s"
+    clock.advance(1)
+    assert kind in kinds(build(clock.now())), f"{kind} missing at its threshold {threshold}s"
+    clock.advance(P.supervisor.tick)
+    assert kind in kinds(build(clock.now())), f"{kind} gone one tick after its threshold"
+
+
+def test_idle_gives_way_to_stuck():
+    s = _idle(T0 + H.agent_stuck)
+    assert {"agent_stuck"} == kinds(s) & {"agent_idle", "agent_stuck"}
+
+
+def test_agent_dead_needs_a_dead_process_without_exit():
+    alive = Snapshot(now=T0, tickets=(ticket("T-1", "in_progress"),), agents=(agent("A-1", "T-1", worktree="w/T-1"),),
+                     worktrees=(worktree("w/T-1", "T-1"),))
+    assert "agent_dead" not in kinds(alive)
+    unsure = Snapshot(now=T0, tickets=alive.tickets, agents=(agent("A-1", "T-1", alive=None, worktree="w/T-1"),),
+                      worktrees=alive.worktrees)
+    assert "agent_dead" not in kinds(unsure)  # cannot tell: fail-open, not dead
+    dead = Snapshot(now=T0, tickets=alive.tickets, agents=(agent("A-1", "T-1", alive=False, worktree="w/T-1"),),
+                    worktrees=alive.worktrees)
+    assert "agent_dead" in kinds(dead)
+    d = decide(dead, P, Memory())
+    assert [(a.action, a.params["worktree"]) for a in d.actions] == [("resume_agent", "w/T-1")]
+
+
+def test_agent_dead_with_budget_spent_escalates():
+    atts = tuple(attempt(i, "T-1", at=T0 - 100 + i) for i in range(P.retry.max_launches))
+    s = Snapshot(now=T0, tickets=(ticket("T-1", "in_progress"),), agents=(agent("A-1", "T-1", alive=False, worktree="w/T-1"),),
+                 worktrees=(worktree("w/T-1", "T-1"),), attempts={"T-1": atts})
+    d = decide(s, P, Memory())
+    assert [a.action for a in d.actions] == ["escalate"]
+    assert "launch budget" in d.actions[0].params["why"]
+    assert any(al.key == "escalate:T-1" for al in d.alerts)
+
+
+def test_dead_agent_whose_worktree_is_gone_is_requeued():
+    s = Snapshot(now=T0, tickets=(ticket("T-1", "in_progress"),), agents=(agent("A-1", "T-1", alive=False, worktree="w/T-1"),))
+    d = decide(s, P, Memory())
+    assert ("requeue_ticket", "T-1") in [(a.action, a.subject) for a in d.actions]
+
+
+def test_unknown_file_and_zombie_are_immediate():
+    s = Snapshot(now=T0, unknown_files=("worktrees/stray.txt",),
+                 tickets=(ticket("T-1", "queued", data={"merged_commit": "abc"}), ticket("T-2", "in_progress")),
+                 merged_tickets=frozenset({"T-2"}), agents=(agent("A-2", "T-2", worktree="w/T-2"),),
+                 worktrees=(worktree("w/T-2", "T-2"),))
+    fs = {f.key for f in detect(s, P)}
+    assert {"unknown_file:worktrees/stray.txt", "zombie_ticket:T-1", "zombie_ticket:T-2"} <= fs
+    d = decide(s, P, Memory())
+    t2 = [(a.action, a.subject) for a in d.actions if a.reason == "zombie_ticket:T-2"]
+    assert t2 == [("stop_agent", "A-2"), ("close_dead_ticket", "T-2")]  # stop the live agent first
+
+
+def test_zombie_not_while_its_proposal_is_merging():
+    from healer.records import Proposal
+
+    s = Snapshot(now=T0, tickets=(ticket("T-1", "review"),), merged_tickets=frozenset({"T-1"}),
+                 proposals=(Proposal(1, "T-1", "b", "c", "open", T0),))
+    assert "zombie_ticket" not in kinds(s)
+
+
+def test_same_commit_repush_at_the_second_attempt():
+    one = Snapshot(now=T0, tickets=(ticket("T-1", "in_progress"),),
+                   attempts={"T-1": (attempt(1, "T-1", head="abc", state_hash="s1"), attempt(2, "T-1", head="def", state_hash="s2"))})
+    assert "same_commit_repush" not in kinds(one)
+    two = Snapshot(now=T0, tickets=one.tickets, agents=(agent("A-1", "T-1", worktree="w"),), worktrees=(worktree("w", "T-1"),),
+                   attempts={"T-1": (*one.attempts["T-1"], attempt(3, "T-1", head="abc", state_hash="s1"))})
+    f = [f for f in detect(two, P) if f.kind == "same_commit_repush"][0]
+    assert f.evidence["head"] == "abc" and f.evidence["count"] == 2
+    d = decide(two, P, Memory())
+    assert [a.action for a in d.actions if a.reason == f.key] == ["stop_agent", "escalate"]
+
+
+def test_orphan_worktree_quarantines_then_removes_and_waits_while_busy():
+    s = Snapshot(now=T0 + H.orphan_worktree, tickets=(ticket("T-1", "done"),),
+                 worktrees=(worktree("w/T-1", "T-1", at=T0 - 5, unknown=("notes.txt",)),))
+    d = decide(s, P, Memory())
+    assert [(a.action, a.subject) for a in d.actions] == [("quarantine_file", "w/T-1"), ("remove_worktree", "w/T-1")]
+    assert d.actions[0].params["files"] == ["notes.txt"] and d.actions[0].params["root"] == "w/T-1"
+    busy = Snapshot(now=s.now, tickets=s.tickets, worktrees=(worktree("w/T-1", "T-1", at=T0 - 5, busy=(123,)),))
+    d = decide(busy, P, Memory())
+    assert not d.actions
+    assert [(a.action, why.split(":")[0]) for a, why in d.deferred] == [("remove_worktree", "busy")]
+
+
+def test_worktree_with_a_live_agent_is_no_orphan():
+    s = Snapshot(now=T0 + 99_999, tickets=(ticket("T-1", "done"),), agents=(agent("A-1", "T-9", worktree="w/T-1"),),
+                 worktrees=(worktree("w/T-1", "T-1"),))
+    assert "orphan_worktree" not in kinds(s)
+
+
+def test_stale_label_resets_on_activity():
+    s = Snapshot(now=T0 + H.stale_labels["to-review"], tickets=(ticket("T-1", "queued", at=T0 + 60, labels={"to-review": T0}),))
+    assert "stale_label" not in kinds(s)
+
+
+def test_main_red_pauses_then_resumes_when_green():
+    red = Snapshot(now=T0 + S.main_red, main_status="red", main_red_since=T0)
+    d = decide(red, P, Memory())
+    assert [a.action for a in d.actions] == ["pause_dispatch"]
+    assert [al.key for al in d.alerts] == ["main_red:main"]
+    paused = Snapshot(now=red.now + 30, main_status="red", main_red_since=T0, dispatch_paused=True, dispatch_paused_by="healer")
+    d2 = decide(paused, P, d.memory)
+    assert not d2.actions and not d2.alerts  # already paused; alert in cooldown
+    green = Snapshot(now=red.now + 60, main_status="green", dispatch_paused=True, dispatch_paused_by="healer")
+    assert [a.action for a in decide(green, P, d2.memory).actions] == ["resume_dispatch"]
+    human = Snapshot(now=red.now + 60, main_status="green", dispatch_paused=True, dispatch_paused_by="human")
+    assert not decide(human, P, d2.memory).actions  # only healer lifts its own pause

@@ -1,0 +1,170 @@
+"""The CLI as a user runs it: real child processes, real signals, real HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from healer.clock import system
+from healer.remedy import quarantine as q
+from healer.store import open_store
+from tests.conftest import REPO, healer, make_repo
+
+PY = sys.executable
+OLD = 6 * 3600
+
+
+def _fleet(tmp_path: Path, policy: str = "") -> Path:
+    root = make_repo(tmp_path / "fleet")
+    assert healer("init", "--root", str(root)).returncode == 0
+    if policy:
+        (root / "healer.yaml").write_text(policy)
+    return root
+
+
+def _frozen(root: Path) -> None:
+    s = open_store(root)
+    s.add_ticket("frozen", id="T-1")
+    s.move_ticket("T-1", "in_progress", actor="dispatch")
+    with s.tx() as db:
+        db.execute("UPDATE tickets SET updated_at = updated_at - ?", (OLD,))
+    s.close()
+
+
+def _wait(cond, timeout: float = 60.0, what: str = "condition"):
+    clock = system()
+    end = clock.monotonic() + timeout
+    while clock.monotonic() < end:
+        v = cond()
+        if v:
+            return v
+        clock.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spawn(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([PY, "-m", "healer", *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_supervise_once_then_journal(tmp_path):
+    root = _fleet(tmp_path)
+    _frozen(root)
+    r = healer("supervise", "--once", "--json", "--root", str(root))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["outcomes"] == {"done": 1}
+    j = healer("journal", "--kind", "remedy.", "--json", "--root", str(root))
+    assert j.returncode == 0, j.stderr
+    evs = [json.loads(line) for line in j.stdout.splitlines()]
+    assert [(e["kind"], e["subject"], e["payload"]["action"]) for e in evs] == [("remedy.done", "T-1", "requeue_ticket")]
+    human = healer("journal", "--root", str(root), "-n", "5")
+    assert human.returncode == 0 and "supervisor.tick" in human.stdout
+
+
+def test_journal_follow_prints_new_events(tmp_path):
+    root = _fleet(tmp_path)
+    p = _spawn("journal", "--follow", "--json", "-n", "0", "--kind", "probe.", "--root", str(root))
+    try:
+        s = open_store(root)
+        s.append("probe.one", "x", {"n": 1})
+        s.close()
+        line = _wait(lambda: p.stdout.readline(), 30, "followed event")
+        assert json.loads(line)["kind"] == "probe.one"
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+
+
+def test_quarantine_list_and_restore_cli(tmp_path):
+    root = _fleet(tmp_path)
+    f = root / "stray" / "blob.bin"
+    f.parent.mkdir()
+    f.write_bytes(os.urandom(10_000))
+    sha = q.sha256_of(f)
+    e = q.quarantine(root, "stray/blob.bin", "test")
+    r = healer("quarantine", "list", "--json", "--root", str(root))
+    assert r.returncode == 0, r.stderr
+    [row] = json.loads(r.stdout)
+    assert row["path"] == "stray/blob.bin" and row["sha256"] == sha and row["size"] == 10_000
+    f.write_text("someone put a new file here")
+    clash = healer("quarantine", "restore", e.id, "--root", str(root))
+    assert clash.returncode == 64 and "refusing to overwrite" in clash.stderr and len(clash.stderr.strip().splitlines()) == 1
+    f.unlink()
+    ok = healer("quarantine", "restore", "stray/blob.bin", "--root", str(root))
+    assert ok.returncode == 0, ok.stderr
+    assert q.sha256_of(f) == sha
+    again = healer("quarantine", "restore", "stray/blob.bin", "--root", str(root))
+    assert again.returncode == 64 and "Traceback" not in again.stderr
+    assert healer("quarantine", "list", "--root", str(root)).stdout.strip() == "quarantine is empty"
+
+
+def test_supervise_daemon_serves_metrics_and_stops_cleanly_on_sigterm(tmp_path):
+    root = _fleet(tmp_path, "supervisor:\n  tick: 1s\n")
+    _frozen(root)
+    port = _free_port()
+    p = _spawn("supervise", "--metrics-port", str(port), "--root", str(root))
+    try:
+        def ticks():
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+            except OSError:
+                return None
+            line = [x for x in body.splitlines() if x.startswith("healer_ticks_total ")]
+            return body if line and float(line[0].split()[1]) >= 2 else None
+
+        body = _wait(ticks, 60, "two ticks on the metrics endpoint")
+        assert 'healer_actions_total{action="requeue_ticket",outcome="done"} 1' in body
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=30) == 0, p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    s = open_store(root)
+    try:
+        assert s.lease("supervisor") is None
+        assert s.ticket("T-1").state == "queued"
+    finally:
+        s.close()
+    assert (root / ".healer" / "logs" / "supervisor.jsonl").exists()
+
+
+def test_up_runs_dispatcher_and_supervisor_and_stops_on_sigterm(tmp_path):
+    root = _fleet(tmp_path, "supervisor:\n  tick: 1s\nfleet:\n  dispatch_tick: 1s\n")
+    p = _spawn("up", "--root", str(root))
+    try:
+        def both_ticked():
+            s = open_store(root)
+            try:
+                return s.count_events("supervisor.tick") >= 1 and s.get_setting("dispatch.last_tick_at") is not None
+            finally:
+                s.close()
+
+        _wait(both_ticked, 60, "a dispatcher tick and a supervisor tick")
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=40) == 0, p.stderr.read()[-3000:]
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    s = open_store(root)
+    try:
+        assert s.lease("supervisor") is None and s.lease("dispatcher") is None
+    finally:
+        s.close()
+
+
+def test_usage_errors_are_one_line(tmp_path):
+    r = healer("supervise", "--once", "--root", str(tmp_path))
+    assert r.returncode == 64 and len(r.stderr.strip().splitlines()) == 1 and "not a healer fleet" in r.stderr

@@ -1,0 +1,181 @@
+"""The supervisor tick in-process: lease, checkpoint, blast radius, HALT, fail-open, metrics."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from healer.policy.schema import Policy
+from healer.records import Agent
+from healer.store.sqlite import SqliteStore
+from healer.supervisor import Supervisor
+
+PY = sys.executable
+OLD = 6 * 3600
+
+
+def _frozen(f, n=1):
+    for i in range(n):
+        f.store.add_ticket("frozen", id=f"T-{i + 1}")
+        f.store.move_ticket(f"T-{i + 1}", "in_progress", actor="dispatch")
+    f.clock.advance(OLD)
+
+
+def _sup(f, policy=None, store=None, **kw):
+    return Supervisor(f.root, policy or f.policy, store or f.store, f.clock, **kw)
+
+
+def test_tick_heals_and_checkpoints(shell_fleet):
+    f = shell_fleet
+    _frozen(f)
+    rep = _sup(f).tick()
+    assert [(a.action, o.status) for a, o in rep.outcomes] == [("requeue_ticket", "done")]
+    assert f.store.ticket("T-1").state == "queued"
+    assert f.store.get_setting("supervisor.last_tick_at") == f.clock.now()
+    assert isinstance(f.store.get_setting("supervisor.memory"), dict)
+    [ev] = f.store.events(kinds=["supervisor.tick"])
+    assert ev.payload["outcomes"] == [{"action": "requeue_ticket", "subject": "T-1", "status": "done"}]
+
+
+def test_one_supervisor_per_fleet(shell_fleet):
+    f = shell_fleet
+    a, b = _sup(f, holder="sup-a"), _sup(f, holder="sup-b")
+    assert a.tick().skipped is None
+    rep = b.tick()
+    assert rep.skipped and "sup-a" in rep.skipped
+    assert f.store.count_events("supervisor.skipped") == 1
+    f.clock.advance(f.policy.supervisor.lease_ttl + 1)  # a stopped holder stops renewing: its lease expires
+    assert b.tick().skipped is None
+    assert f.store.lease("supervisor").holder == "sup-b"
+    assert a.tick().skipped  # and the old holder now stands aside
+
+
+def test_lease_taken_over_from_a_dead_pid_on_this_host(shell_fleet):
+    f = shell_fleet
+    p = subprocess.Popen([PY, "-c", "pass"])
+    p.wait()
+    f.store.acquire_lease("supervisor", "ghost", p.pid, _sup(f).host, 3600)
+    rep = _sup(f).tick()
+    assert rep.skipped is None
+    [ev] = f.store.events(kinds=["lease.taken_over"])
+    assert ev.payload["holder_dead"] is True
+
+
+def test_blast_radius_caps_actions_per_tick(shell_fleet):
+    f = shell_fleet
+    _frozen(f, 5)
+    pol = Policy.model_validate({"remediation": {"max_actions_per_tick": 2}})
+    rep = _sup(f, pol).tick()
+    done = [a.subject for a, o in rep.outcomes if o.status == "done"]
+    assert len(done) == 2
+    assert sum(f.store.ticket(f"T-{i}").state == "queued" for i in range(1, 6)) == 2
+
+
+def test_halt_observes_but_never_acts(shell_fleet):
+    f = shell_fleet
+    _frozen(f)
+    (f.root / ".healer" / "HALT").write_text("incident in progress\n")
+    rep = _sup(f).tick()
+    assert any(fd.kind == "frozen_in_progress" for fd in rep.decision.findings)
+    assert all(o.status != "done" for _, o in rep.outcomes)
+    assert f.store.ticket("T-1").state == "in_progress"
+    assert f.store.intents() == []
+
+
+def test_dry_run_writes_nothing(shell_fleet):
+    f = shell_fleet
+    _frozen(f)
+    last = f.store.last_event_id()
+    rep = _sup(f, dry_run=True).tick()
+    assert [a.action for a in rep.decision.actions] == ["requeue_ticket"]
+    assert f.store.last_event_id() == last
+    assert f.store.lease("supervisor") is None
+    assert f.store.ticket("T-1").state == "in_progress"
+
+
+class SettingsDown(SqliteStore):
+    """A store whose main-branch status cannot be read (the data source of the main_red sentinel)."""
+
+    def get_setting(self, key, default=None):
+        if key.startswith("main."):
+            raise OSError("settings backend unreachable")
+        return super().get_setting(key, default)
+
+
+def test_a_sentinel_whose_source_raises_is_unknown_and_blocks_nothing(shell_fleet):
+    f = shell_fleet
+    f.store.set_setting("main.status", "red")
+    f.store.set_setting("main.red_since", f.clock.now() - OLD)
+    broken = SettingsDown(f.store.path, f.clock, root=f.root)
+    try:
+        rep = _sup(f, store=broken).tick()
+        main = [x for x in rep.decision.findings if x.kind == "main_red"]
+        assert main and main[0].status == "unknown"
+        assert "dispatch" in rep.snapshot.failed_sources
+        assert [a.action for a, _ in rep.outcomes if a.action == "pause_dispatch"] == []
+        assert not f.store.get_setting("dispatch.paused", False)
+        assert f.store.count_events("supervisor.tick") == 1  # the tick completed
+    finally:
+        broken.close()
+
+
+class DeadRuntime:
+    kind = "process"
+
+    def status(self, handle):
+        raise RuntimeError("runtime API down")
+
+
+def test_an_unreadable_runtime_never_makes_an_agent_dead(shell_fleet):
+    f = shell_fleet
+    _frozen(f)
+    f.store.upsert_agent(Agent("A-1", "T-1", "running", pid=1, started_at=f.clock.now(), heartbeat_at=f.clock.now(),
+                               progress_at=f.clock.now()))
+    rep = _sup(f, runtime=DeadRuntime()).tick()
+    assert [v.alive for v in rep.snapshot.agents] == [None]
+    assert not any(x.kind == "agent_dead" for x in rep.decision.findings)
+    assert f.store.ticket("T-1").state == "in_progress"
+
+
+def test_metrics_endpoint(shell_fleet):
+    from healer.metrics import Metrics, serve
+
+    f = shell_fleet
+    _frozen(f)
+    m = Metrics()
+    server = serve(m, 0)
+    try:
+        _sup(f, metrics=m).tick()
+        port = server.server_address[1]
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert 'healer_findings{kind="frozen_in_progress"} 1' in body
+    assert 'healer_actions_total{action="requeue_ticket",outcome="done"} 1' in body
+    assert 'healer_sentinel_state{sentinel="dispatch_frozen",state="ok"} 1' in body
+    assert "healer_tick_duration_seconds " in body
+    assert "# TYPE healer_actions_total counter" in body
+
+
+@pytest.mark.parametrize("n", [10_000])
+def test_gather_is_fast_on_a_large_fleet(shell_fleet, n):
+    """Whole-fleet snapshot from the real store: a handful of queries, not one per ticket."""
+    from healer.clock import system
+    from healer.fleet.snapshot import gather
+
+    f = shell_fleet
+    now = f.clock.now()
+    with f.store.tx() as db:
+        db.executemany("INSERT INTO tickets(id,title,body,state,priority,blocked_by,created_at,updated_at,data) VALUES (?,?,?,?,?,?,?,?,?)",
+                       [(f"T-{i}", "t", "", "done" if i % 3 else "queued", 2, "[]", now, now, "{}") for i in range(n)])
+        db.executemany("INSERT INTO attempts(ticket_id, kind, at) VALUES (?,?,?)", [(f"T-{i}", "launch", now) for i in range(n)])
+    clock = system()
+    t0 = clock.monotonic()
+    snap = gather(f.root, f.store, f.policy, f.clock)
+    took = clock.monotonic() - t0
+    assert len(snap.tickets) == n and not snap.failed_sources
+    assert took < 2.0, f"gather took {took:.2f}s for {n} tickets"
