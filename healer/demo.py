@@ -98,6 +98,8 @@ def run(console: Console, *, keep: bool = False) -> int:
         for s in lifecycle.STATES:
             console.print(f"   {s:<12} -> {', '.join(moves.get(s, [])) or '-'}", highlight=False)
 
+        rc = max(rc, gameday_stage(console, tmp))
+
         console.print()
         console.print(Rule("next: [bold]make test[/], [bold]healer --help[/]"))
     finally:
@@ -106,3 +108,27 @@ def run(console: Console, *, keep: bool = False) -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)  # the demo's own scratch folder, nothing else
     return rc
+
+
+def gameday_stage(console: Console, tmp: Path) -> int:
+    """A demo fleet broken and healed live (its timeline as it happens), then the standard game-day suite."""
+    from chaos import engine, runner
+    from chaos.scenario import discover, load
+
+    console.print("\n[bold]5. A fleet healed live[/]  (43 tickets frozen in progress, agents gone, no worktrees)")
+    sc = load(discover(["frozen-in-progress"])[0])
+    r = engine.run(sc, tmp / "live")
+    shown = 0
+    for off, kind, subject, text in r.timeline:
+        if kind in ("ticket.moved", "dispatch.launched", "notify.sent", "chaos.fault") and shown < 14:
+            console.print(f"   +{int(off) // 60:>3}m  {kind:<18} {subject:<6} {escape(text)[:70]}", highlight=False)
+            shown += 1
+    console.print(f"   … {len(r.timeline)} timeline entries; {'[green]healed[/]' if r.ok else '[red]NOT healed[/]'}: "
+                  + "; ".join(c.message for c in r.checks[:3]), highlight=False, soft_wrap=True)
+
+    console.print("\n[bold]6. The standard game-day suite[/]  (healer gameday run chaos/scenarios)")
+    results = runner.run_all(runner.load_all(None), console=console)
+    report_dir = Path(tempfile.gettempdir()) / "healer-gameday-report"
+    code, written = runner.outcome(results, report_dir, report_dir / "junit.xml", console)
+    console.print(f"   report: {written.get('markdown')}", highlight=False, soft_wrap=True)
+    return code

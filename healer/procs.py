@@ -4,7 +4,8 @@ A deadline must kill the whole tree (trio's cancel scopes: cancelling the scope
 cancels everything inside). Children that `setsid()` or double-fork leave the process
 group and may be reparented away, so membership is the union of:
   - psutil descendants of the root (and of this process, when it is a subreaper),
-  - any process whose environment carries this tree's marker (HEALER_TREE=<id>).
+  - any process whose environment carries this tree's marker (HEALER_TREE=<id>, or <id>
+    among HEALER_TREE_ANCESTORS when it was spawned by a tree inside this one).
 Members are remembered once seen, so a process found early is killed even if it
 later escapes both nets (pid reuse is guarded by the create time).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import select
 import signal
 import subprocess
 import uuid
@@ -25,6 +27,7 @@ import psutil
 from healer.clock import Clock, system
 
 MARKER = "HEALER_TREE"
+ANCESTORS = "HEALER_TREE_ANCESTORS"  # markers of the trees this one was spawned inside
 _PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -42,10 +45,53 @@ def become_subreaper() -> bool:
     return _subreaper
 
 
+def _children(pid: int) -> list[int] | None:
+    """Direct children of pid from /proc/PID/task/*/children (Linux): a few small reads
+    instead of psutil's scan of every process. None when unavailable."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except FileNotFoundError:
+        return []
+    except OSError:
+        return None
+    out: list[int] = []
+    for t in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{t}/children") as f:
+                out += [int(x) for x in f.read().split()]
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return None
+    return out
+
+
+def _descendants(pid: int) -> list[int]:
+    seen: list[int] = []
+    todo = [pid]
+    while todo:
+        kids = _children(todo.pop())
+        if kids is None:  # no /proc children files here: let psutil walk the whole table
+            try:
+                return [c.pid for c in psutil.Process(pid).children(recursive=True)]
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                return seen
+        for k in kids:
+            if k not in seen:
+                seen.append(k)
+                todo.append(k)
+    return seen
+
+
+def _carries(env: dict[str, str], marker: str) -> bool:
+    return env.get(MARKER) == marker or marker in env.get(ANCESTORS, "").split(",")
+
+
 def _marked_pids(marker: str) -> list[int]:
-    """Pids whose environment carries HEALER_TREE=marker. Reads /proc directly on Linux
-    (several times faster than psutil's per-process objects); psutil elsewhere."""
-    want = f"{MARKER}={marker}".encode()
+    """Pids whose environment carries the marker (as HEALER_TREE, or among the ancestors'
+    markers in HEALER_TREE_ANCESTORS: a tree spawned inside a tree stays part of the outer
+    one). Reads /proc directly on Linux (several times faster than psutil); psutil elsewhere."""
+    needle = marker.encode()
     me = os.getpid()
     out: list[int] = []
     if os.path.isdir("/proc/self"):
@@ -57,17 +103,20 @@ def _marked_pids(marker: str) -> list[int]:
                 continue
             try:
                 with open(f"/proc/{name}/environ", "rb") as f:
-                    env = f.read()
+                    raw = f.read()
             except OSError:
                 continue
-            if want + b"\0" in env or env.endswith(want):
+            if needle not in raw:
+                continue
+            env = dict(kv.decode(errors="replace").partition("=")[::2] for kv in raw.split(b"\0") if b"=" in kv)
+            if _carries(env, marker):
                 out.append(pid)
         return out
     for p in psutil.process_iter(["pid"]):
         if p.pid == me:
             continue
         try:
-            if p.environ().get(MARKER) == marker:
+            if _carries(p.environ(), marker):
                 out.append(p.pid)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
             continue
@@ -145,11 +194,8 @@ class ProcessTree:
     def refresh(self) -> None:
         roots = [p for p in dict.fromkeys([self.root_pid, *list(self._members)]) if p]
         for pid in roots:
-            try:
-                for c in psutil.Process(pid).children(recursive=True):
-                    self._add(c.pid)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
+            for c in _descendants(pid):
+                self._add(c)
         # Under a subreaper that adopts orphans, every process descended from the root stays
         # a descendant of the root or of us, so the (slower) environment scan adds nothing.
         if self.marker and not (self.adopt_orphans and _subreaper):
@@ -157,14 +203,20 @@ class ProcessTree:
                 if pid not in self._members:
                     self._add(pid)
         if self.adopt_orphans and _subreaper and self.started:
-            try:
-                for c in psutil.Process().children():
-                    if c.pid not in self._members and c.create_time() >= self.started - 0.01:
-                        self._add(c.pid)
-                        for d in c.children(recursive=True):
-                            self._add(d.pid)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                pass
+            kids = _children(os.getpid())
+            if kids is None:
+                kids = [c.pid for c in psutil.Process().children()]
+            for k in kids:
+                if k in self._members:
+                    continue
+                try:
+                    if psutil.Process(k).create_time() < self.started - 0.01:
+                        continue
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    continue
+                self._add(k)
+                for d in _descendants(k):
+                    self._add(d)
 
     def living(self) -> list[psutil.Process]:
         out = []
@@ -248,10 +300,46 @@ def spawn(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None
     """Start argv (never through a shell) in its own session, tagged with a tree marker."""
     marker = marker or uuid.uuid4().hex
     full_env = dict(os.environ if env is None else env)
+    outer = [m for m in (full_env.get(ANCESTORS, "").split(",") + [full_env.get(MARKER, "")]) if m]
+    if outer:
+        full_env[ANCESTORS] = ",".join(outer[-8:])
     full_env[MARKER] = marker
     proc = subprocess.Popen(list(argv), cwd=str(cwd), env=full_env, stdout=stdout, stderr=stderr, stdin=stdin,
                             start_new_session=True, close_fds=True)
     return proc, ProcessTree(proc.pid, marker, adopt_orphans=adopt_orphans)
+
+
+class _Waiter:
+    """Wait for a child with a timeout, woken the moment it exits (a pidfd on Linux;
+    Popen.wait's sleep-and-retry elsewhere, which adds up to milliseconds per process)."""
+
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+        self.fd: int | None = None
+        try:
+            self.fd = os.pidfd_open(proc.pid)
+            self._poll = select.poll()
+            self._poll.register(self.fd, select.POLLIN)
+        except (AttributeError, OSError):
+            self.fd = None
+
+    def wait(self, timeout: float) -> int | None:
+        if self.fd is not None:
+            if not self._poll.poll(max(1, int(timeout * 1000))):
+                return self.proc.poll()
+            try:
+                return self.proc.wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                return None
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 @dataclass
@@ -285,12 +373,11 @@ def run(argv: Sequence[str], *, cwd: str | Path, timeout: float, grace: float, c
     stopped_early = False
     code: int | None = None
     n = 0
+    waiter = _Waiter(proc)
     while True:
-        try:
-            code = proc.wait(timeout=min(poll, max(0.001, deadline - clock.monotonic())))
+        code = waiter.wait(min(poll, max(0.001, deadline - clock.monotonic())))
+        if code is not None:
             break
-        except subprocess.TimeoutExpired:
-            pass
         n += 1
         if n % 4 == 0:
             tree.refresh()
@@ -300,6 +387,7 @@ def run(argv: Sequence[str], *, cwd: str | Path, timeout: float, grace: float, c
         if should_stop is not None and should_stop():
             stopped_early = True
             break
+    waiter.close()
     killed = tree.kill(grace, clock) if (code is None) else tree.kill(min(grace, 1.0), clock)
     if code is None:
         try:

@@ -168,6 +168,12 @@ class Supervisor:
         batch = f"tick-{stamp(now)}-{self.holder}"
         ctx = self.context(batch)
         rep.recovered = remedy.recover(ctx)
+        if rep.recovered:
+            by: dict[str, int] = {}
+            for o in rep.recovered:
+                by[o.status] = by.get(o.status, 0) + 1
+            self.store.append("supervisor.recovered", LEASE, {"holder": self.holder, "intents": [o.intent_id for o in rep.recovered],
+                                                               "outcomes": by})
 
         rep.snapshot = snap = snapmod.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host)
         memory = with_external_attempts(load_memory(self.store), self.store, self.policy, snap.now)

@@ -116,6 +116,15 @@ class SimEngine:
         self.n_agents = 0
         self.last_event_id = 0
         self.event_faults = [f for f in scenario.faults if f.on_event]
+        self.fp_queue: list[tuple[str, str, int]] = []
+        from healer import failpoints as _fp
+
+        _fp.load_all()
+        for f in scenario.faults:
+            if f.fault == "failpoint" and f.failpoint:
+                for d in _fp.registry():
+                    if match(f.failpoint, d.name):
+                        self.fp_queue.append((d.name, "raise", f.hit))
         self.fired: set[int] = set()
         self.tick = scenario.tick or self.policy.supervisor.tick
         self.reap_gone = True
@@ -686,9 +695,32 @@ class SimEngine:
                     self._fault(f)
 
     # -- run --------------------------------------------------------------------------
+    def _arm_failpoint(self) -> None:
+        import os
+
+        from healer import failpoints
+
+        if self.fp_queue:
+            name, action, hit = self.fp_queue[0]
+            os.environ[failpoints.ENV] = f"{name}={action}@{hit}"
+        else:
+            os.environ.pop(failpoints.ENV, None)
+        failpoints.reset()
+
     def step(self, what: str, args: tuple) -> None:
         if what == "supervise":
-            self._supervise()
+            from healer import failpoints
+
+            try:
+                self._supervise()
+            except failpoints.FailpointError as e:
+                # the supervisor died mid-remediation: its memory goes, its lease stays until it expires
+                name = self.fp_queue.pop(0)[0] if self.fp_queue else "?"
+                self.store.append("chaos.crash", "supervisor", {"failpoint": name, "error": str(e)})
+                self.supervisor_up = False
+                self.memory = Memory()
+                self._arm_failpoint()
+                self.at(self.sim_now() + self.tick, "restart_supervisor")
         elif what == "dispatch":
             self._dispatch()
         elif what == "dispatch_tick":
@@ -717,6 +749,15 @@ class SimEngine:
                 self.at(f.at, "fault", f)
         end = self.sc.duration
         n = 0
+        import os
+
+        from healer import failpoints as _fp
+
+        saved_fp = os.environ.get(_fp.ENV)
+        self.fp_names = [x[0] for x in self.fp_queue]
+        if self.fp_queue:
+            self.undo.register("env", name=_fp.ENV, value=saved_fp)
+            self._arm_failpoint()
         while self.heap and self.heap[0][0] <= end:
             t, _, what, args = heapq.heappop(self.heap)
             self.clock.set(START + t + self.offset)
@@ -726,6 +767,12 @@ class SimEngine:
             if self.progress and n % 200 == 0:
                 self.progress(t / end)
         self.clock.set(START + end + self.offset)
+        if self.fp_names:
+            if saved_fp is None:
+                os.environ.pop(_fp.ENV, None)
+            else:
+                os.environ[_fp.ENV] = saved_fp
+            _fp.reset()
         result.steady_after = self.steady()
         for p in self.procs.values():  # rollback: nothing outlives the game day, even virtually
             if p.paused:
@@ -742,7 +789,8 @@ class SimEngine:
                           {"files_before": {**files_before, **self.injected}, "files_after": files_after,
                            "quarantined": quarantined, "restored": restored, "broken_tickets": sorted(self.broken),
                            "dispatch_paused": bool(self.store.get_setting(PAUSED_KEY, False)), "ticks": self.ticks,
-                           "leftovers": []})
+                           "leftovers": [], "failpoints_left": [x[0] for x in self.fp_queue],
+                           "failpoints_fired": len(self.fp_names) - len(self.fp_queue)})
         result.activities = self.activities
         result.rollbacks = self.rollbacks
         result.stats.update({"ticks": self.ticks, "agents": self.n_agents, "virtual_seconds": end,

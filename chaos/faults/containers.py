@@ -122,11 +122,16 @@ def select(*, name: str | Sequence[str] | None = None, label: str | Sequence[str
     if ticket:  # a glob over the healer.ticket label (scenarios aim faults at tickets)
         found = [c for c in found if fnmatch.fnmatchcase((c.labels or {}).get("healer.ticket", ""), ticket)]
     allowed = set(states) if states is not None else None
-    targets = sorted((Target(c.id, c.name, c.status, dict(c.labels or {})) for c in found
-                      if allowed is None or c.status in allowed), key=lambda t: (t.name, t.id))
-    if count is not None and len(targets) > count:
-        targets = sorted(random.Random(seed).sample(targets, count), key=lambda t: (t.name, t.id))
-    return targets
+    targets = [Target(c.id, c.name, c.status, dict(c.labels or {})) for c in found if allowed is None or c.status in allowed]
+    return pick(targets, count, seed)
+
+
+def pick(targets: Sequence[Target], count: int | None, seed: int | None) -> list[Target]:
+    """The blast radius: at most `count` of `targets`, the same ones for the same seed."""
+    ordered = sorted(targets, key=lambda t: (t.name, t.id))
+    if count is None or len(ordered) <= count:
+        return ordered
+    return sorted(random.Random(seed).sample(ordered, count), key=lambda t: (t.name, t.id))
 
 
 # --- the undo journal -------------------------------------------------------------------------

@@ -20,6 +20,7 @@ Decisions use `clock` (virtual in tests); waiting for real processes uses real t
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import sys
@@ -144,10 +145,13 @@ class Dispatcher:
         self.holder = f"dispatch@{self.host}:{os.getpid()}"
         self.policy_path = Path(policy_path).resolve() if policy_path else None
         self._stopping = False
-        if not git.is_repo(self.root):
-            from healer.errors import UsageError
+        from healer.errors import UsageError
 
+        if not git.is_repo(self.root):
             raise UsageError(f"{self.root}: the fleet root must be a git repository (branch {policy.fleet.main_branch})")
+        if git.rev(self.root, f"refs/heads/{policy.fleet.main_branch}") is None:
+            raise UsageError(f"{self.root}: no branch {policy.fleet.main_branch!r} with a commit (fleet.main_branch); "
+                             "commit something on it or set fleet.main_branch")
 
     # -- one pass -------------------------------------------------------------------
     def tick(self) -> TickReport:
@@ -424,7 +428,7 @@ class Dispatcher:
         self.store.append("dispatch.launch_failed", t.id, {"error": why})
 
     def _task_file(self, t: Ticket, launch: core.Launch, run_id: str) -> Path:
-        text = self.policy.fleet.task_template.format_map(_Fmt(ticket=t.id, title=t.title, body=t.body))
+        text = _subst(self.policy.fleet.task_template, {"ticket": t.id, "title": t.title, "body": t.body})
         if launch.kind == core.REPLAY and launch.proposal_id is not None:
             p = next((p for p in self.store.proposals(t.id) if p.id == launch.proposal_id), None)
             if p is not None:
@@ -448,11 +452,11 @@ class Dispatcher:
 
     def _argv(self, t: Ticket, launch: core.Launch, run_id: str, task: Path, wt: Path) -> list[str]:
         fleet = self.policy.fleet
-        values = _Fmt(python=sys.executable, policy=str(self._policy_file()), task_file=str(task), workdir=str(wt),
+        values = dict(python=sys.executable, policy=str(self._policy_file()), task_file=str(task), workdir=str(wt),
                       root=str(self.root), run_id=run_id, ticket=t.id)
-        argv = [a.format_map(values) for a in fleet.loop_command]
+        argv = [_subst(a, values) for a in fleet.loop_command]
         if launch.kind == core.RESUME:
-            argv += [a.format_map(values) for a in fleet.resume_args]
+            argv += [_subst(a, values) for a in fleet.resume_args]
         return argv
 
     # -- helpers --------------------------------------------------------------------
@@ -558,11 +562,12 @@ def evidence(t: Ticket, s: core.Stop, atts: list[Attempt], props: list[Proposal]
     return "\n".join(out)
 
 
-class _Fmt(dict):
-    """format_map that leaves unknown {placeholders} as they are."""
+_PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
-    def __missing__(self, key: str) -> str:
-        return "{" + key + "}"
+
+def _subst(text: str, values: dict[str, str]) -> str:
+    """Replace the known {placeholders} only; any other brace (a `python -c` snippet, JSON) stays as written."""
+    return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), text)
 
 
 def _read_result(worktree: str | None, run_id: str | None) -> dict | None:

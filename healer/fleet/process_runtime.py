@@ -9,6 +9,7 @@ not mistaken for the agent: the process must carry the tree marker in its enviro
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -71,14 +72,28 @@ class ProcessRuntime:
 
     def stop(self, handle: Handle, grace: float) -> None:
         mine = self._ours(handle)
-        tree = mine[1] if mine else (procs.ProcessTree(handle.pid, handle.marker) if handle.pid else None)
-        if tree is not None:
-            tree.kill(grace, self.clock)
-        if mine:
+        if mine is None:
+            if handle.pid:
+                procs.ProcessTree(handle.pid, handle.marker).kill(grace, self.clock)
+            return
+        proc, tree = mine
+        # Our own child is waited for through Popen first: ProcessTree.kill reaps with waitpid, after which
+        # Popen would report exit 0 for a killed agent (and a killed agent must never look successful).
+        tree.refresh()
+        if proc.poll() is None:
             try:
-                mine[0].wait(timeout=5)
+                os.killpg(proc.pid, signal.SIGTERM)
+            except OSError:
+                proc.terminate()
+            try:
+                proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
-                pass
+                proc.kill()
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+        tree.kill(min(grace, 1.0), self.clock)  # whatever it left behind, escapees included
 
     def wait(self, handle: Handle, timeout: float) -> Status:
         mine = self._ours(handle)

@@ -22,7 +22,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from healer import errors
 
@@ -345,25 +345,3 @@ def claims_done(text: str) -> bool:
     if res is not None and isinstance(res.get("result"), str):
         text = res["result"]
     return bool(_DONE.search(text[-2000:]))
-
-
-@dataclass(frozen=True)
-class Summary:
-    """A run as data, for result.json and `loop status`."""
-
-    iterations: int
-    failure_signature: str | None
-    state_hash: str | None
-    cost_usd: float
-    gates: list[dict] = field(default_factory=list)
-
-
-def summarise(history: Sequence[IterationRecord], spent: float) -> Summary:
-    last = history[-1] if history else None
-    return Summary(
-        iterations=len(history),
-        failure_signature=last.signature if last else None,
-        state_hash=last.state_hash if last else None,
-        cost_usd=round(spent, 6),
-        gates=[{"name": g.name, "outcome": g.outcome()} for g in (last.gates if last else ())],
-    )

@@ -54,7 +54,43 @@ def toplevel(path: str | Path) -> Path | None:
     return Path(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip() else None
 
 
+_git_dirs: dict[Path, tuple[Path, Path]] = {}
+
+
+def _read_ref(git_dir: Path, common: Path, ref: str) -> str | None:
+    for base in (git_dir, common):
+        try:
+            return (base / ref).read_text().strip() or None
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            continue
+    try:
+        for line in (common / "packed-refs").read_text().splitlines():
+            if line.endswith(" " + ref) and not line.startswith(("#", "^")):
+                return line.split(" ", 1)[0]
+    except FileNotFoundError:
+        pass
+    return None
+
+
 def head(cwd: str | Path) -> str | None:
+    """The commit HEAD points at (None in a repository without commits). Read from the
+    files when they are plain (a loop reads HEAD often; a git process costs milliseconds)."""
+    cwd = Path(cwd)
+    try:
+        if cwd not in _git_dirs:
+            out = git(cwd, "rev-parse", "--git-dir", "--git-common-dir").split("\n")
+            gd, cd = (Path(x) if Path(x).is_absolute() else cwd / x for x in out[:2])
+            _git_dirs[cwd] = (gd, cd)
+        gd, cd = _git_dirs[cwd]
+        text = (gd / "HEAD").read_text().strip()
+        if text.startswith("ref: "):
+            sha = _read_ref(gd, cd, text[5:])
+        else:
+            sha = text
+        if sha is None or len(sha) in (40, 64):
+            return sha
+    except (OSError, GitError, ValueError):
+        pass
     r = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=str(cwd), capture_output=True, text=True,
                        stdin=subprocess.DEVNULL)
     if r.returncode != 0:

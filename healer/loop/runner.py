@@ -236,6 +236,7 @@ class Runner:
                 baseline_tree=gitops.snapshot(self.workdir), start_head=gitops.head(self.workdir),
             )
             self.spec = self._agent_spec(st)
+            self._last_tree = st.baseline_tree
         if not self.loop_policy.gates:
             raise InvalidInput(f"{st.policy_file or 'policy'}: loop.gates: expected at least one gate (the only judge of "
                                "success), got none")
@@ -353,7 +354,7 @@ class Runner:
             if verdict.kind == "success":
                 st.pending_commit = {"n": n, "head_before": gitops.head(self.workdir)}
             self._save()
-            bump_daily(self.workdir, rec.day)
+            bump_daily(self.workdir, rec.day, st.run_id, n)
             failpoints.hit(FP_AFTER_PERSIST)
             self._beat(progress=rec.state_hash != prev)
             if verdict.kind == "success":

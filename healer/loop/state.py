@@ -21,7 +21,7 @@ from healer.errors import UsageError
 from healer.loop.decide import IterationRecord
 
 RUNS_DIR = Path(".healer") / "runs"
-DAILY_FILE = Path(".healer") / "loop-daily.json"
+DAILY_FILE = Path(".healer") / "loop-days.log"
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 
 
@@ -149,24 +149,24 @@ def load(paths: RunPaths) -> RunState:
 
 
 def daily_count(workdir: Path, day: str) -> int:
+    """Iterations run on `day` in this working tree, by any run (an append-only ledger)."""
     try:
-        return int(read_json(workdir / DAILY_FILE).get(day, 0))
-    except (FileNotFoundError, ValueError, AttributeError):
+        with open(workdir / DAILY_FILE) as f:
+            return sum(1 for line in f if line.startswith(day))
+    except FileNotFoundError:
         return 0
 
 
-def bump_daily(workdir: Path, day: str) -> int:
+def bump_daily(workdir: Path, day: str, run_id: str = "", n: int = 0) -> None:
     path = workdir / DAILY_FILE
-    try:
-        data = read_json(path)
-        if not isinstance(data, dict):
-            data = {}
-    except (FileNotFoundError, ValueError):
-        data = {}
-    data = {k: v for k, v in data.items() if k >= day[:8]}  # keep about a month
-    data[day] = int(data.get(day, 0)) + 1
-    write_json_atomic(path, data)
-    return data[day]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        f.write(f"{day} {run_id} {n}\n")
+    if path.stat().st_size > 512 * 1024:  # keep the last days only
+        lines = path.read_text().splitlines(keepends=True)[-2000:]
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text("".join(lines))
+        os.replace(tmp, path)
 
 
 def run_ids(workdir: Path) -> list[str]:

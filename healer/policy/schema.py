@@ -29,8 +29,17 @@ Duration = Annotated[
     PlainSerializer(durations.format, return_type=str),
     WithJsonSchema({"type": "string", "pattern": durations.PATTERN, "examples": ["90s", "30m", "1h30m"]}),
 ]
-PosInt = Annotated[int, Field(ge=1)]
-NonNegInt = Annotated[int, Field(ge=0)]
+
+
+def _not_bool(v: object) -> object:
+    # pydantic's lax mode reads `true` as 1; in a policy that is always a typo
+    if isinstance(v, bool):
+        raise ValueError(f"expected a number, got {str(v).lower()}")
+    return v
+
+
+PosInt = Annotated[int, Field(ge=1), BeforeValidator(_not_bool)]
+NonNegInt = Annotated[int, Field(ge=0), BeforeValidator(_not_bool)]
 
 ACTIONS = (
     "close_dead_ticket",
@@ -144,7 +153,7 @@ class Loop(Strict):
     protected_paths: list[str] = Field(default_factory=lambda: ["tests/"])
     max_diff_lines: PosInt = 400
     kill_switch: str = ".healer/STOP"
-    spend_cap_usd: Annotated[float, Field(gt=0)] | None = 5.0
+    spend_cap_usd: Annotated[float, Field(gt=0), BeforeValidator(_not_bool)] | None = 5.0
     agent: Agent = Field(default_factory=Agent)
     gates: list[Gate] = Field(default_factory=list, description="cheapest first; exit codes decide")
 

@@ -219,7 +219,10 @@ def run(argv: Sequence[str], *, scratch: str | Path, timeout: float, grace: floa
                        threading.Thread(target=_pump_in, args=(server.stdout, sock), daemon=True)]
             for t in threads:
                 t.start()
-        container.start()
+        try:
+            container.start()
+        except docker.errors.APIError as e:  # e.g. the agent's program does not exist inside
+            raise HealerError(f"repair sandbox: cannot start {list(argv)[:3]} in {image}: {e.explanation or e}") from e
         deadline = start + timeout
         timed_out = False
         code = None

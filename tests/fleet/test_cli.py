@@ -134,3 +134,14 @@ def test_watch_bad_usage(tmp_path):
     assert r.returncode == 64 and "--timeout" in r.stderr
     r = healer("watch", "-C", str(root), "--", "/no/such/program")
     assert r.returncode == 64 and "cannot run" in r.stderr
+
+
+def test_dispatch_needs_a_git_root_with_the_main_branch(tmp_path):
+    plain = tmp_path / "plain"
+    (plain / ".healer").mkdir(parents=True)
+    r = healer("dispatch", "--once", "-C", str(plain))
+    assert r.returncode == 64 and "git repository" in r.stderr and "Traceback" not in r.stderr
+    root = cli_fleet(tmp_path)
+    (root / "healer.yaml").write_text((root / "healer.yaml").read_text().replace("main_branch: main", "main_branch: trunk"))
+    r = healer("dispatch", "--once", "-C", str(root))
+    assert r.returncode == 64 and "'trunk'" in r.stderr

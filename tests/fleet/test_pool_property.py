@@ -45,7 +45,7 @@ def check(f, pool: int) -> None:
     assert all(n == 1 for n in Counter(by_pid.get(h.pid) for h in live_children).values())
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(spec=specs())
 def test_pool_and_single_agent_invariants(tmp_path_factory, spec):
     pool, tickets, steps, rnd = spec

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import psutil
@@ -18,7 +17,6 @@ from tests.loop.conftest import (
     agent,
     events,
     final_line,
-    gate,
     loop_commits,
     py_tests_gate,
     result,
@@ -373,3 +371,14 @@ def test_fleet_root_events_and_heartbeat(lrepo, tmp_path):
     a = s.agent("ag1")
     s.close()
     assert a.heartbeat_at > 1.0 and a.progress_at > 1.0
+
+
+def test_internal_error_is_70_with_evidence(lrepo, tmp_path):
+    pol = write_policy(tmp_path / "p.yaml", agent={"command": agent("loop_converge.py", "{iteration}")},
+                       gates=[steps_gate(3)])
+    cp = run_loop_cli(lrepo, pol, "--run-id", "boom", env={"HEALER_FAILPOINTS": "loop.before_gates=raise@2"})
+    assert cp.returncode == 70, cp.stdout + cp.stderr
+    assert "internal error: FailpointError" in final_line(cp)
+    r = result(lrepo, "boom")
+    assert r["exit_code"] == 70 and r["iterations"] == 1
+    assert [e.kind for e in events(lrepo, subject="boom")][-1] == "loop.ended"

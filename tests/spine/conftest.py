@@ -42,7 +42,10 @@ def cli(capsys, monkeypatch):
         cap = capsys.readouterr()
         return Ran(code, cap.out, cap.err)
 
-    return run
+    yield run
+    from healer import log
+
+    log.shutdown()  # its stderr sink points at this test's capture stream
 
 
 @pytest.fixture

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
+
+import pytest
 
 from loguru import logger
 
@@ -100,28 +104,19 @@ def test_secrets_never_reach_a_sink(tmp_path, monkeypatch):
     assert log.redact("nothing secret here") == "nothing secret here"
 
 
-def test_demo_runs_and_exits_0():
-    r = healer("demo")
-    assert r.returncode == 0, r.stderr
+@pytest.mark.slow  # the demo grows with healer (a live healed fleet, the game-day suite)
+def test_demo_runs_exits_0_and_keeps_its_fleet_on_request():
+    r = healer("demo", "--keep", timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
     for needle in ("1. A fleet", "2. A board", "3. Policies", "ok  policies/default.yaml", "T-4", "expected at most absolute_max"):
         assert needle in r.stdout, needle
     assert "Traceback" not in r.stderr
-
-
-def test_demo_keep_leaves_the_fleet(tmp_path):
-    from rich.console import Console
-
-    from healer import demo
-
-    console = Console(file=(tmp_path / "out.txt").open("w"), width=120)
-    assert demo.run(console, keep=True) == 0
-    console.file.close()
-    kept = (tmp_path / "out.txt").read_text().split("kept the demo fleet at ")[1].strip()
-    s = open_store(kept)
+    kept = Path(r.stdout.split("kept the demo fleet at ")[1].split()[0])
     try:
-        assert {t.id for t in s.tickets()} == {"T-1", "T-2", "T-3", "T-4", "T-5"}
+        s = open_store(kept)
+        try:
+            assert {"T-1", "T-2", "T-3", "T-4", "T-5"} <= {t.id for t in s.tickets()}
+        finally:
+            s.close()
     finally:
-        s.close()
-    import shutil
-
-    shutil.rmtree(kept)
+        shutil.rmtree(kept)  # the folder this test asked the demo to keep

@@ -74,14 +74,26 @@ def test_supervise_once_then_journal(tmp_path):
 
 def test_journal_follow_prints_new_events(tmp_path):
     root = _fleet(tmp_path)
+    import queue
+    import threading
+
     p = _spawn("journal", "--follow", "--json", "-n", "0", "--kind", "probe.", "--root", str(root))
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in p.stdout], daemon=True).start()
+    s = open_store(root)
     try:
-        s = open_store(root)
-        s.append("probe.one", "x", {"n": 1})
-        s.close()
-        line = _wait(lambda: p.stdout.readline(), 30, "followed event")
+        # the follower may start after an event: keep appending until one shows up (never block on the pipe)
+        def seen():
+            s.append("probe.one", "x", {"n": 1})
+            try:
+                return lines.get(timeout=0.5)
+            except queue.Empty:
+                return None
+
+        line = _wait(seen, 60, "a followed event")
         assert json.loads(line)["kind"] == "probe.one"
     finally:
+        s.close()
         p.terminate()
         p.wait(timeout=10)
 

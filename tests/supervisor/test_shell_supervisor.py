@@ -179,3 +179,38 @@ def test_gather_is_fast_on_a_large_fleet(shell_fleet, n):
     took = clock.monotonic() - t0
     assert len(snap.tickets) == n and not snap.failed_sources
     assert took < 2.0, f"gather took {took:.2f}s for {n} tickets"
+
+
+def test_a_thousand_firings_of_one_sentinel_notify_once(shell_fleet):
+    """Acceptance 4 through the whole tick: dispatch frozen for 1000 ticks inside one cooldown window."""
+    f = shell_fleet
+    f.store.add_ticket("ready", id="T-1")
+    f.store.set_setting("dispatch.last_launch_at", f.clock.now())
+    f.store.set_setting("main.status", "green")
+    f.clock.advance(f.policy.sentinels.dispatch_frozen + 1)
+    sup = _sup(f)
+    firing = 0
+    for _ in range(1000):
+        rep = sup.tick()
+        firing += any(x.kind == "dispatch_frozen" and x.status == "firing" for x in rep.decision.findings)
+        f.clock.advance(1)  # 1000 s of firing, well inside the 4 h cooldown
+    assert firing == 1000
+    sent = [e for e in f.store.events(kinds=["notify.sent"]) if e.subject.startswith("dispatch_frozen")]
+    assert len(sent) == 1
+    lines = (f.root / ".healer" / "notifications.jsonl").read_text().splitlines()
+    assert sum("dispatch_frozen" in x for x in lines) == 1
+
+
+def test_recovery_at_start_is_journaled(shell_fleet):
+    f = shell_fleet
+    _frozen(f)
+    p = subprocess.Popen([PY, "-c", "pass"])
+    p.wait()
+    f.store.plan_intent("requeue_ticket", "T-1", {"subject": "T-1", "params": {}, "ticket": "T-1", "pid": p.pid, "ctime": 1.0,
+                                                  "_host": _sup(f).host}, actor="supervisor")
+    rep = _sup(f).tick()
+    assert [o.status for o in rep.recovered] == ["aborted"]
+    [ev] = f.store.events(kinds=["supervisor.recovered"])
+    assert ev.payload["outcomes"] == {"aborted": 1}
+    assert f.store.ticket("T-1").state == "queued"  # rolled back, then planned afresh and done once
+    assert [i.state for i in f.store.intents()] == ["aborted", "done"]

@@ -1,0 +1,52 @@
+"""Small shell helpers: placeholder substitution, git state hashing, process runtime states."""
+
+from __future__ import annotations
+
+import signal
+import sys
+
+from healer.fleet import git
+from healer.fleet.dispatcher import _subst
+from healer.fleet.process_runtime import ProcessRuntime
+from healer.fleet.runtime import Handle, LaunchSpec
+from tests.conftest import make_repo
+from tests.fleet.conftest import wait_for
+
+
+def test_subst_replaces_known_placeholders_only():
+    assert _subst("{python} -c 'print({1: 2})' {run_id} {nope}", {"python": "py", "run_id": "T-1-01"}) == \
+        "py -c 'print({1: 2})' T-1-01 {nope}"
+    assert _subst("# {ticket}: {title}\n\n{body}", {"ticket": "T-1", "title": "x", "body": "{title} {"}) == "# T-1: x\n\n{title} {"
+
+
+def test_state_hash_sees_uncommitted_changes_but_not_ignored_files(tmp_path):
+    r = make_repo(tmp_path / "r")
+    h0, s0 = git.state(r)
+    (r / ".healer").mkdir()
+    (r / ".healer" / "junk").write_text("x")
+    assert git.state(r) == (h0, s0)
+    (r / "new.txt").write_text("y")
+    h1, s1 = git.state(r)
+    assert h1 == h0 and s1 != s0
+    assert git.run(r, "status", "--porcelain").stdout == "?? new.txt"  # the real index was not touched
+    assert git.state(tmp_path / "gone") == (None, None)
+
+
+def test_process_runtime_running_paused_exited_gone(tmp_path):
+    rt = ProcessRuntime()
+    h = rt.launch(LaunchSpec(argv=[sys.executable, "-c", "import threading; threading.Event().wait(30)"], cwd=str(tmp_path),
+                             log_path=str(tmp_path / "log")))
+    assert rt.status(h).state == "running"
+    import os
+
+    os.kill(h.pid, signal.SIGSTOP)
+    wait_for(lambda: rt.status(h).state == "paused", 5, "paused")
+    os.kill(h.pid, signal.SIGCONT)
+    adopted = ProcessRuntime()  # a restarted dispatcher knows only the pid and the marker
+    assert adopted.status(h).state == "running"
+    assert adopted.status(Handle(kind="process", pid=h.pid, marker="someone-else")).state == "gone"
+    rt.stop(h, 1.0)
+    assert rt.status(h).state == "exited" and rt.status(h).exit_code == -signal.SIGTERM
+    assert adopted.status(h).state == "gone"
+    h2 = rt.launch(LaunchSpec(argv=[sys.executable, "-c", "raise SystemExit(7)"], cwd=str(tmp_path)))
+    assert rt.wait(h2, 10).exit_code == 7
