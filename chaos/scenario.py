@@ -152,6 +152,23 @@ class Checker(Strict):
         return f"{self.kind}({spec})"
 
 
+class RealSpec(Strict):
+    """How the real engine (chaos/engine/real.py) runs the fleet; ignored in simulated mode."""
+
+    supervisor: Literal["once", "none"] = Field("once", description="a real `healer supervise --once` child per tick, or none")
+    dispatcher: Literal["auto", "daemon", "none"] = Field(
+        "auto", description="a real `healer dispatch` daemon child (auto: when a ticket starts queued)")
+    until: dict[str, Any] | None = Field(None, description="settle only once this event happened ({kind, subject, payload})")
+    settle_ticks: int = Field(2, ge=1, description="end after this many supervisor ticks that changed nothing, once no "
+                                                   "fault is pending and no agent runs (the duration is the cap)")
+    pidfiles: list[str] = Field(default_factory=list, description="files (in the game-day folder) listing pids that must "
+                                                                  "all be dead at the end; each pid becomes a chaos.pid event")
+    outside: dict[str, str] = Field(default_factory=dict, description="files outside the fleet (in the game-day folder) "
+                                                                      "that nothing may touch: path -> text")
+    symlinks: dict[str, str] = Field(default_factory=dict, description="fleet-relative symlink -> target "
+                                                                       "({gameday_dir} allowed)")
+
+
 class Scenario(Strict):
     name: str = Field(min_length=1)
     description: str = ""
@@ -167,6 +184,7 @@ class Scenario(Strict):
     faults: list[Fault] = Field(default_factory=list)
     expect: list[Checker] = Field(min_length=1)
     timeout: Duration = Field("120s", description="real mode: wall-clock cap on the whole scenario")
+    real: RealSpec = Field(default_factory=RealSpec, description="real mode: which real processes run, when it ends")
 
     # set by load(), not part of the YAML
     source: str = Field("", exclude=True)

@@ -44,6 +44,7 @@ PAUSED_BY_KEY = "dispatch.paused_by"
 PAUSED_REASON = "dispatch.paused_reason"
 MAIN_STATUS = "main.status"
 PID_BASE = 50_000_000  # virtual pids: above any Linux pid_max, so never a real process
+VIEW_TABLES = ("tickets", "labels", "agents", "worktrees", "proposals", "attempts", "settings")  # what view() reads
 SIM_NOTIFIERS = {"notify": {"notifiers": [{"kind": "jsonl", "path": ".healer/notifications.jsonl"}]}}
 
 
@@ -78,6 +79,7 @@ class SimEngine:
             shutil.rmtree(self.root)
         (self.root / ".healer").mkdir(parents=True)
         self.store = open_store(self.root, self.clock)
+        self._watch_changes()
         self.heap: list[tuple[float, int, str, tuple]] = []
         self.seq = itertools.count()
         self.procs: dict[str, Proc] = {}
@@ -91,6 +93,8 @@ class SimEngine:
         self.world_v = 0
         self._view: dict[str, Any] | None = None
         self._view_key: tuple[int, int] | None = None
+        self._cuts: dict[str, float] = {}
+        self._cuts_seen = 0
         self.behaviours: dict[str, Behaviour] = {}
         self.runs: dict[str, int] = {}
         self.heads: dict[str, str] = {}
@@ -290,12 +294,15 @@ class SimEngine:
 
     def _budget_cuts(self) -> dict[str, float]:
         # a human handing a ticket back to the queue gives it a fresh budget (as budget_window does)
-        out: dict[str, float] = {}
-        for e in self.store.events(kinds=["ticket.moved"]):
+        # incremental: the log is append-only, so only the moves since the last read are new
+        evs = self.store.events(after=self._cuts_seen, kinds=["ticket.moved"])
+        for e in evs:
             if e.payload.get("to") == lifecycle.QUEUED and e.payload.get("from") in (lifecycle.NEEDS_HUMAN, lifecycle.BLOCKED,
                                                                                      lifecycle.DONE, lifecycle.CLOSED):
-                out[e.subject] = e.at
-        return out
+                self._cuts[e.subject] = e.at
+        if evs:
+            self._cuts_seen = evs[-1].id
+        return dict(self._cuts)
 
     def _reap(self) -> None:
         from healer.fleet.runtime import EXITED, GONE, Handle
@@ -421,21 +428,22 @@ class SimEngine:
 
     # -- the supervisor -------------------------------------------------------------
     def view(self) -> dict[str, Any]:
-        """The store's state, re-read only when something changed since the last read (every change writes an
-        event, or bumps `world_v`); own tick events do not count. This is what keeps 24 h of fleet in seconds."""
-        key = (self.store.last_event_id(), self.world_v)
+        """The store's state, re-read only when a table it shows was written (`_changes`) or the virtual world
+        moved (`world_v`). This is what keeps 24 h of fleet in seconds."""
+        key = (self._changes(), self.world_v)
         if self._view is not None and key == self._view_key:
             return self._view
         attempts: dict[str, list] = {}
         for a in self._all_attempts():
             attempts.setdefault(a.ticket_id, []).append(a)
+        all_proposals = self.store.proposals()
         proposals: dict[str, list] = {}
-        for p in self.store.proposals():
+        for p in all_proposals:
             proposals.setdefault(p.ticket_id, []).append(p)
         self._view = {
             "tickets": self.store.tickets(), "running": self.store.agents(states=["running"]),
             "worktrees": self.store.worktrees(), "proposals": proposals, "attempts": attempts,
-            "all_proposals": self.store.proposals(),
+            "all_proposals": all_proposals,
             "main_status": self.store.get_setting(MAIN_STATUS, "unknown") or "unknown",
             "main_red_since": self.store.get_setting("main.red_since", None),
             "paused": bool(self.store.get_setting(PAUSED_KEY, False)),
@@ -445,11 +453,23 @@ class SimEngine:
         self._view_key = key
         return self._view
 
+    def _watch_changes(self) -> None:
+        # Count every write to a table the view shows, with TEMP triggers: they live on this connection only (the
+        # engine's single one; the executor and notify share it), never in the store file. Events, intents, leases
+        # and cooldowns do not count, so a tick that only logs does not force a re-read.
+        with self.store.tx() as db:
+            db.execute("CREATE TEMP TABLE sim_changes(n INTEGER NOT NULL)")
+            db.execute("INSERT INTO temp.sim_changes VALUES (0)")
+            for table in VIEW_TABLES:
+                for op in ("INSERT", "UPDATE", "DELETE"):
+                    db.execute(f"CREATE TEMP TRIGGER sim_{table}_{op.lower()} AFTER {op} ON main.{table} "
+                               "BEGIN UPDATE sim_changes SET n = n + 1; END")
+
+    def _changes(self) -> int:
+        return int(self.store._q("SELECT n FROM temp.sim_changes")[0][0])
+
     def _own_event(self, kind: str, subject: str, payload: dict) -> None:
-        before = self.store.last_event_id()
         self.store.append(kind, subject, payload)
-        if self._view_key is not None and self._view_key[0] == before:
-            self._view_key = (self.store.last_event_id(), self._view_key[1])
 
     def snapshot(self) -> Snapshot:
         now = self.now
@@ -466,9 +486,13 @@ class SimEngine:
                 a = replace(a, heartbeat_at=hb, progress_at=progress)
             views.append(AgentView(a, alive, paused))
         wts = []
+        holders: dict[str, list[int]] = {}  # ticket -> virtual pids of its live procs (one pass, not one per worktree)
+        for i, p in enumerate(self.procs.values(), 1):
+            if p.alive:
+                holders.setdefault(p.ticket, []).append(i)
         for w in v["worktrees"]:
             exists = Path(w.path).exists()
-            busy = tuple(sorted(self._busy(w)))
+            busy = tuple(holders.get(w.ticket_id, ())) if w.ticket_id is not None else ()
             wts.append(WorktreeView(w, exists, busy, tuple(sorted(self.files.get(w.path, ()))) if exists else (),
                                     self.heads.get(w.ticket_id or "")))
         attempts = {k: tuple(x) for k, x in v["attempts"].items()}
@@ -480,9 +504,6 @@ class SimEngine:
             pool_size=self.pool, last_launch_at=self.last_launch, last_open_at=self.last_open,
             last_close_at=self.last_close, last_supervisor_tick=self.last_tick,
         )
-
-    def _busy(self, w: Worktree) -> set[int]:
-        return {i for i, p in enumerate(self.procs.values(), 1) if p.alive and w.ticket_id == p.ticket}
 
     def _supervise(self) -> None:
         self.at(self.sim_now() + self.tick, "supervise")

@@ -213,6 +213,36 @@ class UndoJournal:
         return out
 
 
+def unpause_one(container: str, client=None) -> str:
+    """Undo of one pause (also applied by chaos/faults/undo.py for kind `unpause_container`)."""
+    import docker.errors
+
+    try:
+        c = _client(client).containers.get(container)
+        if c.status != "paused":
+            return f"container {c.name} not paused ({c.status})"
+        c.unpause()
+        return f"unpaused container {c.name}"
+    except docker.errors.NotFound:
+        return f"container {container[:12]} already gone"
+
+
+def _journal(journal, default: Path):
+    """Ours (a path or an UndoJournal), or any object with the game-day journal's `register(kind, **data)`."""
+    if journal is None:
+        return UndoJournal(default)
+    if isinstance(journal, (str, Path)):
+        return UndoJournal(journal)
+    return journal
+
+
+def _register_unpause(journal, c, fleet: str | None) -> None:
+    if isinstance(journal, UndoJournal):
+        journal.register("unpause", c.id, c.name, fleet)
+    else:  # the game-day engine's journal (chaos/faults/undo.py)
+        journal.register("unpause_container", container=c.id, name=c.name, fleet=fleet)
+
+
 # --- actions -----------------------------------------------------------------------------------
 
 def _act(action: str, fn, *, name, label, count, seed, dry_run, client, store=None, ticket=None) -> list[Outcome]:
@@ -254,12 +284,12 @@ def pause(*, name=None, label=None, count=None, seed=None, dry_run=False, client
           journal: UndoJournal | str | Path | None = None, guard: bool | int = False) -> list[Outcome]:
     """Pause the targets; an unpause is journaled before each. `guard=True` (or a pid) starts a
     watchdog that unpauses them when this process (or that pid) dies."""
-    j = journal if isinstance(journal, UndoJournal) else UndoJournal(journal or default_journal_path())
-    if guard and not dry_run:
+    j = _journal(journal, default_journal_path())
+    if guard and not dry_run and isinstance(j, UndoJournal):
         start_guard(j, os.getpid() if guard is True else int(guard))
 
     def do(c, t):
-        j.register("unpause", c.id, c.name, (t.labels or {}).get(LABEL_FLEET))
+        _register_unpause(j, c, (t.labels or {}).get(LABEL_FLEET))
         c.pause()
 
     return _act("pause", do, name=name, label=label, count=count, seed=seed, dry_run=dry_run, client=client, store=store)
@@ -320,12 +350,12 @@ def inject(kind: str, *, fleet: str, target: str | None = None, count: int = 1, 
         sig = parse_signal(params.get("signal", "SIGKILL"))
         return _act("kill", lambda c, t: c.kill(signal=sig), name=None, ticket=ticket, **common)
     if action == "pause":
-        j = journal if isinstance(journal, UndoJournal) else UndoJournal(journal or default_journal_path(fleet))
-        if guard and not dry_run:
+        j = _journal(journal, default_journal_path(fleet))
+        if guard and not dry_run and isinstance(j, UndoJournal):
             start_guard(j, os.getpid())
 
         def do(c, t):
-            j.register("unpause", c.id, c.name, fleet)
+            _register_unpause(j, c, fleet)
             c.pause()
 
         return _act("pause", do, name=None, ticket=ticket, **common)

@@ -129,9 +129,9 @@ def apply(u: Undo, clock: Clock) -> str:
             return f"SIGCONT {pid}"
         return f"pid {pid} already gone"
     if u.kind == "kill_tree":
-        pid = int(d["pid"])
+        pid = int(d.get("pid") or 0)
         killed: list[int] = []
-        if _same(pid, d.get("create_time")):
+        if pid > 0 and _same(pid, d.get("create_time")):  # pid 0 would signal our own process group
             killed = procs.ProcessTree(pid, d.get("marker")).kill(float(d.get("grace", 0.5)), clock)
         if d.get("marker"):
             killed += kill_marked(d["marker"])  # the root is gone: its escapees still carry the marker
@@ -149,8 +149,15 @@ def apply(u: Undo, clock: Clock) -> str:
             shutil.move(str(dst), str(src))
             return f"moved {dst} back to {src}"
         return f"{src} already in place"
+    if u.kind == "kill_marker":  # the real engine: every process a game day started carries its marker
+        killed = kill_marked(d["marker"])
+        return f"killed {len(killed)} process(es) of {d.get('role', 'the game day')}"
     if u.kind == "env":
         return "environment restored"  # in-process only; a dead engine took it with it
+    if u.kind == "unpause_container":  # chaos/faults/containers.py pauses (issue 8)
+        from chaos.faults.containers import unpause_one
+
+        return unpause_one(d["container"])
     return f"unknown undo kind {u.kind!r}, skipped"
 
 
@@ -160,7 +167,7 @@ def marked(marker: str) -> list[psutil.Process]:
         if p.pid == os.getpid():
             continue
         try:
-            if p.environ().get(procs.MARKER) == marker:
+            if procs._carries(p.environ(), marker):  # as HEALER_TREE, or inherited among HEALER_TREE_ANCESTORS
                 out.append(p)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
             continue

@@ -246,10 +246,15 @@ def journal(
     """Print the event log (append-only): transitions, intents, actions, alerts, ticks."""
     store = store_for(root)
     try:
-        past = store.events(prefix=kind, subject=subject)
-        if limit >= 0:
-            past = past[-limit:] if limit else []
         last = store.last_event_id()
+        if limit == 0:
+            past = []
+        elif limit > 0 and not kind and not subject:
+            past = store.tail(limit)  # a long log: read only its end
+        else:
+            past = store.events(prefix=kind, subject=subject)
+            past = past[-limit:] if limit > 0 else past
+        past = [e for e in past if e.id <= last]
         for e in past:
             _print_event(e, as_json)
         if not follow:

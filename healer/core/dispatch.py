@@ -186,6 +186,11 @@ def graph(tickets: Sequence[Ticket], only: set[str] | None = None) -> nx.DiGraph
     return g
 
 
+def _edgeless(tickets: Sequence[Ticket], ids: set[str]) -> bool:
+    # the common fleet has no blocked_by at all: skip building a graph every dispatch tick
+    return not any(d in ids for t in tickets if t.blocked_by and t.id in ids for d in t.blocked_by)
+
+
 def _cyclic(g: nx.DiGraph) -> list[set[str]]:
     loops = set(nx.nodes_with_selfloops(g))
     return [c for c in nx.strongly_connected_components(g) if len(c) > 1 or c & loops]
@@ -193,7 +198,10 @@ def _cyclic(g: nx.DiGraph) -> list[set[str]]:
 
 def cycles(tickets: Sequence[Ticket]) -> list[tuple[str, ...]]:
     """Every blocked_by cycle among unfinished tickets, each named in cycle order (polynomial: one per SCC)."""
-    g = graph(tickets, {t.id for t in tickets if t.state not in lifecycle.TERMINAL})
+    ids = {t.id for t in tickets if t.state not in lifecycle.TERMINAL}
+    if _edgeless(tickets, ids):
+        return []
+    g = graph(tickets, ids)
     out = []
     for comp in _cyclic(g):
         edges = nx.find_cycle(g.subgraph(comp).reverse(), source=min(comp))  # follow blocked_by: "A -> B" = A waits on B
@@ -209,6 +217,8 @@ def order(tickets: Sequence[Ticket]) -> list[str]:
     on a cycle are ordered last, by their own key.
     """
     by_id = {t.id: t for t in tickets}
+    if _edgeless(tickets, set(by_id)):  # no dependencies: plain key order, what the topological sort would give
+        return sorted(by_id, key=lambda n: (by_id[n].priority, by_id[n].priority, by_id[n].created_at, n))
     dag = graph(tickets)
     in_cycle = set().union(*_cyclic(dag)) if dag else set()
     dag.remove_nodes_from(in_cycle)

@@ -164,19 +164,27 @@ def decide(snapshot: Snapshot, policy, memory: Memory) -> Decision:
             rule_times.setdefault(rule_id, []).append(now)
 
     for f in firing:
-        if f.kind in SENTINELS:
-            alert(f.key, _text(f, now), f.severity, f.evidence)
         rule = rules.get(f.kind)
+        age = now - first_seen[f.key]
         if rule is None:
+            if f.kind in SENTINELS:
+                alert(f.key, _text(f, now), f.severity, f.evidence)
             continue
+        debounce = None
+        if age < rule.for_:
+            debounce = f"debounce: firing for {durations.format(max(age, 0))} of {durations.format(rule.for_)}"
         do, why = list(rule.do), f"rule {rule.id}"
         n_att = sum(1 for t in memory.attempts.get(f.subject) or () if now - t < window)
         if f.evidence.get("budget_spent"):
             do, why = ["escalate"], f"launch budget spent: {f.evidence['budget_spent']}"
         elif rule.escalate_after is not None and n_att >= rule.escalate_after:
             do, why = ["escalate"], f"{n_att} remediation attempts >= escalate_after {rule.escalate_after}"
-        if "notify" in do:
-            if "notify" in allowed:
+        # sentinels are alarms whatever their rule says; a rule's notify obeys the whitelist; both obey `for`
+        if f.kind in SENTINELS or "notify" in do:
+            if debounce:
+                if "notify" in do:
+                    deferred.append((_pa("notify", f.subject, f, rule.id), debounce))
+            elif "notify" in allowed or f.kind in SENTINELS:
                 alert(f.key, _text(f, now), f.severity, f.evidence)
             else:
                 deferred.append((_pa("notify", f.subject, f, rule.id), "not allowed: notify is not in remediation.allowed"))
@@ -197,12 +205,11 @@ def decide(snapshot: Snapshot, policy, memory: Memory) -> Decision:
             seq = [a for a in seq if a.action != "escalate"]
             if not seq:
                 continue
-        age = now - first_seen[f.key]
         reason = None
         if halted:
             reason = "halt"
-        elif age < rule.for_:
-            reason = f"debounce: firing for {durations.format(max(age, 0))} of {durations.format(rule.for_)}"
+        elif debounce:
+            reason = debounce
         elif f.evidence.get("busy_pids") and any(a.action in ("remove_worktree", "quarantine_file") for a in seq):
             reason = f"busy: pids {f.evidence['busy_pids']} have their cwd or an open file inside"
         else:

@@ -75,20 +75,37 @@ def parse(source: str, text: str) -> tuple[Rule | None, list[str]]:
     return (None if errs else rule), errs
 
 
+def _line_of(text: str, key: str) -> int:
+    """The line of a top-level front matter key (for errors found after validation)."""
+    for i, line in enumerate(text.splitlines()[1:], start=2):
+        if _FENCE.match(line):
+            break
+        if line.startswith(key + ":"):
+            return i
+    return 2
+
+
 def rules_from_runbooks(texts: Iterable[tuple[str, str]]) -> tuple[list[Rule], list[str]]:
     """(source, text) pairs, in the order to apply them -> (rules, located errors). Duplicate ids are errors."""
     rules: list[Rule] = []
     errors: list[str] = []
     ids: dict[str, str] = {}
+    whens: dict[str, str] = {}
     for source, text in texts:
         rule, errs = parse(source, text)
         errors.extend(errs)
         if rule is None:
             continue
         if rule.id in ids:
-            errors.append(f"{source}:2:1: id: expected a unique rule id, got {rule.id!r} again (first in {ids[rule.id]})")
+            errors.append(f"{source}:{_line_of(text, 'id')}:1: id: expected a unique rule id, got {rule.id!r} again (first in {ids[rule.id]})")
+            continue
+        if rule.when in whens:
+            # only one rule per finding kind is in force; a second one would be ignored without a word
+            errors.append(f"{source}:{_line_of(text, 'when')}:1: when: expected one runbook per finding kind, got a second one for "
+                          f"{rule.when} (first in {whens[rule.when]})")
             continue
         ids[rule.id] = source
+        whens[rule.when] = source
         rules.append(rule)
     return rules, errors
 

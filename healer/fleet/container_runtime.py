@@ -27,6 +27,7 @@ LABEL_FLEET = "healer.fleet"
 LABEL_TICKET = "healer.ticket"
 LABEL_RUN = "healer.run"
 LABEL_KIND = "healer.kind"
+LABEL_LOG = "healer.log"  # where the output goes, so any runtime instance (a restarted dispatcher) can copy it
 
 # variables an agent loop needs from the host; the rest of the host environment stays out
 _PASS_ENV = ("GIT_", "HEALER_")
@@ -141,6 +142,7 @@ class ContainerRuntime:
         self._pumps: dict[str, threading.Thread] = {}
         self._logs: dict[str, str] = {}
         self._launched: dict[str, Handle] = {}
+        self._flushed: set[str] = set()
 
     @classmethod
     def from_policy(cls, policy, clock: Clock | None = None, **kw) -> ContainerRuntime:
@@ -162,6 +164,8 @@ class ContainerRuntime:
         if self.build_image:
             images.ensure(client, self.image)
         labels = labels_for(spec.labels)
+        if spec.log_path:
+            labels[LABEL_LOG] = str(Path(spec.log_path).resolve())
         cwd = str(Path(spec.cwd).resolve())
         volumes: dict[str, dict[str, str]] = dict(images.python_mounts())
         volumes.update(git_mounts(cwd))
@@ -215,7 +219,7 @@ class ContainerRuntime:
             return Status(UNKNOWN)  # fail-open: the engine did not answer, nobody is declared dead
         st = status_of(attrs)
         if st.state in (EXITED, GONE):
-            self._flush_log(handle.container)
+            self._flush_log(handle.container, (attrs.get("Config") or {}).get("Labels"))
         return st
 
     def stop(self, handle: Handle, grace: float) -> None:
@@ -266,7 +270,7 @@ class ContainerRuntime:
             old = client.containers.list(all=True, filters={"label": [f"{LABEL_FLEET}={fleet}", f"{LABEL_TICKET}={ticket}"],
                                                             "status": ["exited", "dead"]})
             for c in old:
-                self._flush_log(c.id)
+                self._flush_log(c.id, c.labels)
                 c.remove(force=True)
         except docker.errors.APIError:
             pass  # housekeeping only
@@ -288,8 +292,9 @@ class ContainerRuntime:
             return
         import docker.errors
 
-        self._flush_log(handle.container)
         try:
+            labels = (self.client.api.inspect_container(handle.container).get("Config") or {}).get("Labels")
+            self._flush_log(handle.container, labels)
             self.client.api.remove_container(handle.container, force=True)
         except docker.errors.NotFound:
             pass
@@ -316,10 +321,14 @@ class ContainerRuntime:
         except Exception:  # noqa: BLE001 - the final copy in _flush_log is authoritative
             pass
 
-    def _flush_log(self, cid: str) -> None:
-        path = self._logs.pop(cid, None)
+    def _flush_log(self, cid: str, labels: Mapping[str, str] | None = None) -> None:
+        """Copy an ended container's whole output to its log, once per runtime instance."""
+        if cid in self._flushed:
+            return
+        path = self._logs.pop(cid, None) or (labels or {}).get(LABEL_LOG)
         if not path:
             return
+        self._flushed.add(cid)
         t = self._pumps.pop(cid, None)
         if t is not None:
             t.join(timeout=2)

@@ -7,6 +7,7 @@ tick and the sentinels that depend on it report `unknown`.
 
 from __future__ import annotations
 
+import os
 import socket
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, Handle
 from healer.remedy import gitops
 
 HOST = socket.gethostname()
+_PROC = os.path.isdir("/proc/self")
 
 
 def handle_of(agent) -> Handle:
@@ -42,11 +44,38 @@ def liveness(agent, runtime=None, host: str = HOST) -> tuple[bool | None, bool]:
         return None, False
     if not agent.pid:
         return None, False
-    alive = procs.alive(agent.pid)
-    return alive, alive and procs.stopped(agent.pid)
+    return _pid_state(agent.pid)
+
+
+def _pid_state(pid: int) -> tuple[bool, bool]:
+    """(alive, stopped) from one read of /proc/PID/stat on Linux (a zombie is dead); psutil elsewhere."""
+    if not _PROC:
+        alive = procs.alive(pid)
+        return alive, alive and procs.stopped(pid)
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return False, False
+    except OSError:
+        alive = procs.alive(pid)
+        return alive, alive and procs.stopped(pid)
+    state = raw[raw.rfind(b")") + 2:raw.rfind(b")") + 3]
+    if state in (b"Z", b"X", b"x"):
+        return False, False
+    return True, state in (b"T", b"t")
 
 
 # -- gather -------------------------------------------------------------------------
+
+def _norm(path) -> Path:
+    """A lexical absolute form for matching paths the store holds (resolve() costs a syscall per part)."""
+    return Path(os.path.abspath(str(path)))
+
+
+def _over(by_id: dict, wt) -> bool:
+    t = by_id.get(wt.ticket_id) if wt.ticket_id else None
+    return t is None or t.state in lifecycle.TERMINAL
 
 _RESET_FROM = frozenset({lifecycle.NEEDS_HUMAN, lifecycle.BLOCKED, lifecycle.DONE, lifecycle.CLOSED})
 WORKTREES_DIR = ".healer/worktrees"
@@ -115,7 +144,7 @@ def _loose_files(root: Path, registered: set[Path]) -> tuple[str, ...]:
         return ()
     out: list[str] = []
     for entry in sorted(base.iterdir()):
-        if entry.resolve() in registered:
+        if _norm(entry) in registered:
             continue
         if entry.is_symlink() or entry.is_file():
             out.append(entry.relative_to(root).as_posix())
@@ -150,7 +179,7 @@ def gather(root, store, policy, clock, runtime=None, *, host: str = HOST) -> Sna
         return views
 
     agents = src.get("agents", _agents, [])
-    live_wt = {Path(v.agent.worktree).resolve() for v in agents
+    live_wt = {_norm(v.agent.worktree) for v in agents
                if v.agent.worktree and v.agent.state == "running" and v.alive is not False}
 
     def _worktrees():
@@ -158,18 +187,14 @@ def gather(root, store, policy, clock, runtime=None, *, host: str = HOST) -> Sna
         wts = store.worktrees()
         # only orphan candidates are worth the process table and git: their ticket is over or gone, nobody in them
         cand: list[Path] = []
-        paths = {}
         for wt in wts:
-            p = Path(wt.path)
-            paths[wt.path] = p
             t = by_id.get(wt.ticket_id) if wt.ticket_id else None
-            if p.exists() and p.resolve() not in live_wt and (t is None or t.state in lifecycle.TERMINAL):
-                cand.append(p.resolve())
+            if (t is None or t.state in lifecycle.TERMINAL) and _norm(wt.path) not in live_wt and os.path.isdir(wt.path):
+                cand.append(Path(wt.path).resolve())
         busy = _busy_map(cand)
         for wt in wts:
-            p = paths[wt.path]
-            exists = p.exists()
-            rp = p.resolve() if exists else p
+            exists = os.path.exists(wt.path)
+            rp = Path(wt.path).resolve() if exists and _over(by_id, wt) else Path(wt.path)
             files: tuple[str, ...] = ()
             if rp in busy:
                 try:
@@ -199,7 +224,7 @@ def gather(root, store, policy, clock, runtime=None, *, host: str = HOST) -> Sna
     opened = [p.created_at for p in proposals]
     closed = [p.decided_at for p in proposals if p.decided_at is not None and p.state in ("merged", "rejected")]
     merged = frozenset(t.id for t in tickets if (t.data or {}).get("merged_commit"))
-    registered = {Path(w.worktree.path).resolve() for w in worktrees}
+    registered = {_norm(w.worktree.path) for w in worktrees}
     loose = src.get("files", lambda: _loose_files(root, registered), ())
     halted = (root / ".healer" / "HALT").exists() or bool(policy.remediation.observe_only)
     paused_reason = settings.get("dispatch.paused_reason")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from healer.errors import InvalidInput
 
 PLACEHOLDERS = ("{prompt_file}", "{workdir}", "{iteration}")
+ARG_MAX_PROMPT = 100_000
 
 
 @dataclass(frozen=True)
@@ -46,13 +47,18 @@ def preset_spec(preset: str, command: Sequence[str] = (), model: str | None = No
     raise InvalidInput(f"loop.agent.preset: expected command, claude or codex, got {preset!r}")
 
 
+def prompt_on_stdin(spec: AgentSpec, argv: Sequence[str]) -> bool:
+    return spec.stdin_prompt or (spec.preset == "codex" and bool(argv) and argv[-1] == "-")
+
+
 def render(spec: AgentSpec, *, prompt_file: str, workdir: str, iteration: int, prompt: str = "",
            remaining_usd: float | None = None) -> list[str]:
     subs = {"{prompt_file}": prompt_file, "{workdir}": workdir, "{iteration}": str(iteration)}
     out = []
     for arg in spec.argv:
         if arg == "{prompt}" and spec.preset == "codex":
-            out.append(prompt)
+            # one argv string is capped by the kernel (128 KiB); a longer prompt goes on stdin
+            out.append(prompt if len(prompt.encode()) <= ARG_MAX_PROMPT else "-")
             continue
         for k, v in subs.items():
             arg = arg.replace(k, v)

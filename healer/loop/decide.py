@@ -216,7 +216,7 @@ def after_iteration(history: Sequence[IterationRecord], limits: Limits, spent: f
     if not history:
         return CONTINUE
     last = history[-1]
-    if last.all_green:
+    if last.all_green and len(last.gates) >= limits.gates:  # every defined gate ran, and passed
         return Verdict(errors.OK, f"all {len(last.gates)} gate(s) passed at iteration {last.n}", "success")
     n = same_failure_streak(history)
     if n >= limits.same_failure:

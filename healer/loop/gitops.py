@@ -106,13 +106,19 @@ def is_loop_file(path: str) -> bool:
     return path in LOOP_FILES or path == HEALER_DIR or path.startswith(HEALER_DIR + "/")
 
 
+_ignored_dirs: set[Path] = set()
+
+
 def ignore_own_dir(cwd: str | Path) -> None:
     """Make sure git never sees .healer/, even in a repository that does not ignore it."""
     d = Path(cwd) / HEALER_DIR
-    d.mkdir(parents=True, exist_ok=True)
     gi = d / ".gitignore"
+    if gi in _ignored_dirs and gi.exists():
+        return
+    d.mkdir(parents=True, exist_ok=True)
     if not gi.exists():
         gi.write_text("# healer's own files: never part of the work\n*\n")
+    _ignored_dirs.add(gi)
 
 
 def _split0(data: bytes) -> list[str]:
@@ -320,7 +326,10 @@ def commit_all(cwd: str | Path, message: str) -> str | None:
     staged = _split0(_gitb(cwd, "diff", "--cached", "--name-only", "-z"))
     own = [p for p in staged if p in LOOP_FILES]
     if own:
-        git(cwd, "restore", "--staged", "--", *(f":(top){f}" for f in own))
+        if head(cwd):
+            git(cwd, "restore", "--staged", "--", *(f":(top){f}" for f in own))
+        else:  # no commit yet: nothing to restore from, just unstage
+            git(cwd, "rm", "--cached", "-q", "--", *(f":(top){f}" for f in own))
     if len(own) == len(staged):
         return None
     r = subprocess.run(["git", "commit", "-q", "-m", message], cwd=str(cwd), capture_output=True, text=True,

@@ -399,7 +399,7 @@ class Runner:
 
         out_p, err_p = idir / "agent.out", idir / "agent.err"
         with open(out_p, "wb") as out, open(err_p, "wb") as err, \
-                (open(pf, "rb") if self.spec.stdin_prompt else open(os.devnull, "rb")) as stdin:
+                (open(pf, "rb") if agents.prompt_on_stdin(self.spec, argv) else open(os.devnull, "rb")) as stdin:
             try:
                 res = procs.run(argv, cwd=self.workdir, timeout=max(0.0, deadline - clock.monotonic()), grace=L.kill_grace,
                                 clock=clock, env=env, stdout=out, stderr=err, stdin=stdin, should_stop=self._should_stop,

@@ -286,6 +286,12 @@ def _resume_check(ctx: Context, t: Target) -> None:
         raise Abort(f"agent {a.id} is alive")
     if a.ticket_id is None:
         raise Abort(f"agent {a.id} has no ticket")
+    # an agent that just exited is the dispatcher's to reap (it records the exit and resumes by itself);
+    # the supervisor steps in only when that has not happened within two dispatcher periods
+    grace = 2 * max(ctx.policy.fleet.dispatch_tick, ctx.policy.fleet.heartbeat)
+    last = max(a.heartbeat_at or 0.0, a.started_at or 0.0)
+    if ctx.now() - last < grace:
+        raise Abort(f"agent {a.id} was seen {round(ctx.now() - last)}s ago; the dispatcher gets {round(grace)}s to reap it first")
     tk = _ticket(ctx, a.ticket_id)
     if tk.state != lifecycle.IN_PROGRESS:
         raise Abort(f"{tk.id} is {tk.state}, not in_progress")

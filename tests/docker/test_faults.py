@@ -141,3 +141,26 @@ def test_inject_aims_scenario_faults_at_tickets(dclient, fleet_label, four, tmp_
     assert "paused" not in states(dclient, fleet_label) and journal.pending() == []
     with pytest.raises(UsageError):
         cf.inject("container_explode", fleet=fleet_label, client=dclient)
+
+
+def test_the_game_day_journal_undoes_pauses_of_a_killed_engine(dclient, fleet_label, four, tmp_path):
+    """Same guarantee through chaos/faults/undo.py: the next game day recovers what a killed one left."""
+    from chaos.faults import undo
+
+    home = tmp_path / "gameday-home"
+    code = ("import time\n"
+            "from chaos.faults import containers as cf, undo\n"
+            f"j = undo.UndoJournal({str(home / 'run1')!r})\n"
+            f"out = cf.inject('container_pause', fleet={fleet_label!r}, count=3, seed=2, journal=j)\n"
+            "print(len(out), flush=True)\n"
+            "time.sleep(300)\n")
+    gd = subprocess.Popen([PY, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert gd.stdout.readline().strip() == "3"
+    finally:
+        os.killpg(gd.pid, signal.SIGKILL)
+        gd.wait(timeout=10)
+    assert states(dclient, fleet_label).count("paused") == 3
+    lines = undo.recover_leftovers(base=home)
+    assert len(lines) == 3 and all("unpaused container" in ln for ln in lines)
+    assert "paused" not in states(dclient, fleet_label)

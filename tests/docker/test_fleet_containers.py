@@ -73,9 +73,10 @@ def test_killed_container_resumed_paused_container_stopped(fleet, dclient, tmp_p
         assert labels["healer.fleet"] == str(root) and labels["healer.ticket"] == tid and labels["healer.run"] == a.run_id
         wait_for(lambda a=a: ready(root, a.ticket_id, a.run_id), what=f"{tid}'s agent running in its container")
 
-    # -- a container killed mid-run, seen by the supervisor: agent_dead -> resume_agent
+    # -- a container killed mid-run while the dispatcher is away, seen by the supervisor: agent_dead -> resume_agent
     [k] = cf.kill(name=agents["T1"].container, client=dclient)
     assert (k.before, k.after) == ("running", "exited")
+    clock.advance(61)  # the supervisor leaves the dispatcher a minute to reap its own agents first
     rep = s.tick()
     assert ("agent_dead", "T1") in [(f.kind, f.subject) for f in rep.decision.findings]
     assert [(a.action, o.status) for a, o in rep.outcomes if a.action == "resume_agent"] == [("resume_agent", "done")]
@@ -88,7 +89,7 @@ def test_killed_container_resumed_paused_container_stopped(fleet, dclient, tmp_p
     [p] = cf.pause(name=agents["T2"].container, journal=journal, client=dclient)
     assert (p.before, p.after) == ("running", "paused")
 
-    clock.advance(IDLE / 2)
+    clock.advance(IDLE / 2 - 61)
     rep = d.tick()
     assert agents["T3"].id in rep.reaped
     t3 = store.agent(agents["T3"].id)

@@ -174,3 +174,17 @@ def test_same_path_mounts_cover_interpreter_and_source():
     src = str(Path(healer.__file__).resolve())
     assert any(src.startswith(p.rstrip("/") + "/") for p in mounts)
     assert any(os.path.realpath(sys.executable).startswith(p.rstrip("/") + "/") for p in mounts)
+
+
+def test_a_restarted_dispatcher_still_gets_the_output(dclient, fleet_label, tmp_path):
+    """The launching process is gone (its log pump with it): another runtime copies the output before removing."""
+    log = tmp_path / "agent.log"
+    first = ContainerRuntime(client=dclient)
+    h = first.launch(spec(tmp_path, "print('said before the end')", fleet_label, log_path=str(log)))
+    wait_for(lambda: state_of(dclient, h.container) == "exited", what="the agent to end")
+    first._logs.clear()  # as if the process that launched it had died
+    later = ContainerRuntime(client=dclient)
+    assert later.status(h).state == EXITED
+    later.forget(h)
+    assert state_of(dclient, h.container) == "gone"
+    assert "said before the end" in log.read_text()

@@ -297,17 +297,14 @@ def test_8b_sigterm_exit_4_within_grace_state_persisted(lrepo, tmp_path):
 def test_8c_pause_then_resume(lrepo, tmp_path):
     pol = write_policy(tmp_path / "p.yaml", agent={"command": agent("loop_converge.py", "{iteration}")},
                        gates=[steps_gate(3)])
+    # the runner checks the pause file between iterations; here it is there before the first
     (lrepo / ".healer" / "runs" / "pz").mkdir(parents=True)
-    # a pause requested before the first iteration: the run stops at once, resumable
-    proc = _start(lrepo, tmp_path, pol, "pz")
-    assert wait_for(lambda: (lrepo / ".healer" / "runs" / "pz" / "state.json").exists())
-    subprocess.run([PY, "-m", "healer", "loop", "pause", "pz", "--workdir", str(lrepo)], check=True, capture_output=True)
-    out, _ = proc.communicate(timeout=30)
-    assert proc.returncode in (0, 4)
-    if proc.returncode == 4:
-        assert "paused" in out.strip().splitlines()[-1]
-        cp = run_loop_cli(lrepo, pol, "--resume", "pz")
-        assert cp.returncode == 0, cp.stdout + cp.stderr
+    (lrepo / ".healer" / "runs" / "pz" / "PAUSE").write_text("pause\n")
+    cp = run_loop_cli(lrepo, pol, "--run-id", "pz")
+    assert cp.returncode == 4 and "paused" in final_line(cp), cp.stdout + cp.stderr
+    assert state(lrepo, "pz")["history"] == []
+    cp = run_loop_cli(lrepo, pol, "--resume", "pz")
+    assert cp.returncode == 0, cp.stdout + cp.stderr
     assert loop_commits(lrepo) == ["loop: goal reached at iteration 3"]
 
 
@@ -382,3 +379,40 @@ def test_internal_error_is_70_with_evidence(lrepo, tmp_path):
     r = result(lrepo, "boom")
     assert r["exit_code"] == 70 and r["iterations"] == 1
     assert [e.kind for e in events(lrepo, subject="boom")][-1] == "loop.ended"
+
+
+def test_daily_cap_spans_runs(lrepo, tmp_path):
+    pol = write_policy(tmp_path / "p.yaml", max_iterations_per_day=2, agent={"command": agent("loop_never.py")},
+                       gates=[solved_gate()])
+    cp = run_loop_cli(lrepo, pol, "--run-id", "d1")
+    assert cp.returncode == 2 and "daily cap reached" in final_line(cp), cp.stdout
+    assert len(state(lrepo, "d1")["history"]) == 2
+    cp = run_loop_cli(lrepo, pol, "--run-id", "d2")
+    assert cp.returncode == 2 and "daily cap reached" in final_line(cp)
+    assert state(lrepo, "d2")["history"] == []
+
+
+def test_claude_preset_end_to_end_with_a_fake_claude(lrepo, tmp_path):
+    """The `claude` preset's argv, prompt on stdin and cost parsing, against a stand-in binary."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "claude"
+    fake.write_text(
+        f"#!{PY}\n"
+        "import json, sys, pathlib\n"
+        "args = sys.argv[1:]\n"
+        "assert args[:6] == ['-p', '--output-format', 'json', '--permission-mode', 'acceptEdits', '--max-turns'], args\n"
+        "assert '--max-budget-usd' in args, args\n"
+        "prompt = sys.stdin.read()\n"
+        "assert 'Take ONE small step' in prompt and 'Make it SOLVED' in prompt\n"
+        "pathlib.Path('attempt.txt').write_text('SOLVED\\n')\n"
+        "print(json.dumps({'type': 'result', 'subtype': 'success', 'result': 'wrote it', 'total_cost_usd': 0.125}))\n"
+    )
+    fake.chmod(0o755)
+    task = tmp_path / "claude-task.md"
+    task.write_text("Make it SOLVED.\n")
+    pol = write_policy(tmp_path / "p.yaml", agent={"preset": "claude", "max_turns": 5}, gates=[solved_gate()])
+    cp = run_loop_cli(lrepo, pol, "--run-id", "cl", task=task, env={"PATH": f"{bindir}:{os.environ['PATH']}"})
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    r = result(lrepo, "cl")
+    assert r["cost_usd"] == 0.125 and r["committed"] is True

@@ -7,7 +7,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from loguru import logger
 
 from healer import log

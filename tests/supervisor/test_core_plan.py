@@ -221,3 +221,28 @@ def test_a_fleet_with_every_finding_kind_plans_for_each():
     assert {f.key for f in d.findings} <= answered, {f.key for f in d.findings} - answered
     green = Snapshot(**{**s.__dict__, "main_status": "green"})
     assert "dispatch_frozen" in {f.kind for f in decide(green, p, Memory()).findings}
+
+
+def test_same_decision_across_processes_whatever_the_hash_seed():
+    """Replays run in other processes: nothing may depend on set or dict-of-set iteration order."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json,dataclasses;from healer.core import decide;from healer.core.model import Memory;"
+            "from healer.core.synth import fleet;from healer.core.memory import dump;from healer.policy.schema import Policy;"
+            "d=decide(fleet(2000,200,200),Policy.model_validate({'remediation':{'max_actions_per_tick':500}}),Memory());"
+            "print(json.dumps([[dataclasses.asdict(f) for f in d.findings],[dataclasses.asdict(a) for a in d.actions],"
+            "[[dataclasses.asdict(a),w] for a,w in d.deferred],[dataclasses.asdict(a) for a in d.alerts],dump(d.memory)],"
+            "sort_keys=True,default=str))")
+    outs = {subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True,
+                           text=True, check=True, timeout=120).stdout for seed in ("1", "2", "3")}
+    assert len(outs) == 1
+
+
+def test_debounce_holds_alerts_too():
+    p = Policy.model_validate({"rules": [{"id": "quiet-main", "when": "main_red", "for": "10m", "do": ["notify", "pause_dispatch"]}]})
+    early = decide(Snapshot(now=T0, main_status="red", main_red_since=T0), p, Memory())
+    assert not early.alerts and not early.actions and reasons(early) == {"debounce"}
+    later = decide(Snapshot(now=T0 + 600, main_status="red", main_red_since=T0), p, early.memory)
+    assert [a.key for a in later.alerts] == ["main_red:main"] and [a.action for a in later.actions] == ["pause_dispatch"]

@@ -73,6 +73,9 @@ def test_missing_front_matter_yaml_error_duplicates_and_sections():
     assert errors[0].startswith("a.md:") and "expected valid YAML" in errors[0]
     rules, errors = rules_from_runbooks([("a.md", GOOD), ("b.md", GOOD)])
     assert len(rules) == 1 and errors == ["b.md:2:1: id: expected a unique rule id, got 'gentle-requeue' again (first in a.md)"]
+    rules, errors = rules_from_runbooks([("a.md", GOOD), ("b.md", GOOD.replace("id: gentle-requeue", "id: other"))])
+    assert len(rules) == 1 and errors == ["b.md:3:1: when: expected one runbook per finding kind, got a second one for "
+                                          "frozen_in_progress (first in a.md)"]
     errs = check([("c.md", GOOD.replace("## Cause", "## Reason"))])
     assert errs == ["c.md:8:1: (prose): expected the sections Symptom, Cause, What healer does, What a human does, "
                     "got none named Cause"]

@@ -192,3 +192,10 @@ def test_main_red_pauses_then_resumes_when_green():
     assert [a.action for a in decide(green, P, d2.memory).actions] == ["resume_dispatch"]
     human = Snapshot(now=red.now + 60, main_status="green", dispatch_paused=True, dispatch_paused_by="human")
     assert not decide(human, P, d2.memory).actions  # only healer lifts its own pause
+
+
+def test_dead_agent_on_a_ticket_no_longer_in_progress_is_not_resumed():
+    for state in ("needs_human", "queued", "done"):
+        s = Snapshot(now=T0, tickets=(ticket("T-1", state),), agents=(agent("A-1", "T-1", alive=False, worktree="w/T-1"),),
+                     worktrees=(worktree("w/T-1", "T-1"),))
+        assert "agent_dead" not in kinds(s), state

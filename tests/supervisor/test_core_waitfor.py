@@ -75,3 +75,8 @@ def test_graph_documents_dead_end_reviewers():
     g = build(s, P, index(s))
     assert g.edges["label:T-1#to-review", "reviewer:T-1#to-review"]["kind"] == "no_reviewer"
     assert cycles(s) == []
+
+
+def test_an_escalated_ticket_leaves_the_cycle():
+    s = Snapshot(now=T0, tickets=(ticket("T-1", "needs_human", blocked_by=("T-2",)), ticket("T-2", "queued", blocked_by=("T-1",))))
+    assert cycles(s) == []

@@ -238,7 +238,11 @@ def test_stop_agent_kills_the_tree_and_marks_for_resume(shell_fleet):
 def test_resume_dead_agent_requeues_with_resume(shell_fleet):
     f = shell_fleet
     _in_progress(f)
-    f.store.upsert_agent(Agent("A-1", "T-1", "running", pid=_dead_pid(), worktree="/x", run_id="r1", started_at=f.clock.now()))
+    f.store.upsert_agent(Agent("A-1", "T-1", "running", pid=_dead_pid(), worktree="/x", run_id="r1", started_at=f.clock.now(),
+                               heartbeat_at=f.clock.now()))
+    out = execute(f.ctx(), PlannedAction("resume_agent", "A-1"))
+    assert out.status == "aborted" and "reap" in out.reason  # just died: the dispatcher's turn first
+    f.clock.advance(2 * f.policy.fleet.dispatch_tick + 1)
     out = execute(f.ctx(), PlannedAction("resume_agent", "A-1"))
     assert out.status == "done", out
     t = f.store.ticket("T-1")

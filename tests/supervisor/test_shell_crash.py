@@ -17,6 +17,8 @@ from tests.conftest import git, healer, make_repo
 
 OLD = 6 * 3600  # seconds in the past: every threshold is long passed
 
+pytestmark = pytest.mark.slow  # 22 real supervisor processes; still part of the default run and CI
+
 REMEDY_POINTS = ["remedy.after_intent", "remedy.after_begun", "remedy.after_effect", "remedy.after_done"]
 SUPERVISOR_POINTS = ["supervisor.after_lease", "supervisor.before_execute", "supervisor.after_tick"]
 QUARANTINE_POINTS = ["quarantine.after_manifest", "quarantine.after_copy", "quarantine.after_move"]
@@ -70,6 +72,8 @@ def _no_corpse(root: Path) -> None:
             continue
         cmd = " ".join(p.info["cmdline"] or [])
         assert not ("supervise" in cmd and str(root) in cmd), f"leftover supervisor: {p.pid} {cmd}"
+    locks = [p.relative_to(root).as_posix() for p in (root / ".git").rglob("*.lock")]
+    assert locks == [], f"git locks left behind: {locks}"
     s = open_store(root)
     try:
         assert s.lease("supervisor") is None, "the one-shot supervisor left its lease behind"

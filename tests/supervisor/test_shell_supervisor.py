@@ -214,3 +214,43 @@ def test_recovery_at_start_is_journaled(shell_fleet):
     assert ev.payload["outcomes"] == {"aborted": 1}
     assert f.store.ticket("T-1").state == "queued"  # rolled back, then planned afresh and done once
     assert [i.state for i in f.store.intents()] == ["aborted", "done"]
+
+
+def test_repair_trigger_call_site_launches_the_repair_agent(shell_fleet):
+    from healer.core.model import Decision
+
+    f = shell_fleet
+    pytest.importorskip("healer.repair.launcher", reason="the repair launcher is another area's module")
+    sup = _sup(f)
+    assert sup._repair_hook(Decision(repair=False)) is None
+    out = sup._repair_hook(Decision(repair=True, repair_reason="test: blocked past every ceiling"))
+    assert out == "repair agent ran"
+    [ev] = f.store.events(kinds=["repair.started"])
+    assert ev.payload["reason"] == "test: blocked past every ceiling"
+    assert f.store.count_events("repair.ended") + f.store.count_events("repair.failed") == 1
+
+
+def test_gather_sees_live_stopped_and_dead_agents(shell_fleet):
+    import signal as sig
+
+    from healer.fleet.snapshot import gather
+
+    f = shell_fleet
+    live = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])
+    stopped = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])
+    dead = subprocess.Popen([PY, "-c", "pass"])
+    dead.wait()
+    try:
+        stopped.send_signal(sig.SIGSTOP)
+        from healer.procs import stopped as is_stopped
+        from tests.supervisor.test_shell_cli import _wait
+
+        _wait(lambda: is_stopped(stopped.pid), 10, "SIGSTOP to land")
+        for name, p in (("A-live", live), ("A-stopped", stopped), ("A-dead", dead)):
+            f.store.upsert_agent(Agent(name, None, "running", pid=p.pid, host=""))
+        views = {v.agent.id: (v.alive, v.paused) for v in gather(f.root, f.store, f.policy, f.clock).agents}
+        assert views == {"A-live": (True, False), "A-stopped": (True, True), "A-dead": (False, False)}
+    finally:
+        for p in (live, stopped):
+            p.kill()
+            p.wait()
