@@ -364,6 +364,30 @@ def inv_never_merged_broken(h: History) -> tuple[bool, str]:
     return True, "no broken proposal merged"
 
 
+def inv_no_double_effect(h: History) -> tuple[bool, str]:
+    """No effect applied twice: a label dropped twice without being added back in between, a worktree
+    removed twice, a file quarantined twice (crash recovery must finish an action, never repeat it)."""
+    dropped: dict[tuple[str, str], int] = defaultdict(int)
+    removed: dict[str, int] = defaultdict(int)
+    for e in h.events:
+        key = (e.subject, str(e.payload.get("label")))
+        if e.kind == "ticket.labeled":
+            dropped[key] = 0
+        elif e.kind == "ticket.unlabeled":
+            dropped[key] += 1
+            if dropped[key] > 1:
+                return False, f"label '{key[1]}' dropped twice from {e.subject} at +{e.at - h.start:.0f}s"
+        elif e.kind == "worktree.removed":
+            removed[e.subject] += 1
+            if removed[e.subject] > 1:
+                return False, f"worktree {e.subject} removed twice"
+    paths = h.extra.get("quarantine_paths", [])
+    twice = sorted({p for p in paths if paths.count(p) > 1})
+    if twice:
+        return False, f"quarantined twice: {', '.join(twice[:5])}"
+    return True, f"{sum(dropped.values())} label drop(s), {len(removed)} worktree removal(s), {len(paths)} quarantined, none twice"
+
+
 INVARIANTS: dict[str, Callable[[History], tuple[bool, str]]] = {
     "one_live_agent_per_ticket": inv_one_live_agent_per_ticket,
     "no_user_file_deleted": inv_no_user_file_deleted,
@@ -373,6 +397,7 @@ INVARIANTS: dict[str, Callable[[History], tuple[bool, str]]] = {
     "no_leftovers": inv_no_leftovers,
     "no_corpse": inv_no_corpse,
     "never_merged_broken": inv_never_merged_broken,
+    "no_double_effect": inv_no_double_effect,
 }
 # the invariants every run is held to (hypothesis exploration and `gameday run` both add them)
 STANDARD = ("one_live_agent_per_ticket", "no_user_file_deleted", "intents_settled", "one_lease_holder")

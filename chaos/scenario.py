@@ -159,7 +159,7 @@ class RealSpec(Strict):
     dispatcher: Literal["auto", "daemon", "none"] = Field(
         "auto", description="a real `healer dispatch` daemon child (auto: when a ticket starts queued)")
     until: dict[str, Any] | None = Field(None, description="settle only once this event happened ({kind, subject, payload})")
-    settle_ticks: int = Field(2, ge=1, description="end after this many supervisor ticks that changed nothing, once no "
+    settle_ticks: int = Field(1, ge=1, description="end after this many supervisor ticks that changed nothing, once no "
                                                    "fault is pending and no agent runs (the duration is the cap)")
     pidfiles: list[str] = Field(default_factory=list, description="files (in the game-day folder) listing pids that must "
                                                                   "all be dead at the end; each pid becomes a chaos.pid event")

@@ -45,9 +45,14 @@ def become_subreaper() -> bool:
     return _subreaper
 
 
+_HAS_PROC_CHILDREN = os.path.exists(f"/proc/self/task/{os.getpid()}/children")  # needs CONFIG_PROC_CHILDREN
+
+
 def _children(pid: int) -> list[int] | None:
     """Direct children of pid from /proc/PID/task/*/children (Linux): a few small reads
     instead of psutil's scan of every process. None when unavailable."""
+    if not _HAS_PROC_CHILDREN:
+        return None
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except FileNotFoundError:
@@ -155,6 +160,9 @@ class ProcessTree:
     def __init__(self, root_pid: int, marker: str | None = None, *, adopt_orphans: bool = False) -> None:
         self.root_pid = root_pid
         self.marker = marker
+        # when we spawned the root, reap it through its Popen: a bare waitpid would steal
+        # the exit status and Popen would then report 0 for a killed process
+        self.popen: subprocess.Popen | None = None
         # When this process is a subreaper and runs one tree at a time (the loop runner),
         # its new direct children that are not the root can only be orphans of this tree.
         self.adopt_orphans = adopt_orphans
@@ -226,7 +234,7 @@ class ProcessTree:
                 if abs(p.create_time() - m.create_time) > 0.01:
                     continue  # pid reused by a stranger
                 if p.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
-                    _reap(m.pid)
+                    self._reap(m.pid)
                     continue
                 out.append(p)
             except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -276,8 +284,14 @@ class ProcessTree:
                 break
             psutil.wait_procs(left, timeout=0.1)
         for pid in victims:
-            _reap(pid)
+            self._reap(pid)
         return victims
+
+    def _reap(self, pid: int) -> None:
+        if self.popen is not None and pid == self.popen.pid:
+            self.popen.poll()
+        else:
+            _reap(pid)
 
 
 def _pgid(pid: int) -> int | None:
@@ -306,7 +320,9 @@ def spawn(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None
     full_env[MARKER] = marker
     proc = subprocess.Popen(list(argv), cwd=str(cwd), env=full_env, stdout=stdout, stderr=stderr, stdin=stdin,
                             start_new_session=True, close_fds=True)
-    return proc, ProcessTree(proc.pid, marker, adopt_orphans=adopt_orphans)
+    tree = ProcessTree(proc.pid, marker, adopt_orphans=adopt_orphans)
+    tree.popen = proc
+    return proc, tree
 
 
 class _Waiter:

@@ -21,6 +21,7 @@ import hashlib
 import heapq
 import itertools
 import json
+import os
 import random
 import shutil
 from dataclasses import dataclass, replace
@@ -457,6 +458,7 @@ class SimEngine:
         # Count every write to a table the view shows, with TEMP triggers: they live on this connection only (the
         # engine's single one; the executor and notify share it), never in the store file. Events, intents, leases
         # and cooldowns do not count, so a tick that only logs does not force a re-read.
+        self.store._db.execute("PRAGMA synchronous=OFF")  # a throwaway store: no fsync at WAL checkpoints
         with self.store.tx() as db:
             db.execute("CREATE TEMP TABLE sim_changes(n INTEGER NOT NULL)")
             db.execute("INSERT INTO temp.sim_changes VALUES (0)")
@@ -491,7 +493,7 @@ class SimEngine:
             if p.alive:
                 holders.setdefault(p.ticket, []).append(i)
         for w in v["worktrees"]:
-            exists = Path(w.path).exists()
+            exists = os.path.exists(w.path)
             busy = tuple(holders.get(w.ticket_id, ())) if w.ticket_id is not None else ()
             wts.append(WorktreeView(w, exists, busy, tuple(sorted(self.files.get(w.path, ()))) if exists else (),
                                     self.heads.get(w.ticket_id or "")))
@@ -759,40 +761,72 @@ class SimEngine:
             self.dispatcher_up = True
 
     def run(self) -> Result:
+        self.begin()
+        self.advance(self.sc.duration)
+        return self.end()
+
+    def begin(self) -> Result:
+        """Set the fleet up and schedule the first steps. `run()` is begin, advance(duration), end; a stateful
+        test drives the same three itself (advance a little, inject, look at `history()`, advance again)."""
         result = Result(self.sc, "failed", seed=self.seed, disabled=self.disabled, started=self.wall.now())
         self.setup()
-        files_before = _files(self.root)
+        self.files_before = _files(self.root)
         result.steady_before = self.steady()
         self.at(0.0, "dispatch_tick")
         self.at(min(1.0, self.tick), "supervise")
         for f in self.sc.faults:
             if f.at is not None:
                 self.at(f.at, "fault", f)
-        end = self.sc.duration
-        n = 0
-        import os
-
         from healer import failpoints as _fp
 
-        saved_fp = os.environ.get(_fp.ENV)
+        self.saved_fp = os.environ.get(_fp.ENV)
         self.fp_names = [x[0] for x in self.fp_queue]
         if self.fp_queue:
-            self.undo.register("env", name=_fp.ENV, value=saved_fp)
+            self.undo.register("env", name=_fp.ENV, value=self.saved_fp)
             self._arm_failpoint()
-        while self.heap and self.heap[0][0] <= end:
+        self.result = result
+        self.steps = 0
+        self.until = 0.0
+        return result
+
+    def advance(self, until: float) -> None:
+        """Run every step due at or before `until` (seconds since the start), then leave the clock there."""
+        end = max(self.sc.duration, until) or 1.0
+        while self.heap and self.heap[0][0] <= until:
             t, _, what, args = heapq.heappop(self.heap)
             self.clock.set(START + t + self.offset)
             self.step(what, args)
             self._event_faults()
-            n += 1
-            if self.progress and n % 200 == 0:
+            self.steps += 1
+            if self.progress and self.steps % 200 == 0:
                 self.progress(t / end)
-        self.clock.set(START + end + self.offset)
+        self.until = max(self.until, until)
+        self.clock.set(START + self.until + self.offset)
+
+    def history(self, extra: dict[str, Any] | None = None) -> History:
+        """The run so far, as the checkers see it (`extra` overrides the engine's observations)."""
+        ex = dict(extra or {})
+        if "files_after" not in ex:
+            ex["files_after"] = _files(self.root)
+        if "quarantined" not in ex:
+            ex["quarantined"] = _quarantined(self.root)
+        return History(self.store.events(), {t.id: t for t in self.store.tickets()}, self.store.intents(),
+                       START, self.now, self.policy.sentinels.cooldown,
+                       {"files_before": {**self.files_before, **self.injected}, "broken_tickets": sorted(self.broken),
+                        "dispatch_paused": bool(self.store.get_setting(PAUSED_KEY, False)), "ticks": self.ticks,
+                        "leftovers": [], "failpoints_left": [x[0] for x in self.fp_queue],
+                        "failpoints_fired": len(self.fp_names) - len(self.fp_queue), **ex})
+
+    def end(self) -> Result:
+        """Roll every fault back, close the store and check the expectations over the whole history."""
+        result, end = self.result, self.until
         if self.fp_names:
-            if saved_fp is None:
+            from healer import failpoints as _fp
+
+            if self.saved_fp is None:
                 os.environ.pop(_fp.ENV, None)
             else:
-                os.environ[_fp.ENV] = saved_fp
+                os.environ[_fp.ENV] = self.saved_fp
             _fp.reset()
         result.steady_after = self.steady()
         for p in self.procs.values():  # rollback: nothing outlives the game day, even virtually
@@ -802,16 +836,9 @@ class SimEngine:
         self._fault(Fault(fault="release_worktree", at=end)) if self.busy_procs else None
         for u, what in self.undo.undo_all():
             self.rollbacks.append(Activity(f"undo {u.kind}", "rollback", self.wall.now(), self.wall.now(), "succeeded", what))
-        files_after = _files(self.root)
-        quarantined = _quarantined(self.root)
+        files_after, quarantined = _files(self.root), _quarantined(self.root)  # before the restore check puts files back
         restored = self._restore_check()
-        history = History(self.store.events(), {t.id: t for t in self.store.tickets()}, self.store.intents(),
-                          START, self.now, self.policy.sentinels.cooldown,
-                          {"files_before": {**files_before, **self.injected}, "files_after": files_after,
-                           "quarantined": quarantined, "restored": restored, "broken_tickets": sorted(self.broken),
-                           "dispatch_paused": bool(self.store.get_setting(PAUSED_KEY, False)), "ticks": self.ticks,
-                           "leftovers": [], "failpoints_left": [x[0] for x in self.fp_queue],
-                           "failpoints_fired": len(self.fp_names) - len(self.fp_queue)})
+        history = self.history({"files_after": files_after, "quarantined": quarantined, "restored": restored})
         result.activities = self.activities
         result.rollbacks = self.rollbacks
         result.stats.update({"ticks": self.ticks, "agents": self.n_agents, "virtual_seconds": end,

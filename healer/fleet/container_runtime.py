@@ -185,6 +185,7 @@ class ContainerRuntime:
         env = {**images.python_path_env(), "HOME": "/tmp"}
         env.update({k: v for k, v in os.environ.items() if k.startswith(_PASS_ENV)})
         env.update(spec.env)
+        env.pop("HEALER_TREE", None)  # the container is its own tree: the runtime, not a host marker, owns its life
         kwargs = dict(command=init_argv(spec.argv), detach=True, working_dir=cwd, volumes=volumes, labels=labels,
                       environment=env, network_mode=self.network, user=f"{os.getuid()}:{os.getgid()}",
                       stdin_open=False, tty=False)
@@ -199,6 +200,11 @@ class ContainerRuntime:
             if name and getattr(e, "status_code", None) == 409:  # name taken (a relaunch with the same run id)
                 container = client.containers.run(self.image, **kwargs)
             else:
+                if name:  # created but not started: do not leave it behind
+                    try:
+                        client.api.remove_container(name, force=True)
+                    except docker.errors.APIError:
+                        pass
                 raise HealerError(f"container runtime: cannot start {list(spec.argv)[:3]} in {self.image}: {e.explanation or e}") from e
         if spec.log_path:
             self._start_pump(container, spec.log_path)

@@ -110,6 +110,7 @@ class Runner:
         self._old_handlers: dict[int, object] = {}
         self.subreaper = False
         self._last_tree: str | None = None  # snapshot after the last iteration's gates: the next one's "before"
+        self._before: str | None = None
 
     # -- setup ---------------------------------------------------------------------
     def run(self) -> Outcome:
@@ -327,6 +328,9 @@ class Runner:
     # -- the loop --------------------------------------------------------------------
     def _loop(self) -> Outcome:
         st = self.st
+        if self.req.resume:
+            # the iteration in flight when the runner died may have touched protected paths
+            self._guard_protected(st.history[-1].tree_hash if st.history else st.baseline_tree, "resume")
         if st.pending_commit:
             try:
                 done = self._settle_pending_commit()
@@ -343,10 +347,13 @@ class Runner:
                 rec = self._iterate(n)
             except _Interrupted:
                 st.inflight = None
+                self._guard_protected(self._before, f"iteration {n} interrupted")
                 return self._finish(errors.STOPPED, f"{self.stop_signal} received during iteration {n} "
                                                     f"(iteration discarded; --resume {st.run_id} redoes it)")
             prev = st.history[-1].state_hash if st.history else None
             st.history.append(rec)
+            if rec.output_key and rec.output_key not in st.outputs:
+                st.outputs[rec.output_key] = n
             st.cost_usd += rec.cost_usd
             st.inflight = None
             verdict = decide.after_iteration(st.history, self.limits, st.cost_usd, self._facts(), st.baseline_tree)
@@ -362,6 +369,28 @@ class Runner:
             if not verdict.go_on:
                 return self._finish(verdict.exit_code, verdict.reason)
 
+    def _guard_protected(self, reference: str | None, why: str) -> None:
+        """Undo changes to protected paths made since `reference` (a snapshot) outside a
+        complete iteration: an interrupted one, or the one in flight when the runner died."""
+        if not reference:
+            return
+        wd, L = self.workdir, self.loop_policy
+        try:
+            changed = gitops.changed_between(wd, reference, gitops.snapshot(wd))
+        except gitops.GitError:  # the reference tree was pruned: nothing to compare with
+            return
+        prot = [p for p in changed if gitops.protected(p, L.protected_paths)]
+        if not prot:
+            return
+        n = len(self.st.history) + 1
+        moves = gitops.put_back(wd, reference, prot, self.paths.quarantine(n), f"loop {self.st.run_id}: protected path ({why})",
+                                self.clock)
+        self._last_tree = None
+        self._event("loop.protected_reverted", {"n": None, "why": why, "paths": prot, "moves": [m.__dict__ for m in moves]})
+        with open(wd / "progress.md", "a") as f:
+            f.write(f"## {why} · run {self.st.run_id}\n- reverted (protected paths, copies in quarantine): "
+                    f"{', '.join(prot)}\n\n")
+
     def _iterate(self, n: int) -> IterationRecord:
         st, L, clock = self.st, self.loop_policy, self.clock
         t0 = clock.monotonic()
@@ -372,6 +401,7 @@ class Runner:
         idir = self.paths.iteration(n)
         idir.mkdir(parents=True, exist_ok=True)
         before = self._last_tree or gitops.snapshot(self.workdir)
+        self._before = before
 
         prev_log = _read_tail(self.paths.iteration(n - 1) / "gates.log", 256 * 1024) if n > 1 else ""
         prompt = agents.build_prompt(
@@ -416,8 +446,6 @@ class Runner:
         is_claude = decide.claude_result(out_text) is not None
         key = decide.output_key(out_text if is_claude else out_text + "\n" + err_text, roots)
         dup = st.outputs.get(key) if key else None
-        if key and key not in st.outputs:
-            st.outputs[key] = n
 
         wd = self.workdir
         after = gitops.snapshot(wd)

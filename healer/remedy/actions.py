@@ -55,6 +55,7 @@ S_PAUSED = "dispatch.paused"
 S_PAUSED_REASON = "dispatch.paused_reason"
 PAUSED_BY_HEALER = "healer"
 NEEDS_HUMAN_LABEL = "needs-human"
+WORKTREES_DIR = ".healer/worktrees"  # the dispatcher's (healer/fleet/dispatcher.py: worktree_for)
 
 
 @dataclass
@@ -369,6 +370,10 @@ def _q_resolve(ctx: Context, subject: str, params: dict) -> Target:
         paths = [confine(ctx.root, r) for r in raw]
     except UnsafePath as e:
         raise Refuse(str(e)) from e
+    for pth in paths:
+        if not _managed(ctx, pth):
+            raise Refuse(f"{relative(ctx.root, pth)}: not in a managed area ({WORKTREES_DIR}/ or a registered worktree); "
+                         "healer quarantines only files in the fleet's own areas")
     t = Target("", subject, params, path=paths[0])
     t.paths = paths
     return t
@@ -410,6 +415,27 @@ def _q_verify(ctx: Context, t: Target) -> bool:
         and any(qmod.find(ctx.root, p) is not None for p in t.paths)
 
 
+# -- managed areas ------------------------------------------------------------------
+
+def _inside(p: Path, base: Path) -> bool:
+    try:
+        p.relative_to(base)
+        return p != base
+    except ValueError:
+        return False
+
+
+def _managed(ctx: Context, p: Path) -> bool:
+    """The fleet's own areas: the worktrees folder and every registered worktree (never the main checkout)."""
+    if _inside(p, ctx.root / WORKTREES_DIR):
+        return True
+    for wt in ctx.store.worktrees(states=None):
+        base = Path(os.path.abspath(wt.path))
+        if _inside(p, base) or (base.exists() and _inside(p, base.resolve())):
+            return True
+    return False
+
+
 # -- remove_worktree ----------------------------------------------------------------
 
 def _wt_record(ctx: Context, p: Path):
@@ -427,6 +453,8 @@ def _wt_resolve(ctx: Context, subject: str, params: dict) -> Target:
     if t.path.is_symlink():
         raise Refuse(f"{subject}: a symlink, not a worktree folder")
     wt = _wt_record(ctx, t.path)
+    if wt is None and not _inside(t.path, ctx.root / WORKTREES_DIR):
+        raise Refuse(f"{subject}: not a registered worktree nor a folder in {WORKTREES_DIR}/; healer removes only its own worktrees")
     t.ticket = wt.ticket_id if wt else None
     return t
 
@@ -455,7 +483,14 @@ def _wt_apply(ctx: Context, t: Target, intent: int) -> dict:
     detail: dict[str, Any] = {}
     if p.exists():
         is_git = gitops.toplevel(p) is not None
-        files = gitops.dirty(p) if is_git else [relative(p, f) for f in _files_under(p)]
+        if is_git:
+            files = gitops.dirty(p)
+        else:
+            under = _files_under(p)
+            tracked = [f for f in under if not f.is_symlink() and gitops.tracked(f)]
+            if tracked:
+                raise Abort(f"{t.subject} holds files tracked by git ({relative(ctx.root, tracked[0])}…); not a removable worktree")
+            files = [relative(p, f) for f in under]
         if files:
             ents = qmod.quarantine_many(ctx.root, [p / f for f in files], f"unknown file in worktree {relative(ctx.root, p)}",
                                         ctx.clock, intent=intent)

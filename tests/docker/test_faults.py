@@ -101,7 +101,7 @@ def test_a_killed_game_day_leaves_no_paused_container(dclient, fleet_label, four
         os.killpg(gd.pid, signal.SIGKILL)
         gd.wait(timeout=10)
     wait_for(lambda: "paused" not in states(dclient, fleet_label), timeout=20, what="the guard to unpause")
-    assert cf.UndoJournal(journal).pending() == []
+    wait_for(lambda: cf.UndoJournal(journal).pending() == [], what="the guard to close its undos")
 
 
 def test_cli_list_pause_dry_run_and_cleanup(dclient, tmp_path, four, fleet_label):

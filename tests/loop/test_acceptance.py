@@ -3,6 +3,7 @@ gates are real commands. Each test names the acceptance item it covers."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -273,8 +274,13 @@ def test_8a_kill_switch_exit_4_before_next_iteration(lrepo, tmp_path):
 
 def test_8b_sigterm_exit_4_within_grace_state_persisted(lrepo, tmp_path):
     pids = tmp_path / "pids.txt"
+    (lrepo / "tests").mkdir()
+    (lrepo / "tests" / "test_goal.py").write_text(PYTEST_GOAL)
+    git(lrepo, "add", "-A")
+    git(lrepo, "commit", "-q", "-m", "goal")
     pol = write_policy(tmp_path / "p.yaml", iteration_timeout="60s", kill_grace="1s",
-                       agent={"command": agent("loop_hang.py", str(pids))}, gates=[solved_gate()])
+                       agent={"command": agent("loop_hang.py", str(pids), "--write", "tests/test_goal.py")},
+                       gates=[solved_gate()])
     proc = _start(lrepo, tmp_path, pol, "term")
     try:
         assert wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 3)
@@ -289,6 +295,8 @@ def test_8b_sigterm_exit_4_within_grace_state_persisted(lrepo, tmp_path):
     assert "SIGTERM received during iteration 1" in out.strip().splitlines()[-1]
     st = state(lrepo, "term")
     assert st["status"] == "ended" and st["exit_code"] == 4 and st["inflight"] is None
+    # the interrupted iteration's edit of a protected path did not survive
+    assert (lrepo / "tests" / "test_goal.py").read_text() == PYTEST_GOAL
     seen = [int(x) for x in pids.read_text().split()]
     assert wait_for(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
                                     for p in seen), timeout=3)
@@ -368,6 +376,13 @@ def test_fleet_root_events_and_heartbeat(lrepo, tmp_path):
     a = s.agent("ag1")
     s.close()
     assert a.heartbeat_at > 1.0 and a.progress_at > 1.0
+    # the fleet's runs are listed and found from anywhere through its event log
+    from tests.conftest import healer
+
+    r = healer("loop", "list", "--root", str(fleet), "--json", "--workdir", str(tmp_path))
+    assert [d["run_id"] for d in json.loads(r.stdout)] == ["fl"]
+    r = healer("loop", "status", "fl", "--root", str(fleet), "--json", cwd=tmp_path)
+    assert json.loads(r.stdout)["exit_code"] == 0
 
 
 def test_internal_error_is_70_with_evidence(lrepo, tmp_path):

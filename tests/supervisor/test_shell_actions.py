@@ -154,25 +154,36 @@ def test_paths_are_confined_to_the_fleet_root(shell_fleet, bad, tmp_path):
 def test_quarantine_file_and_restore_byte_for_byte(shell_fleet):
     f = shell_fleet
     blob = os.urandom(70_000)
-    (f.root / "junk").mkdir()
-    (f.root / "junk" / "data.bin").write_bytes(blob)
-    sha = q.sha256_of(f.root / "junk" / "data.bin")
-    out = execute(f.ctx(), PlannedAction("quarantine_file", "junk/data.bin"))
+    junk = f.root / ".healer" / "worktrees" / "junk"
+    junk.mkdir(parents=True)
+    (junk / "data.bin").write_bytes(blob)
+    sha = q.sha256_of(junk / "data.bin")
+    out = execute(f.ctx(), PlannedAction("quarantine_file", ".healer/worktrees/junk/data.bin"))
     assert out.status == "done", out
-    assert not (f.root / "junk" / "data.bin").exists()
+    assert not (junk / "data.bin").exists()
     [e] = q.entries(f.root)
-    assert e.path == "junk/data.bin" and e.sha256 == sha and e.size == len(blob)
-    assert (f.root / ".healer" / "quarantine" / e.batch / "junk" / "data.bin").exists()
-    q.restore(f.root, "junk/data.bin", f.clock)
-    assert q.sha256_of(f.root / "junk" / "data.bin") == sha
-    assert (f.root / "junk" / "data.bin").read_bytes() == blob
+    assert e.path == ".healer/worktrees/junk/data.bin" and e.sha256 == sha and e.size == len(blob)
+    assert (f.root / ".healer" / "quarantine" / e.batch / ".healer" / "worktrees" / "junk" / "data.bin").exists()
+    q.restore(f.root, ".healer/worktrees/junk/data.bin", f.clock)
+    assert q.sha256_of(junk / "data.bin") == sha
+    assert (junk / "data.bin").read_bytes() == blob
 
 
-def test_tracked_files_are_never_quarantined(shell_fleet):
+def test_tracked_files_and_the_main_checkout_are_never_touched(shell_fleet):
     f = shell_fleet
-    out = execute(f.ctx(), PlannedAction("quarantine_file", "README.md"))
+    (f.root / "notes.txt").write_text("the user's own untracked file")
+    for target in ("README.md", "notes.txt"):
+        out = execute(f.ctx(), PlannedAction("quarantine_file", target))
+        assert out.status == "refused" and "managed area" in out.reason
+    (f.root / "src").mkdir()
+    (f.root / "src" / "app.py").write_text("print()")
+    git(f.root, "add", "src/app.py")
+    out = execute(f.ctx(), PlannedAction("remove_worktree", "src"))
+    assert out.status == "refused" and "registered worktree" in out.reason
+    wt = _worktree(f)
+    out = execute(f.ctx(), PlannedAction("quarantine_file", str(wt), {"root": str(wt), "files": ["README.md"]}))
     assert out.status == "aborted" and "tracked" in out.reason
-    assert (f.root / "README.md").exists()
+    assert (wt / "README.md").exists() and (f.root / "notes.txt").exists() and (f.root / "src" / "app.py").exists()
 
 
 def _worktree(f, name="wt-1", ticket="T-1") -> Path:

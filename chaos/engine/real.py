@@ -1,0 +1,669 @@
+"""The real engine: a temp fleet driven by the real healer processes, faults on real processes and files.
+
+What runs (all real): a git repository on branch main as the fleet root, the SQLite store,
+`healer supervise --once` as a child process every `tick` (so a crash is a real SIGKILL of a
+real process, and every restart really recovers intents and takes the lease over), a
+`healer dispatch` daemon child when tickets wait to be launched (it runs the real governed
+loop, `healer loop run`, per ticket), the repair launcher inside the supervisor, real git
+worktrees, real quarantine. Thresholds are compressed to seconds by the scenario's policy
+overrides, written to the fleet's `healer.yaml`, where every child reads them.
+
+Placeholders in the scenario's policy strings: `{python}` (this interpreter), `{gameday_dir}`
+(the run's folder), `{fleet_root}`, `{agents_dir}` (chaos/agents). `{workdir}`, `{run_id}`…
+stay for healer itself to fill in.
+
+Every process the engine starts carries the run's tree marker (HEALER_TREE_ANCESTORS), and the
+first entry of the run's undo journal kills whatever carries it; each fault journals its own
+undo before it acts (SIGCONT for a SIGSTOP, removal of a lock file it created). A game day
+killed halfway is cleaned up by the next `healer gameday run` or `healer gameday clean`.
+
+Time: the loop polls every 50 ms (wall clock through the Clock port); `at:` is seconds since
+the start. It ends at `duration` (the cap) or earlier, once it has settled: no timed fault or
+failpoint left, the `real.until` event seen, `real.settle_ticks` supervisor ticks in a row
+that changed nothing, no agent running and nothing queued for a running dispatcher.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from chaos.checkers import History
+from chaos.engine import Activity, Result, finish
+from chaos.faults import process as pfault
+from chaos.faults import repo
+from chaos.faults.undo import UndoJournal, home
+from chaos.scenario import Fault, Scenario, deep_merge, match
+from healer import failpoints, lifecycle, procs
+from healer.clock import Clock, system
+from healer.fleet.snapshot import HOST
+from healer.policy.schema import Policy
+from healer.records import Agent, Worktree
+from healer.store import open_store
+
+AGENTS_DIR = Path(__file__).resolve().parents[1] / "agents"
+NOTIFIERS = {"notify": {"notifiers": [{"kind": "jsonl", "path": ".healer/notifications.jsonl"}]}}
+POLL = 0.05
+# failpoints a supervisor child can hit (the repair agent and quarantine run inside it)
+SUPERVISOR_SIDE = ("remedy.", "supervisor.", "quarantine.", "repair.", "store.")
+# events that mean the fleet changed (a tick without any is a quiet tick)
+CHANGES = ("ticket.", "worktree.", "quarantine.", "intent.done", "remedy.done", "dispatch.launched", "dispatch.resumed",
+           "dispatch.replayed", "dispatch.budget_exhausted", "dispatch.blocked", "repair.", "loop.", "proposal.",
+           "attempt.", "agent.")
+# the task-file behaviours of chaos/agents/fleet_agent.py, by the simulated engine's names
+BEHAVIOURS = {"succeeds": "success", "fails": "fail", "fails_same_commit": "fail", "dies": "die", "hangs": "hang",
+              "broken_proposal": "broken", "noop": "noop", "random": "success"}
+
+
+@dataclass
+class Child:
+    role: str
+    n: int
+    proc: subprocess.Popen
+    tree: procs.ProcessTree
+    started: float  # seconds since the start
+    log: Path
+    armed: str | None = None  # the failpoint it was started with
+    first_event: int = 0
+    faulted: str | None = None  # a fault killed it
+
+
+class RealEngine:
+    def __init__(self, scenario: Scenario, workdir: Path, *, seed: int | None = None, disabled: bool = False,
+                 overrides: dict | None = None, progress=None, wall: Clock | None = None) -> None:
+        self.sc = scenario
+        self.seed = scenario.seed if seed is None else seed
+        self.disabled = disabled
+        self.wall = wall or system()
+        self.progress = progress
+        self.gd = Path(workdir).resolve()
+        self.root = self.gd / "fleet"
+        self.run_id = f"{scenario.name}-{uuid.uuid4().hex[:8]}"
+        self.marker = f"gameday-{self.run_id}"
+        self.values = {"python": sys.executable, "gameday_dir": str(self.gd), "fleet_root": str(self.root),
+                       "agents_dir": str(AGENTS_DIR)}
+        self.policy = self._policy(overrides)
+        self.tick = float(scenario.tick or self.policy.supervisor.tick)
+        self.undo = UndoJournal(home() / f"real-{self.run_id}", self.wall)
+        self.store: Any = None
+        self.t0 = 0.0  # monotonic at the start
+        self.start = 0.0  # wall clock at the start
+        self.activities: list[Activity] = []
+        self.rollbacks: list[Activity] = []
+        self.injected: dict[str, str] = {}  # fleet-relative path -> sha256 of files a fault wrote
+        self.outside_before: dict[str, str] = {}
+        self.holders: list[tuple[subprocess.Popen, procs.ProcessTree]] = []
+        self.sup: Child | None = None
+        self.disp: Child | None = None
+        self.children = 0
+        self.ticks = 0
+        self.quiet = 0
+        self.next_sup = 0.0
+        self.restart_next = False
+        self.disp_restart_at: float | None = None
+        self.fp_queue: list[tuple[str, str, int]] = []
+        self.fp_total = 0
+        self.fired: set[int] = set()
+        self.nth: dict[int, int] = {}
+        self.last_event_id = 0
+        self.notes: list[str] = []
+        self.until_seen = False
+
+    # -- policy -------------------------------------------------------------------------
+    def _policy(self, overrides: dict | None) -> Policy:
+        pol = self.sc.effective_policy(deep_merge(NOTIFIERS, overrides or {}), self.disabled)
+        data = _subst(pol.model_dump(mode="json", by_alias=True), self.values)
+        return Policy.model_validate(data)
+
+    # -- helpers ------------------------------------------------------------------------
+    def elapsed(self) -> float:
+        return self.wall.monotonic() - self.t0
+
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in (failpoints.ENV, "HEALER_ROOT", "HEALER_DB")}
+        env.update(repo.GIT_ID)
+        # the run's marker: procs.spawn moves it among the ancestors' markers of each child's own tree
+        env[procs.MARKER] = self.marker
+        env.pop(procs.ANCESTORS, None)
+        env.update(extra or {})
+        return env
+
+    def spawn(self, role: str, argv: list[str], extra_env: dict[str, str] | None = None) -> Child:
+        self.children += 1
+        log = self.gd / "logs" / f"{self.children:03d}-{role}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("wb") as out:
+            proc, tree = procs.spawn(argv, cwd=self.root, env=self.env(extra_env), stdout=out, stderr=subprocess.STDOUT,
+                                     marker=f"{self.marker}-{role}-{self.children}")
+        c = Child(role, self.children, proc, tree, self.elapsed(), log, first_event=self.store.last_event_id())
+        self.store.append("chaos.spawn", role, {"pid": proc.pid, "n": c.n, "argv": argv[2:6]})
+        return c
+
+    def note(self, kind: str, subject: str, payload: dict) -> None:
+        self.store.append(kind, subject, payload)
+
+    # -- setup --------------------------------------------------------------------------
+    def setup(self) -> None:
+        if self.root.exists():
+            shutil.rmtree(self.root)
+        self.gd.mkdir(parents=True, exist_ok=True)
+        for rel, text in self.sc.real.outside.items():
+            p = self.gd / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+        self.outside_before = _tree_hash(self.gd, list(self.sc.real.outside))
+        repo.init(self.root)
+        for rel, text in self.sc.fleet.files.items():
+            p = self.root / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+        for rel, target in self.sc.real.symlinks.items():
+            (self.root / rel).symlink_to(_subst(target, self.values))
+        (self.root / ".healer").mkdir()
+        (self.root / "healer.yaml").write_text(yaml.safe_dump(self.policy.model_dump(mode="json", by_alias=True),
+                                                              sort_keys=False))
+        self.store = open_store(self.root, self.wall)
+        self.start = self.wall.now()
+        self.store.append("chaos.start", self.sc.name, {"run": self.run_id, "mode": "real", "seed": self.seed,
+                                                        "disabled": self.disabled})
+        n_agents = 0
+        for spec in self.sc.fleet.tickets:
+            ids = spec.ids()
+            for k, tid in enumerate(ids):
+                blocked = list(spec.blocked_by)
+                if spec.cycle and len(ids) > 1:
+                    blocked.append(ids[(k + 1) % len(ids)])
+                created = self.start - spec.age
+                behaviour = BEHAVIOURS.get(spec.behaviour, spec.behaviour)
+                body = f"behaviour: {behaviour}\n" + "".join(f"{k2}: {v}\n" for k2, v in spec.params.items())
+                self.store.add_ticket(spec.title, id=tid, body=body, priority=spec.priority, blocked_by=blocked,
+                                      actor="gameday", state=spec.state, data={"behaviour": spec.behaviour})
+                with self.store.tx() as db:
+                    db.execute("UPDATE tickets SET created_at=?, updated_at=? WHERE id=?", (created, created, tid))
+                    for label, age in spec.labels.items():
+                        db.execute("INSERT OR REPLACE INTO labels VALUES (?,?,?)", (tid, label, self.start - age))
+                if spec.merged:
+                    self.store.set_ticket_data(tid, merged_commit=repo.head(self.root))
+                wt = None
+                if spec.worktree and spec.state in (lifecycle.IN_PROGRESS, lifecycle.REVIEW):
+                    wt = str(repo.add_worktree(self.root, tid))
+                    self.store.add_worktree(Worktree(wt, tid, f"healer/{tid}", created))
+                if spec.state == lifecycle.IN_PROGRESS and spec.agent != "none":
+                    n_agents += 1
+                    pid = self._dead_pid() if spec.agent == "dead" else self._live_agent(wt or self.root)
+                    self.store.upsert_agent(Agent(f"legacy-{n_agents}", tid, "running", pid=pid, host=HOST,
+                                                  run_id=f"run-{tid}-0", worktree=wt, started_at=created,
+                                                  heartbeat_at=created, progress_at=created, data={"launched_by": "legacy"}))
+        failpoints.load_all()
+        for f in self.sc.faults:
+            if f.fault == "failpoint" and f.failpoint:
+                for d in failpoints.registry():
+                    if match(f.failpoint, d.name):
+                        self.fp_queue.append((d.name, f.action, f.hit))
+        self.fp_total = len(self.fp_queue)
+        self.last_event_id = self.store.last_event_id()
+
+    def _dead_pid(self) -> int:
+        p = subprocess.Popen(["true"])
+        p.wait()
+        return p.pid
+
+    def _live_agent(self, cwd: str | Path) -> int:
+        proc, tree = pfault.hold(self.undo, cwd, env=self.env(), role="legacy agent", clock=self.wall)
+        return proc.pid
+
+    def wants_dispatcher(self) -> bool:
+        mode = self.sc.real.dispatcher
+        if mode == "auto":
+            return any(t.state in (lifecycle.QUEUED, lifecycle.REVIEW) for t in self.sc.fleet.tickets)
+        return mode == "daemon"
+
+    # -- the processes ------------------------------------------------------------------
+    def start_supervisor(self) -> None:
+        extra: dict[str, str] = {}
+        armed = None
+        if self.fp_queue and not self.restart_next:
+            name, action, hit = self.fp_queue[0]
+            if name.startswith(SUPERVISOR_SIDE):
+                extra[failpoints.ENV] = f"{name}={action}@{hit}"
+                armed = name
+            else:
+                self.fp_queue.pop(0)
+                self.note("chaos.failpoint_skipped", name, {"why": "real mode arms supervisor-side failpoints only"})
+        self.sup = self.spawn("supervisor", [sys.executable, "-m", "healer", "supervise", "--once", "--root", str(self.root)],
+                              extra)
+        self.sup.armed = armed
+
+    def supervisor_ended(self) -> None:
+        c, self.sup = self.sup, None
+        assert c is not None
+        rc = c.proc.returncode
+        self.ticks += 1
+        crashed = False
+        if c.armed:
+            name, action, hit = self.fp_queue.pop(0)
+            if rc != 0:
+                crashed = True
+                self.note("chaos.crash", "supervisor", {"failpoint": name, "action": action, "exit": rc,
+                                                        "signal": _signame(rc), "pid": c.proc.pid})
+            else:
+                self.note("chaos.failpoint_missed", name, {"action": action, "hit": hit, "pid": c.proc.pid})
+        elif c.faulted:
+            crashed = True
+            self.note("chaos.crash", "supervisor", {"fault": c.faulted, "exit": rc, "signal": _signame(rc), "pid": c.proc.pid})
+        elif rc != 0:
+            self.note("chaos.proc_failed", "supervisor", {"exit": rc, "signal": _signame(rc), "tail": _tail(c.log)})
+        self.note("chaos.exit", "supervisor", {"pid": c.proc.pid, "exit": rc, "n": c.n})
+        changed = self.store.events(after=c.first_event, prefix=None)
+        if crashed or rc != 0 or any(e.kind.startswith(CHANGES) for e in changed):
+            self.quiet = 0
+        else:
+            self.quiet += 1
+        self.restart_next = crashed
+        self.next_sup = self.elapsed() + (min(self.tick, 0.2) if crashed else self.tick)
+
+    def start_dispatcher(self) -> None:
+        self.disp = self.spawn("dispatcher", [sys.executable, "-m", "healer", "dispatch", "--root", str(self.root)])
+        self.disp_restart_at = None
+
+    def watch(self) -> None:
+        if self.sup is not None:
+            if self.sup.proc.poll() is not None:
+                self.supervisor_ended()
+            elif self.elapsed() - self.sup.started > max(60.0, self.policy.repair_agent.timeout + 30):
+                self.sup.faulted = "tick overran its bound"
+                self.sup.tree.kill(0.5, self.wall)
+        elif self.sc.real.supervisor == "once" and self.elapsed() >= self.next_sup:
+            self.start_supervisor()
+        if self.disp is not None and self.disp.proc.poll() is not None:
+            rc = self.disp.proc.returncode
+            if not self.disp.faulted:
+                self.note("chaos.proc_failed", "dispatcher", {"exit": rc, "signal": _signame(rc), "tail": _tail(self.disp.log)})
+            self.note("chaos.exit", "dispatcher", {"pid": self.disp.proc.pid, "exit": rc, "n": self.disp.n})
+            self.disp = None
+        if self.disp is None and self.disp_restart_at is not None and self.elapsed() >= self.disp_restart_at:
+            self.note("chaos.restart", "dispatcher", {})
+            self.start_dispatcher()
+
+    # -- settling -----------------------------------------------------------------------
+    def settled(self, timed: list[Fault]) -> bool:
+        if timed or self.fp_queue or self.sup is not None or self.quiet < self.sc.real.settle_ticks:
+            return False
+        if self.disp_restart_at is not None:
+            return False
+        u = self.sc.real.until
+        if u and not self.until_seen:
+            self.until_seen = _seen(self.store, u)
+            if not self.until_seen:
+                return False
+        if any(procs.alive(a.pid) for a in self.store.agents(states=["running"]) if a.pid):
+            return False  # a live agent may still change things (a record of a dead one does not)
+        if self.disp is not None and self.store.tickets(states=[lifecycle.QUEUED, lifecycle.REVIEW]):
+            return False
+        return True
+
+    # -- faults -------------------------------------------------------------------------
+    def fault(self, f: Fault) -> None:
+        t0 = self.wall.now()
+        try:
+            out = self.inject(f)
+            status = "succeeded"
+        except Exception as e:  # noqa: BLE001 - a fault that cannot be injected is reported, the game day goes on
+            out, status = f"could not inject: {type(e).__name__}: {e}", "failed"
+        self.note("chaos.fault", f.target or f.fault, {"fault": f.fault, "target": f.target, "result": out})
+        self.activities.append(Activity(f"fault {f.fault}" + (f" on {f.target}" if f.target else ""), "action", t0,
+                                        self.wall.now(), status, out))
+
+    def _agents(self, f: Fault) -> list[Agent]:
+        return [a for a in self.store.agents(states=["running"]) if a.pid and match(f.target or "*", a.ticket_id or "")]
+
+    def _worktrees(self, f: Fault) -> list[Worktree]:
+        return [w for w in self.store.worktrees() if match(f.target or "*", w.ticket_id or "") and Path(w.path).exists()]
+
+    def inject(self, f: Fault) -> str:  # noqa: C901 - one branch per fault kind reads best as a table
+        k = f.fault
+        if k in ("kill_supervisor", "stop_supervisor", "continue_supervisor"):
+            c = self.sup
+            if c is None:
+                return "no supervisor tick running"
+            if k == "kill_supervisor":
+                c.faulted = k
+                return f"SIGKILL {pfault.kill(c.proc.pid, c.tree.marker)}"
+            if k == "stop_supervisor":
+                return f"SIGSTOP {pfault.stop(self.undo, c.proc.pid, c.tree.marker, role='supervisor')}"
+            return f"SIGCONT {pfault.cont(c.proc.pid, c.tree.marker)}"
+        if k in ("kill_dispatcher", "stop_dispatcher", "continue_dispatcher", "frozen_dispatch", "thaw_dispatch"):
+            c = self.disp
+            if c is None:
+                return "no dispatcher running"
+            if k == "kill_dispatcher":  # the dispatcher only: its agents live in their own sessions and survive it
+                c.faulted = k
+                if f.params.get("restart_after") is not None:
+                    self.disp_restart_at = self.elapsed() + float(f.params["restart_after"])
+                return f"SIGKILL {pfault.kill(c.proc.pid, tree=False)}"
+            if k in ("stop_dispatcher", "frozen_dispatch"):
+                return f"SIGSTOP {pfault.stop(self.undo, c.proc.pid, tree=False, role='dispatcher')}"
+            return f"SIGCONT {pfault.cont(c.proc.pid, tree=False)}"
+        if k in ("kill_agent", "stop_agent", "continue_agent", "hung_agent"):
+            done = []
+            for a in self._agents(f):
+                marker = (a.data or {}).get("marker")
+                if k == "kill_agent":
+                    done += pfault.kill(a.pid, marker)
+                elif k == "continue_agent":
+                    done += pfault.cont(a.pid, marker)
+                else:  # stopped or hung: alive, silent, no progress
+                    done += pfault.stop(self.undo, a.pid, marker, role=f"agent {a.id}")
+            return f"{k}: pids {done}"
+        if k == "busy_worktree":
+            n = 0
+            for w in self._worktrees(f):
+                self.holders.append(pfault.hold(self.undo, w.path, env=self.env(), role="busy worktree holder", clock=self.wall))
+                n += 1
+            return f"{n} worktree(s) held by a live process (cwd inside)"
+        if k == "release_worktree":
+            n = len(self.holders)
+            for proc, tree in self.holders:
+                pfault.release(proc, tree, self.wall)
+            self.holders.clear()
+            return f"{n} holder process(es) ended"
+        if k == "orphan_worktree":
+            n = 0
+            for t in self.store.tickets():
+                if match(f.target or "*", t.id):
+                    wt = repo.add_worktree(self.root, t.id)
+                    self.store.add_worktree(Worktree(str(wt), t.id, f"healer/{t.id}", self.wall.now() - float(f.seconds or 3600)))
+                    n += 1
+            return f"{n} orphan worktree(s)"
+        if k == "unknown_files":
+            n = 0
+            for w in self._worktrees(f):
+                for p, digest in repo.unknown_files(Path(w.path), f.count, f"{w.ticket_id}-{self.run_id}").items():
+                    self.injected[str(p.relative_to(self.root))] = digest
+                    n += 1
+            return f"{n} unknown file(s)"
+        if k == "index_lock":
+            where = self.root
+            if f.target and f.target != "main":
+                wts = self._worktrees(f)
+                if not wts:
+                    return f"no worktree for {f.target}"
+                where = Path(wts[0].path)
+            lock = repo.index_lock(self.undo, where, self.run_id)
+            return f"stale {lock}" if lock else "an index.lock was already there; left alone"
+        if k in ("red_main", "green_main"):
+            return f"main at {repo.set_main(self.root, k == 'red_main')[:12]} is {'red' if k == 'red_main' else 'green'}"
+        if k == "delete_worktree":
+            moved = [str(repo.delete_worktree(Path(w.path), self.gd / "trash")) for w in self._worktrees(f)]
+            return f"{len(moved)} worktree(s) vanished (kept in {self.gd / 'trash'})"
+        if k == "stale_labels":
+            n = 0
+            label = f.params.get("label", "to-review")
+            for t in self.store.tickets():
+                if match(f.target or "*", t.id):
+                    with self.store.tx() as db:
+                        db.execute("INSERT OR REPLACE INTO labels VALUES (?,?,?)", (t.id, label, self.wall.now() - float(f.seconds or 3 * 3600)))
+                    n += 1
+            return f"{n} stale label(s)"
+        if k == "zombie_ticket":
+            ids = [t.id for t in self.store.tickets() if match(f.target or "*", t.id)]
+            for tid in ids:
+                self.store.set_ticket_data(tid, merged_commit=repo.head(self.root))
+            return f"{len(ids)} ticket(s) whose work is already on main"
+        if k == "alert_flood":
+            from healer.notify import notify
+
+            keys = int(f.params.get("keys", 5))
+            sent = sum(bool(notify(self.store, self.policy, f"flood:{i % keys}", f"external alert {i}", severity="warning"))
+                       for i in range(f.count))
+            return f"{f.count} alerts, {sent} notified"
+        if k in ("clock_jump", "broken_proposal", "same_commit_repush"):
+            return f"{k}: simulated mode only (or a ticket behaviour in real mode); ignored"
+        return f"unknown fault {k}"
+
+    def event_faults(self) -> None:
+        faults = [(i, f) for i, f in enumerate(self.sc.faults) if f.on_event and i not in self.fired]
+        if not faults:
+            return
+        evs = self.store.events(after=self.last_event_id, kinds=sorted({f.on_event for _, f in faults}))
+        self.last_event_id = max([self.last_event_id, *[e.id for e in evs]])
+        for e in evs:
+            for i, f in faults:
+                if i in self.fired or not match(f.on_event, e.kind) or not match(f.subject, e.subject):
+                    continue
+                self.nth[i] = self.nth.get(i, 0) + 1
+                if self.nth[i] == f.nth:
+                    self.fired.add(i)
+                    self.fault(f)
+
+    # -- the run ------------------------------------------------------------------------
+    def run(self) -> Result:
+        result = Result(self.sc, "failed", seed=self.seed, disabled=self.disabled, started=self.wall.now())
+        self.undo.register("kill_marker", marker=self.marker, role=f"game day {self.sc.name}")
+        extra: dict[str, Any] = {}
+        try:
+            self.setup()
+            files_before = _files(self.root)
+            result.steady_before = self.steady()
+            self.t0 = self.wall.monotonic()
+            self.loop()
+            result.steady_after = self.steady()
+            extra = self.observe()
+            extra["files_before"] = {**files_before, **self.injected}
+        finally:
+            self.wind_down()
+        extra["leftovers"] = self.leftovers()
+        extra["restored"] = self.restore_check()
+        if self.store is None:
+            raise RuntimeError("the fleet could not be set up")
+        history = History(self.store.events(), {t.id: t for t in self.store.tickets()}, self.store.intents(),
+                          self.start, self.wall.now(), self.policy.sentinels.cooldown, extra)
+        result.activities = self.activities
+        result.rollbacks = self.rollbacks
+        result.stats.update({"ticks": self.ticks, "children": self.children, "wall_seconds": round(self.elapsed(), 2),
+                             "fleet": str(self.root), "undo": str(self.undo.folder), "notes": self.notes})
+        self.store.close()
+        return finish(result, history, self.wall)
+
+    def loop(self) -> None:
+        timed = sorted((f for f in self.sc.faults if f.at is not None), key=lambda f: float(f.at or 0))
+        if self.wants_dispatcher():
+            self.start_dispatcher()
+        cap = float(self.sc.duration)
+        while True:
+            el = self.elapsed()
+            if el >= cap or el >= float(self.sc.timeout):
+                self.note("chaos.cap", self.sc.name, {"after": round(el, 2)})
+                break
+            while timed and float(timed[0].at or 0) <= el:
+                self.fault(timed.pop(0))
+            self.event_faults()
+            self.watch()
+            if self.settled(timed):
+                self.note("chaos.settled", self.sc.name, {"after": round(el, 2), "ticks": self.ticks})
+                break
+            if self.progress:
+                self.progress(min(0.99, el / cap))
+            self.wall.sleep(POLL)
+
+    def observe(self) -> dict[str, Any]:
+        """What the world looks like at the end, before anything is rolled back."""
+        if self.sup is not None:  # let the last tick finish (bounded)
+            try:
+                self.sup.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.sup.faulted = "still running at the end"
+                self.sup.tree.kill(0.5, self.wall)
+                self.sup.proc.wait(timeout=5)
+            self.supervisor_ended()
+        self.stop_dispatcher()
+        for proc, tree in self.holders:  # the engine's own props are not corpses
+            pfault.release(proc, tree, self.wall)
+        self.holders.clear()
+        corpses: list[str] = []
+        deadline = self.wall.monotonic() + 1.5
+        while True:  # processes on their way out get a moment to finish dying
+            left = pfault.carrying(self.marker)
+            if not left or self.wall.monotonic() >= deadline:
+                corpses = [pfault.describe(p) for p in left]
+                break
+            self.wall.sleep(POLL)
+        for f, pid in pfault.pids_in([self.gd / rel for rel in self.sc.real.pidfiles]):
+            self.note("chaos.pid", str(pid), {"alive": procs.alive(pid), "file": f.name})
+        stopped = [pfault.describe(p) for p in pfault.carrying(self.marker) if procs.stopped(p.pid)]
+        files_after = _files(self.root)
+        from healer.remedy import quarantine as qmod
+
+        ents = qmod.entries(self.root)
+        return {"corpses": corpses, "stopped": stopped, "files_after": files_after,
+                "quarantined": {e.id: e.sha256 for e in ents if e.state == "quarantined"},
+                "quarantine_paths": [str(e.path) for e in ents],
+                "outside_unchanged": _tree_hash(self.gd, list(self.sc.real.outside)) == self.outside_before,
+                "failpoints_left": [x[0] for x in self.fp_queue], "failpoints_fired": self.fp_total - len(self.fp_queue),
+                "ticks": self.ticks, "dispatch_paused": bool(self.store.get_setting("dispatch.paused", False)),
+                "git_worktrees": repo.worktree_list(self.root)}
+
+    def stop_dispatcher(self) -> None:
+        c = self.disp
+        if c is None:
+            return
+        self.disp = None
+        self.disp_restart_at = None
+        pfault.cont(c.proc.pid, tree=False)  # a frozen dispatcher must wake to handle SIGTERM
+        try:
+            c.proc.send_signal(signal.SIGTERM)  # it releases its lease; its agents keep running (they are judged)
+            c.proc.wait(timeout=10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pfault.kill(c.proc.pid, tree=False)
+            c.proc.wait(timeout=5)
+        if self.store is not None:
+            self.note("chaos.exit", "dispatcher", {"pid": c.proc.pid, "exit": c.proc.returncode, "n": c.n})
+
+    def wind_down(self) -> None:
+        """Always: stop what the engine started, then undo every fault (the journal, newest first)."""
+        for c in (self.sup, self.disp):
+            if c is not None and c.proc.poll() is None:
+                c.tree.kill(0.5, self.wall)
+                try:
+                    c.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
+        self.sup = self.disp = None
+        for proc, tree in self.holders:
+            pfault.release(proc, tree, self.wall)
+        self.holders.clear()
+        for u, what in self.undo.undo_all():
+            now = self.wall.now()
+            self.rollbacks.append(Activity(f"undo {u.kind}" + (f" ({u.data['role']})" if u.data.get("role") else ""),
+                                           "rollback", now, now, "failed" if what.startswith("failed") else "succeeded", what))
+
+    def leftovers(self) -> list[str]:
+        """After the rollback: anything of this game day still there is a leftover."""
+        out = [f"process {pfault.describe(p)}" for p in pfault.carrying(self.marker)]
+        for r in self.undo._lines():
+            if r.get("op") == "register" and r.get("kind") == "remove_file":
+                p = Path(r["data"]["path"])
+                if p.exists() and p.read_text(errors="replace") == r["data"].get("content"):
+                    out.append(f"lock file {p}")
+        if self.store is not None:
+            for name in ("supervisor", "dispatcher"):
+                lease = self.store.lease(name)
+                if lease is not None:
+                    out.append(f"lease {name} still held by {lease.holder} (pid {lease.pid}, "
+                               f"{'alive' if procs.alive(lease.pid) else 'dead'})")
+        return out
+
+    def restore_check(self) -> dict[str, bool]:
+        """Restore every quarantined injected file and compare it byte for byte."""
+        from healer.remedy import quarantine as qmod
+
+        out: dict[str, bool] = {}
+        if not self.injected or self.store is None:
+            return out
+        for e in qmod.entries(self.root):
+            rel = str(e.path)
+            if rel not in self.injected or e.state != "quarantined" or (self.root / rel).exists():
+                continue
+            try:
+                qmod.restore(self.root, e.id, self.wall)
+                out[rel] = hashlib.sha256((self.root / rel).read_bytes()).hexdigest() == self.injected[rel]
+                self.note("chaos.restored", rel, {"ok": out[rel]})
+            except Exception as ex:  # noqa: BLE001 - a restore that fails is a finding, not a crash
+                out[rel] = False
+                self.note("chaos.restored", rel, {"ok": False, "error": str(ex)})
+        return out
+
+    def steady(self) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for t in self.store.tickets():
+            counts[t.state] = counts.get(t.state, 0) + 1
+        return {"tickets": counts, "running_agents": len(self.store.agents(states=["running"])),
+                "dispatch_paused": bool(self.store.get_setting("dispatch.paused", False))}
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+def _subst(v: Any, values: dict[str, str]) -> Any:
+    if isinstance(v, str):
+        for k, x in values.items():
+            v = v.replace("{" + k + "}", x)
+        return v
+    if isinstance(v, list):
+        return [_subst(x, values) for x in v]
+    if isinstance(v, dict):
+        return {k: _subst(x, values) for k, x in v.items()}
+    return v
+
+
+def _seen(store, sel: dict[str, Any]) -> bool:
+    kind = sel.get("kind")
+    for e in store.events(kinds=[kind] if kind and "*" not in kind else None):
+        if match(sel.get("kind"), e.kind) and match(sel.get("subject"), e.subject) \
+                and all(e.payload.get(k) == v for k, v in (sel.get("payload") or {}).items()):
+            return True
+    return False
+
+
+def _signame(rc: int | None) -> str | None:
+    if rc is None or rc >= 0:
+        return None
+    try:
+        return signal.Signals(-rc).name
+    except ValueError:
+        return f"signal {-rc}"
+
+
+def _tail(log: Path, n: int = 6) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return ""
+
+
+def _files(root: Path) -> dict[str, str]:
+    """User files of the fleet: everything but git's and healer's own folders."""
+    out = {}
+    for p in root.rglob("*"):
+        rel = p.relative_to(root)
+        if rel.parts[0] in (".git", ".healer") or not p.is_file() or p.is_symlink():
+            continue
+        out[str(rel)] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def _tree_hash(base: Path, rels: list[str]) -> dict[str, str]:
+    out = {}
+    for rel in rels:
+        p = base / rel
+        out[rel] = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "missing"
+    return out
