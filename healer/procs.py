@@ -157,6 +157,8 @@ class Member:
 class ProcessTree:
     """The root process plus everything it ever started."""
 
+    popen: subprocess.Popen | None = None
+
     def __init__(self, root_pid: int, marker: str | None = None, *, adopt_orphans: bool = False) -> None:
         self.root_pid = root_pid
         self.marker = marker
