@@ -39,26 +39,35 @@ SPEC = {
 }
 
 
+def emit(metric: str, value, unit: str, target, better: str = "lower", **extra) -> None:
+    print(json.dumps({"bench": "simulation_speed", "metric": metric, "value": value, "unit": unit, "target": target,
+                      "better": better, **extra}), flush=True)
+
+
 def main() -> None:
+    import time
+
     clock = system()
     sc = Scenario.model_validate(SPEC)
-    walls = []
+    runs = 1 if "--quick" in sys.argv else 3
+    walls, cpus = [], []
     last = None
-    for _ in range(3):
+    for _ in range(runs):
         with tempfile.TemporaryDirectory() as d:
-            t0 = clock.monotonic()
+            t0, c0 = clock.monotonic(), time.process_time()
             last = engine.run(sc, Path(d))
             walls.append(clock.monotonic() - t0)
+            cpus.append(time.process_time() - c0)
     assert last is not None
-    med = statistics.median(walls)
-    print(json.dumps({"bench": "simulation_speed", "metric": "wall_s_24h_100_tickets_10_agents", "value": round(med, 3),
-                      "unit": "s", "target": 10, "better": "lower"}))
-    print(json.dumps({"bench": "simulation_speed", "metric": "virtual_to_wall_ratio", "value": round(86400 / med, 1),
-                      "unit": "x", "target": 8640, "better": "higher"}))
-    print(json.dumps({"bench": "simulation_speed", "metric": "events_24h", "value": last.stats.get("events"),
-                      "unit": "events", "target": None, "better": "higher"}))
-    print(json.dumps({"bench": "simulation_speed", "metric": "invariants_held", "value": int(last.ok), "unit": "bool",
-                      "target": 1, "better": "higher"}))
+    wall, cpu = statistics.median(walls), statistics.median(cpus)
+    note = f"median of {runs} runs of 24 simulated hours (100 tickets, 10 agents, 9 faults); the machine is shared, " \
+           "so the CPU time of this process is printed too"
+    emit("sim_24h_wall_s", round(wall, 3), "s", 10, note=note, runs=[round(w, 3) for w in walls])
+    emit("sim_24h_cpu_s", round(cpu, 3), "s", 10, runs=[round(c, 3) for c in cpus])
+    emit("sim_seconds_per_wall_second", round(86400 / wall, 1), "x", 8640, "higher")
+    emit("supervisor_ticks_24h", last.stats.get("ticks"), "ticks", 2880, "higher")
+    emit("events_24h", last.stats.get("events"), "events", None, "higher")
+    emit("invariants_held", int(last.ok), "bool", 1, "higher")
 
 
 if __name__ == "__main__":

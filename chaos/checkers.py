@@ -358,7 +358,9 @@ def inv_no_corpse(h: History) -> tuple[bool, str]:
 def inv_never_merged_broken(h: History) -> tuple[bool, str]:
     broken = {e.subject for e in h.events if e.kind == "chaos.fault" and e.payload.get("fault") == "broken_proposal"}
     broken |= set(h.extra.get("broken_tickets", []))
-    merged = [e.subject for e in h.events if e.kind == "proposal.merged" and e.subject in broken]
+    since: dict[str, float] = h.extra.get("broken_since", {})  # work merged before it was broken was not broken
+    merged = [e.subject for e in h.events if e.kind == "proposal.merged" and e.subject in broken
+              and e.at >= since.get(e.subject, float("-inf"))]
     if merged:
         return False, f"a broken proposal was merged: {', '.join(merged)}"
     return True, "no broken proposal merged"

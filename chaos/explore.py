@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import random
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -233,7 +234,8 @@ def explore(examples: int = 25, seed: int = 0, *, progress=None) -> Failure | No
     @given(schedules())
     def holds(schedule: dict[str, Any]) -> None:
         count[0] += 1
-        r = run_schedule(schedule)
+        with tempfile.TemporaryDirectory(prefix="healer-explore-") as d:
+            r = run_schedule(schedule, d)
         if progress:
             progress(count[0], schedule, r)
         if not r.ok:
@@ -253,6 +255,7 @@ def explore(examples: int = 25, seed: int = 0, *, progress=None) -> Failure | No
 def explore_seeds(examples: int, seed: int = 0) -> int | None:
     """The seeded variant: schedules `seed .. seed+examples-1`; the first failing seed, or None (no shrinking)."""
     for s in range(seed, seed + examples):
-        if not engine.run(scenario_for_seed(s)).ok:
-            return s
+        with tempfile.TemporaryDirectory(prefix="healer-explore-") as d:
+            if not engine.run(scenario_for_seed(s), d).ok:
+                return s
     return None

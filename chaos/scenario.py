@@ -159,6 +159,8 @@ class RealSpec(Strict):
     dispatcher: Literal["auto", "daemon", "none"] = Field(
         "auto", description="a real `healer dispatch` daemon child (auto: when a ticket starts queued)")
     until: dict[str, Any] | None = Field(None, description="settle only once this event happened ({kind, subject, payload})")
+    until_within: Duration | None = Field(None, description="stop waiting at this time if `until` has not happened: "
+                                                           "the story has already deviated (a disabled run ends sooner)")
     settle_ticks: int = Field(1, ge=1, description="end after this many supervisor ticks that changed nothing, once no "
                                                    "fault is pending and no agent runs (the duration is the cap)")
     pidfiles: list[str] = Field(default_factory=list, description="files (in the game-day folder) listing pids that must "

@@ -113,11 +113,15 @@ class RealEngine:
         self.disp_restart_at: float | None = None
         self.fp_queue: list[tuple[str, str, int]] = []
         self.fp_total = 0
+        self.fp_missed: list[str] = []
         self.fired: set[int] = set()
         self.nth: dict[int, int] = {}
         self.last_event_id = 0
         self.notes: list[str] = []
         self.until_seen = False
+        self.undo_failed = False
+        self.quiet_from: int | None = None
+        self.last_fault = -1.0  # seconds since the start of the last fault injected
 
     # -- policy -------------------------------------------------------------------------
     def _policy(self, overrides: dict | None) -> Policy:
@@ -162,6 +166,8 @@ class RealEngine:
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(text)
         self.outside_before = _tree_hash(self.gd, list(self.sc.real.outside))
+        for rel in self.sc.real.pidfiles:  # the engine's own scratch: pids of an earlier run in this folder are not ours
+            (self.gd / rel).unlink(missing_ok=True)
         repo.init(self.root)
         for rel, text in self.sc.fleet.files.items():
             p = self.root / rel
@@ -243,6 +249,8 @@ class RealEngine:
         self.sup = self.spawn("supervisor", [sys.executable, "-m", "healer", "supervise", "--once", "--root", str(self.root)],
                               extra)
         self.sup.armed = armed
+        if self.quiet_from is not None:  # changes made between two ticks count against the next one
+            self.sup.first_event = min(self.sup.first_event, self.quiet_from)
 
     def supervisor_ended(self) -> None:
         c, self.sup = self.sup, None
@@ -257,6 +265,7 @@ class RealEngine:
                 self.note("chaos.crash", "supervisor", {"failpoint": name, "action": action, "exit": rc,
                                                         "signal": _signame(rc), "pid": c.proc.pid})
             else:
+                self.fp_missed.append(name)
                 self.note("chaos.failpoint_missed", name, {"action": action, "hit": hit, "pid": c.proc.pid})
         elif c.faulted:
             crashed = True
@@ -265,11 +274,13 @@ class RealEngine:
             self.note("chaos.proc_failed", "supervisor", {"exit": rc, "signal": _signame(rc), "tail": _tail(c.log)})
         self.note("chaos.exit", "supervisor", {"pid": c.proc.pid, "exit": rc, "n": c.n})
         changed = self.store.events(after=c.first_event, prefix=None)
-        if crashed or rc != 0 or any(e.kind.startswith(CHANGES) for e in changed):
+        # a tick that began before the last fault may not have seen it: it proves nothing about quiet
+        if crashed or rc != 0 or c.started <= self.last_fault or any(e.kind.startswith(CHANGES) for e in changed):
             self.quiet = 0
         else:
             self.quiet += 1
         self.restart_next = crashed
+        self.quiet_from = self.store.last_event_id()
         self.next_sup = self.elapsed() + (min(self.tick, 0.2) if crashed else self.tick)
 
     def start_dispatcher(self) -> None:
@@ -306,15 +317,29 @@ class RealEngine:
             self.until_seen = _seen(self.store, u)
             if not self.until_seen:
                 return False
-        if any(procs.alive(a.pid) for a in self.store.agents(states=["running"]) if a.pid):
+        running = self.store.agents(states=["running"])
+        if any(procs.alive(a.pid) for a in running if a.pid):
             return False  # a live agent may still change things (a record of a dead one does not)
-        if self.disp is not None and self.store.tickets(states=[lifecycle.QUEUED, lifecycle.REVIEW]):
+        if self.disp is not None and (self.store.tickets(states=[lifecycle.QUEUED, lifecycle.REVIEW])
+                                      or any((a.data or {}).get("launched_by") == "dispatch" for a in running)):
+            return False  # the running dispatcher still has work: a launch, a review, an ended agent to reap
+        return True
+
+    def gave_up(self, el: float) -> bool:
+        u, within = self.sc.real.until, self.sc.real.until_within
+        if not u or within is None or el < float(within) or self.until_seen:
             return False
+        self.until_seen = _seen(self.store, u)
+        if self.until_seen:
+            return False
+        self.note("chaos.gave_up", self.sc.name, {"after": round(el, 2), "waiting_for": u})
         return True
 
     # -- faults -------------------------------------------------------------------------
     def fault(self, f: Fault) -> None:
         t0 = self.wall.now()
+        self.last_fault = self.elapsed()
+        self.quiet = 0  # quiet ticks before a fault say nothing about after it
         try:
             out = self.inject(f)
             status = "succeeded"
@@ -364,7 +389,8 @@ class RealEngine:
                     done += pfault.cont(a.pid, marker)
                 else:  # stopped or hung: alive, silent, no progress
                     done += pfault.stop(self.undo, a.pid, marker, role=f"agent {a.id}")
-            return f"{k}: pids {done}"
+            sig = {"kill_agent": "SIGKILL", "continue_agent": "SIGCONT"}.get(k, "SIGSTOP")
+            return f"{k}: {sig} pids {done}"
         if k == "busy_worktree":
             n = 0
             for w in self._worktrees(f):
@@ -463,6 +489,8 @@ class RealEngine:
         finally:
             self.wind_down()
         extra["leftovers"] = self.leftovers()
+        if not extra["leftovers"] and not self.undo_failed:
+            shutil.rmtree(self.undo.folder, ignore_errors=True)  # all undone: nothing for `gameday clean` to find
         extra["restored"] = self.restore_check()
         if self.store is None:
             raise RuntimeError("the fleet could not be set up")
@@ -491,6 +519,8 @@ class RealEngine:
             self.watch()
             if self.settled(timed):
                 self.note("chaos.settled", self.sc.name, {"after": round(el, 2), "ticks": self.ticks})
+                break
+            if self.gave_up(el):
                 break
             if self.progress:
                 self.progress(min(0.99, el / cap))
@@ -529,9 +559,16 @@ class RealEngine:
                 "quarantined": {e.id: e.sha256 for e in ents if e.state == "quarantined"},
                 "quarantine_paths": [str(e.path) for e in ents],
                 "outside_unchanged": _tree_hash(self.gd, list(self.sc.real.outside)) == self.outside_before,
-                "failpoints_left": [x[0] for x in self.fp_queue], "failpoints_fired": self.fp_total - len(self.fp_queue),
+                "failpoints_left": [x[0] for x in self.fp_queue], "failpoints_missed": self.fp_missed,
+                "failpoints_fired": self.fp_total - len(self.fp_queue) - len(self.fp_missed),
                 "ticks": self.ticks, "dispatch_paused": bool(self.store.get_setting("dispatch.paused", False)),
-                "git_worktrees": repo.worktree_list(self.root)}
+                "git_worktrees": repo.worktree_list(self.root), "unregistered_worktrees": self.unregistered()}
+
+    def unregistered(self) -> list[str]:
+        """Linked git worktrees the store does not list as active: orphans nobody will ever clean."""
+        active = {str(Path(w.path).resolve()) for w in self.store.worktrees()}
+        return [w for w in repo.worktree_list(self.root)
+                if Path(w).resolve() != self.root.resolve() and str(Path(w).resolve()) not in active]
 
     def stop_dispatcher(self) -> None:
         c = self.disp
@@ -562,10 +599,13 @@ class RealEngine:
         for proc, tree in self.holders:
             pfault.release(proc, tree, self.wall)
         self.holders.clear()
+        failed = False
         for u, what in self.undo.undo_all():
             now = self.wall.now()
+            failed |= what.startswith("failed")
             self.rollbacks.append(Activity(f"undo {u.kind}" + (f" ({u.data['role']})" if u.data.get("role") else ""),
                                            "rollback", now, now, "failed" if what.startswith("failed") else "succeeded", what))
+        self.undo_failed = failed
 
     def leftovers(self) -> list[str]:
         """After the rollback: anything of this game day still there is a leftover."""

@@ -45,7 +45,9 @@ PAUSED_BY_KEY = "dispatch.paused_by"
 PAUSED_REASON = "dispatch.paused_reason"
 MAIN_STATUS = "main.status"
 PID_BASE = 50_000_000  # virtual pids: above any Linux pid_max, so never a real process
-VIEW_TABLES = ("tickets", "labels", "agents", "worktrees", "proposals", "attempts", "settings")  # what view() reads
+VIEW_PARTS = {"tickets": ("tickets", "labels"), "running": ("agents",), "worktrees": ("worktrees",),
+              "attempts": ("attempts",), "proposals": ("proposals",), "settings": ("settings",)}  # what view() reads
+VIEW_TABLES = tuple(t for ts in VIEW_PARTS.values() for t in ts)
 SIM_NOTIFIERS = {"notify": {"notifiers": [{"kind": "jsonl", "path": ".healer/notifications.jsonl"}]}}
 
 
@@ -93,7 +95,7 @@ class SimEngine:
         self.undo = UndoJournal(home() / f"{scenario.name}-{Path(workdir).name}-{id(self)}")
         self.world_v = 0
         self._view: dict[str, Any] | None = None
-        self._view_key: tuple[int, int] | None = None
+        self._view_key: dict[str, int] | None = None
         self._cuts: dict[str, float] = {}
         self._cuts_seen = 0
         self.behaviours: dict[str, Behaviour] = {}
@@ -101,6 +103,7 @@ class SimEngine:
         self.heads: dict[str, str] = {}
         self.merged: set[str] = set()
         self.broken: set[str] = set()
+        self.broken_since: dict[str, float] = {}  # a merge before the fault was of good work
         self.main = scenario.fleet.main
         self.main_red_since: float | None = START if self.main == "red" else None
         self.frozen = False
@@ -124,7 +127,8 @@ class SimEngine:
         self.fp_queue: list[tuple[str, str, int]] = []
         from healer import failpoints as _fp
 
-        _fp.load_all()
+        if any(f.fault == "failpoint" for f in scenario.faults):
+            _fp.load_all()  # imports every module to learn every name: only when a glob needs matching
         for f in scenario.faults:
             if f.fault == "failpoint" and f.failpoint:
                 for d in _fp.registry():
@@ -198,6 +202,13 @@ class SimEngine:
                 if spec.state == lifecycle.REVIEW:
                     self._worktree(tid, created)
         self.store.set_setting(MAIN_STATUS, "unknown")
+
+    def add_ticket(self, tid: str, behaviour: str = "succeeds", params: dict | None = None, priority: int = 2) -> None:
+        """A ticket filed mid-run (a human, or a stateful test): queued now, seen by the next dispatch."""
+        self.store.add_ticket("scenario ticket", id=tid, priority=priority, actor="gameday", data={"behaviour": behaviour})
+        self.behaviours[tid] = make(behaviour, params)
+        self.runs[tid] = 0
+        self.at(self.sim_now(), "dispatch")
 
     def _backdate(self, tid: str, created: float, labels: dict[str, float]) -> None:
         # scenarios start mid-story: tickets created (and labels added) in the past
@@ -365,7 +376,7 @@ class SimEngine:
         return status
 
     def _review(self) -> None:
-        for t in self.store.tickets(states=[lifecycle.REVIEW]):
+        for t in [t for t in self.view()["tickets"] if t.state == lifecycle.REVIEW]:  # the store's order, as a query
             props = self.store.proposals(t.id)
             last = props[-1] if props else None
             if last is None:
@@ -429,46 +440,59 @@ class SimEngine:
 
     # -- the supervisor -------------------------------------------------------------
     def view(self) -> dict[str, Any]:
-        """The store's state, re-read only when a table it shows was written (`_changes`) or the virtual world
-        moved (`world_v`). This is what keeps 24 h of fleet in seconds."""
-        key = (self._changes(), self.world_v)
-        if self._view is not None and key == self._view_key:
+        """The store's state, each part re-read only when a table it shows was written since the last read
+        (`_changes`). This is what keeps 24 h of fleet in seconds."""
+        counts = self._changes()
+        if self._view is not None and counts == self._view_key:
             return self._view
-        attempts: dict[str, list] = {}
-        for a in self._all_attempts():
-            attempts.setdefault(a.ticket_id, []).append(a)
-        all_proposals = self.store.proposals()
-        proposals: dict[str, list] = {}
-        for p in all_proposals:
-            proposals.setdefault(p.ticket_id, []).append(p)
-        self._view = {
-            "tickets": self.store.tickets(), "running": self.store.agents(states=["running"]),
-            "worktrees": self.store.worktrees(), "proposals": proposals, "attempts": attempts,
-            "all_proposals": all_proposals,
-            "main_status": self.store.get_setting(MAIN_STATUS, "unknown") or "unknown",
-            "main_red_since": self.store.get_setting("main.red_since", None),
-            "paused": bool(self.store.get_setting(PAUSED_KEY, False)),
-            "paused_by": _paused_by(self.store.get_setting(PAUSED_BY_KEY, None)),
-            "cuts": self._budget_cuts(),
-        }
-        self._view_key = key
-        return self._view
+        old = self._view_key or {}
+        v = dict(self._view or {})  # a new dict: a caller holding the last view keeps its own
+
+        def stale(part: str) -> bool:
+            return self._view is None or any(counts.get(t) != old.get(t) for t in VIEW_PARTS[part])
+
+        if stale("tickets"):
+            v["tickets"] = self.store.tickets()
+            v["cuts"] = self._budget_cuts()
+        if stale("running"):
+            v["running"] = self.store.agents(states=["running"])
+        if stale("worktrees"):
+            v["worktrees"] = self.store.worktrees()
+        if stale("attempts"):
+            attempts: dict[str, list] = {}
+            for a in self._all_attempts():
+                attempts.setdefault(a.ticket_id, []).append(a)
+            v["attempts"] = attempts
+        if stale("proposals"):
+            all_proposals = self.store.proposals()
+            proposals: dict[str, list] = {}
+            for p in all_proposals:
+                proposals.setdefault(p.ticket_id, []).append(p)
+            v["proposals"], v["all_proposals"] = proposals, all_proposals
+        if stale("settings"):
+            v["main_status"] = self.store.get_setting(MAIN_STATUS, "unknown") or "unknown"
+            v["main_red_since"] = self.store.get_setting("main.red_since", None)
+            v["paused"] = bool(self.store.get_setting(PAUSED_KEY, False))
+            v["paused_by"] = _paused_by(self.store.get_setting(PAUSED_BY_KEY, None))
+        self._view, self._view_key = v, counts
+        return v
 
     def _watch_changes(self) -> None:
-        # Count every write to a table the view shows, with TEMP triggers: they live on this connection only (the
-        # engine's single one; the executor and notify share it), never in the store file. Events, intents, leases
-        # and cooldowns do not count, so a tick that only logs does not force a re-read.
+        # Count the writes to each table the view shows, with TEMP triggers: they live on this connection only
+        # (the engine's single one; the executor and notify share it), never in the store file. Events, intents,
+        # leases and cooldowns do not count, so a tick that only logs forces no re-read; ticket moves (the budget
+        # cuts) always come with a write to tickets.
         self.store._db.execute("PRAGMA synchronous=OFF")  # a throwaway store: no fsync at WAL checkpoints
         with self.store.tx() as db:
-            db.execute("CREATE TEMP TABLE sim_changes(n INTEGER NOT NULL)")
-            db.execute("INSERT INTO temp.sim_changes VALUES (0)")
+            db.execute("CREATE TEMP TABLE sim_changes(tbl TEXT PRIMARY KEY, n INTEGER NOT NULL)")
             for table in VIEW_TABLES:
+                db.execute("INSERT INTO temp.sim_changes VALUES (?, 0)", (table,))
                 for op in ("INSERT", "UPDATE", "DELETE"):
                     db.execute(f"CREATE TEMP TRIGGER sim_{table}_{op.lower()} AFTER {op} ON main.{table} "
-                               "BEGIN UPDATE sim_changes SET n = n + 1; END")
+                               f"BEGIN UPDATE sim_changes SET n = n + 1 WHERE tbl = '{table}'; END")
 
-    def _changes(self) -> int:
-        return int(self.store._q("SELECT n FROM temp.sim_changes")[0][0])
+    def _changes(self) -> dict[str, int]:
+        return {r[0]: r[1] for r in self.store._q("SELECT tbl, n FROM temp.sim_changes")}
 
     def _own_event(self, kind: str, subject: str, payload: dict) -> None:
         self.store.append(kind, subject, payload)
@@ -645,6 +669,7 @@ class SimEngine:
         if k == "broken_proposal":
             for tid in [t.id for t in self.store.tickets() if match(f.target or "*", t.id)]:
                 self.broken.add(tid)
+                self.broken_since.setdefault(tid, self.now)
             return "proposals of the target fail the merge gates"
         if k == "same_commit_repush":
             for tid in [t.id for t in self.store.tickets() if match(f.target or "*", t.id)]:
@@ -813,6 +838,7 @@ class SimEngine:
         return History(self.store.events(), {t.id: t for t in self.store.tickets()}, self.store.intents(),
                        START, self.now, self.policy.sentinels.cooldown,
                        {"files_before": {**self.files_before, **self.injected}, "broken_tickets": sorted(self.broken),
+                        "broken_since": dict(self.broken_since),
                         "dispatch_paused": bool(self.store.get_setting(PAUSED_KEY, False)), "ticks": self.ticks,
                         "leftovers": [], "failpoints_left": [x[0] for x in self.fp_queue],
                         "failpoints_fired": len(self.fp_names) - len(self.fp_queue), **ex})

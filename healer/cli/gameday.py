@@ -63,22 +63,38 @@ def run_cmd(
 
 @gameday_app.command("replay")
 def replay_cmd(
-    seed: int = typer.Option(..., "--seed", help="The seed printed by a failing run or exploration."),
-    scenario: Path = typer.Argument(None, help="A scenario to replay with that seed; without one, the explored schedule of that seed."),
+    seed: int = typer.Option(None, "--seed", help="The seed printed by a failing run or exploration."),
+    scenario: Path = typer.Argument(None, help="A scenario (or a failing schedule written by `explore`) to replay with that seed; "
+                                               "without one, the generated schedule of that seed."),
+    schedule: Path = typer.Option(None, "--schedule", help="A schedule file (JSON or YAML) printed by a failing exploration."),
     report_dir: Path = typer.Option(None, "--report"),
+    show: bool = typer.Option(False, "--show", help="Print the scenario (YAML) before running it."),
 ) -> None:
-    """Re-run a scenario (or a hypothesis-generated fault schedule) deterministically from a seed."""
+    """Re-run a scenario, or a generated fault schedule, deterministically from its seed."""
     from chaos.runner import outcome, run_all
+    from healer.errors import UsageError
 
+    if scenario is not None and schedule is not None:
+        raise UsageError("replay: expected a SCENARIO or --schedule FILE, got both")
     if scenario is not None:
         from chaos.scenario import load
 
-        scs = [load(scenario)]
-    else:
+        sc = load(scenario)
+    elif schedule is not None:
+        from chaos.explore import load_schedule
+
+        sc = load_schedule(schedule)
+    elif seed is not None:
         from chaos.explore import scenario_for_seed
 
-        scs = [scenario_for_seed(seed)]
-    results = run_all(scs, seed=seed, live=False)
+        sc = scenario_for_seed(seed)
+    else:
+        raise UsageError("replay: expected --seed N, a SCENARIO or --schedule FILE, got none")
+    if show:
+        import yaml
+
+        typer.echo(yaml.safe_dump(sc.model_dump(mode="json", exclude_defaults=True), sort_keys=False), err=True)
+    results = run_all([sc], seed=seed, live=False)
     code, _ = outcome(results, report_dir, None, console)
     raise typer.Exit(code)
 
@@ -86,16 +102,36 @@ def replay_cmd(
 @gameday_app.command("explore")
 def explore_cmd(
     examples: int = typer.Option(25, "--examples", "-n", help="How many generated schedules to try."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the exploration itself."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the exploration itself (the same seed searches the same schedules)."),
+    out: Path = typer.Option(None, "--out", help="Where to write a failing schedule (default: ./gameday-explore-SEED.yaml)."),
+    seeded: bool = typer.Option(False, "--seeded", help="Try the seeded schedules SEED..SEED+N-1 instead (no shrinking)."),
 ) -> None:
-    """Generate fault schedules (hypothesis) against the simulated engine; print the seed of any failure."""
-    from chaos.explore import explore
+    """Generate fault schedules (hypothesis) against the simulated engine; shrink and save any failure."""
+    from chaos import explore
 
-    failing = explore(examples, seed)
-    if failing is None:
-        console.print(f"{examples} generated schedules: every invariant held")
+    if seeded:
+        failing = explore.explore_seeds(examples, seed)
+        if failing is None:
+            console.print(f"{examples} seeded schedules ({seed}..{seed + examples - 1}): every invariant held")
+            raise typer.Exit(0)
+        console.print(f"[red]invariant broken[/] - reproduce with: healer gameday replay --seed {failing}")
+        raise typer.Exit(1)
+
+    def tick(n: int, schedule: dict, r) -> None:
+        mark = "[green]ok[/]" if r.ok else "[red]broken[/]"
+        console.print(f"  #{n:<3} {mark} {len(schedule['tickets'])} ticket(s), {len(schedule['faults'])} fault(s), "
+                      f"seed {schedule['seed']}", highlight=False)
+
+    failure = explore.explore(examples, seed, progress=tick)
+    if failure is None:
+        console.print(f"{examples} generated schedules: every invariant held ({', '.join(explore.INVARIANTS)})")
         raise typer.Exit(0)
-    console.print(f"[red]invariant broken[/] — reproduce with: healer gameday replay --seed {failing}")
+    path = failure.write(out or Path(f"gameday-explore-{failure.schedule['seed']}.yaml"))
+    console.print("[red]invariant broken[/] by this schedule (shrunk by hypothesis):")
+    for line in failure.broken:
+        console.print(f"  {line}", highlight=False)
+    console.print(explore.scenario_yaml(failure.schedule), highlight=False, markup=False)
+    console.print(f"written to {path}; reproduce with: {failure.replay_command(path)}", highlight=False)
     raise typer.Exit(1)
 
 

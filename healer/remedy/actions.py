@@ -406,7 +406,15 @@ def _q_apply(ctx: Context, t: Target, intent: int) -> dict:
     ok = [p for p in t.paths if _q_why_not(ctx, p) is None]
     skipped = [w for w in (_q_why_not(ctx, p) for p in t.paths) if w]
     ents = qmod.quarantine_many(ctx.root, ok, t.params.get("why", "unknown file"), ctx.clock, intent=intent) if ok else []
+    _journal_quarantine(ctx, ents)
     return {"quarantined": [{"id": e.id, "sha256": e.sha256, "size": e.size} for e in ents], "skipped": skipped}
+
+
+def _journal_quarantine(ctx: Context, ents) -> None:
+    """One event per file moved aside, so a checker can prove from the log that nothing was deleted."""
+    for e in ents:
+        ctx.store.append("quarantine.added", e.path, {"id": e.id, "sha256": e.sha256, "size": e.size, "reason": e.reason,
+                                                     "intent": e.intent, "actor": ctx.actor})
 
 
 def _q_verify(ctx: Context, t: Target) -> bool:
@@ -494,6 +502,7 @@ def _wt_apply(ctx: Context, t: Target, intent: int) -> dict:
         if files:
             ents = qmod.quarantine_many(ctx.root, [p / f for f in files], f"unknown file in worktree {relative(ctx.root, p)}",
                                         ctx.clock, intent=intent)
+            _journal_quarantine(ctx, ents)
             detail["quarantined"] = [e.id for e in ents]
         busy = procs.busy_pids(p)  # once more, right before the point of no return
         if busy:
@@ -729,11 +738,16 @@ def _finish(ctx: Context, t: Target, intent_id: int, out: Outcome, *, from_plann
 
 # -- recovery -----------------------------------------------------------------------
 
-def _owner_alive(it, host: str) -> bool:
-    """Is the process that journaled this intent still running (so it is not ours to recover)?"""
+def _owner_alive(it, host: str, now: float, stale_after: float) -> bool:
+    """Is the process that journaled this intent still running (so it is not ours to recover)?
+
+    On another host its pid means nothing here: it is presumed alive until the intent is older
+    than `stale_after` (the supervisor lease ttl), then recovered like any orphan."""
     p = it.params
     pid = p.get("pid")
-    if not pid or p.get("_host", host) != host:
+    if p.get("_host", host) != host:
+        return now - it.updated_at < stale_after
+    if not pid:
         return False
     if pid == os.getpid():
         return False  # our own leftover (an exception mid-action): ours to finish
@@ -750,7 +764,7 @@ def recover(ctx: Context) -> list[Outcome]:
     """Finish or roll back every half-done intent whose owner is gone. Safe to call every tick."""
     outs: list[Outcome] = []
     for it in ctx.store.intents(states=("planned", "begun")):
-        if _owner_alive(it, ctx.host):
+        if _owner_alive(it, ctx.host, ctx.now(), ctx.policy.supervisor.lease_ttl):
             continue
         subject = it.params.get("subject", it.subject)
         params = it.params.get("params", {})

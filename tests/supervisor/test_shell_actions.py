@@ -164,6 +164,8 @@ def test_quarantine_file_and_restore_byte_for_byte(shell_fleet):
     [e] = q.entries(f.root)
     assert e.path == ".healer/worktrees/junk/data.bin" and e.sha256 == sha and e.size == len(blob)
     assert (f.root / ".healer" / "quarantine" / e.batch / ".healer" / "worktrees" / "junk" / "data.bin").exists()
+    [ev] = f.store.events(kinds=["quarantine.added"])
+    assert ev.subject == e.path and ev.payload["sha256"] == sha
     q.restore(f.root, ".healer/worktrees/junk/data.bin", f.clock)
     assert q.sha256_of(junk / "data.bin") == sha
     assert (junk / "data.bin").read_bytes() == blob
@@ -316,3 +318,13 @@ def test_recover_leaves_intents_of_a_live_process_alone(shell_fleet):
     finally:
         p.kill()
         p.wait()
+
+
+def test_recover_waits_for_another_hosts_intent_until_it_is_stale(shell_fleet):
+    f = shell_fleet
+    _in_progress(f)
+    f.store.plan_intent("requeue_ticket", "T-1", {"subject": "T-1", "params": {}, "ticket": "T-1", "pid": 1, "ctime": 1.0,
+                                                  "_host": "elsewhere"}, actor="supervisor")
+    assert recover(f.ctx()) == []
+    f.clock.advance(f.policy.supervisor.lease_ttl + 1)
+    assert [o.status for o in recover(f.ctx())] == ["aborted"]
