@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psutil
 import yaml
 
 from chaos.checkers import History
@@ -549,7 +550,7 @@ class RealEngine:
                 break
             self.wall.sleep(POLL)
         for f, pid in pfault.pids_in([self.gd / rel for rel in self.sc.real.pidfiles]):
-            self.note("chaos.pid", str(pid), {"alive": procs.alive(pid), "file": f.name})
+            self.note("chaos.pid", str(pid), {"alive": self.ours_alive(pid), "file": f.name})
         stopped = [pfault.describe(p) for p in pfault.carrying(self.marker) if procs.stopped(p.pid)]
         files_after = _files(self.root)
         from healer.remedy import quarantine as qmod
@@ -569,6 +570,17 @@ class RealEngine:
         active = {str(Path(w.path).resolve()) for w in self.store.worktrees()}
         return [w for w in repo.worktree_list(self.root)
                 if Path(w).resolve() != self.root.resolve() and str(Path(w).resolve()) not in active]
+
+    def ours_alive(self, pid: int) -> bool:
+        """Alive AND still one of ours (a recycled pid belongs to a stranger without our marker)."""
+        if not procs.alive(pid):
+            return False
+        try:
+            return procs._carries(psutil.Process(pid).environ(), self.marker)
+        except psutil.AccessDenied:
+            return True  # cannot tell: counted alive, never silently dead
+        except psutil.Error:
+            return False
 
     def stop_dispatcher(self) -> None:
         c = self.disp

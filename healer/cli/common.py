@@ -47,12 +47,15 @@ def store_for(root: Path | None, clock=None):
 
 
 def policy_for(root: Path, policy: Path | None):
+    """The policy in force: the file given, else ROOT/healer.yaml, else the default;
+    with `include_runbooks` (relative to the policy file's folder) turned into rules."""
+    from healer.cli.runbook import policy_with_runbooks
     from healer.policy import load_policy
 
-    if policy is not None:
-        return load_policy(policy)
-    local = root / "healer.yaml"
-    return load_policy(local if local.exists() else None)
+    path = policy if policy is not None else (root / "healer.yaml")
+    if policy is None and not path.exists():
+        return load_policy(None)
+    return policy_with_runbooks(load_policy(path), path.resolve().parent)
 
 
 def print_json(data: Any) -> None:
