@@ -118,7 +118,6 @@ class RealEngine:
         self.fired: set[int] = set()
         self.nth: dict[int, int] = {}
         self.last_event_id = 0
-        self.notes: list[str] = []
         self.until_seen = False
         self.undo_failed = False
         self.quiet_from: int | None = None
@@ -500,7 +499,7 @@ class RealEngine:
         result.activities = self.activities
         result.rollbacks = self.rollbacks
         result.stats.update({"ticks": self.ticks, "children": self.children, "wall_seconds": round(self.elapsed(), 2),
-                             "fleet": str(self.root), "undo": str(self.undo.folder), "notes": self.notes})
+                             "fleet": str(self.root), "undo": str(self.undo.folder)})
         self.store.close()
         return finish(result, history, self.wall)
 

@@ -154,7 +154,8 @@ def test_index_lock_is_ours_only(tmp_path):
     assert lock.read_text() == "held by a real git process\n"
 
 
-def test_kill_healer_real_aims_at_every_remedy_failpoint_the_cli_lists(tmp_path):
+def test_kill_healer_real_aims_at_every_remedy_failpoint_the_cli_lists(tmp_path, monkeypatch):
+    monkeypatch.setenv("HEALER_GAMEDAY_HOME", str(tmp_path / "home"))
     listed = subprocess.run([sys.executable, "-m", "healer", "failpoints", "--json"], capture_output=True, text=True,
                             timeout=60)
     assert listed.returncode == 0, listed.stderr
@@ -170,7 +171,8 @@ def test_kill_healer_real_aims_at_every_remedy_failpoint_the_cli_lists(tmp_path)
         eng.undo.undo_all()
 
 
-def test_policy_placeholders_are_filled_for_the_children(tmp_path):
+def test_policy_placeholders_are_filled_for_the_children(tmp_path, monkeypatch):
+    monkeypatch.setenv("HEALER_GAMEDAY_HOME", str(tmp_path / "home"))
     eng = RealEngine(load(SCENARIO_DIR / "hung-agent.yaml"), tmp_path)
     cmd = eng.policy.loop.agent.command
     assert cmd[0] == sys.executable
