@@ -379,6 +379,8 @@ def inv_no_double_effect(h: History) -> tuple[bool, str]:
             dropped[key] += 1
             if dropped[key] > 1:
                 return False, f"label '{key[1]}' dropped twice from {e.subject} at +{e.at - h.start:.0f}s"
+        elif e.kind == "worktree.added":
+            removed[e.subject] = 0  # a new worktree at the same path (recreated): removing it again is no repeat
         elif e.kind == "worktree.removed":
             removed[e.subject] += 1
             if removed[e.subject] > 1:

@@ -54,7 +54,7 @@ DURATIONS = (3600, 2 * 3600, 4 * 3600)  # long enough for backoffs, leases and c
 POLICY = {"fleet": {"main_gates": [{"name": "tests", "run": ["python", "-m", "pytest"]}]}}  # so red main is seen
 
 
-def _fault(kind: str, minute: int, target: str | None, n: int) -> dict[str, Any]:
+def make_fault(kind: str, minute: int, target: str | None, n: int) -> dict[str, Any]:
     """One fault in scenario form; `n` (1..) sizes what has a size."""
     f: dict[str, Any] = {"fault": kind, "at": f"{minute}m"}
     if target is not None and kind in TICKET_FAULTS:
@@ -87,7 +87,7 @@ def schedules(max_tickets: int = MAX_TICKETS, max_faults: int = MAX_FAULTS):
         duration = draw(st.sampled_from(DURATIONS))
         tickets = draw(st.lists(st.sampled_from(BEHAVIOURS), min_size=1, max_size=max_tickets))
         targets = _targets(len(tickets))
-        timed = st.builds(_fault, st.sampled_from(TIMED_FAULTS), st.integers(1, duration // 60),
+        timed = st.builds(make_fault, st.sampled_from(TIMED_FAULTS), st.integers(1, duration // 60),
                           st.sampled_from(targets), st.integers(1, 8))
         faults = draw(st.lists(timed, max_size=max_faults))
         faults.sort(key=lambda f: int(f["at"][:-1]))  # a schedule reads in time order; shrinking keeps it sorted
@@ -107,7 +107,7 @@ def schedule_for_seed(seed: int) -> dict[str, Any]:
     duration = rng.choice(DURATIONS)
     tickets = [rng.choice(BEHAVIOURS) for _ in range(rng.randint(1, MAX_TICKETS))]
     targets = _targets(len(tickets))
-    faults = sorted((_fault(rng.choice(TIMED_FAULTS), rng.randint(1, duration // 60), rng.choice(targets), rng.randint(1, 8))
+    faults = sorted((make_fault(rng.choice(TIMED_FAULTS), rng.randint(1, duration // 60), rng.choice(targets), rng.randint(1, 8))
                      for _ in range(rng.randint(0, MAX_FAULTS))), key=lambda f: int(f["at"][:-1]))
     for name in rng.sample(FAILPOINTS, rng.randint(0, 2)):
         faults.append({"fault": "failpoint", "failpoint": name, "hit": rng.randint(1, 3)})

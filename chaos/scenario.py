@@ -42,6 +42,8 @@ FaultKind = Literal[
     "stale_labels", "orphan_worktree", "unknown_files", "red_main", "green_main",
     "delete_worktree", "zombie_ticket", "same_commit_repush", "index_lock", "clock_jump",
     "failpoint", "busy_worktree", "release_worktree",
+    # real mode, Docker (chaos/faults/containers.py): target a ticket glob, params {name, label, signal, timeout}
+    "container_kill", "container_pause", "container_unpause", "container_stop", "container_restart",
 ]
 FAULTS = FaultKind.__args__  # type: ignore[attr-defined]
 

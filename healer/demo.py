@@ -49,7 +49,7 @@ def run(console: Console, *, keep: bool = False) -> int:
     rc = 0
     tmp = Path(tempfile.mkdtemp(prefix="healer-demo-"))
     try:
-        console.print(Rule("[bold]healer demo[/]: what exists so far"))
+        console.print(Rule("[bold]healer demo[/]: a fleet, its policy, broken on purpose and healed"))
 
         console.print("\n[bold]1. A fleet[/]  (healer init)")
         res = init_fleet(tmp, actor="demo")
@@ -119,10 +119,15 @@ def gameday_stage(console: Console, tmp: Path) -> int:
     sc = load(discover(["frozen-in-progress"])[0])
     r = engine.run(sc, tmp / "live")
     shown = 0
+    counts: dict[str, int] = {}
     for off, kind, subject, text in r.timeline:
-        if kind in ("ticket.moved", "dispatch.launched", "notify.sent", "chaos.fault") and shown < 14:
+        counts[kind] = counts.get(kind, 0) + 1
+        # a few lines of each kind, then only the totals: 43 identical lines teach nothing
+        if kind in ("ticket.moved", "dispatch.launched", "notify.sent", "chaos.fault") and counts[kind] <= 4 and shown < 12:
             console.print(f"   +{int(off) // 60:>3}m  {kind:<18} {subject:<6} {escape(text)[:70]}", highlight=False)
             shown += 1
+    top = sorted(counts.items(), key=lambda kv: -kv[1])[:6]
+    console.print("   totals: " + ", ".join(f"{k} x{n}" for k, n in top), highlight=False, soft_wrap=True)
     console.print(f"   … {len(r.timeline)} timeline entries; {'[green]healed[/]' if r.ok else '[red]NOT healed[/]'}: "
                   + "; ".join(c.message for c in r.checks[:3]), highlight=False, soft_wrap=True)
 

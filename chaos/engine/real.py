@@ -122,6 +122,10 @@ class RealEngine:
         self.undo_failed = False
         self.quiet_from: int | None = None
         self.last_fault = -1.0  # seconds since the start of the last fault injected
+        # agents in containers, or container faults: the fleet's containers belong to the game day (issue 8)
+        self.containers = self.policy.fleet.runtime == "container" or any(f.fault.startswith("container_")
+                                                                          for f in scenario.faults)
+        self._docker: Any = None
 
     # -- policy -------------------------------------------------------------------------
     def _policy(self, overrides: dict | None) -> Policy:
@@ -320,6 +324,8 @@ class RealEngine:
         running = self.store.agents(states=["running"])
         if any(procs.alive(a.pid) for a in running if a.pid):
             return False  # a live agent may still change things (a record of a dead one does not)
+        if any(self.container_alive(a) for a in running if not a.pid and a.kind == "container" and a.container):
+            return False
         if self.disp is not None and (self.store.tickets(states=[lifecycle.QUEUED, lifecycle.REVIEW])
                                       or any((a.data or {}).get("launched_by") == "dispatch" for a in running)):
             return False  # the running dispatcher still has work: a launch, a review, an ended agent to reap
@@ -350,7 +356,66 @@ class RealEngine:
                                         self.wall.now(), status, out))
 
     def _agents(self, f: Fault) -> list[Agent]:
-        return [a for a in self.store.agents(states=["running"]) if a.pid and match(f.target or "*", a.ticket_id or "")]
+        return [a for a in self.store.agents(states=["running"])
+                if (a.pid or (a.kind == "container" and a.container)) and match(f.target or "*", a.ticket_id or "")]
+
+    def docker(self) -> Any:
+        if self._docker is None:
+            from healer.fleet.container_runtime import connect
+
+            self._docker = connect()
+        return self._docker
+
+    def fleet_label(self) -> str:
+        from chaos.faults.containers import LABEL_FLEET
+
+        return f"{LABEL_FLEET}={self.root}"
+
+    def container_fault(self, f: Fault) -> str:
+        """container_kill|pause|unpause|stop|restart on the fleet's containers, aimed by ticket glob (`target`),
+        `params.name` / `params.label`, at most `count` of them (seeded pick); the unpause of each pause is
+        journaled in the run's undo journal before it acts. States before/after come from the SDK."""
+        from chaos.faults import containers as cf
+
+        params = dict(f.params)
+        name, label = params.pop("name", None), params.pop("label", None)
+        out = cf.inject(f.fault, fleet=str(self.root), target=f.target, count=f.count, seed=self.seed, params=params,
+                        journal=self.undo, guard=False, client=self.docker(), store=self.store, name=name, label=label)
+        return _outcomes(f.fault, out)
+
+    def container_agent_fault(self, k: str, a: Agent) -> str:
+        """kill_agent / stop_agent / continue_agent on an agent that lives in a container (no pid on this host)."""
+        from chaos.faults import containers as cf
+
+        common = dict(name=a.container, label=self.fleet_label(), client=self.docker(), store=self.store)
+        if k == "kill_agent":
+            out = cf.kill("KILL", **common)
+        elif k == "continue_agent":
+            out = cf.unpause(**common)
+        else:  # stopped or hung: alive, silent, no progress -- a paused container
+            out = cf.pause(journal=self.undo, guard=False, **common)
+        return _outcomes(k, out)
+
+    def container_alive(self, a: Agent) -> bool:
+        """Running or paused, read through the SDK (an engine that does not answer: counted alive)."""
+        try:
+            import docker.errors
+
+            try:
+                return self.docker().containers.get(a.container).status in ("running", "paused", "restarting", "created")
+            except docker.errors.NotFound:
+                return False
+        except Exception:  # noqa: BLE001 - cannot tell: never silently dead
+            return True
+
+    def fleet_containers(self, status: str | None = None) -> list[str]:
+        if not self.containers:
+            return []
+        try:
+            filters = {"label": self.fleet_label(), **({"status": status} if status else {})}
+            return sorted(f"{c.name} ({c.status})" for c in self.docker().containers.list(all=True, filters=filters))
+        except Exception as e:  # noqa: BLE001 - an engine gone at the end is a finding, not a crash
+            return [f"cannot list the fleet's containers: {type(e).__name__}: {e}"]
 
     def _worktrees(self, f: Fault) -> list[Worktree]:
         return [w for w in self.store.worktrees() if match(f.target or "*", w.ticket_id or "") and Path(w.path).exists()]
@@ -379,9 +444,15 @@ class RealEngine:
             if k in ("stop_dispatcher", "frozen_dispatch"):
                 return f"SIGSTOP {pfault.stop(self.undo, c.proc.pid, tree=False, role='dispatcher')}"
             return f"SIGCONT {pfault.cont(c.proc.pid, tree=False)}"
+        if k.startswith("container_"):
+            return self.container_fault(f)
         if k in ("kill_agent", "stop_agent", "continue_agent", "hung_agent"):
             done = []
+            boxed = []
             for a in self._agents(f):
+                if not a.pid:
+                    boxed.append(self.container_agent_fault(k, a))
+                    continue
                 marker = (a.data or {}).get("marker")
                 if k == "kill_agent":
                     done += pfault.kill(a.pid, marker)
@@ -390,7 +461,7 @@ class RealEngine:
                 else:  # stopped or hung: alive, silent, no progress
                     done += pfault.stop(self.undo, a.pid, marker, role=f"agent {a.id}")
             sig = {"kill_agent": "SIGKILL", "continue_agent": "SIGCONT"}.get(k, "SIGSTOP")
-            return f"{k}: {sig} pids {done}"
+            return "; ".join([f"{k}: {sig} pids {done}"] * bool(done or not boxed) + boxed)
         if k == "busy_worktree":
             n = 0
             for w in self._worktrees(f):
@@ -475,7 +546,7 @@ class RealEngine:
     # -- the run ------------------------------------------------------------------------
     def run(self) -> Result:
         result = Result(self.sc, "failed", seed=self.seed, disabled=self.disabled, started=self.wall.now())
-        self.undo.register("kill_marker", marker=self.marker, role=f"game day {self.sc.name}")
+        self.first_undos()
         extra: dict[str, Any] = {}
         try:
             self.setup()
@@ -489,6 +560,8 @@ class RealEngine:
         finally:
             self.wind_down()
         extra["leftovers"] = self.leftovers()
+        extra["containers_paused"] = self.fleet_containers("paused")  # after the rollback: none may be left
+        extra["containers_left"] = self.fleet_containers()
         if not extra["leftovers"] and not self.undo_failed:
             shutil.rmtree(self.undo.folder, ignore_errors=True)  # all undone: nothing for `gameday clean` to find
         extra["restored"] = self.restore_check()
@@ -502,6 +575,12 @@ class RealEngine:
                              "fleet": str(self.root), "undo": str(self.undo.folder)})
         self.store.close()
         return finish(result, history, self.wall)
+
+    def first_undos(self) -> None:
+        """The run's own undos, journaled before anything is started (applied last, newest first)."""
+        if self.containers:  # undone last, after the marker's processes (the dispatcher that launches them) are gone
+            self.undo.register("containers_cleanup", fleet=str(self.root), role="the fleet's containers")
+        self.undo.register("kill_marker", marker=self.marker, role=f"game day {self.sc.name}")
 
     def loop(self) -> None:
         timed = sorted((f for f in self.sc.faults if f.at is not None), key=lambda f: float(f.at or 0))
@@ -626,6 +705,7 @@ class RealEngine:
                 p = Path(r["data"]["path"])
                 if p.exists() and p.read_text(errors="replace") == r["data"].get("content"):
                     out.append(f"lock file {p}")
+        out += [f"container {c}" for c in self.fleet_containers()]
         if self.store is not None:
             for name in ("supervisor", "dispatcher"):
                 lease = self.store.lease(name)
@@ -683,6 +763,12 @@ def _seen(store, sel: dict[str, Any]) -> bool:
                 and all(e.payload.get(k) == v for k, v in (sel.get("payload") or {}).items()):
             return True
     return False
+
+
+def _outcomes(kind: str, out: list) -> str:
+    if not out:
+        return f"{kind}: no container to act on"
+    return f"{kind}: " + ", ".join(f"{o.name} {o.before}->{o.after}" + (f" ({o.error})" if o.error else "") for o in out)
 
 
 def _signame(rc: int | None) -> str | None:

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from healer.clock import Clock, system
-from healer.errors import UsageError
+from healer.errors import HealerError, UsageError
 
 LABEL_FLEET = "healer.fleet"
 
@@ -336,19 +336,43 @@ def cleanup(fleet: str | None = None, *, journal: UndoJournal | str | Path | Non
     return out
 
 
+def sweep(fleet: str, *, client=None) -> str:
+    """The end of a game day on the container runtime (also `healer gameday clean` for a killed one):
+    thaw the fleet's paused containers, then remove every container of that (temporary) fleet, as the
+    game day's tree marker ends its processes. One line for the rollback report; never raises."""
+    import docker.errors
+
+    try:
+        client = _client(client)
+        thawed = cleanup(fleet, client=client)
+        removed = 0
+        for c in client.containers.list(all=True, filters={"label": f"{LABEL_FLEET}={fleet}"}):
+            try:
+                c.remove(force=True)
+                removed += 1
+            except docker.errors.NotFound:
+                pass
+        return f"unpaused {len(thawed)}, removed {removed} container(s) of fleet {fleet}"
+    except (docker.errors.DockerException, HealerError, OSError) as e:
+        return f"failed: containers of fleet {fleet}: {type(e).__name__}: {e}"
+
+
 def inject(kind: str, *, fleet: str, target: str | None = None, count: int = 1, seed: int | None = None,
            params: dict | None = None, journal: UndoJournal | str | Path | None = None, guard: bool = True,
-           dry_run: bool = False, client=None, store=None) -> list[Outcome]:
+           dry_run: bool = False, client=None, store=None, name: str | Sequence[str] | None = None,
+           label: str | Sequence[str] | None = None) -> list[Outcome]:
     """One scenario fault against a fleet's containers: `container_kill|pause|unpause|stop|restart`,
     `target` a ticket id or glob (default: any), `count` the blast radius, `params` `signal`/`timeout`.
+    `name` / `label` narrow further (labels ANDed with the fleet's: never outside the fleet).
     A game-day engine calls this, and `cleanup(fleet, journal=...)` at its end."""
     params = dict(params or {})
     action = kind.removeprefix("container_")
-    common = dict(label=f"{LABEL_FLEET}={fleet}", count=count, seed=seed, dry_run=dry_run, client=client, store=store)
+    labels = [f"{LABEL_FLEET}={fleet}", *parse_labels(label)]
+    common = dict(label=labels, count=count, seed=seed, dry_run=dry_run, client=client, store=store)
     ticket = target or None
     if action == "kill":
         sig = parse_signal(params.get("signal", "SIGKILL"))
-        return _act("kill", lambda c, t: c.kill(signal=sig), name=None, ticket=ticket, **common)
+        return _act("kill", lambda c, t: c.kill(signal=sig), name=name, ticket=ticket, **common)
     if action == "pause":
         j = _journal(journal, default_journal_path(fleet))
         if guard and not dry_run and isinstance(j, UndoJournal):
@@ -358,9 +382,9 @@ def inject(kind: str, *, fleet: str, target: str | None = None, count: int = 1, 
             _register_unpause(j, c, fleet)
             c.pause()
 
-        return _act("pause", do, name=None, ticket=ticket, **common)
+        return _act("pause", do, name=name, ticket=ticket, **common)
     if action == "unpause":
-        return _act("unpause", lambda c, t: c.unpause(), name=None, ticket=ticket, **common)
+        return _act("unpause", lambda c, t: c.unpause(), name=name, ticket=ticket, **common)
     if action in ("stop", "restart"):
         timeout = max(0, int(round(float(params.get("timeout", 10)))))
 
@@ -369,7 +393,7 @@ def inject(kind: str, *, fleet: str, target: str | None = None, count: int = 1, 
                 c.unpause()
             (c.stop if action == "stop" else c.restart)(timeout=timeout)
 
-        return _act(action, do, name=None, ticket=ticket, **common)
+        return _act(action, do, name=name, ticket=ticket, **common)
     raise UsageError(f"container fault: expected container_kill|pause|unpause|stop|restart, got {kind!r}")
 
 

@@ -158,6 +158,10 @@ def apply(u: Undo, clock: Clock) -> str:
         from chaos.faults.containers import unpause_one
 
         return unpause_one(d["container"])
+    if u.kind == "containers_cleanup":  # a real game day on the container runtime: its fleet's containers end with it
+        from chaos.faults.containers import sweep
+
+        return sweep(d["fleet"])
     return f"unknown undo kind {u.kind!r}, skipped"
 
 

@@ -69,6 +69,7 @@ def replay_cmd(
     schedule: Path = typer.Option(None, "--schedule", help="A schedule file (JSON or YAML) printed by a failing exploration."),
     report_dir: Path = typer.Option(None, "--report"),
     show: bool = typer.Option(False, "--show", help="Print the scenario (YAML) before running it."),
+    workdir: Path = typer.Option(None, "--workdir", help="Keep the replayed fleet under this folder."),
 ) -> None:
     """Re-run a scenario, or a generated fault schedule, deterministically from its seed."""
     from chaos.runner import outcome, run_all
@@ -94,7 +95,7 @@ def replay_cmd(
         import yaml
 
         typer.echo(yaml.safe_dump(sc.model_dump(mode="json", exclude_defaults=True), sort_keys=False), err=True)
-    results = run_all([sc], seed=seed, live=False)
+    results = run_all([sc], seed=seed, live=False, workroot=workdir.resolve() if workdir else None)
     code, _ = outcome(results, report_dir, None, console)
     raise typer.Exit(code)
 
@@ -129,9 +130,10 @@ def explore_cmd(
     path = failure.write(out or Path(f"gameday-explore-{failure.schedule['seed']}.yaml"))
     console.print("[red]invariant broken[/] by this schedule (shrunk by hypothesis):")
     for line in failure.broken:
-        console.print(f"  {line}", highlight=False)
-    console.print(explore.scenario_yaml(failure.schedule), highlight=False, markup=False)
-    console.print(f"written to {path}; reproduce with: {failure.replay_command(path)}", highlight=False)
+        console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
+    console.print(explore.scenario_yaml(failure.schedule), highlight=False, markup=False, soft_wrap=True)
+    console.print(f"written to {path}; reproduce with: {failure.replay_command(path)}", highlight=False, markup=False,
+                  soft_wrap=True)
     raise typer.Exit(1)
 
 

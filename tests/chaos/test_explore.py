@@ -1,6 +1,6 @@
 """Hypothesis exploration (issue 7): generated fault schedules vs. the invariants, shrinking, replay.
 
-Example counts are modest (HEALER_EXPLORE_EXAMPLES, default 20) so the area stays fast in CI;
+Example counts are modest (HEALER_EXPLORE_EXAMPLES, default 30) so the area stays fast in CI;
 `healer gameday explore -n 500` is the long search.
 """
 
@@ -18,7 +18,7 @@ from chaos.checkers import INVARIANTS
 from chaos.scenario import load
 from tests.conftest import healer
 
-EXAMPLES = int(os.environ.get("HEALER_EXPLORE_EXAMPLES", "20"))
+EXAMPLES = int(os.environ.get("HEALER_EXPLORE_EXAMPLES", "30"))
 CI = settings(max_examples=EXAMPLES, deadline=None, database=None, print_blob=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -81,13 +81,13 @@ def test_seeded_schedules_are_a_pure_function_of_the_seed():
 
 def test_replay_cli(tmp_path):
     # a seed alone: the seeded schedule
-    r = healer("gameday", "replay", "--seed", "7", cwd=tmp_path)
+    r = healer("gameday", "replay", "--seed", "7", "--workdir", str(tmp_path / "w"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr + r.stdout
     assert "explore-7" in r.stdout
     # a schedule file, as printed by a failing test (JSON)
     sched = tmp_path / "s.json"
     sched.write_text(json.dumps(explore.schedule_for_seed(9)))
-    r = healer("gameday", "replay", "--schedule", str(sched), cwd=tmp_path)
+    r = healer("gameday", "replay", "--schedule", str(sched), "--workdir", str(tmp_path / "w"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr + r.stdout
     # a bad one: one located line, exit 65, no traceback
     bad = tmp_path / "bad.json"

@@ -50,7 +50,7 @@ class Fleet(RuleBasedStateMachine):
     @rule(kind=st.sampled_from(explore.TIMED_FAULTS), which=st.integers(0, 10), size=st.integers(1, 6))
     def fault(self, kind: str, which: int, size: int) -> None:
         target = [None, "E-*", *(f"E-{i}" for i in range(1, self.n + 1))][which % (self.n + 2)]
-        f = explore._fault(kind, 1, target, size)
+        f = explore.make_fault(kind, 1, target, size)
         f.pop("at")
         self.eng.at(self.eng.until, "fault", Fault.model_validate({**f, "at": 0}))
         self.eng.advance(self.eng.until)
@@ -88,7 +88,7 @@ class Fleet(RuleBasedStateMachine):
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-Fleet.TestCase.settings = settings(max_examples=int(os.environ.get("HEALER_EXPLORE_EXAMPLES", "20")) // 2 or 1,
-                                   stateful_step_count=15, deadline=None, database=None,
+Fleet.TestCase.settings = settings(max_examples=int(os.environ.get("HEALER_EXPLORE_EXAMPLES", "30")),
+                                   stateful_step_count=25, deadline=None, database=None,
                                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 TestFleet = Fleet.TestCase
