@@ -27,13 +27,14 @@ def dispatch(
 ) -> None:
     """Take queued tickets in priority and blocked_by order and run a governed loop on each, within the pool."""
     from healer.cli.common import policy_for
-    from healer.fleet.dispatcher import Dispatcher, install_signal_handlers
+    from healer.fleet.dispatcher import Dispatcher, install_signal_handlers, preflight
     from healer.store import open_store
 
     r = require_fleet(root)
     pol = policy_for(r, policy)
     store = open_store(r)
     d = Dispatcher(r, pol, store, policy_path=_policy_path(r, policy))
+    preflight(pol)
     try:
         if once:
             rep = d.tick()

@@ -189,7 +189,7 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
     from loguru import logger
 
     from healer.errors import INTERNAL, HealerError
-    from healer.fleet.dispatcher import Dispatcher
+    from healer.fleet.dispatcher import Dispatcher, preflight
     from healer.store import open_store
     from healer.supervisor import Supervisor
 
@@ -199,6 +199,7 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
     clock = system()
     d_store, s_store = open_store(r, clock), open_store(r, clock)
     disp = Dispatcher(r, pol, d_store, clock, policy_path=policy)
+    preflight(pol)
     sup = Supervisor(r, pol, s_store, clock, repair_async=True)
     stop = threading.Event()
     errors: dict[str, str] = {}

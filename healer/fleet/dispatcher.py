@@ -127,6 +127,29 @@ class TickReport:
     plan: core.DispatchPlan | None = None
 
 
+def preflight(policy) -> None:
+    """Refuse to start a dispatcher whose loops would all exit 65 at once.
+
+    With the default loop command, every launch runs `healer loop run` with this policy;
+    without an agent or without gates that loop cannot start, and the retry budget would
+    burn five launches per ticket on a configuration mistake.
+    """
+    from healer.errors import InvalidInput
+
+    argv = list(policy.fleet.loop_command)
+    if not ("loop" in argv and "run" in argv and "{policy}" in argv):
+        return  # a custom loop command: its own business
+    problems = []
+    if policy.loop.agent.preset == "command" and not policy.loop.agent.command:
+        problems.append("loop.agent.command: expected the agent's argv (or preset: claude | codex), got nothing; "
+                        "every ticket's loop would exit 65")
+    if not policy.loop.gates:
+        problems.append("loop.gates: expected at least one gate (the loop's stop criterion), got none; "
+                        "every ticket's loop would exit 65")
+    if problems:
+        raise InvalidInput(f"dispatch: {problems[0]}", [f"dispatch: {p}" for p in problems])
+
+
 class Dispatcher:
     def __init__(self, root: str | Path, policy, store, clock: Clock | None = None, runtime: Runtime | None = None, *,
                  policy_path: str | Path | None = None) -> None:

@@ -145,3 +145,15 @@ def test_dispatch_needs_a_git_root_with_the_main_branch(tmp_path):
     (root / "healer.yaml").write_text((root / "healer.yaml").read_text().replace("main_branch: main", "main_branch: trunk"))
     r = healer("dispatch", "--once", "-C", str(root))
     assert r.returncode == 64 and "'trunk'" in r.stderr
+
+
+def test_dispatch_refuses_a_policy_whose_loops_cannot_start(tmp_path):
+    from tests.conftest import make_repo
+
+    root = make_repo(tmp_path / "fleet")
+    assert healer("init", cwd=root).returncode == 0
+    assert healer("board", "add", "x", cwd=root).returncode == 0
+    r = healer("dispatch", "--once", cwd=root)  # the embedded default names no agent and no gate
+    assert r.returncode == 65 and "Traceback" not in r.stderr
+    assert "loop.agent.command" in r.stderr and "loop.gates" in r.stderr
+    assert healer("board", "list", "--json", cwd=root).stdout.count('"queued"') == 1  # nothing launched

@@ -153,7 +153,8 @@ def test_supervise_daemon_serves_metrics_and_stops_cleanly_on_sigterm(tmp_path):
 
 
 def test_up_runs_dispatcher_and_supervisor_and_stops_on_sigterm(tmp_path):
-    root = _fleet(tmp_path, "supervisor:\n  tick: 1s\nfleet:\n  dispatch_tick: 1s\n")
+    root = _fleet(tmp_path, "supervisor:\n  tick: 1s\nfleet:\n  dispatch_tick: 1s\n"
+                            "loop:\n  agent: {command: [python3, -c, pass]}\n  gates: [{name: ok, run: [python3, -c, pass]}]\n")
     p = _spawn("up", "--root", str(root))
     try:
         def both_ticked():
