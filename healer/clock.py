@@ -74,17 +74,17 @@ class VirtualClock:
 
 def iso(t: float) -> str:
     """Render an epoch time as ISO 8601 UTC (for humans and reports)."""
-    return _dt.datetime.fromtimestamp(t, tz=_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.fromtimestamp(t, tz=_dt.UTC).isoformat(timespec="seconds")
 
 
 def stamp(t: float) -> str:
     """A filesystem-safe UTC timestamp, sortable (e.g. quarantine folders)."""
-    return _dt.datetime.fromtimestamp(t, tz=_dt.timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    return _dt.datetime.fromtimestamp(t, tz=_dt.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
 
 
 def day_of(t: float) -> str:
     """The UTC calendar day of an epoch time (daily caps)."""
-    return _dt.datetime.fromtimestamp(t, tz=_dt.timezone.utc).strftime("%Y-%m-%d")
+    return _dt.datetime.fromtimestamp(t, tz=_dt.UTC).strftime("%Y-%m-%d")
 
 
 _default: Clock = SystemClock()
