@@ -93,6 +93,20 @@ def load_memory(store) -> Memory:
         return Memory()
 
 
+def _without_untried(memory: Memory, rep, now: float) -> Memory:
+    """Memory minus the attempts the executor never made (refused or aborted before acting, or over the cap)."""
+    from healer.core.memory import forget_attempts
+    from healer.remedy.limits import ATTEMPT_ACTIONS
+
+    tried: set[str] = set()
+    untried: set[str] = set()
+    for a, o in rep.outcomes:
+        if a.action in ATTEMPT_ACTIONS:
+            (untried if o.status in ("refused", "aborted") else tried).add(a.subject)
+    untried |= {a.subject for a in rep.overflow if a.action in ATTEMPT_ACTIONS}
+    return forget_attempts(memory, untried - tried, now)
+
+
 def with_external_attempts(memory: Memory, store, policy, now: float, actor: str = ACTOR) -> Memory:
     """Add the unblock attempts of other actors (humans, the repair agent) so the core's quiet period sees them."""
     window = max(policy.remediation.quiet_period, policy.repair_agent.quiet_period)
@@ -196,7 +210,7 @@ class Supervisor:
 
         rep.repair = self._repair_hook(d)
 
-        self.store.set_setting(S_MEMORY, _dump(d.memory))
+        self.store.set_setting(S_MEMORY, _dump(_without_untried(d.memory, rep, snap.now)))
         self.store.set_setting(S_LAST_TICK, now)
         rep.duration = self.clock.monotonic() - t0
         self.store.append("supervisor.tick", LEASE, {"holder": self.holder, **_event_summary(rep)})

@@ -62,3 +62,19 @@ def load(data: dict | None) -> Memory:
         raise InvalidInput(f"supervisor memory: repair_runs: expected a list of times, got {runs!r}")
     out["repair_runs"] = [_num("repair_runs", t) for t in runs]
     return Memory(**out)
+
+
+def forget_attempts(memory: Memory, subjects: set[str], at: float) -> Memory:
+    """Drop the attempts recorded at `at` on `subjects`.
+
+    The core records an attempt when it grants an action; when the executor then
+    refuses it on fresh state (a precondition no longer holds, a limit) nothing was
+    tried, and holding the ticket for a whole quiet period would only delay the next
+    real attempt.
+    """
+    if not subjects:
+        return memory
+    from dataclasses import replace
+
+    attempts = {k: ([t for t in v if t != at] if k in subjects else list(v)) for k, v in memory.attempts.items()}
+    return replace(memory, attempts={k: v for k, v in attempts.items() if v})
