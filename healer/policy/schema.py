@@ -7,7 +7,7 @@ Durations are written as strings (`90s`, `30m`, `1h30m`) and held as seconds.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -41,19 +41,7 @@ def _not_bool(v: object) -> object:
 PosInt = Annotated[int, Field(ge=1), BeforeValidator(_not_bool)]
 NonNegInt = Annotated[int, Field(ge=0), BeforeValidator(_not_bool)]
 
-ACTIONS = (
-    "close_dead_ticket",
-    "drop_label",
-    "requeue_ticket",
-    "quarantine_file",
-    "remove_worktree",
-    "resume_agent",
-    "stop_agent",
-    "escalate",
-    "pause_dispatch",
-    "resume_dispatch",
-    "notify",
-)
+# the remediation whitelist (SPEC §7): the only actions that exist
 Action = Literal[
     "close_dead_ticket",
     "drop_label",
@@ -67,24 +55,9 @@ Action = Literal[
     "resume_dispatch",
     "notify",
 ]
+ACTIONS: tuple[str, ...] = get_args(Action)
 
-FINDINGS = (
-    "agent_dead",
-    "agent_idle",
-    "agent_stuck",
-    "frozen_in_progress",
-    "stale_label",
-    "orphan_worktree",
-    "unknown_file",
-    "zombie_ticket",
-    "wait_cycle",
-    "same_commit_repush",
-    "dispatch_frozen",
-    "pool_saturated",
-    "no_closes",
-    "main_red",
-    "supervisor_silent",
-)
+# what the supervisor can find (SPEC §7's table, then the sentinels)
 FindingKind = Literal[
     "agent_dead",
     "agent_idle",
@@ -102,6 +75,7 @@ FindingKind = Literal[
     "main_red",
     "supervisor_silent",
 ]
+FINDINGS: tuple[str, ...] = get_args(FindingKind)
 
 
 class Strict(BaseModel):
