@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,13 +74,18 @@ def current_branch(cwd: str | Path) -> str | None:
 
 
 def tree_hash(cwd: str | Path) -> str:
-    """The tree of the working directory as it is (tracked and untracked, not ignored), without touching the index."""
-    with tempfile.TemporaryDirectory(prefix="healer-idx-") as d:
-        idx = {"GIT_INDEX_FILE": str(Path(d) / "index")}
-        if rev(cwd):
-            run(cwd, "read-tree", "HEAD", env=idx)
-        run(cwd, "add", "-A", ".", env=idx)
-        return run(cwd, "write-tree", env=idx).stdout
+    """The tree of the working directory as it is (tracked and untracked, not ignored), without touching the index.
+
+    The loop's own memory files (progress.md, lessons.md) are left out, exactly as in the
+    loop's progress test: a resumed loop rewrites progress.md every time, and that must not
+    pass for progress when the dispatcher counts resumes on the same state.
+    """
+    from healer.loop import gitops as loopgit
+
+    try:
+        return loopgit.snapshot(cwd)
+    except loopgit.GitError as e:
+        raise GitError(str(e)) from None
 
 
 def state(cwd: str | Path) -> tuple[str | None, str | None]:

@@ -22,13 +22,15 @@ def test_subst_replaces_known_placeholders_only():
 def test_state_hash_sees_uncommitted_changes_but_not_ignored_files(tmp_path):
     r = make_repo(tmp_path / "r")
     h0, s0 = git.state(r)
-    (r / ".healer").mkdir()
+    (r / ".healer").mkdir(exist_ok=True)
     (r / ".healer" / "junk").write_text("x")
+    assert git.state(r) == (h0, s0)
+    (r / "progress.md").write_text("iteration 1: the loop's own memory is not progress\n")
     assert git.state(r) == (h0, s0)
     (r / "new.txt").write_text("y")
     h1, s1 = git.state(r)
     assert h1 == h0 and s1 != s0
-    assert git.run(r, "status", "--porcelain").stdout == "?? new.txt"  # the real index was not touched
+    assert git.run(r, "status", "--porcelain").stdout == "?? new.txt\n?? progress.md"  # the real index was not touched
     assert git.state(tmp_path / "gone") == (None, None)
 
 
