@@ -207,12 +207,30 @@ class Dispatcher:
                 break
             if self._launch(launch):
                 rep.launched.append((launch.ticket_id, launch.kind))
+        self.watch_supervisor()
         self.store.set_setting(S_LAST_TICK, self.clock.now())
         self.store.append("dispatch.tick", "", {"launched": len(rep.launched), "reaped": len(rep.reaped), "main": rep.main,
                                                 "live": plan.live_total + len(rep.launched), "pool": plan.pool_size,
                                                 "waiting": len(plan.waiting), "merged": len(rep.merged),
                                                 "rejected": len(rep.rejected)})
         return rep
+
+    def watch_supervisor(self) -> None:
+        """Who watches the watcher: a supervisor that ticked once and then fell silent is a finding
+        the supervisor itself cannot report, so the dispatcher raises it (one notification per cooldown)."""
+        last = self.store.get_setting("supervisor.last_tick_at")
+        threshold = self.policy.sentinels.supervisor_silent
+        if last is None or threshold <= 0:
+            return  # no supervisor has ever run on this fleet: nothing fell silent
+        silent = self.clock.now() - float(last)
+        if silent >= threshold:
+            from healer import durations
+            from healer.notify import notify
+
+            notify(self.store, self.policy, "supervisor_silent",
+                   f"supervisor silent for {durations.format(round(silent))} (threshold "
+                   f"{durations.format(round(threshold))}): remediation is not running",
+                   severity="critical", evidence={"last_tick_at": last, "silent_s": round(silent, 1)})
 
     # -- reaping --------------------------------------------------------------------
     def _handle(self, a: Agent) -> Handle:
