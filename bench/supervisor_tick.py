@@ -30,7 +30,10 @@ from healer.core import decide  # noqa: E402
 from healer.core.model import Memory  # noqa: E402
 from healer.core.synth import fleet  # noqa: E402
 from healer.policy.schema import Policy  # noqa: E402
-from healer.store import open_store  # noqa: E402
+from healer.store import (
+    keys,  # noqa: E402
+    open_store,  # noqa: E402
+)
 
 QUICK = "--quick" in sys.argv
 
@@ -86,8 +89,8 @@ def populate(root: Path, snap, clock) -> object:
     for v in snap.agents:
         if v.agent.worktree and v.alive:
             (root / v.agent.worktree).mkdir(parents=True, exist_ok=True)
-    store.set_setting("main.status", "green")
-    store.set_setting("dispatch.last_launch_at", snap.last_launch_at)
+    store.set_setting(keys.MAIN_STATUS, "green")
+    store.set_setting(keys.DISPATCH_LAST_LAUNCH, snap.last_launch_at)
     store.set_setting("supervisor.last_tick_at", snap.last_supervisor_tick)
     return store
 

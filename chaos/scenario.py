@@ -267,6 +267,8 @@ def discover(paths: list[str | Path] | None = None) -> list[Path]:
     out: list[Path] = []
     for raw in paths or [SCENARIO_DIR]:
         p = Path(raw)
+        if not p.exists() and not p.is_absolute() and (SCENARIO_DIR.parents[1] / p).exists():
+            p = SCENARIO_DIR.parents[1] / p  # `chaos/scenarios[/x.yaml]` as the docs write it, from any folder
         if p.is_dir():
             out += sorted(list(p.glob("*.yaml")) + list(p.glob("*.yml")))
         elif p.exists():

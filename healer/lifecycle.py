@@ -22,7 +22,6 @@ CLOSED = "closed"
 
 STATES = (QUEUED, IN_PROGRESS, REVIEW, DONE, BLOCKED, NEEDS_HUMAN, CLOSED)
 TERMINAL = frozenset({DONE, CLOSED})
-ACTIVE = frozenset({IN_PROGRESS, REVIEW})
 
 # (from, to) -> the event that causes it
 TRANSITIONS: dict[tuple[str, str], str] = {

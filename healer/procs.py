@@ -15,8 +15,10 @@ from __future__ import annotations
 import ctypes
 import os
 import select
+import shutil
 import signal
 import subprocess
+import sys
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -310,6 +312,18 @@ def _reap(pid: int) -> None:
         pass
 
 
+def resolve_python(argv: Sequence[str], path: str | None = None) -> list[str]:
+    """argv, with a bare `python`/`python3` that is not on PATH replaced by the interpreter running healer.
+
+    Policies say `python` (SPEC §4's own example); Debian ships only `python3`, and a venv's
+    `python` is on PATH only when the venv is activated.
+    """
+    argv = list(argv)
+    if argv and argv[0] in ("python", "python3") and shutil.which(argv[0], path=path) is None and sys.executable:
+        argv[0] = sys.executable
+    return argv
+
+
 def spawn(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None = None, stdout=None, stderr=None,
           stdin=subprocess.DEVNULL, marker: str | None = None,
           adopt_orphans: bool = False) -> tuple[subprocess.Popen, ProcessTree]:
@@ -320,7 +334,8 @@ def spawn(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None
     if outer:
         full_env[ANCESTORS] = ",".join(outer[-8:])
     full_env[MARKER] = marker
-    proc = subprocess.Popen(list(argv), cwd=str(cwd), env=full_env, stdout=stdout, stderr=stderr, stdin=stdin,
+    proc = subprocess.Popen(resolve_python(argv, full_env.get("PATH")), cwd=str(cwd), env=full_env, stdout=stdout,
+                            stderr=stderr, stdin=stdin,
                             start_new_session=True, close_fds=True)
     tree = ProcessTree(proc.pid, marker, adopt_orphans=adopt_orphans)
     tree.popen = proc

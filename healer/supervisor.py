@@ -32,6 +32,7 @@ from healer.core.model import Decision, Memory, Snapshot
 from healer.fleet import snapshot as snapmod
 from healer.remedy import actions as remedy
 from healer.remedy import limits
+from healer.store import keys
 
 FP_AFTER_LEASE = failpoints.declare("supervisor.after_lease", "healer/supervisor.py: lease taken, intents not yet recovered")
 FP_BEFORE_EXECUTE = failpoints.declare("supervisor.before_execute", "healer/supervisor.py: plan decided, no action executed yet")
@@ -39,9 +40,6 @@ FP_AFTER_TICK = failpoints.declare("supervisor.after_tick", "healer/supervisor.p
 
 LEASE = "supervisor"
 ACTOR = "supervisor"
-S_MEMORY = "supervisor.memory"
-S_LAST_TICK = "supervisor.last_tick_at"
-SENTINEL_KINDS = ("dispatch_frozen", "pool_saturated", "no_closes", "main_red", "supervisor_silent")
 
 
 @dataclass
@@ -81,7 +79,7 @@ def decide(snapshot: Snapshot, policy, memory: Memory) -> Decision:
 
 
 def load_memory(store) -> Memory:
-    raw = store.get_setting(S_MEMORY)
+    raw = store.get_setting(keys.SUPERVISOR_MEMORY)
     if not raw:
         return Memory()
     try:
@@ -210,8 +208,8 @@ class Supervisor:
 
         rep.repair = self._repair_hook(d)
 
-        self.store.set_setting(S_MEMORY, _dump(_without_untried(d.memory, rep, snap.now)))
-        self.store.set_setting(S_LAST_TICK, now)
+        self.store.set_setting(keys.SUPERVISOR_MEMORY, _dump(_without_untried(d.memory, rep, snap.now)))
+        self.store.set_setting(keys.SUPERVISOR_LAST_TICK, now)
         rep.duration = self.clock.monotonic() - t0
         self.store.append("supervisor.tick", LEASE, {"holder": self.holder, **_event_summary(rep)})
         failpoints.hit(FP_AFTER_TICK)
@@ -222,15 +220,11 @@ class Supervisor:
     def _repair_hook(self, d: Decision) -> str | None:
         """REPAIR TRIGGER CALL SITE: launch the repair agent when the core says so (SPEC §8).
 
-        A no-op when healer.repair.launcher is absent. A run takes up to repair_agent.timeout,
-        so the daemon runs it in a thread (one at a time) and keeps ticking; --once waits for it.
+        A run takes up to repair_agent.timeout, so the daemon runs it in a thread (one at a time) and keeps ticking; --once waits for it.
         """
         if not d.repair:
             return None
-        try:
-            from healer.repair import launcher
-        except ImportError:
-            return "repair wanted, but healer.repair.launcher is not installed"
+        from healer.repair import launcher
         if self._repair_thread is not None and self._repair_thread.is_alive():
             return "repair agent already running"
         reason = getattr(d, "repair_reason", "") or "blockage persisted past every ceiling"

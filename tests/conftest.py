@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from healer.clock import VirtualClock
+from healer.clock import VirtualClock, system
 from healer.store import open_store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,6 +52,20 @@ def healer(*args: str, cwd: Path | None = None, env: dict | None = None, timeout
     full = {**os.environ, **(env or {})}
     return subprocess.run([PY, "-m", "healer", *args], cwd=cwd, env=full, capture_output=True, text=True,
                           timeout=timeout, input=input)
+
+
+def wait_until(cond, timeout: float = 20.0, what="condition", poll: float = 0.05):
+    """Poll `cond` until it returns something truthy (returned), or fail the test after
+    `timeout` seconds. `what` (a string, or a callable giving one at failure) names the wait."""
+    clock = system()
+    end = clock.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if clock.monotonic() >= end:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what() if callable(what) else what}")
+        clock.sleep(poll)
 
 
 @pytest.fixture

@@ -50,7 +50,7 @@ from healer.clock import Clock, system
 from healer.fleet.snapshot import HOST
 from healer.policy.schema import Policy
 from healer.records import Agent, Worktree
-from healer.store import open_store
+from healer.store import keys, open_store
 
 AGENTS_DIR = Path(__file__).resolve().parents[1] / "agents"
 NOTIFIERS = {"notify": {"notifiers": [{"kind": "jsonl", "path": ".healer/notifications.jsonl"}]}}
@@ -640,7 +640,7 @@ class RealEngine:
                 "outside_unchanged": _tree_hash(self.gd, list(self.sc.real.outside)) == self.outside_before,
                 "failpoints_left": [x[0] for x in self.fp_queue], "failpoints_missed": self.fp_missed,
                 "failpoints_fired": self.fp_total - len(self.fp_queue) - len(self.fp_missed),
-                "ticks": self.ticks, "dispatch_paused": bool(self.store.get_setting("dispatch.paused", False)),
+                "ticks": self.ticks, "dispatch_paused": bool(self.store.get_setting(keys.DISPATCH_PAUSED, False)),
                 "git_worktrees": repo.worktree_list(self.root), "unregistered_worktrees": self.unregistered()}
 
     def unregistered(self) -> list[str]:
@@ -739,7 +739,7 @@ class RealEngine:
         for t in self.store.tickets():
             counts[t.state] = counts.get(t.state, 0) + 1
         return {"tickets": counts, "running_agents": len(self.store.agents(states=["running"])),
-                "dispatch_paused": bool(self.store.get_setting("dispatch.paused", False))}
+                "dispatch_paused": bool(self.store.get_setting(keys.DISPATCH_PAUSED, False))}
 
 
 # -- helpers ------------------------------------------------------------------------------

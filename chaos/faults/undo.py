@@ -198,30 +198,28 @@ def _owner_alive(folder: Path) -> bool:
     return _same(int(o["pid"]), o.get("create_time")) and procs.alive(int(o["pid"]))
 
 
-def recover_leftovers(clock: Clock | None = None, base: Path | None = None) -> list[str]:
-    """Undo what killed game days left behind (their owner is dead). Returns one line per undo."""
-    base = base or home()
-    out = []
+def _orphaned(base: Path, clock: Clock | None = None):
+    """The undo journals of run folders whose owner is dead, opened without claiming them
+    (the constructor would make this process their owner)."""
     for folder in sorted(p for p in base.iterdir() if p.is_dir()):
         if not (folder / UNDO).exists() or _owner_alive(folder):
             continue
         j = UndoJournal.__new__(UndoJournal)
         j.folder, j.clock, j.path = folder, clock or system(), folder / UNDO
         j._n = 0
+        yield j
+
+
+def recover_leftovers(clock: Clock | None = None, base: Path | None = None) -> list[str]:
+    """Undo what killed game days left behind (their owner is dead). Returns one line per undo."""
+    out = []
+    for j in _orphaned(base or home(), clock):
         for u, what in j.undo_all():
-            out.append(f"{folder.name}: {u.kind}: {what}")
-        (folder / "recovered").write_text("\n".join(out) + "\n")
+            out.append(f"{j.folder.name}: {u.kind}: {what}")
+        (j.folder / "recovered").write_text("\n".join(out) + "\n")
     return out
 
 
 def leftovers(base: Path | None = None) -> list[str]:
     """Pending undos of run folders whose owner is dead (what `recover_leftovers` would undo)."""
-    base = base or home()
-    out = []
-    for folder in sorted(p for p in base.iterdir() if p.is_dir()):
-        if not (folder / UNDO).exists() or _owner_alive(folder):
-            continue
-        j = UndoJournal.__new__(UndoJournal)
-        j.folder, j.path = folder, folder / UNDO
-        out += [f"{folder.name}: {u.kind} {u.data}" for u in j.pending()]
-    return out
+    return [f"{j.folder.name}: {u.kind} {u.data}" for j in _orphaned(base or home()) for u in j.pending()]

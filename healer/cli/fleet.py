@@ -123,8 +123,11 @@ def status(root: Path = RootOpt, policy: Path = PolicyOpt, as_json: bool = JsonO
 
     main = st["main"]
     red = f" since {iso(main['red_since'])}" if main["red_since"] else ""
-    console.print(f"main [bold]{main['branch']}[/]: {main['status']}{red}   dispatch: "
-                  f"{'[red]paused[/]' if st['dispatch']['paused'] else 'running'}   "
+    # "running" would claim a dispatcher is up; the store only knows when it last passed
+    last = st["dispatch"]["last_tick_at"]
+    disp = ("[red]paused[/]" if st["dispatch"]["paused"] else "never ran" if last is None
+            else f"last pass {ago(st['now'] - last)} ago")
+    console.print(f"main [bold]{main['branch']}[/]: {main['status']}{red}   dispatch: {disp}   "
                   f"pool {st['pool']['used']}/{st['pool']['size']}")
     t = Table("state", "tickets", title="Tickets")
     for s, n in st["tickets"].items():

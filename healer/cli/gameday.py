@@ -55,7 +55,11 @@ def run_cmd(
     from chaos.runner import load_all, outcome, run_all
 
     scs = load_all([str(p) for p in paths] if paths else None)
-    results = run_all(scs, seed=seed, disabled=disable, overrides=_overrides(override), live=not quiet,
+    extra = _overrides(override)
+    if extra:  # a bad --override is bad input (65), not a game day that failed (1)
+        for sc in scs:
+            sc.effective_policy(extra, disabled=disable)
+    results = run_all(scs, seed=seed, disabled=disable, overrides=extra, live=not quiet,
                       workroot=workdir.resolve() if workdir else None)
     code, _ = outcome(results, report_dir, junit, console)
     raise typer.Exit(code)
@@ -78,8 +82,11 @@ def replay_cmd(
     if scenario is not None and schedule is not None:
         raise UsageError("replay: expected a SCENARIO or --schedule FILE, got both")
     if scenario is not None:
-        from chaos.scenario import load
+        from chaos.scenario import discover, load
 
+        if not scenario.exists():  # a scenario name (`zombie-ticket`), as `gameday run` takes it
+            found = discover([str(scenario)])
+            scenario = found[0] if len(found) == 1 else scenario
         sc = load(scenario)
     elif schedule is not None:
         from chaos.explore import load_schedule

@@ -111,7 +111,7 @@ def _alive(pid: int, started: float) -> bool:
 
 def _fleet_workdirs(root: Path | None) -> dict[str, Path]:
     """run id -> working tree, from the fleet's loop.started events."""
-    r = _fleet_root(root)
+    r = _fleet_root(root) or _nearest_store()
     if r is None:
         return {}
     from healer.store import open_store
@@ -121,6 +121,12 @@ def _fleet_workdirs(root: Path | None) -> dict[str, Path]:
         return {e.subject: Path(e.payload["workdir"]) for e in s.events(kinds=["loop.started"]) if e.payload.get("workdir")}
     finally:
         s.close()
+
+
+def _nearest_store() -> Path | None:
+    # `healer loop list` run in a fleet's root should see the fleet's runs without --root
+    here = Path.cwd().resolve()
+    return next((d for d in (here, *here.parents) if (d / ".healer" / "healer.db").is_file()), None)
 
 
 def _locate(run_id: str, workdir: Path | None, root: Path | None) -> Path:
@@ -155,7 +161,8 @@ def status_cmd(run_id: str = typer.Argument(..., help="The run id."), workdir: P
 
 
 def list_cmd(workdir: Path | None = WorkdirOpt, root: Path | None = FleetOpt, as_json: bool = JsonOpt) -> None:
-    """List the runs of a working tree (and of the fleet's working trees, with --root or $HEALER_ROOT)."""
+    """List the runs of a working tree and of the fleet's working trees (--root, $HEALER_ROOT or the fleet around
+    the current folder)."""
     from healer.loop.state import describe, run_ids
 
     wd = _workdir(workdir)
@@ -187,9 +194,14 @@ def pause_cmd(run_id: str = typer.Argument(..., help="The run id."), workdir: Pa
               root: Path | None = FleetOpt) -> None:
     """Ask a run to stop before its next iteration (exit 4); continue it later with --resume."""
     from healer.clock import system
-    from healer.loop.state import RunPaths
+    from healer.loop.state import RunPaths, describe
 
     wd = _locate(run_id, workdir, root)
+    d = describe(wd, run_id, _alive)
+    if d["status"] == "ended":  # a PAUSE file would only mislead: nothing runs to read it
+        more = f"; continue it with: healer loop run --workdir {wd} --resume {run_id}" if d["exit_code"] == 4 else ""
+        typer.echo(f"{run_id} already ended (exit {d['exit_code']}: {d['reason']}); nothing to pause{more}")
+        return
     p = RunPaths(wd, run_id).pause
     p.write_text(f"pause requested at {system().now():.3f} by pid {os.getpid()}\n")
     typer.echo(f"pause requested for {run_id}: it stops before its next iteration (exit 4); "

@@ -73,6 +73,21 @@ def init(root: Path = RootOpt) -> None:
     for what in res.created:
         typer.echo(f"created {what}")
     typer.echo(f"healer fleet ready at {r}" + ("" if res.created else " (already set up; nothing changed)"))
+    if not _in_git(r):
+        # not an error: supervise, watch and the board work anywhere; say it before dispatch fails on it
+        typer.echo(f"healer: note: {r} is not a git repository; `healer dispatch` and `healer loop run` need one "
+                   "(run `git init -b main` and commit once)", err=True)
+
+
+def _in_git(root: Path) -> bool:
+    import subprocess
+
+    try:
+        cp = subprocess.run(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"], capture_output=True,
+                            text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return True  # cannot tell (no git): doctor reports that
+    return cp.returncode == 0 and cp.stdout.strip() == "true"
 
 
 def failpoints_cmd(as_json: bool = JsonOpt) -> None:
@@ -151,6 +166,25 @@ def _check_policy(root: Path | None) -> Check:
     return Check("policy", "ok", f"{path}: valid" if path else "no healer.yaml; the embedded default is valid", True)
 
 
+def _check_dispatch(root: Path | None) -> list[Check]:
+    """Can `healer dispatch` start here? Informational: supervise, watch and the board need neither."""
+    if root is None:
+        return []
+    from healer.errors import InvalidInput
+    from healer.fleet.dispatcher import preflight
+    from healer.policy import load_policy
+
+    out = []
+    if not _in_git(root):
+        out.append(Check("dispatch", "warn", f"{root} is not a git repository; dispatch and loop run need one"))
+    try:
+        path = root / "healer.yaml"
+        preflight(load_policy(path if path.exists() else None))
+    except InvalidInput as e:
+        out.append(Check("dispatch", "warn", e.lines[0] + (f" (+{len(e.lines) - 1} more)" if len(e.lines) > 1 else "")))
+    return out or [Check("dispatch", "ok", "git repository; the policy has an agent and gates")]
+
+
 def _check_docker() -> Check:
     host = os.environ.get("DOCKER_HOST", "")
     if host.startswith(("tcp://", "http://", "https://", "ssh://")):
@@ -184,7 +218,8 @@ def doctor(root: Path = RootOpt, as_json: bool = JsonOpt) -> None:
     """Check the machine and the fleet: python, git, SQLite WAL, policy, Docker (informational)."""
     r = find_root(root)
     fleet = r if (r / ".healer").is_dir() else None
-    checks = [_check_python(), _check_git(), _check_sqlite(fleet), _check_policy(fleet), _check_docker(), _check_failpoints()]
+    checks = [_check_python(), _check_git(), _check_sqlite(fleet), _check_policy(fleet), *_check_dispatch(fleet),
+              _check_docker(), _check_failpoints()]
     broken = [c for c in checks if c.required and c.status == "fail"]
     if as_json:
         print_json({"root": str(fleet) if fleet else None, "ok": not broken,

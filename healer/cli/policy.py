@@ -34,12 +34,17 @@ def validate(files: list[Path] = typer.Argument(..., help="Policy files to check
 
 @policy_app.command("show")
 def show(
-    file: Path = typer.Argument(None, help="Policy file (default: the embedded default)."),
+    file: Path = typer.Argument(None, help="Policy file (default: the fleet's healer.yaml, else the embedded default)."),
     as_json: bool = typer.Option(False, "--json", help="JSON instead of YAML."),
 ) -> None:
     """Print the effective policy, defaults filled in."""
+    from healer.cli.common import find_root
     from healer.policy import load_policy
 
+    if file is None:  # inside a fleet, the policy in force is its healer.yaml (a broken one is an error, not the default)
+        root = find_root(None)
+        if (root / ".healer").is_dir() and (root / "healer.yaml").is_file():
+            file = root / "healer.yaml"
     data = load_policy(file).model_dump(mode="json", by_alias=True)
     if as_json:
         typer.echo(json.dumps(data, indent=2))

@@ -109,6 +109,10 @@ def supervise(
 ) -> None:
     """Run the supervisor: lease, recover intents, snapshot, core, execute, notify, every supervisor.tick."""
     r = require_fleet(root)
+    early: list[int] = []
+    if not once:  # a SIGTERM from the moment the metrics port answers stops cleanly (exit 0, lease released)
+        signal.signal(signal.SIGTERM, lambda *a: early.append(1))
+        signal.signal(signal.SIGINT, lambda *a: early.append(1))
     metrics = server = None
     if metrics_port is not None:
         from healer.metrics import Metrics, serve
@@ -139,6 +143,8 @@ def supervise(
             return
         signal.signal(signal.SIGTERM, sup.stop)
         signal.signal(signal.SIGINT, sup.stop)
+        if early:
+            sup.stop()
 
         def on_tick(rep) -> None:
             if dry_run:
@@ -241,7 +247,7 @@ def journal(
     kind: str = typer.Option(None, "--kind", "-k", help="Only events whose kind starts with PREFIX (e.g. remedy., intent.)."),
     subject: str = typer.Option(None, "--subject", "-s", help="Only events about this subject (ticket id, path...)."),
     limit: int = typer.Option(50, "--limit", "-n", help="How many past events to print first (0: none, -1: all)."),
-    as_json: bool = JsonOpt,
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per event and per line (JSON Lines)."),
     root: Path = RootOpt,
 ) -> None:
     """Print the event log (append-only): transitions, intents, actions, alerts, ticks."""
@@ -261,6 +267,11 @@ def journal(
         if not follow:
             return
         sys.stdout.flush()
+
+        def _term(*_: Any) -> None:
+            raise KeyboardInterrupt  # SIGTERM ends a follow like Ctrl-C does: exit 0
+
+        signal.signal(signal.SIGTERM, _term)
         try:
             for e in store.follow(after=last, poll=0.5):
                 if (kind and not e.kind.startswith(kind)) or (subject and e.subject != subject):

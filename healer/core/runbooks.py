@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from healer.core.rules import APPLICABLE, DEFAULT_RULES
+from healer.core.rules import APPLICABLE, DEFAULT_RULES, inapplicable
 from healer.policy.load import _short, problems_for
 from healer.policy.schema import Rule
 from healer.policy.yamlpos import Problem, YamlProblem, dotted, load_one, mark_for
@@ -67,11 +67,10 @@ def parse(source: str, text: str) -> tuple[Rule | None, list[str]]:
     rule = Rule.model_validate(data)
     errs = []
     ok = APPLICABLE[rule.when]
-    for i, action in enumerate(rule.do):
-        if action not in ok:
-            line, col = mark_for(located.marks, ("do", i))
-            errs.append(_loc(source, Problem(line, col, dotted(("do", i)),
-                                             f"expected an action that applies to {rule.when} ({', '.join(sorted(ok))}), got {action}")))
+    for i, action in inapplicable(rule):
+        line, col = mark_for(located.marks, ("do", i))
+        errs.append(_loc(source, Problem(line, col, dotted(("do", i)),
+                                         f"expected an action that applies to {rule.when} ({', '.join(sorted(ok))}), got {action}")))
     return (None if errs else rule), errs
 
 

@@ -31,31 +31,21 @@ from typing import Any
 
 import yaml
 
-from healer import failpoints, lifecycle
+from healer import failpoints, git, lifecycle
 from healer.clock import Clock, iso, system
 from healer.core import dispatch as core
-from healer.fleet import git
 from healer.fleet.gates import FAIL, PASS, run_gates
 from healer.fleet.proposals import DEFERRED, MERGED, gate_proposal, sweep_scratch
 from healer.fleet.runtime import EXITED, GONE, RUNNING, Handle, LaunchSpec, Runtime
+from healer.loop import gitops
 from healer.records import Agent, Attempt, Proposal, Ticket, Worktree
+from healer.store import keys
 
 FP_AFTER_LAUNCH = failpoints.declare("dispatch.after_launch", "healer/fleet/dispatcher.py: agent started and registered, before the launch event")
 
 ACTOR = "dispatch"
 LEASE = "dispatcher"
 NEEDS_HUMAN_LABEL = "needs-human"
-
-# settings read by the supervisor (keep the names)
-S_PAUSED = "dispatch.paused"
-S_PAUSED_REASON = "dispatch.paused_reason"
-S_MAIN_STATUS = "main.status"
-S_MAIN_RED_SINCE = "main.red_since"
-S_MAIN_CHECKED = "main.checked_commit"
-S_LAST_LAUNCH = "dispatch.last_launch_at"
-S_LAST_TICK = "dispatch.last_tick_at"
-S_CYCLES = "dispatch.cycles"
-
 
 def branch_for(ticket_id: str) -> str:
     return f"healer/{ticket_id}"
@@ -94,7 +84,7 @@ def budget_window(store, ticket_id: str) -> tuple[list[Attempt], list[Proposal]]
     return ([a for a in atts if started.get(a.id, 0) > cut], [p for p in props if opened.get(p.id, 0) > cut])
 
 
-def live_counts(store, host: str | None = None) -> Counter:
+def live_counts(store) -> Counter:
     return Counter(a.ticket_id for a in store.agents(states=["running"]) if ours(a) and a.ticket_id)
 
 
@@ -107,8 +97,8 @@ def gather(store, policy, now: float) -> core.DispatchInput:
             atts[t.id], props[t.id] = budget_window(store, t.id)
     return core.DispatchInput(
         now=now, tickets=tickets, attempts=atts, proposals=props, live=dict(live_counts(store)),
-        pool_size=policy.fleet.pool_size, main_status=store.get_setting(S_MAIN_STATUS, "unknown") or "unknown",
-        paused=bool(store.get_setting(S_PAUSED, False)),
+        pool_size=policy.fleet.pool_size, main_status=store.get_setting(keys.MAIN_STATUS, "unknown") or "unknown",
+        paused=bool(store.get_setting(keys.DISPATCH_PAUSED, False)),
     )
 
 
@@ -208,7 +198,7 @@ class Dispatcher:
             if self._launch(launch):
                 rep.launched.append((launch.ticket_id, launch.kind))
         self.watch_supervisor()
-        self.store.set_setting(S_LAST_TICK, self.clock.now())
+        self.store.set_setting(keys.DISPATCH_LAST_TICK, self.clock.now())
         self.store.append("dispatch.tick", "", {"launched": len(rep.launched), "reaped": len(rep.reaped), "main": rep.main,
                                                 "live": plan.live_total + len(rep.launched), "pool": plan.pool_size,
                                                 "waiting": len(plan.waiting), "merged": len(rep.merged),
@@ -218,7 +208,7 @@ class Dispatcher:
     def watch_supervisor(self) -> None:
         """Who watches the watcher: a supervisor that ticked once and then fell silent is a finding
         the supervisor itself cannot report, so the dispatcher raises it (one notification per cooldown)."""
-        last = self.store.get_setting("supervisor.last_tick_at")
+        last = self.store.get_setting(keys.SUPERVISOR_LAST_TICK)
         threshold = self.policy.sentinels.supervisor_silent
         if last is None or threshold <= 0:
             return  # no supervisor has ever run on this fleet: nothing fell silent
@@ -272,7 +262,7 @@ class Dispatcher:
         res = _read_result(a.worktree, a.run_id)
         if code is None and res is not None and isinstance(res.get("exit_code"), int):
             code = res["exit_code"]
-        head, state_hash = git.state(a.worktree) if a.worktree else (None, None)
+        head, state_hash = gitops.state(a.worktree) if a.worktree else (None, None)
         sig = (res or {}).get("failure_signature") or _signature(code)
         if code == 0:
             sig = None
@@ -318,50 +308,50 @@ class Dispatcher:
     # -- main's status --------------------------------------------------------------
     def check_main(self) -> str:
         fleet = self.policy.fleet
-        prev = self.store.get_setting(S_MAIN_STATUS, "unknown")
+        prev = self.store.get_setting(keys.MAIN_STATUS, "unknown")
         head = git.rev(self.root, f"refs/heads/{fleet.main_branch}")
         if not fleet.main_gates:
             status, log = "green", ""
-        elif head == self.store.get_setting(S_MAIN_CHECKED) and prev == "green":
+        elif head == self.store.get_setting(keys.MAIN_CHECKED) and prev == "green":
             return "green"  # gates already passed on this very commit
         elif head is None:
             status, log = "unknown", f"branch {fleet.main_branch} does not exist"
         else:
             scratch = self.root / ".healer" / "scratch" / "main"
-            git.remove_worktree(self.root, scratch)
+            git.remove_worktree(scratch, self.root, check=False)
             scratch.parent.mkdir(parents=True, exist_ok=True)
             git.run(self.root, "worktree", "add", "--detach", str(scratch), head)
             try:
                 res = run_gates(fleet.main_gates, scratch, grace=self.policy.loop.kill_grace, clock=self.real)
             finally:
-                git.remove_worktree(self.root, scratch)
+                git.remove_worktree(scratch, self.root, check=False)
             status = {PASS: "green", FAIL: "red"}.get(res.outcome, "unknown")
             log = res.tail(self.policy.fleet.evidence_lines)
         if status == "unknown" and prev == "red":
             status = "red"  # a gate that cannot decide does not end a red period (nor start one: fail-open)
-        self.store.set_setting(S_MAIN_CHECKED, head)
+        self.store.set_setting(keys.MAIN_CHECKED, head)
         if status == prev:
             return status
         now = self.clock.now()
-        self.store.set_setting(S_MAIN_STATUS, status)
+        self.store.set_setting(keys.MAIN_STATUS, status)
         if status == "red":
-            self.store.set_setting(S_MAIN_RED_SINCE, now)
+            self.store.set_setting(keys.MAIN_RED_SINCE, now)
             self.store.append("main.red", fleet.main_branch, {"commit": head, "log": log})
-            if not self.store.get_setting(S_PAUSED, False):
-                self.store.set_setting(S_PAUSED_REASON, "main_red")
-                self.store.set_setting(S_PAUSED, True, event="dispatch.paused")
+            if not self.store.get_setting(keys.DISPATCH_PAUSED, False):
+                self.store.set_setting(keys.DISPATCH_PAUSED_REASON, "main_red")
+                self.store.set_setting(keys.DISPATCH_PAUSED, True, event="dispatch.paused")
             from healer.notify import notify
 
             notify(self.store, self.policy, "main_red",
                    f"main branch {fleet.main_branch} is red at {str(head)[:12]}: dispatch paused",
                    severity="critical", evidence={"commit": head, "log": log})
         elif prev == "red":
-            since = self.store.get_setting(S_MAIN_RED_SINCE)
-            self.store.set_setting(S_MAIN_RED_SINCE, None)
+            since = self.store.get_setting(keys.MAIN_RED_SINCE)
+            self.store.set_setting(keys.MAIN_RED_SINCE, None)
             self.store.append("main.green", fleet.main_branch, {"commit": head, "red_for": (now - since) if since else None})
-            if self.store.get_setting(S_PAUSED_REASON) == "main_red":
-                self.store.set_setting(S_PAUSED_REASON, None)
-                self.store.set_setting(S_PAUSED, False, event="dispatch.resumed_dispatch")
+            if self.store.get_setting(keys.DISPATCH_PAUSED_REASON) == "main_red":
+                self.store.set_setting(keys.DISPATCH_PAUSED_REASON, None)
+                self.store.set_setting(keys.DISPATCH_PAUSED, False, event="dispatch.resumed_dispatch")
         return status
 
     # -- proposals ------------------------------------------------------------------
@@ -400,7 +390,7 @@ class Dispatcher:
     def _stop(self, s: core.Stop) -> None:
         t = self.store.ticket(s.ticket_id)
         atts, props = budget_window(self.store, s.ticket_id)
-        body = evidence(t, s, atts, props, self.policy.fleet.evidence_lines)
+        body = evidence(s, atts, props, self.policy.fleet.evidence_lines)
         if s.to == lifecycle.NEEDS_HUMAN:
             self.store.label(t.id, NEEDS_HUMAN_LABEL, actor=ACTOR)
         self.store.comment(t.id, body, author="healer")
@@ -460,7 +450,7 @@ class Dispatcher:
         kind = {core.LAUNCH: "dispatch.launched", core.RESUME: "dispatch.resumed", core.REPLAY: "dispatch.replayed"}[launch.kind]
         self.store.append(kind, t.id, {"agent": agent_id, "pid": h.pid, "run_id": run_id, "attempt": att.id,
                                        "worktree": str(wt), "proposal": launch.proposal_id})
-        self.store.set_setting(S_LAST_LAUNCH, now)
+        self.store.set_setting(keys.DISPATCH_LAST_LAUNCH, now)
         return True
 
     def _failed_launch(self, t: Ticket, launch: core.Launch, run_id: str, why: str) -> None:
@@ -512,8 +502,8 @@ class Dispatcher:
 
     def _note_cycles(self, plan: core.DispatchPlan) -> None:
         now = [list(c) for c in plan.cycles]
-        if now != (self.store.get_setting(S_CYCLES) or []):
-            self.store.set_setting(S_CYCLES, now)
+        if now != (self.store.get_setting(keys.DISPATCH_CYCLES) or []):
+            self.store.set_setting(keys.DISPATCH_CYCLES, now)
             if now:
                 self.store.append("dispatch.cycle", "", {"cycles": now, "line": plan.cycle_line()})
 
@@ -585,7 +575,7 @@ def _exit_text(a: Attempt) -> str:
     return str(a.exit_code)
 
 
-def evidence(t: Ticket, s: core.Stop, atts: list[Attempt], props: list[Proposal], lines: int) -> str:
+def evidence(s: core.Stop, atts: list[Attempt], props: list[Proposal], lines: int) -> str:
     head = {"launch_budget": "launch budget exhausted", "spinning": "resumed agent is spinning",
             "replays_exhausted": "rejected proposal replays exhausted"}.get(s.reason, s.reason)
     out = [f"healer: {head} — {s.detail}. Ticket moved to {s.to}.", "", f"Attempts ({len(atts)}):"]

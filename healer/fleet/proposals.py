@@ -12,9 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from healer import failpoints
+from healer import failpoints, git
 from healer.clock import Clock
-from healer.fleet import git
 from healer.fleet.gates import PASS, run_gates
 from healer.records import Proposal
 
@@ -45,7 +44,7 @@ def sweep_scratch(root: Path) -> list[str]:
     base = root / ".healer" / "scratch"
     left = sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
     for p in left:
-        git.remove_worktree(root, p)
+        git.remove_worktree(p, root, check=False)
     return [str(p) for p in left]
 
 
@@ -60,11 +59,12 @@ def gate_proposal(root: Path, policy, p: Proposal, clock: Clock) -> Verdict:
         return Verdict(MERGED, f"{p.commit[:12]} is already on {main}", old, old)
 
     scratch = scratch_dir(root, f"{p.ticket_id}-p{p.id}")
-    git.remove_worktree(root, scratch)
+    git.remove_worktree(scratch, root, check=False)
     scratch.parent.mkdir(parents=True, exist_ok=True)
     git.run(root, "worktree", "add", "--detach", str(scratch), old)
     try:
-        m = git.run(scratch, "merge", "--no-edit", "-m", f"healer: merge {p.branch} ({p.ticket_id})", p.commit, check=False)
+        m = git.run(scratch, *git.IDENTITY, "merge", "--no-edit", "-m", f"healer: merge {p.branch} ({p.ticket_id})", p.commit,
+                    check=False)
         if m.code != 0:
             git.run(scratch, "merge", "--abort", check=False)
             return Verdict(REJECTED, f"$ git merge {p.branch}\n{m.text}\nmerge: conflict with {main}", old)
@@ -81,4 +81,4 @@ def gate_proposal(root: Path, policy, p: Proposal, clock: Clock) -> Verdict:
         failpoints.hit(FP_AFTER_MERGE)
         return Verdict(MERGED, log, old, new)
     finally:
-        git.remove_worktree(root, scratch)
+        git.remove_worktree(scratch, root, check=False)

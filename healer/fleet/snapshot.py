@@ -11,10 +11,10 @@ import os
 import socket
 from pathlib import Path
 
-from healer import lifecycle, procs
+from healer import git, lifecycle, procs
 from healer.core.model import AgentView, Snapshot, WorktreeView
 from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, Handle
-from healer.remedy import gitops
+from healer.store import keys
 
 HOST = socket.gethostname()
 _PROC = os.path.isdir("/proc/self")
@@ -98,7 +98,7 @@ class _Sources:
             return default
 
 
-def _budget_attempts(store, tickets) -> dict[str, tuple]:
+def _budget_attempts(store) -> dict[str, tuple]:
     """Attempts per ticket since a human last handed it back to the queue (a fresh budget),
     as the dispatcher counts them; two queries for the whole fleet."""
     by_ticket = store.all_attempts(skip_ticket_states=sorted(lifecycle.TERMINAL))
@@ -198,7 +198,7 @@ def gather(root, store, policy, clock, runtime=None, *, host: str = HOST) -> Sna
             files: tuple[str, ...] = ()
             if rp in busy:
                 try:
-                    files = tuple(gitops.untracked(rp)) if gitops.toplevel(rp) else ()
+                    files = tuple(git.untracked(rp)) if git.is_toplevel(rp) else ()
                 except Exception:  # noqa: BLE001 - one unreadable worktree says nothing about the rest
                     src.failed.add("worktrees")
             views.append(WorktreeView(wt, exists, busy.get(rp, ()), files))
@@ -206,18 +206,18 @@ def gather(root, store, policy, clock, runtime=None, *, host: str = HOST) -> Sna
 
     worktrees = src.get("worktrees", _worktrees, [])
     proposals = src.get("proposals", store.proposals, [])
-    attempts = src.get("attempts", lambda: _budget_attempts(store, tickets), {})
+    attempts = src.get("attempts", lambda: _budget_attempts(store), {})
 
     def _settings():
         return {k: store.get_setting(k) for k in (
-            "dispatch.paused", "dispatch.paused_reason", "main.status", "main.red_since", "dispatch.last_launch_at",
-            "supervisor.last_tick_at")}
+            keys.DISPATCH_PAUSED, keys.DISPATCH_PAUSED_REASON, keys.MAIN_STATUS, keys.MAIN_RED_SINCE, keys.DISPATCH_LAST_LAUNCH,
+            keys.SUPERVISOR_LAST_TICK)}
 
     settings = src.get("dispatch", _settings, None)
     if settings is None:
         src.failed.update({"main", "supervisor"})
         settings = {}
-    main_status = settings.get("main.status") or "unknown"
+    main_status = settings.get(keys.MAIN_STATUS) or "unknown"
     if main_status not in ("green", "red"):
         main_status = "unknown"
 
@@ -227,7 +227,7 @@ def gather(root, store, policy, clock, runtime=None, *, host: str = HOST) -> Sna
     registered = {_norm(w.worktree.path) for w in worktrees}
     loose = src.get("files", lambda: _loose_files(root, registered), ())
     halted = (root / ".healer" / "HALT").exists() or bool(policy.remediation.observe_only)
-    paused_reason = settings.get("dispatch.paused_reason")
+    paused_reason = settings.get(keys.DISPATCH_PAUSED_REASON)
     return Snapshot(
         now=now,
         tickets=tuple(tickets),
@@ -237,14 +237,14 @@ def gather(root, store, policy, clock, runtime=None, *, host: str = HOST) -> Sna
         attempts=attempts,
         merged_tickets=merged,
         main_status=main_status,
-        main_red_since=settings.get("main.red_since"),
-        dispatch_paused=bool(settings.get("dispatch.paused")),
+        main_red_since=settings.get(keys.MAIN_RED_SINCE),
+        dispatch_paused=bool(settings.get(keys.DISPATCH_PAUSED)),
         dispatch_paused_by=paused_reason if paused_reason else None,
         pool_size=policy.fleet.pool_size,
-        last_launch_at=settings.get("dispatch.last_launch_at"),
+        last_launch_at=settings.get(keys.DISPATCH_LAST_LAUNCH),
         last_open_at=max(opened) if opened else None,
         last_close_at=max(closed) if closed else None,
-        last_supervisor_tick=settings.get("supervisor.last_tick_at"),
+        last_supervisor_tick=settings.get(keys.SUPERVISOR_LAST_TICK),
         unknown_files=tuple(loose),
         halted=halted,
         failed_sources=frozenset(src.failed),

@@ -11,7 +11,8 @@ from typing import Any
 
 from healer import lifecycle, procs
 from healer.core import dispatch as core
-from healer.fleet.dispatcher import S_LAST_LAUNCH, S_LAST_TICK, S_MAIN_RED_SINCE, S_MAIN_STATUS, S_PAUSED, gather, ours
+from healer.fleet.dispatcher import gather, ours
+from healer.store import keys
 
 
 def fleet_status(store, policy, now: float) -> dict[str, Any]:
@@ -36,8 +37,8 @@ def fleet_status(store, policy, now: float) -> dict[str, Any]:
         "queue": queue,
         "stops": [{"ticket": s.ticket_id, "to": s.to, "reason": s.reason, "detail": s.detail} for s in plan.stops],
         "cycles": [list(c) for c in plan.cycles],
-        "main": {"branch": policy.fleet.main_branch, "status": store.get_setting(S_MAIN_STATUS, "unknown"),
-                 "red_since": store.get_setting(S_MAIN_RED_SINCE)},
-        "dispatch": {"paused": bool(store.get_setting(S_PAUSED, False)), "last_tick_at": store.get_setting(S_LAST_TICK),
-                     "last_launch_at": store.get_setting(S_LAST_LAUNCH)},
+        "main": {"branch": policy.fleet.main_branch, "status": store.get_setting(keys.MAIN_STATUS, "unknown"),
+                 "red_since": store.get_setting(keys.MAIN_RED_SINCE)},
+        "dispatch": {"paused": bool(store.get_setting(keys.DISPATCH_PAUSED, False)), "last_tick_at": store.get_setting(keys.DISPATCH_LAST_TICK),
+                     "last_launch_at": store.get_setting(keys.DISPATCH_LAST_LAUNCH)},
     }

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from healer.errors import InvalidInput
 
-PLACEHOLDERS = ("{prompt_file}", "{workdir}", "{iteration}")
 ARG_MAX_PROMPT = 100_000
 
 

@@ -289,6 +289,11 @@ def failure_signature(gate: str, log: str, roots: Iterable[str] = ()) -> tuple[s
     return digest, f"{gate}: {first}"[:200]
 
 
+def silent_failure(log: str, roots: Iterable[str] = ()) -> bool:
+    """True when a failing gate's log holds nothing once normalised (e.g. a bare `exit 1`)."""
+    return not any(normalise(ln, roots) for ln in error_lines(log))
+
+
 def output_key(text: str, roots: Iterable[str] = ()) -> str | None:
     """Hash of an agent's output after normalisation; None when it said nothing.
 

@@ -1,8 +1,9 @@
 """Git for the governed loop: measure the working tree, put back what must not change, commit.
 
 Nothing here deletes: a file that must go is moved to quarantine (restorable byte for
-byte, listed in a MANIFEST.json), a tracked file is restored with `git checkout BASE --`
-after its current bytes were copied to quarantine. No `reset --hard`, no force.
+byte), a file that existed before is written back from the snapshot taken before the
+agent ran, after its current bytes went to quarantine. No `reset --hard`, no force.
+Git itself runs through healer.git.
 
 The loop's own files (LOOP_FILES at the working-tree root, and everything under
 .healer/) never count: not in the state hash, not in the diff cap, not as protected
@@ -16,42 +17,17 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from healer.errors import HealerError
+from healer.git import GitError, raw, rev, run
 
 LOOP_FILES = ("progress.md", "lessons.md")
 HEALER_DIR = ".healer"
 COMMIT_SUBJECT = "loop: goal reached at iteration {n}"
-
-
-class GitError(HealerError):
-    pass
-
-
-def git(cwd: str | Path, *args: str, check: bool = True, env: dict | None = None) -> str:
-    r = subprocess.run(["git", "--no-optional-locks", *args], cwd=str(cwd), capture_output=True, text=True,
-                       env=env, stdin=subprocess.DEVNULL, timeout=300)
-    if check and r.returncode != 0:
-        raise GitError(f"git {' '.join(args[:3])} failed in {cwd}: {(r.stderr or r.stdout).strip().splitlines()[-1:] or ['?']}")
-    return r.stdout
-
-
-def _gitb(cwd: str | Path, *args: str) -> bytes:
-    r = subprocess.run(["git", "--no-optional-locks", *args], cwd=str(cwd), capture_output=True, stdin=subprocess.DEVNULL,
-                       timeout=300)
-    if r.returncode != 0:
-        raise GitError(f"git {' '.join(args[:3])} failed in {cwd}: {r.stderr.decode(errors='replace').strip()[-300:]}")
-    return r.stdout
-
-
-def toplevel(path: str | Path) -> Path | None:
-    r = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=str(path), capture_output=True, text=True,
-                       stdin=subprocess.DEVNULL)
-    return Path(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip() else None
+TIMEOUT = 300.0  # `add -A` of a large tree
 
 
 _git_dirs: dict[Path, tuple[Path, Path]] = {}
@@ -78,7 +54,7 @@ def head(cwd: str | Path) -> str | None:
     cwd = Path(cwd)
     try:
         if cwd not in _git_dirs:
-            out = git(cwd, "rev-parse", "--git-dir", "--git-common-dir").split("\n")
+            out = run(cwd, "rev-parse", "--git-dir", "--git-common-dir").stdout.split("\n")
             gd, cd = (Path(x) if Path(x).is_absolute() else cwd / x for x in out[:2])
             _git_dirs[cwd] = (gd, cd)
         gd, cd = _git_dirs[cwd]
@@ -91,15 +67,11 @@ def head(cwd: str | Path) -> str | None:
             return sha
     except (OSError, GitError, ValueError):
         pass
-    r = subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=str(cwd), capture_output=True, text=True,
-                       stdin=subprocess.DEVNULL)
-    if r.returncode != 0:
-        return None
-    return r.stdout.strip() or None
+    return run(cwd, "rev-parse", "--verify", "-q", "HEAD", check=False).stdout or None
 
 
 def subject(cwd: str | Path, rev: str = "HEAD") -> str:
-    return git(cwd, "log", "-1", "--format=%s", rev, check=False).strip()
+    return run(cwd, "log", "-1", "--format=%s", rev, check=False).stdout
 
 
 def is_loop_file(path: str) -> bool:
@@ -147,7 +119,7 @@ _scratch_from: dict[Path, tuple | None] = {}
 
 def _index_path(cwd: Path) -> Path:
     if cwd not in _index_paths:
-        p = Path(git(cwd, "rev-parse", "--git-path", "index").strip())
+        p = Path(run(cwd, "rev-parse", "--git-path", "index").stdout)
         _index_paths[cwd] = p if p.is_absolute() else cwd / p
     return _index_paths[cwd]
 
@@ -174,37 +146,47 @@ def snapshot(cwd: str | Path) -> str:
         else:
             shutil.copyfile(real, scratch)
         _scratch_from[cwd] = key
-    env = {**os.environ, "GIT_INDEX_FILE": str(scratch)}
+    env = {"GIT_INDEX_FILE": str(scratch)}
     # the loop's files stay out: excluded from `add` (a tracked one keeps its indexed version,
     # so the loop writing it never moves the hash)
     own = [f for f in LOOP_FILES if (cwd / f).exists()]
-    r = subprocess.run(["git", "--no-optional-locks", "add", "-A", "--", ":/", *(f":(exclude,top){f}" for f in own)],
-                       cwd=str(cwd), capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, timeout=300)
-    if r.returncode != 0:
+    r = run(cwd, "add", "-A", "--", ":/", *(f":(exclude,top){f}" for f in own), check=False, env=env, timeout=TIMEOUT)
+    if r.code != 0:
         # git refuses to name an ignored file even in an exclude; ignored files are not added anyway
-        git(cwd, "add", "-A", "--", ":/", env=env)
-    return git(cwd, "write-tree", env=env).strip()
+        run(cwd, "add", "-A", "--", ":/", env=env, timeout=TIMEOUT)
+    return run(cwd, "write-tree", env=env).stdout
 
 
-def tree_hash(cwd: str | Path) -> str:
-    return snapshot(cwd)
+def state(cwd: str | Path) -> tuple[str | None, str | None]:
+    """(HEAD, state hash of HEAD + snapshot); (None, None) when the worktree is gone.
+
+    The fleet counts resumes on the same state with it: the loop's own files are left
+    out of the snapshot, since a resumed loop rewrites progress.md every time and that
+    must not pass for progress."""
+    if not Path(cwd).is_dir():
+        return None, None
+    try:
+        sha, tree = rev(cwd), snapshot(cwd)
+    except GitError:
+        return None, None
+    return sha, hashlib.sha256(f"{sha}:{tree}".encode()).hexdigest()[:16]
 
 
 def changed_between(cwd: str | Path, before: str, after: str) -> list[str]:
     """Paths whose content differs between two snapshots (added, modified, deleted)."""
     if before == after:
         return []
-    raw = _gitb(cwd, "diff-tree", "-r", "-z", "--name-only", "--no-renames", before, after)
-    return sorted(p for p in _split0(raw) if not is_loop_file(p))
+    out = raw(cwd, "diff-tree", "-r", "-z", "--name-only", "--no-renames", before, after)
+    return sorted(p for p in _split0(out) if not is_loop_file(p))
 
 
 def diff_lines(cwd: str | Path, before: str, after: str) -> int:
     """Lines added + removed between two snapshots; a binary file counts 1."""
     if before == after:
         return 0
-    raw = _gitb(cwd, "diff-tree", "-r", "-z", "--numstat", "--no-renames", before, after)
+    out = raw(cwd, "diff-tree", "-r", "-z", "--numstat", "--no-renames", before, after)
     total = 0
-    for rec in _split0(raw):
+    for rec in _split0(out):
         parts = rec.split("\t", 2)
         if len(parts) < 3 or is_loop_file(parts[2]):
             continue
@@ -237,7 +219,7 @@ def _entries(cwd: Path, tree: str, paths: Sequence[str]) -> dict[str, tuple[str,
     out: dict[str, tuple[str, str]] = {}
     for i in range(0, len(paths), 200):
         chunk = list(paths[i:i + 200])
-        for rec in _gitb(cwd, "ls-tree", "-r", "-z", "--full-tree", tree, "--", *chunk).split(b"\0"):
+        for rec in raw(cwd, "ls-tree", "-r", "-z", "--full-tree", tree, "--", *chunk).split(b"\0"):
             if not rec:
                 continue
             meta, _, path = rec.partition(b"\t")
@@ -267,7 +249,7 @@ def put_back(cwd: str | Path, tree: str, paths: Iterable[str], quarantine: Path,
             dst.parent.mkdir(parents=True, exist_ok=True)
             if mode == "160000":  # a submodule: nothing to write
                 continue
-            data = _gitb(cwd, "cat-file", "blob", blob)
+            data = raw(cwd, "cat-file", "blob", blob)
             if mode == "120000":
                 os.symlink(data.decode("utf-8", "surrogateescape"), dst)
             else:
@@ -285,13 +267,13 @@ def _quarantine(cwd: Path, paths: list[str], fallback_dir: Path, reason: str, cl
     with a MANIFEST.json."""
     if not paths:
         return {}
-    try:
-        from healer.remedy.quarantine import quarantine_many
+    from healer.remedy.quarantine import quarantine_many  # lazily: remedy is the supervisor's side
 
+    try:
         entries = quarantine_many(cwd, paths, reason, clock)
         q = cwd / ".healer" / "quarantine"
         return {e.path: str(q / e.batch / e.stored) for e in entries}
-    except (ImportError, HealerError):
+    except HealerError:
         pass
     out: dict[str, str] = {}
     manifest = []
@@ -322,21 +304,21 @@ def commit_all(cwd: str | Path, message: str) -> str | None:
     """Stage everything git does not ignore (never the loop's own files) and commit.
     Returns the new commit, or None when there was nothing to commit."""
     cwd = Path(cwd)
-    git(cwd, "add", "-A", "--", ":/")
-    staged = _split0(_gitb(cwd, "diff", "--cached", "--name-only", "-z"))
+    run(cwd, "add", "-A", "--", ":/", timeout=TIMEOUT)
+    staged = _split0(raw(cwd, "diff", "--cached", "--name-only", "-z"))
     own = [p for p in staged if p in LOOP_FILES]
     if own:
         if head(cwd):
-            git(cwd, "restore", "--staged", "--", *(f":(top){f}" for f in own))
+            run(cwd, "restore", "--staged", "--", *(f":(top){f}" for f in own))
         else:  # no commit yet: nothing to restore from, just unstage
-            git(cwd, "rm", "--cached", "-q", "--", *(f":(top){f}" for f in own))
+            run(cwd, "rm", "--cached", "-q", "--", *(f":(top){f}" for f in own))
     if len(own) == len(staged):
         return None
-    r = subprocess.run(["git", "commit", "-q", "-m", message], cwd=str(cwd), capture_output=True, text=True,
-                       stdin=subprocess.DEVNULL, timeout=300)
-    if r.returncode != 0 and not git(cwd, "config", "user.email", check=False).strip():
+    # the user's own identity when they have one: the loop commits in their tree
+    r = run(cwd, "commit", "-q", "-m", message, check=False, timeout=TIMEOUT)
+    if r.code != 0 and not run(cwd, "config", "user.email", check=False).stdout:
         # no identity configured on this machine: commit as the loop rather than fail the run
-        git(cwd, "-c", "user.email=healer@localhost", "-c", "user.name=healer loop", "commit", "-q", "-m", message)
-    elif r.returncode != 0:
-        raise GitError(f"git commit failed in {cwd}: {(r.stderr or r.stdout).strip()[-300:]}")
+        run(cwd, "-c", "user.email=healer@localhost", "-c", "user.name=healer loop", "commit", "-q", "-m", message, timeout=TIMEOUT)
+    elif r.code != 0:
+        raise GitError(f"git commit failed in {cwd}: {r.text[-300:]}")
     return head(cwd)

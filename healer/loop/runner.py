@@ -29,7 +29,7 @@ from pathlib import Path
 
 import psutil
 
-from healer import errors, failpoints, procs
+from healer import errors, failpoints, git, procs
 from healer.clock import Clock, day_of, iso, stamp, system
 from healer.errors import InvalidInput, UsageError
 from healer.loop import agents, decide, gitops
@@ -114,7 +114,7 @@ class Runner:
 
     # -- setup ---------------------------------------------------------------------
     def run(self) -> Outcome:
-        top = gitops.toplevel(self.req.workdir) if Path(self.req.workdir).is_dir() else None
+        top = git.toplevel(self.req.workdir)
         if top is None:
             raise UsageError(f"--workdir {self.req.workdir}: expected a git working tree, found none")
         self.workdir = top.resolve()
@@ -241,6 +241,7 @@ class Runner:
         if not self.loop_policy.gates:
             raise InvalidInput(f"{st.policy_file or 'policy'}: loop.gates: expected at least one gate (the only judge of "
                                "success), got none")
+        self._check_gates(st)
         self.limits = Limits.from_policy(self.loop_policy, st.max_iterations)
         st.pid = os.getpid()
         try:
@@ -272,10 +273,18 @@ class Runner:
         a = self.loop_policy.agent
         spec = agents.preset_spec(st.preset, st.agent_argv if st.preset == "command" else (), a.model, a.max_turns,
                                   a.extra_args)
-        exe = spec.argv[0]
+        exe = procs.resolve_python(spec.argv[:1], os.environ.get("PATH"))[0] if spec.argv else ""
         if "{" not in exe and shutil.which(exe, path=os.environ.get("PATH")) is None and not (self.workdir / exe).exists():
             raise InvalidInput(f"agent command {exe!r}: not found on PATH (preset {st.preset})")
         return spec
+
+    def _check_gates(self, st: RunState) -> None:
+        # a gate that can never start can never pass: say so now, like a missing agent, instead of
+        # running the agent until a stall. Paths (./check.sh) may be written by the agent: not checked.
+        for g in self.loop_policy.gates:
+            exe = procs.resolve_python(g.run[:1], os.environ.get("PATH"))[0] if g.run else ""
+            if exe and "/" not in exe and "{" not in exe and shutil.which(exe, path=os.environ.get("PATH")) is None:
+                raise InvalidInput(f"{st.policy_file or 'policy'}: loop.gates[{g.name}].run: command {exe!r} not found on PATH")
 
     def _kill_leftovers(self, st: RunState) -> None:
         """A runner SIGKILLed mid-iteration leaves its agent tree behind: end it first."""
@@ -377,7 +386,7 @@ class Runner:
         wd, L = self.workdir, self.loop_policy
         try:
             changed = gitops.changed_between(wd, reference, gitops.snapshot(wd))
-        except gitops.GitError:  # the reference tree was pruned: nothing to compare with
+        except git.GitError:  # the reference tree was pruned: nothing to compare with
             return
         prot = [p for p in changed if gitops.protected(p, L.protected_paths)]
         if not prot:
@@ -473,6 +482,10 @@ class Runner:
         failed = next((g for g in gates if not g.passed), None)
         if failed is not None:
             sig, sig_text = decide.failure_signature(failed.name, failing_log, roots)
+            if decide.silent_failure(failing_log, roots):
+                # a gate that fails without a word says nothing to compare: no signature, so
+                # a never-converging agent ends at the iteration cap (2), not as a stall (3)
+                sig, sig_text = None, f"{failed.name}: {failed.outcome()}, no output"
         rec = IterationRecord(
             n=n, tree_hash=tree, state_hash=decide.state_hash(tree, gates), gates=tuple(gates), signature=sig,
             signature_text=sig_text, output_key=key, duplicate_of=dup, agent_exit=res.exit_code, timed_out=res.timed_out,
@@ -616,7 +629,7 @@ class Runner:
         failpoints.hit(FP_BEFORE_COMMIT)
         try:
             sha = gitops.commit_all(self.workdir, gitops.COMMIT_SUBJECT.format(n=n))
-        except gitops.GitError as e:
+        except git.GitError as e:
             return self._finish(errors.INTERNAL, f"gates green at iteration {n} but the commit failed: {e}")
         self.st.committed = sha is not None
         self.st.commit = sha or gitops.head(self.workdir)

@@ -33,15 +33,16 @@ from typing import Any
 
 import psutil
 
-from healer import failpoints, lifecycle, procs
+from healer import failpoints, git, lifecycle, procs
 from healer.clock import Clock
 from healer.core.model import PlannedAction
 from healer.errors import HealerError, NotFound
 from healer.fleet.snapshot import HOST, handle_of, liveness
 from healer.policy.schema import ACTIONS
-from healer.remedy import gitops, limits
+from healer.remedy import limits
 from healer.remedy import quarantine as qmod
 from healer.remedy.paths import UnsafePath, confine, relative
+from healer.store import keys
 
 FP_AFTER_INTENT = failpoints.declare("remedy.after_intent", "healer/remedy/actions.py: intent planned, preconditions not yet re-checked")
 FP_AFTER_BEGUN = failpoints.declare("remedy.after_begun", "healer/remedy/actions.py: intent begun, effect not yet applied")
@@ -51,8 +52,6 @@ FP_AFTER_DONE = failpoints.declare("remedy.after_done", "healer/remedy/actions.p
 DONE, REFUSED, ABORTED, FAILED = "done", "refused", "aborted", "failed"
 HALT_FILE = ".healer/HALT"
 # settings shared with the dispatcher (healer/fleet/dispatcher.py keeps the same names)
-S_PAUSED = "dispatch.paused"
-S_PAUSED_REASON = "dispatch.paused_reason"
 PAUSED_BY_HEALER = "healer"
 NEEDS_HUMAN_LABEL = "needs-human"
 WORKTREES_DIR = ".healer/worktrees"  # the dispatcher's (healer/fleet/dispatcher.py: worktree_for)
@@ -386,7 +385,7 @@ def _q_why_not(ctx: Context, p: Path) -> str | None:
         return f"{rel} no longer exists"
     if p.is_dir() and not p.is_symlink():
         return f"{rel} is a folder; quarantine its files one by one"
-    if not p.is_symlink() and gitops.tracked(p):
+    if not p.is_symlink() and git.tracked(p):
         return f"{rel} is tracked by git; healer never moves tracked files"
     busy = procs.busy_pids(p) if not p.is_symlink() else []
     if busy:
@@ -419,7 +418,7 @@ def _journal_quarantine(ctx: Context, ents) -> None:
 
 def _q_verify(ctx: Context, t: Target) -> bool:
     # done when no listed file is still an unknown file in place (gone into quarantine, or tracked meanwhile)
-    return all(not (p.exists() or p.is_symlink()) or gitops.tracked(p) for p in t.paths) \
+    return all(not (p.exists() or p.is_symlink()) or git.tracked(p) for p in t.paths) \
         and any(qmod.find(ctx.root, p) is not None for p in t.paths)
 
 
@@ -490,12 +489,12 @@ def _wt_apply(ctx: Context, t: Target, intent: int) -> dict:
     p = t.path
     detail: dict[str, Any] = {}
     if p.exists():
-        is_git = gitops.toplevel(p) is not None
+        is_git = git.is_toplevel(p)
         if is_git:
-            files = gitops.dirty(p)
+            files = git.dirty(p)
         else:
             under = _files_under(p)
-            tracked = [f for f in under if not f.is_symlink() and gitops.tracked(f)]
+            tracked = [f for f in under if not f.is_symlink() and git.tracked(f)]
             if tracked:
                 raise Abort(f"{t.subject} holds files tracked by git ({relative(ctx.root, tracked[0])}…); not a removable worktree")
             files = [relative(p, f) for f in under]
@@ -508,7 +507,7 @@ def _wt_apply(ctx: Context, t: Target, intent: int) -> dict:
         if busy:
             raise Abort(f"{t.subject} became busy (pid {', '.join(map(str, busy))}); quarantined files stay restorable")
         if is_git:
-            gitops.remove_worktree(p)
+            git.remove_worktree(p)
         else:
             left = [f for f in _files_under(p)]
             if left:
@@ -571,7 +570,7 @@ def _dispatch_target(ctx: Context, subject: str, params: dict) -> Target:
 
 
 def _paused(ctx: Context) -> bool:
-    return bool(ctx.store.get_setting(S_PAUSED, False))
+    return bool(ctx.store.get_setting(keys.DISPATCH_PAUSED, False))
 
 
 def _pause_check(ctx: Context, t: Target) -> None:
@@ -581,9 +580,9 @@ def _pause_check(ctx: Context, t: Target) -> None:
 
 def _pause_apply(ctx: Context, t: Target, intent: int) -> dict:
     # the dispatcher lifts only a pause whose reason is its own ("main_red"); ours waits for resume_dispatch
-    ctx.store.set_setting(S_PAUSED_REASON, PAUSED_BY_HEALER)
-    ctx.store.set_setting("dispatch.paused_by", {"actor": ctx.actor, "why": t.params.get("why", ""), "at": ctx.now(), "intent": intent})
-    ctx.store.set_setting(S_PAUSED, True, event="dispatch.paused")
+    ctx.store.set_setting(keys.DISPATCH_PAUSED_REASON, PAUSED_BY_HEALER)
+    ctx.store.set_setting(keys.DISPATCH_PAUSED_BY, {"actor": ctx.actor, "why": t.params.get("why", ""), "at": ctx.now(), "intent": intent})
+    ctx.store.set_setting(keys.DISPATCH_PAUSED, True, event="dispatch.paused")
     return {}
 
 
@@ -592,17 +591,17 @@ def _resume_d_check(ctx: Context, t: Target) -> None:
         raise Abort("dispatch is not paused")
     if t.params.get("force"):
         return
-    if ctx.store.get_setting("main.status", "green") == "red":
+    if ctx.store.get_setting(keys.MAIN_STATUS, "green") == "red":
         raise Abort("main is red; dispatch stays paused")
-    reason = ctx.store.get_setting(S_PAUSED_REASON)
+    reason = ctx.store.get_setting(keys.DISPATCH_PAUSED_REASON)
     if reason and reason != PAUSED_BY_HEALER:
         raise Abort(f"dispatch was paused by someone else ({reason}); only they lift it (or params.force)")
 
 
 def _resume_d_apply(ctx: Context, t: Target, intent: int) -> dict:
-    ctx.store.set_setting(S_PAUSED_REASON, None)
-    ctx.store.set_setting("dispatch.paused_by", None)
-    ctx.store.set_setting(S_PAUSED, False, event="dispatch.unpaused")
+    ctx.store.set_setting(keys.DISPATCH_PAUSED_REASON, None)
+    ctx.store.set_setting(keys.DISPATCH_PAUSED_BY, None)
+    ctx.store.set_setting(keys.DISPATCH_PAUSED, False, event="dispatch.unpaused")
     return {}
 
 
@@ -708,7 +707,7 @@ def _run(ctx: Context, t: Target, intent_id: int, *, fresh: bool, recovered: boo
                 raise Abort(halted)
             h.check(ctx, t)
         except (Abort, UnsafePath, NotFound, lifecycle.InvalidTransition) as e:
-            return _finish(ctx, t, intent_id, Outcome(ABORTED, str(e), intent_id, extra), from_planned=True)
+            return _finish(ctx, t, intent_id, Outcome(ABORTED, str(e), intent_id, extra))
         ctx.store.set_intent(intent_id, "begun")
         failpoints.hit(FP_AFTER_BEGUN)
     try:
@@ -729,7 +728,7 @@ def _run(ctx: Context, t: Target, intent_id: int, *, fresh: bool, recovered: boo
     return _finish(ctx, t, intent_id, Outcome(DONE, "ok", intent_id, {**detail, **extra}))
 
 
-def _finish(ctx: Context, t: Target, intent_id: int, out: Outcome, *, from_planned: bool = False) -> Outcome:
+def _finish(ctx: Context, t: Target, intent_id: int, out: Outcome) -> Outcome:
     state = "done" if out.status == DONE else "aborted"
     ctx.store.set_intent(intent_id, state, {"status": out.status, "reason": out.reason, "detail": out.detail})
     failpoints.hit(FP_AFTER_DONE)

@@ -9,7 +9,8 @@ Two small limiters (client-go style: each alone, composed by the executor):
   `remediation.quiet_period`; nobody else may try another one inside it. Attempts
   are: intents of an attempt action that reached `begun` (so an intent rolled back
   before it acted does not count), `human.action` events, and board changes whose
-  actor is a human (`ticket.moved|labeled|unlabeled`). Actions of the same batch
+  actor is a human (`ticket.moved|labeled|unlabeled`); one board command records
+  both, so human attempts on a ticket less than a second apart count once. Actions of the same batch
   (one supervisor tick, one repair run) are one attempt, so `stop_agent` then
   `requeue_ticket` on one ticket in one tick is allowed.
 """
@@ -57,11 +58,30 @@ def attempts(store, ticket: str, since: float, *, exclude_batch: str | None = No
         if exclude_batch is not None and it.params.get("_batch") == exclude_batch:
             continue
         out.append(Attempt(it.created_at, it.actor, it.action, it.id))
-    for ev in store.events(subject=ticket, since=since, kinds=HUMAN_KINDS):
-        actor = ev.payload.get("actor")
-        if ev.kind == "human.action" or is_human(actor):
-            out.append(Attempt(ev.at, actor or "human", ev.payload.get("action", ev.kind)))
+    human = [Attempt(ev.at, ev.payload.get("actor") or "human", ev.payload.get("action", ev.kind))
+             for ev in store.events(subject=ticket, since=since, kinds=HUMAN_KINDS) if _human_attempt(ev)]
+    kept = set(_one_per_command([a.at for a in human]))
+    out += [a for a in human if a.at in kept]
     return sorted(out, key=lambda a: a.at)
+
+
+# one board command records a store change (actor human) and a `human.action`: one attempt, not two
+_SAME_COMMAND = 1.0
+
+
+def _human_attempt(ev) -> bool:
+    return ev.kind == "human.action" or is_human(ev.payload.get("actor"))
+
+
+def _one_per_command(times: list[float]) -> list[float]:
+    """Human attempt times with those of one command (within `_SAME_COMMAND` s) merged, keeping the last."""
+    out: list[float] = []
+    for t in sorted(times):
+        if out and t - out[-1] <= _SAME_COMMAND:
+            out[-1] = t
+        else:
+            out.append(t)
+    return out
 
 
 def quiet_period(store, policy, ticket: str, now: float, *, batch: str | None = None) -> str | None:
@@ -94,8 +114,10 @@ def recent_attempts(store, since: float, *, exclude_actor: str | None = None) ->
     # the payload filter keeps this to the (few) human events, not every ticket move of the window
     evs = store.events(kinds=["human.action"], since=since) + store.events(
         kinds=HUMAN_KINDS[1:], since=since, contains='"actor":"human')
+    human: dict[str, list[float]] = {}
     for ev in evs:
-        actor = ev.payload.get("actor")
-        if ev.kind == "human.action" or is_human(actor):
-            out.setdefault(ev.subject, []).append(ev.at)
+        if _human_attempt(ev):
+            human.setdefault(ev.subject, []).append(ev.at)
+    for subject, times in human.items():
+        out.setdefault(subject, []).extend(_one_per_command(times))
     return {k: sorted(v) for k, v in out.items()}

@@ -1,7 +1,7 @@
 """Findings for the repair agent's `list_findings` tool.
 
 The truth is the supervisor's: gather a snapshot (healer/fleet/snapshot.py) and run
-the pure core (healer/core). When that path is unavailable or raises, a narrow
+the pure core (healer/core). When that path raises, a narrow
 store-only diagnosis covers the findings the safe tools can act on (frozen
 in-progress tickets, stale labels, orphan worktrees), so the repair agent is never
 blind; the answer says which source it came from.
@@ -9,54 +9,23 @@ blind; the answer says which source it came from.
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
-from typing import Any
 
 from healer import lifecycle
+from healer.core import detect
 from healer.core.model import Finding
+from healer.fleet.snapshot import gather
 
 
 def findings(root: Path, store, policy, clock, runtime=None) -> tuple[list[Finding], str]:
     try:
-        found = _from_core(root, store, policy, clock, runtime)
-        if found is not None:
-            return found, "core"
+        snap = gather(root, store, policy, clock, runtime)
+        return list(detect(snap, policy)), "core"  # findings need no memory; only planning does
     except Exception as e:  # fail-open: fall back, and say so
-        return _fallback(root, store, policy, clock.now()), f"fallback (core failed: {type(e).__name__}: {e})"[:300]
-    return _fallback(root, store, policy, clock.now()), "fallback (core not installed)"
+        return _fallback(store, policy, clock.now()), f"fallback (core failed: {type(e).__name__}: {e})"[:300]
 
 
-def _call(fn, available: dict[str, Any]):
-    """Call `fn` with the keyword arguments it names, from `available` (signatures still settling)."""
-    sig = inspect.signature(fn)
-    kwargs, args = {}, []
-    for name, p in sig.parameters.items():
-        if name in available:
-            if p.kind is p.POSITIONAL_ONLY:
-                args.append(available[name])
-            else:
-                kwargs[name] = available[name]
-        elif p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            raise TypeError(f"{fn.__module__}.{fn.__name__}: cannot supply argument {name!r}")
-    return fn(*args, **kwargs)
-
-
-def _from_core(root: Path, store, policy, clock, runtime) -> list[Finding] | None:
-    try:
-        from healer.core import detect
-        from healer.fleet import snapshot as snap_mod
-    except ImportError:
-        return None
-    gather = getattr(snap_mod, "gather", None)
-    if gather is None:
-        return None
-    snap = _call(gather, {"root": root, "store": store, "policy": policy, "clock": clock, "runtime": runtime,
-                          "now": clock.now()})
-    return list(detect(snap, policy))  # findings need no memory; only planning does
-
-
-def _fallback(root: Path, store, policy, now: float) -> list[Finding]:
+def _fallback(store, policy, now: float) -> list[Finding]:
     out: list[Finding] = []
     running = {a.ticket_id for a in store.agents(states=["running"]) if a.ticket_id}
     worktrees = store.worktrees()

@@ -36,6 +36,7 @@ from typing import Any
 
 from healer import failpoints
 from healer.clock import Clock, system
+from healer.store import keys
 
 FP_BEFORE_ACTION = failpoints.declare("repair.before_action", "healer/repair/server.py: a repair tool is about to execute one item")
 
@@ -86,14 +87,6 @@ def _short(v: Any, n: int = 300) -> Any:
     """Arguments as recorded in the event log: bounded, never a huge blob."""
     s = json.dumps(_plain(v), sort_keys=True, default=str)
     return _plain(v) if len(s) <= n else s[:n] + "…"
-
-
-def _executor():
-    try:
-        from healer.remedy import actions
-    except ImportError:  # the supervisor shell is not installed: refuse, never improvise a second executor
-        return None
-    return actions
 
 
 class RepairTools:
@@ -185,7 +178,7 @@ class RepairTools:
             "labels": dict(labels),
             "agents": dict(Counter(a.state for a in agents)),
             "worktrees_active": len(self.store.worktrees()),
-            "dispatch_paused": bool(self.store.get_setting("dispatch.paused", False)),
+            "dispatch_paused": bool(self.store.get_setting(keys.DISPATCH_PAUSED, False)),
             "run_id": self.run_id,
             "calls_used": self.calls,
             "calls_left": max(0, self.max_calls - self.calls),
@@ -236,14 +229,13 @@ class RepairTools:
 
     # -- remediations -----------------------------------------------------------
     def act(self, action: str, subjects: list[str], params: dict[str, Any] | None = None, why: str = "") -> dict[str, Any]:
-        actions = _executor()
+        from healer.remedy import actions  # the supervisor's own executor: never a second one
+
         results = []
         for raw in subjects:
             subject, reason = raw, None
             if action in ("quarantine_file", "remove_worktree"):
                 subject, reason = self._screen_path(raw)
-            if reason is None and actions is None:
-                reason = "the remediation executor (healer.remedy.actions) is not available"
             if reason is not None:
                 results.append({"subject": raw, "status": "refused", "reason": reason})
                 continue
@@ -471,7 +463,7 @@ def serve(root: str | Path, *, run_id: str | None = None, policy=None, clock: Cl
         policy = load_policy(local if local.exists() else None)
     run_id = run_id or f"manual-{stamp(clock.now())}-{os.getpid()}"
     store = open_store(root, clock)
-    runtime = _runtime(root, store, policy, clock)
+    runtime = _runtime(policy, clock)
     tools = RepairTools(root, store, policy, clock, run_id=run_id, runtime=runtime)
     store.append("repair.server_started", run_id, {"pid": os.getpid(), "max_tool_calls": tools.max_calls,
                                                     "calls_used": tools.calls})
@@ -482,12 +474,10 @@ def serve(root: str | Path, *, run_id: str | None = None, policy=None, clock: Cl
         store.close()
 
 
-def _runtime(root: Path, store, policy, clock: Clock | None = None):
+def _runtime(policy, clock: Clock | None = None):
     """The fleet's runtime (process or container); None when it cannot be built (the safe actions rarely need it)."""
-    try:
-        from healer.fleet.runtimes import runtime_for
-    except ImportError:
-        return None
+    from healer.fleet.runtimes import runtime_for
+
     try:
         return runtime_for(policy, clock)
     except Exception:  # e.g. no Docker engine: read-only tools and board actions still work

@@ -181,7 +181,7 @@ class SqliteStore:
             updated_at=r["updated_at"], data={} if data == "{}" else json.loads(data),
         )
 
-    def _labels(self, ids: list[str] | None = None) -> dict[str, dict[str, float]]:
+    def _labels(self) -> dict[str, dict[str, float]]:
         out: dict[str, dict[str, float]] = {}
         rows = self._q("SELECT * FROM labels ORDER BY added_at")
         for r in rows:

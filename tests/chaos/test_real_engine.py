@@ -22,18 +22,9 @@ from chaos.scenario import SCENARIO_DIR, load
 from healer import procs
 from healer.clock import system
 from healer.errors import InvalidInput
+from tests.conftest import wait_until
 
 CLOCK = system()
-
-
-def wait_for(cond, timeout: float = 60.0, poll: float = 0.05):
-    end = CLOCK.monotonic() + timeout
-    while CLOCK.monotonic() < end:
-        v = cond()
-        if v:
-            return v
-        CLOCK.sleep(poll)
-    return cond()
 
 
 def of_run(prefix: str) -> list[psutil.Process]:
@@ -81,8 +72,7 @@ def test_sigkilled_real_gameday_leaves_no_stopped_process_lock_or_process(tmp_pa
     runner = subprocess.Popen([sys.executable, "-m", "healer", "gameday", "run", str(sc), "--quiet", "--workdir",
                                str(tmp_path / "wd")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        stopped = wait_for(lambda: [p for p in of_run("gameday-killme-") if procs.stopped(p.pid)])
-        assert stopped, "the stop_agent fault never stopped the agent"
+        wait_until(lambda: [p for p in of_run("gameday-killme-") if procs.stopped(p.pid)], 60, "the stop_agent fault to stop the agent")
         assert lock.exists()
         holders = of_run("gameday-killme-")
         assert len(holders) >= 2  # the stopped agent and the busy-worktree holder
@@ -99,7 +89,8 @@ def test_sigkilled_real_gameday_leaves_no_stopped_process_lock_or_process(tmp_pa
     undone = json.loads(r.stdout)
     kinds = {line.split(": ")[1] for line in undone}
     assert {"sigcont", "remove_file", "kill_marker"} <= kinds, undone
-    assert wait_for(lambda: not of_run("gameday-killme-"), timeout=5), [pfault.describe(p) for p in of_run("gameday-killme-")]
+    wait_until(lambda: not of_run("gameday-killme-"), 5,
+               what=lambda: f"no game-day process left: {[pfault.describe(p) for p in of_run('gameday-killme-')]}")
     assert not lock.exists()
     again = subprocess.run([sys.executable, "-m", "healer", "gameday", "clean"], env=env, capture_output=True, text=True,
                            timeout=60)
@@ -112,12 +103,12 @@ def test_stop_journals_its_sigcont_before_stopping(tmp_path):
     try:
         pids = pfault.stop(journal, proc.pid, tree.marker, role="victim")
         assert pids == [proc.pid]
-        assert wait_for(lambda: procs.stopped(proc.pid), timeout=5)
+        wait_until(lambda: procs.stopped(proc.pid), 5)
         (u,) = journal.pending()
         assert u.kind == "sigcont" and u.data["pid"] == proc.pid and u.data["create_time"]
         # replayed as `gameday clean` would, after the engine died
         journal.undo_all()
-        assert wait_for(lambda: not procs.stopped(proc.pid), timeout=5)
+        wait_until(lambda: not procs.stopped(proc.pid), 5)
         assert journal.pending() == []
     finally:
         tree.kill(0.2)

@@ -66,3 +66,29 @@ def test_cli_bad_scenario_is_exit_65(tmp_path):
     p.write_text("name: [\n")
     r = healer("gameday", "run", str(p))
     assert r.returncode == 65 and "Traceback" not in r.stderr and str(p) in r.stderr
+
+
+def test_cli_run_chaos_scenarios_path_from_any_folder(tmp_path):
+    # regression: the README's `healer gameday run chaos/scenarios/...` failed (65) outside the project folder
+    r = healer("gameday", "run", "chaos/scenarios/zombie-ticket.yaml", "--quiet", "--junit", str(tmp_path / "j.xml"),
+               cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert 'name="zombie-ticket"' in (tmp_path / "j.xml").read_text()
+    r = healer("gameday", "run", "chaos/scenarios/no-such.yaml", cwd=tmp_path)
+    assert r.returncode == 65 and "no such scenario" in r.stderr
+
+
+def test_cli_replay_takes_a_scenario_name_like_run(tmp_path):
+    # regression: `healer gameday replay --seed N zombie-ticket` (as docs/chaos.md writes it) was exit 65
+    r = healer("gameday", "replay", "--seed", "3", "zombie-ticket", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = healer("gameday", "replay", "--seed", "3", "no-such-scenario", cwd=tmp_path)
+    assert r.returncode == 65 and "no such scenario" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_bad_override_is_exit_65_not_a_failed_game_day(tmp_path):
+    # regression: `-o loop.nokey=3` ran the scenario, which errored, and exited 1 as if an expectation broke
+    r = healer("gameday", "run", "zombie-ticket", "--quiet", "-o", "loop.nokey=3", "--junit", str(tmp_path / "j.xml"))
+    assert r.returncode == 65, r.stdout + r.stderr
+    assert "loop.nokey" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "j.xml").exists()

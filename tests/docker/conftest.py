@@ -8,7 +8,6 @@ skipped with one line saying why; under CI=true a missing engine fails them all
 from __future__ import annotations
 
 import os
-import time
 import uuid
 
 import pytest
@@ -77,17 +76,6 @@ def runtime(dclient):
     yield rt
     for h in rt.children():
         rt.remove(h)
-
-
-def wait_for(pred, timeout: float = 20.0, what: str = "condition", poll: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = pred()
-        if v:
-            return v
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(poll)
 
 
 def state_of(client, cid: str) -> str:

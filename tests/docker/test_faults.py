@@ -14,8 +14,8 @@ import pytest
 from chaos.faults import containers as cf
 from healer.errors import UsageError
 from healer.fleet.runtime import LaunchSpec
-from tests.conftest import healer, make_repo
-from tests.docker.conftest import require_engine, state_of, wait_for
+from tests.conftest import healer, make_repo, wait_until
+from tests.docker.conftest import require_engine, state_of
 
 pytestmark = pytest.mark.docker
 require_engine()
@@ -64,7 +64,7 @@ def test_kill_any_signal_stop_and_restart(dclient, fleet_label, four):
     label = f"healer.fleet={fleet_label}"
     [k] = cf.kill("TERM", label=label, count=1, seed=3, client=dclient)
     assert k.before == "running" and k.after in ("running", "exited")
-    wait_for(lambda: state_of(dclient, k.id) == "exited", what="SIGTERM handled")
+    wait_until(lambda: state_of(dclient, k.id) == "exited", what="SIGTERM handled")
     assert dclient.api.inspect_container(k.id)["State"]["ExitCode"] == 0  # the agent's handler ran: it got SIGTERM
     [k9] = cf.kill(9, label=label, count=1, seed=3, client=dclient)
     assert k9.after == "exited" and dclient.api.inspect_container(k9.id)["State"]["ExitCode"] == 137
@@ -100,8 +100,8 @@ def test_a_killed_game_day_leaves_no_paused_container(dclient, fleet_label, four
     finally:
         os.killpg(gd.pid, signal.SIGKILL)
         gd.wait(timeout=10)
-    wait_for(lambda: "paused" not in states(dclient, fleet_label), timeout=20, what="the guard to unpause")
-    wait_for(lambda: cf.UndoJournal(journal).pending() == [], what="the guard to close its undos")
+    wait_until(lambda: "paused" not in states(dclient, fleet_label), timeout=20, what="the guard to unpause")
+    wait_until(lambda: cf.UndoJournal(journal).pending() == [], what="the guard to close its undos")
 
 
 def test_cli_list_pause_dry_run_and_cleanup(dclient, tmp_path, four, fleet_label):

@@ -16,8 +16,8 @@ from healer.fleet.dispatcher import Dispatcher
 from healer.policy.schema import Policy
 from healer.store import open_store
 from healer.supervisor import Supervisor
-from tests.conftest import make_repo
-from tests.docker.conftest import require_engine, state_of, wait_for
+from tests.conftest import make_repo, wait_until
+from tests.docker.conftest import require_engine, state_of
 
 pytestmark = pytest.mark.docker
 require_engine()
@@ -71,7 +71,7 @@ def test_killed_container_resumed_paused_container_stopped(fleet, dclient, tmp_p
         assert a.kind == "container" and a.container
         labels = dclient.api.inspect_container(a.container)["Config"]["Labels"]
         assert labels["healer.fleet"] == str(root) and labels["healer.ticket"] == tid and labels["healer.run"] == a.run_id
-        wait_for(lambda a=a: ready(root, a.ticket_id, a.run_id), what=f"{tid}'s agent running in its container")
+        wait_until(lambda a=a: ready(root, a.ticket_id, a.run_id), what=f"{tid}'s agent running in its container")
 
     # -- a container killed mid-run while the dispatcher is away, seen by the supervisor: agent_dead -> resume_agent
     [k] = cf.kill(name=agents["T1"].container, client=dclient)
@@ -108,7 +108,7 @@ def test_killed_container_resumed_paused_container_stopped(fleet, dclient, tmp_p
         [a] = running(store, tid)
         assert a.kind == "container" and a.container != agents[tid].container
         assert a.worktree == agents[tid].worktree
-        wait_for(lambda a=a: state_of(dclient, a.container) == "running", what=f"{tid} relaunched")
+        wait_until(lambda a=a: state_of(dclient, a.container) == "running", what=f"{tid} relaunched")
     rep = s.tick()
     stuck = [f for f in rep.decision.findings if (f.kind, f.subject) == ("agent_stuck", "T2")]
     assert stuck and stuck[0].evidence.get("paused") is True

@@ -17,7 +17,8 @@ from chaos import engine
 from chaos.engine.real import RealEngine
 from chaos.scenario import SCENARIO_DIR, Fault, Scenario, load
 from healer.fleet.runtime import LaunchSpec
-from tests.docker.conftest import require_engine, state_of, wait_for
+from tests.conftest import wait_until
+from tests.docker.conftest import require_engine, state_of
 
 pytestmark = pytest.mark.docker
 require_engine()
@@ -79,7 +80,7 @@ def test_sigkilled_container_game_day_is_cleaned(dclient, tmp_path, home):
     runner = subprocess.Popen([sys.executable, "-m", "healer", "gameday", "run", str(SCENARIO), "--quiet",
                                "--workdir", str(wd)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        [paused] = wait_for(lambda: fleet_containers(dclient, fleet, "paused"), timeout=45, what="a paused container")
+        [paused] = wait_until(lambda: fleet_containers(dclient, fleet, "paused"), timeout=45, what="a paused container")
         runner.send_signal(signal.SIGKILL)
         runner.wait(timeout=10)
         # nothing thawed it: the engine died with its rollback undone, its dispatcher lives on (own session)

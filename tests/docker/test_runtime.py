@@ -14,8 +14,8 @@ import pytest
 
 from healer.fleet.container_runtime import ContainerRuntime
 from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, UNKNOWN, Handle, LaunchSpec
-from tests.conftest import git, make_repo
-from tests.docker.conftest import require_engine, state_of, wait_for
+from tests.conftest import git, make_repo, wait_until
+from tests.docker.conftest import require_engine, state_of
 
 pytestmark = pytest.mark.docker
 require_engine()
@@ -56,7 +56,7 @@ def test_kill_pause_stop_look_like_a_process(runtime, dclient, fleet_label, tmp_
     b = runtime.launch(spec(tmp_path, hang, fleet_label, "B", "B-01"))
     assert runtime.status(a).state == RUNNING
     dclient.containers.get(a.container).kill()  # SIGKILL from outside, as a chaos fault would
-    st = wait_for(lambda: (s := runtime.status(a)).state == EXITED and s, what="killed container seen exited")
+    st = wait_until(lambda: (s := runtime.status(a)).state == EXITED and s, what="killed container seen exited")
     assert st.exit_code == -9  # like Popen.returncode of a SIGKILLed child
     dclient.containers.get(b.container).pause()
     assert runtime.status(b).state == PAUSED
@@ -73,15 +73,15 @@ def test_stop_kills_everything_the_agent_started(runtime, fleet_label, tmp_path)
             f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', '{token}'], start_new_session=True); "
             "open('child-started', 'w').write('1'); time.sleep(300)")
     h = runtime.launch(spec(tmp_path, code, fleet_label))
-    wait_for(lambda: (tmp_path / "child-started").exists(), what="the agent's escaped child")
+    wait_until(lambda: (tmp_path / "child-started").exists(), what="the agent's escaped child")
 
     def escapees():
         return [p for p in psutil.process_iter(["cmdline"]) if token in (p.info["cmdline"] or [])]
 
-    wait_for(lambda: escapees(), what="the child visible on the host")
+    wait_until(lambda: escapees(), what="the child visible on the host")
     runtime.stop(h, grace=2)
     assert runtime.status(h).state == EXITED
-    wait_for(lambda: not escapees(), timeout=10, what="no process of the container left")
+    wait_until(lambda: not escapees(), timeout=10, what="no process of the container left")
 
 
 def test_worktree_commit_from_inside_the_container(runtime, fleet_label, tmp_path):
@@ -181,7 +181,7 @@ def test_a_restarted_dispatcher_still_gets_the_output(dclient, fleet_label, tmp_
     log = tmp_path / "agent.log"
     first = ContainerRuntime(client=dclient)
     h = first.launch(spec(tmp_path, "print('said before the end')", fleet_label, log_path=str(log)))
-    wait_for(lambda: state_of(dclient, h.container) == "exited", what="the agent to end")
+    wait_until(lambda: state_of(dclient, h.container) == "exited", what="the agent to end")
     first._logs.clear()  # as if the process that launched it had died
     later = ContainerRuntime(client=dclient)
     assert later.status(h).state == EXITED

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from healer.repair import sandbox
-from tests.conftest import healer, make_repo
-from tests.docker.conftest import require_engine, wait_for
+from tests.conftest import healer, make_repo, wait_until
+from tests.docker.conftest import require_engine
 
 pytestmark = pytest.mark.docker
 require_engine()
@@ -75,7 +75,7 @@ def test_repair_launcher_runs_the_builtin_agent_in_the_sandbox(dclient, fleet):
     assert res["calls"] >= 2  # its tool calls went through the relay to the host's MCP server, and were audited
     report = _last_json((fleet / ".healer" / "repair" / res["run_id"] / "agent.err").read_text())
     assert report["agent"] == "builtin"
-    wait_for(lambda: not dclient.containers.list(all=True, filters={"label": f"healer.run={res['run_id']}"}),
+    wait_until(lambda: not dclient.containers.list(all=True, filters={"label": f"healer.run={res['run_id']}"}),
              what="the sandbox container removed")
 
 

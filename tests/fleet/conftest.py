@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,16 +63,6 @@ class Fleet:
 
     def events(self, kind: str, subject: str | None = None):
         return self.store.events(kinds=[kind], subject=subject)
-
-
-def wait_for(pred, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def make_fleet(tmp_path: Path, policy: Policy, clock: VirtualClock | None = None) -> Fleet:

@@ -7,7 +7,8 @@ import signal
 from pathlib import Path
 
 from healer.clock import iso
-from tests.fleet.conftest import NO_FILE, gate, scripted_policy, wait_for
+from tests.conftest import wait_until
+from tests.fleet.conftest import NO_FILE, gate, scripted_policy
 
 
 def launch_times(f, tid):
@@ -90,9 +91,9 @@ def test_passing_proposal_merges_and_marks_done(fleet_factory):
 
 
 def _kill_live(f, tid):
-    a = wait_for(lambda: f.running(tid), what="a live agent")[0]
+    a = wait_until(lambda: f.running(tid), what="a live agent")[0]
     ready = Path(a.worktree) / ".healer" / "runs" / a.run_id / f"ready.{a.pid}"
-    wait_for(ready.exists, what="agent ready")
+    wait_until(ready.exists, what="agent ready")
     os.kill(a.pid, signal.SIGKILL)
     f.settle()
     return a

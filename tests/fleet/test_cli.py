@@ -9,8 +9,8 @@ import psutil
 import yaml
 
 from healer.store import open_store
-from tests.conftest import healer, make_repo
-from tests.fleet.conftest import scripted_policy, wait_for
+from tests.conftest import healer, make_repo, wait_until
+from tests.fleet.conftest import scripted_policy
 
 
 def cli_fleet(tmp_path, **kw):
@@ -63,6 +63,7 @@ def test_dispatch_once_reports_cycle_in_one_line_and_serves_the_rest(tmp_path):
         assert table.returncode == 0, table.stderr
         for word in ("Tickets", "Live agents", "Queue", "in_progress", "T-3", "blocked_by_cycle", "pool 1/4", "main"):
             assert word in table.stdout
+        assert "dispatch: last pass" in table.stdout  # not "running": no dispatcher daemon is up here
     finally:
         stop_all(root)
 
@@ -79,7 +80,7 @@ def test_status_shows_backoff_eligibility(tmp_path):
     s.close()
     assert healer("dispatch", "--once", "-C", str(root)).returncode == 0
     s = open_store(root)
-    wait_for(lambda: not s.agents(states=["running"]) or
+    wait_until(lambda: not s.agents(states=["running"]) or
              not psutil.pid_exists(s.agents(states=["running"])[0].pid) or
              psutil.Process(s.agents(states=["running"])[0].pid).status() == psutil.STATUS_ZOMBIE, what="agent exit")
     s.close()
@@ -116,7 +117,7 @@ def test_watch_deadline_kills_the_whole_tree(tmp_path):
     r = healer("watch", "--timeout", "3s", "-C", str(root), "--", sys.executable, "-c", code, timeout=60, cwd=root)
     assert r.returncode == 2, r.stderr
     pid = int((root / "child.pid").read_text())
-    wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 5,
+    wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 5,
              "escaped child killed")
     s = open_store(root)
     (a,) = s.agents()

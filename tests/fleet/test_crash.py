@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from healer.store import open_store
-from tests.conftest import git, healer
-from tests.fleet.conftest import NO_FILE, gate, wait_for
+from tests.conftest import git, healer, wait_until
+from tests.fleet.conftest import NO_FILE, gate
 from tests.fleet.test_cli import cli_fleet, stop_all
 
 
@@ -30,7 +30,7 @@ def test_killed_around_the_merge_then_restarted(tmp_path, point):
     base = git(root, "rev-parse", "main")
     try:
         assert healer("dispatch", "--once", "-C", str(root)).returncode == 0
-        wait_for(lambda: agents_done(root), what="agent exit")
+        wait_until(lambda: agents_done(root), what="agent exit")
         r = healer("dispatch", "--once", "-C", str(root), env={"HEALER_FAILPOINTS": f"{point}=kill@1"})
         assert r.returncode == -9, r.stderr
         s = open_store(root)
@@ -59,7 +59,7 @@ def test_killed_right_after_launch_then_restarted_adopts_the_agent(tmp_path):
     try:
         r = healer("dispatch", "--once", "-C", str(root), env={"HEALER_FAILPOINTS": "dispatch.after_launch=kill@1"})
         assert r.returncode == -9
-        wait_for(lambda: agents_done(root), what="agent exit")
+        wait_until(lambda: agents_done(root), what="agent exit")
         r = healer("dispatch", "--once", "-C", str(root))
         assert r.returncode == 0, r.stderr
         s = open_store(root)

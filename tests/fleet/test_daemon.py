@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from healer.store import open_store
-from tests.fleet.conftest import scripted_policy, wait_for
+from tests.conftest import wait_until
+from tests.fleet.conftest import scripted_policy
 from tests.fleet.test_cli import cli_fleet, stop_all
 
 
@@ -17,11 +18,11 @@ def test_paused_agent_gets_no_heartbeat_running_one_does(fleet_factory):
     f = fleet_factory(scripted_policy())
     f.add("T-1", "hang")
     f.d.tick()
-    a = wait_for(lambda: f.running("T-1"), what="agent")[0]
-    wait_for((Path(a.worktree) / ".healer" / "runs" / a.run_id / f"ready.{a.pid}").exists, what="ready")
+    a = wait_until(lambda: f.running("T-1"), what="agent")[0]
+    wait_until((Path(a.worktree) / ".healer" / "runs" / a.run_id / f"ready.{a.pid}").exists, what="ready")
     os.kill(a.pid, signal.SIGSTOP)
     try:
-        wait_for(lambda: f.d.runtime.status(f.d._handle(a)).state == "paused", what="stopped")
+        wait_until(lambda: f.d.runtime.status(f.d._handle(a)).state == "paused", what="stopped")
         f.clock.advance(600)
         f.d.tick()
         b = f.store.agent(a.id)
@@ -51,7 +52,7 @@ def test_dispatch_daemon_ticks_and_stops_on_sigterm(tmp_path):
             finally:
                 st.close()
 
-        wait_for(both_done, timeout=60, what="both tickets merged by the daemon")
+        wait_until(both_done, timeout=60, what="both tickets merged by the daemon")
         p.send_signal(signal.SIGTERM)
         out, err = p.communicate(timeout=30)
         assert p.returncode == 0, err

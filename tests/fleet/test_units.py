@@ -5,12 +5,12 @@ from __future__ import annotations
 import signal
 import sys
 
-from healer.fleet import git
+from healer import git
 from healer.fleet.dispatcher import _subst
 from healer.fleet.process_runtime import ProcessRuntime
 from healer.fleet.runtime import Handle, LaunchSpec
-from tests.conftest import make_repo
-from tests.fleet.conftest import wait_for
+from healer.loop import gitops
+from tests.conftest import make_repo, wait_until
 
 
 def test_subst_replaces_known_placeholders_only():
@@ -21,17 +21,17 @@ def test_subst_replaces_known_placeholders_only():
 
 def test_state_hash_sees_uncommitted_changes_but_not_ignored_files(tmp_path):
     r = make_repo(tmp_path / "r")
-    h0, s0 = git.state(r)
+    h0, s0 = gitops.state(r)
     (r / ".healer").mkdir(exist_ok=True)
     (r / ".healer" / "junk").write_text("x")
-    assert git.state(r) == (h0, s0)
+    assert gitops.state(r) == (h0, s0)
     (r / "progress.md").write_text("iteration 1: the loop's own memory is not progress\n")
-    assert git.state(r) == (h0, s0)
+    assert gitops.state(r) == (h0, s0)
     (r / "new.txt").write_text("y")
-    h1, s1 = git.state(r)
+    h1, s1 = gitops.state(r)
     assert h1 == h0 and s1 != s0
     assert git.run(r, "status", "--porcelain").stdout == "?? new.txt\n?? progress.md"  # the real index was not touched
-    assert git.state(tmp_path / "gone") == (None, None)
+    assert gitops.state(tmp_path / "gone") == (None, None)
 
 
 def test_process_runtime_running_paused_exited_gone(tmp_path):
@@ -42,7 +42,7 @@ def test_process_runtime_running_paused_exited_gone(tmp_path):
     import os
 
     os.kill(h.pid, signal.SIGSTOP)
-    wait_for(lambda: rt.status(h).state == "paused", 5, "paused")
+    wait_until(lambda: rt.status(h).state == "paused", 5, "paused")
     os.kill(h.pid, signal.SIGCONT)
     adopted = ProcessRuntime()  # a restarted dispatcher knows only the pid and the marker
     assert adopted.status(h).state == "running"

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
@@ -99,6 +101,27 @@ def loop_commits(repo: Path) -> list[str]:
 def final_line(cp: subprocess.CompletedProcess) -> str:
     lines = [ln for ln in cp.stdout.splitlines() if ln.strip()]
     return lines[-1] if lines else ""
+
+
+def live(pids) -> list[int]:
+    """The pids still running (a zombie waiting for its parent counts as gone)."""
+    out = []
+    for p in pids:
+        try:
+            if psutil.Process(p).status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def kill_listed(pids_file: Path) -> None:
+    """SIGKILL every pid a test agent wrote to `pids_file`: nothing outlives a failed test."""
+    for p in [int(x) for x in pids_file.read_text().split()] if pids_file.exists() else []:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 @pytest.fixture

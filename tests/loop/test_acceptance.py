@@ -12,12 +12,15 @@ from pathlib import Path
 import psutil
 
 from healer.clock import system
-from tests.conftest import git
+from tests.conftest import git, wait_until
 from tests.loop.conftest import (
     PY,
     agent,
     events,
     final_line,
+    gate,
+    kill_listed,
+    live,
     loop_commits,
     py_tests_gate,
     result,
@@ -29,15 +32,6 @@ from tests.loop.conftest import (
 )
 
 CLOCK = system()
-
-
-def wait_for(cond, timeout: float = 20.0, poll: float = 0.05) -> bool:
-    end = CLOCK.monotonic() + timeout
-    while CLOCK.monotonic() < end:
-        if cond():
-            return True
-        CLOCK.sleep(poll)
-    return cond()
 
 
 PYTEST_GOAL = """\
@@ -100,6 +94,18 @@ def test_2_never_converges_exit_2_at_cap(lrepo, tmp_path):
     assert "iteration cap reached: 5 of 5" in final_line(cp)
     assert len(state(lrepo, "never")["history"]) == 5
     assert loop_commits(lrepo) == []
+
+
+def test_2b_never_converges_with_a_silent_gate_exit_2_not_a_stall(lrepo, tmp_path):
+    # a newcomer's gate is often a bare `exit 1`: no output means no failure signature to repeat,
+    # so an agent that keeps changing the tree runs to the iteration cap (2), not to a stall (3)
+    silent = gate("silent", PY, "-c", "import sys; sys.exit(1)")
+    pol = write_policy(tmp_path / "p.yaml", max_iterations=4, agent={"command": agent("loop_never.py")},
+                       gates=[silent])
+    cp = run_loop_cli(lrepo, pol, "--run-id", "silent")
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    assert "iteration cap reached: 4 of 4" in final_line(cp)
+    assert [h["signature"] for h in state(lrepo, "silent")["history"]] == [None] * 4
 
 
 def test_3a_changes_nothing_exit_3_after_stall_limit(lrepo, tmp_path):
@@ -181,8 +187,7 @@ def test_6_hang_ignore_sigterm_setsid_grandchild(lrepo, tmp_path):
         assert len(h["killed"]) >= 3  # agent, its setsid child, the double-forked grandchild
     seen = [int(x) for x in pids.read_text().split()]
     assert len(seen) == 3 * cap
-    assert wait_for(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
-                                    for p in seen), timeout=3)
+    wait_until(lambda: not live(seen), 3, "every agent process gone")
 
 
 def test_7_sigkill_mid_iteration_then_resume(lrepo, tmp_path):
@@ -226,7 +231,7 @@ def test_7c_sigkill_runner_leftover_agent_tree_killed_on_resume(lrepo, tmp_path)
                              str(lrepo), "--run-id", "orphan"], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        assert wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 3)
+        wait_until(lambda: pids.exists() and len(pids.read_text().split()) == 3)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         seen = [int(x) for x in pids.read_text().split()]
@@ -235,15 +240,10 @@ def test_7c_sigkill_runner_leftover_agent_tree_killed_on_resume(lrepo, tmp_path)
                             gates=[solved_gate()])
         cp = run_loop_cli(lrepo, pol2, "--resume", "orphan", "--agent-cmd", f"{PY} {agent('loop_noop.py')[1]}")
         assert cp.returncode == 2, cp.stdout + cp.stderr
-        assert wait_for(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
-                                        for p in seen), timeout=5)
+        wait_until(lambda: not live(seen), 5, "every agent process gone")
         assert any(e.kind == "loop.leftovers_killed" for e in events(lrepo, subject="orphan"))
     finally:
-        for p in [int(x) for x in pids.read_text().split()] if pids.exists() else []:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
+        kill_listed(pids)
 
 
 def _start(lrepo: Path, tmp_path: Path, pol: Path, run_id: str) -> subprocess.Popen:
@@ -260,7 +260,7 @@ def test_8a_kill_switch_exit_4_before_next_iteration(lrepo, tmp_path):
                        agent={"command": agent("loop_never.py")}, gates=[solved_gate()])
     proc = _start(lrepo, tmp_path, pol, "ks")
     try:
-        assert wait_for(lambda: any(e.kind == "loop.iteration" for e in events(lrepo, subject="ks")))
+        wait_until(lambda: any(e.kind == "loop.iteration" for e in events(lrepo, subject="ks")))
         (lrepo / ".healer" / "STOP").write_text("stop\n")
         out, err = proc.communicate(timeout=30)
     finally:
@@ -283,7 +283,7 @@ def test_8b_sigterm_exit_4_within_grace_state_persisted(lrepo, tmp_path):
                        gates=[solved_gate()])
     proc = _start(lrepo, tmp_path, pol, "term")
     try:
-        assert wait_for(lambda: pids.exists() and len(pids.read_text().split()) == 3)
+        wait_until(lambda: pids.exists() and len(pids.read_text().split()) == 3)
         t0 = CLOCK.monotonic()
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
@@ -298,8 +298,7 @@ def test_8b_sigterm_exit_4_within_grace_state_persisted(lrepo, tmp_path):
     # the interrupted iteration's edit of a protected path did not survive
     assert (lrepo / "tests" / "test_goal.py").read_text() == PYTEST_GOAL
     seen = [int(x) for x in pids.read_text().split()]
-    assert wait_for(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
-                                    for p in seen), timeout=3)
+    wait_until(lambda: not live(seen), 3, "every agent process gone")
 
 
 def test_8c_pause_then_resume(lrepo, tmp_path):
@@ -431,3 +430,24 @@ def test_claude_preset_end_to_end_with_a_fake_claude(lrepo, tmp_path):
     assert cp.returncode == 0, cp.stdout + cp.stderr
     r = result(lrepo, "cl")
     assert r["cost_usd"] == 0.125 and r["committed"] is True
+
+
+def test_gate_command_not_on_path_is_65_before_any_iteration(lrepo, tmp_path):
+    # regression: a misspelt gate command ran the agent 3 times, then "stalled" (3)
+    pol = write_policy(tmp_path / "p.yaml", agent={"command": agent("loop_never.py")},
+                       gates=[gate("lint", "no-such-linter-xyz", "check")])
+    cp = run_loop_cli(lrepo, pol, "--run-id", "nogate")
+    assert cp.returncode == 65, cp.stdout + cp.stderr
+    assert "no-such-linter-xyz" in cp.stderr and "not found on PATH" in cp.stderr and "Traceback" not in cp.stderr
+    assert not (lrepo / "attempt.txt").exists()  # the agent never ran
+
+
+def test_spec_example_python_argv_runs_without_python_on_path(lrepo, tmp_path):
+    # regression: SPEC §4 writes `command: [python, agent.py, ...]`; with only python3 on PATH (Debian,
+    # an unactivated venv) the run was refused with 65. A bare python/python3 falls back to healer's own.
+    pol = write_policy(tmp_path / "p.yaml",
+                       agent={"command": ["python", "-c", "open('done.txt', 'w').write('x')", "{prompt_file}"]},
+                       gates=[gate("done", "python", "-c", "import os, sys; sys.exit(0 if os.path.exists('done.txt') else 1)")])
+    cp = run_loop_cli(lrepo, pol, "--run-id", "py", env={"PATH": "/usr/bin:/bin"})
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert loop_commits(lrepo) == ["loop: goal reached at iteration 1"]

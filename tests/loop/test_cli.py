@@ -56,7 +56,7 @@ def test_agent_cmd_after_dashdash_status_list(lrepo, tmp_path):
     r = healer("loop", "list", "--workdir", str(lrepo))
     assert r.returncode == 0 and "dd" in r.stdout
     r = healer("loop", "pause", "dd", "--workdir", str(lrepo))
-    assert r.returncode == 0 and "--resume dd" in r.stdout
+    assert r.returncode == 0 and "already ended" in r.stdout  # it succeeded: nothing to pause, nothing to resume
 
 
 def test_failpoints_are_listed():
@@ -79,3 +79,23 @@ def test_presets_build_argv_without_shell():
     assert argv == ["codex", "exec", "--sandbox", "workspace-write", "--cd", "/w", "do; rm -rf /"]
     cmd = agents.preset_spec("command", ["a", "{prompt_file}", "--n={iteration}", "{workdir}"])
     assert agents.render(cmd, prompt_file="/p", workdir="/w", iteration=3) == ["a", "/p", "--n=3", "/w"]
+
+
+def test_list_in_a_fleet_root_sees_its_runs_and_pause_of_an_ended_run_is_a_no_op(lrepo, tmp_path):
+    # regressions: `loop list` in the fleet's folder showed none of its runs without --root;
+    # `loop pause` of a finished run wrote a PAUSE file and said "continue with --resume"
+    from tests.conftest import make_repo
+
+    fleet = make_repo(tmp_path / "fleet")
+    assert healer("init", cwd=fleet).returncode == 0
+    pol = write_policy(tmp_path / "p.yaml", agent={"command": agent("loop_converge.py", "{iteration}")},
+                       gates=[steps_gate(1)])
+    cp = run_loop_cli(lrepo, pol, "--run-id", "fl", "--root", str(fleet))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    env = {"HEALER_ROOT": ""}
+    r = healer("loop", "list", "--json", cwd=fleet, env=env)
+    assert r.returncode == 0, r.stderr
+    assert [d["run_id"] for d in json.loads(r.stdout)] == ["fl"]
+    r = healer("loop", "pause", "fl", cwd=fleet, env=env)
+    assert r.returncode == 0 and "already ended" in r.stdout, r.stdout + r.stderr
+    assert not (lrepo / ".healer" / "runs" / "fl" / "PAUSE").exists()

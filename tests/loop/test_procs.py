@@ -10,29 +10,10 @@ import psutil
 
 from healer import procs
 from healer.clock import system
-from tests.loop.conftest import AGENTS, PY
+from tests.conftest import wait_until
+from tests.loop.conftest import AGENTS, PY, kill_listed, live
 
 CLOCK = system()
-
-
-def _wait(cond, timeout=15.0):
-    end = CLOCK.monotonic() + timeout
-    while CLOCK.monotonic() < end:
-        if cond():
-            return True
-        CLOCK.sleep(0.05)
-    return cond()
-
-
-def _live(pids):
-    out = []
-    for p in pids:
-        try:
-            if psutil.Process(p).status() != psutil.STATUS_ZOMBIE:
-                out.append(p)
-        except psutil.NoSuchProcess:
-            pass
-    return out
 
 
 def test_outer_marker_finds_escapees_of_an_inner_tree_after_the_middle_dies(tmp_path):
@@ -47,21 +28,17 @@ def test_outer_marker_finds_escapees_of_an_inner_tree_after_the_middle_dies(tmp_
     )
     proc, tree = procs.spawn([PY, "-c", middle_code], cwd=tmp_path)
     try:
-        assert _wait(lambda: pids.exists() and len(pids.read_text().split()) == 3)
+        wait_until(lambda: pids.exists() and len(pids.read_text().split()) == 3, 15, "three pids written")
         agent_pids = [int(x) for x in pids.read_text().split()]
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=5)
-        assert _live(agent_pids)  # orphans, outside the middle's process group and session
+        assert live(agent_pids)  # orphans, outside the middle's process group and session
         adopted = procs.ProcessTree.adopt(tree.marker)
         killed = adopted.kill(0.5)
         assert set(agent_pids) <= set(killed)
-        assert _wait(lambda: not _live(agent_pids), timeout=5)
+        wait_until(lambda: not live(agent_pids), 5, "every agent process gone")
     finally:
-        for p in [int(x) for x in pids.read_text().split()] if pids.exists() else []:
-            try:
-                os.kill(p, signal.SIGKILL)
-            except OSError:
-                pass
+        kill_listed(pids)
 
 
 def test_adopt_refuses_a_root_whose_create_time_differs():
@@ -85,7 +62,7 @@ def test_run_kills_the_tree_at_the_deadline(tmp_path):
     assert took < 1.0 + 0.3 + 1.5
     seen = [int(x) for x in pids.read_text().split()]
     assert len(seen) == 3 and set(seen) <= set(res.killed)
-    assert _wait(lambda: not _live(seen), timeout=3)
+    wait_until(lambda: not live(seen), 3, "every agent process gone")
 
 
 def test_run_returns_quickly_for_a_quick_child(tmp_path):

@@ -8,23 +8,12 @@ import stat
 from pathlib import Path
 
 from healer import procs
-from healer.clock import system
 from healer.policy import load_policy
 from healer.repair import launcher
 from healer.repair.server import TOOLS
 from healer.store import open_store
+from tests.conftest import wait_until
 from tests.repair.conftest import PY, REPO, child_env, past_store, seed_frozen, seed_stale, write_policy
-
-
-def _wait_gone(pids: list[int], seconds: float = 10.0) -> list[int]:
-    clock = system()
-    end = clock.monotonic() + seconds
-    while clock.monotonic() < end:
-        left = [p for p in pids if procs.alive(p)]
-        if not left:
-            return []
-        clock.sleep(0.05)
-    return [p for p in pids if procs.alive(p)]
 
 
 def test_builtin_agent_unblocks_43_frozen_and_12_stale_in_one_run(fleet: Path):
@@ -76,7 +65,8 @@ def test_agent_overrunning_its_timeout_is_killed_with_its_whole_tree(fleet: Path
         pids = [int(x) for x in pids_file.read_text().split()]
         assert len(pids) == 4  # agent, MCP server, setsid child, double-forked grandchild
         assert res.timed_out and res.exit_code is None
-        assert _wait_gone(pids) == []
+        wait_until(lambda: not [p for p in pids if procs.alive(p)], 10,
+                   what=lambda: f"pids {[p for p in pids if procs.alive(p)]} to exit")
         assert set(pids) <= set(res.killed)
         (ended,) = store.events(kinds=["repair.ended"], subject=res.run_id)
         assert ended.payload["timed_out"] is True

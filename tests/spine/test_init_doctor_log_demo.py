@@ -44,6 +44,22 @@ def test_init_respects_an_existing_ignore_form(cli, tmp_path):
     assert (tmp_path / ".gitignore").read_text() == "/.healer\n"
 
 
+def test_init_outside_git_says_so_on_one_line(cli, tmp_path):
+    # regression: init in a plain folder said "fleet ready"; the first `healer dispatch` then failed (64)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    r = cli("init", "--root", str(plain))
+    assert r.code == 0 and (plain / ".healer").is_dir()
+    assert len(r.err.strip().splitlines()) == 1 and "not a git repository" in r.err
+    d = cli("doctor", "--json", "--root", str(plain))
+    assert d.code == 0  # informational: supervise, watch and the board work without git
+    warns = [c["detail"] for c in json.loads(d.out)["checks"] if c["name"] == "dispatch"]
+    assert any("not a git repository" in w for w in warns) and any("loop.agent.command" in w for w in warns)
+    repo = make_repo(tmp_path / "repo")
+    r = cli("init", "--root", str(repo))
+    assert r.code == 0 and "not a git repository" not in r.err
+
+
 def test_doctor_in_a_fleet_and_outside(cli, tmp_path, tmp_path_factory):
     cli("init", cwd=tmp_path)
     r = cli("doctor", "--json", cwd=tmp_path)

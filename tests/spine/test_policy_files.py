@@ -66,3 +66,18 @@ def test_show_fills_defaults_and_round_trips(tmp_path):
     assert load_policy(shown) == load_policy(p)
     j = healer("policy", "show", str(p), "--json")
     assert json.loads(j.stdout)["loop"]["max_iterations"] == 7
+
+
+def test_policy_show_inside_a_fleet_shows_its_healer_yaml(tmp_path):
+    # regression: `policy show` in a fleet printed the embedded default, even when healer.yaml was broken
+    from tests.conftest import make_repo
+
+    root = make_repo(tmp_path / "fleet")
+    assert healer("init", cwd=root).returncode == 0
+    (root / "healer.yaml").write_text("version: 1\nloop:\n  max_iterations: 3\n")
+    r = healer("policy", "show", "--json", cwd=root, env={"HEALER_ROOT": ""})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["loop"]["max_iterations"] == 3
+    (root / "healer.yaml").write_text("version: 1\nloop:\n  max_iterations: many\n")
+    r = healer("policy", "show", cwd=root, env={"HEALER_ROOT": ""})
+    assert r.returncode == 65 and "healer.yaml:3:3: loop.max_iterations" in r.stderr

@@ -11,10 +11,9 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from healer.clock import system
 from healer.remedy import quarantine as q
 from healer.store import open_store
-from tests.conftest import REPO, healer, make_repo
+from tests.conftest import REPO, healer, make_repo, wait_until
 
 PY = sys.executable
 OLD = 6 * 3600
@@ -35,17 +34,6 @@ def _frozen(root: Path) -> None:
     with s.tx() as db:
         db.execute("UPDATE tickets SET updated_at = updated_at - ?", (OLD,))
     s.close()
-
-
-def _wait(cond, timeout: float = 60.0, what: str = "condition"):
-    clock = system()
-    end = clock.monotonic() + timeout
-    while clock.monotonic() < end:
-        v = cond()
-        if v:
-            return v
-        clock.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _free_port() -> int:
@@ -90,11 +78,14 @@ def test_journal_follow_prints_new_events(tmp_path):
             except queue.Empty:
                 return None
 
-        line = _wait(seen, 60, "a followed event")
+        line = wait_until(seen, 60, "a followed event")
         assert json.loads(line)["kind"] == "probe.one"
+        p.terminate()
+        assert p.wait(timeout=10) == 0  # SIGTERM ends a follow cleanly, like Ctrl-C (was 143)
     finally:
         s.close()
-        p.terminate()
+        if p.poll() is None:
+            p.kill()
         p.wait(timeout=10)
 
 
@@ -135,7 +126,7 @@ def test_supervise_daemon_serves_metrics_and_stops_cleanly_on_sigterm(tmp_path):
             line = [x for x in body.splitlines() if x.startswith("healer_ticks_total ")]
             return body if line and float(line[0].split()[1]) >= 2 else None
 
-        body = _wait(ticks, 60, "two ticks on the metrics endpoint")
+        body = wait_until(ticks, 60, "two ticks on the metrics endpoint")
         assert 'healer_actions_total{action="requeue_ticket",outcome="done"} 1' in body
         p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=30) == 0, p.stderr.read()
@@ -152,6 +143,32 @@ def test_supervise_daemon_serves_metrics_and_stops_cleanly_on_sigterm(tmp_path):
     assert (root / ".healer" / "logs" / "supervisor.jsonl").exists()
 
 
+def test_supervise_sigterm_as_soon_as_metrics_answer_is_a_clean_stop(tmp_path):
+    # regression: the metrics port answered before the SIGTERM handler was installed: exit 143, lease kept
+    root = _fleet(tmp_path)
+    port = _free_port()
+    p = _spawn("supervise", "--metrics-port", str(port), "--root", str(root))
+    try:
+        def up():
+            try:
+                return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read() or True
+            except OSError:
+                return None
+
+        wait_until(up, 60, "the metrics endpoint")
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=30) == 0, p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    s = open_store(root)
+    try:
+        assert s.lease("supervisor") is None
+    finally:
+        s.close()
+
+
 def test_up_runs_dispatcher_and_supervisor_and_stops_on_sigterm(tmp_path):
     root = _fleet(tmp_path, "supervisor:\n  tick: 1s\nfleet:\n  dispatch_tick: 1s\n"
                             "loop:\n  agent: {command: [python3, -c, pass]}\n  gates: [{name: ok, run: [python3, -c, pass]}]\n")
@@ -164,7 +181,7 @@ def test_up_runs_dispatcher_and_supervisor_and_stops_on_sigterm(tmp_path):
             finally:
                 s.close()
 
-        _wait(both_ticked, 60, "a dispatcher tick and a supervisor tick")
+        wait_until(both_ticked, 60, "a dispatcher tick and a supervisor tick")
         p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=40) == 0, p.stderr.read()[-3000:]
     finally:
@@ -181,3 +198,33 @@ def test_up_runs_dispatcher_and_supervisor_and_stops_on_sigterm(tmp_path):
 def test_usage_errors_are_one_line(tmp_path):
     r = healer("supervise", "--once", "--root", str(tmp_path))
     assert r.returncode == 64 and len(r.stderr.strip().splitlines()) == 1 and "not a healer fleet" in r.stderr
+
+
+def test_a_board_command_is_one_attempt_not_two(tmp_path):
+    # regression: each board command counted twice (its store event and its human.action), so
+    # `board add` + `board move` made 3 attempts and the first tick escalated (escalate_after 3)
+    # a ticket nobody had tried to fix instead of requeueing it
+    root = _fleet(tmp_path, "version: 1\nhealth: {frozen_in_progress: 1s}\nremediation: {quiet_period: 1s}\n")
+    assert healer("board", "add", "frozen", "--root", str(root)).returncode == 0
+    assert healer("board", "move", "T-1", "in_progress", "--root", str(root)).returncode == 0
+    from healer.remedy import limits
+
+    s = open_store(root)
+    try:
+        got = limits.attempts(s, "T-1", 0.0)
+        # two commands: two attempts at most (one when they ran within a second), never four
+        assert 1 <= len(got) <= 2 and got[-1].what == "move"
+        assert len(limits.recent_attempts(s, 0.0)["T-1"]) == len(got)
+        with s.tx() as db:  # the move is old news: past the quiet period and the frozen threshold
+            db.execute("UPDATE tickets SET updated_at = updated_at - 60")
+            db.execute("UPDATE events SET at = at - 60")
+    finally:
+        s.close()
+    r = healer("supervise", "--once", "--json", "--root", str(root))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["outcomes"] == {"done": 1}
+    s = open_store(root)
+    try:
+        assert s.ticket("T-1").state == "queued"  # requeued, not escalated to needs_human
+    finally:
+        s.close()

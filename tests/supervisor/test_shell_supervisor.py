@@ -35,7 +35,8 @@ def test_tick_heals_and_checkpoints(shell_fleet):
     assert [(a.action, o.status) for a, o in rep.outcomes] == [("requeue_ticket", "done")]
     assert f.store.ticket("T-1").state == "queued"
     assert f.store.get_setting("supervisor.last_tick_at") == f.clock.now()
-    assert isinstance(f.store.get_setting("supervisor.memory"), dict)
+    mem = f.store.get_setting("supervisor.memory")  # the checkpoint: the next tick knows T-1 was just requeued
+    assert mem["attempts"]["T-1"] == [f.clock.now()] and mem["action_times"]["requeue_ticket"] == [f.clock.now()]
     [ev] = f.store.events(kinds=["supervisor.tick"])
     assert ev.payload["outcomes"] == [{"action": "requeue_ticket", "subject": "T-1", "status": "done"}]
 
@@ -243,9 +244,9 @@ def test_gather_sees_live_stopped_and_dead_agents(shell_fleet):
     try:
         stopped.send_signal(sig.SIGSTOP)
         from healer.procs import stopped as is_stopped
-        from tests.supervisor.test_shell_cli import _wait
+        from tests.conftest import wait_until
 
-        _wait(lambda: is_stopped(stopped.pid), 10, "SIGSTOP to land")
+        wait_until(lambda: is_stopped(stopped.pid), 10, "SIGSTOP to land")
         for name, p in (("A-live", live), ("A-stopped", stopped), ("A-dead", dead)):
             f.store.upsert_agent(Agent(name, None, "running", pid=p.pid, host=""))
         views = {v.agent.id: (v.alive, v.paused) for v in gather(f.root, f.store, f.policy, f.clock).agents}
