@@ -40,6 +40,18 @@ def _overrides(items: list[str] | None) -> dict:
     return out
 
 
+def _check_outputs(report_dir: Path | None, junit: Path | None) -> None:
+    """Refuse unusable output paths before a long game day, not with a traceback after it."""
+    from healer.errors import UsageError
+
+    if report_dir is not None and report_dir.exists() and not report_dir.is_dir():
+        raise UsageError(f"--report {report_dir}: expected a folder, found a file")
+    if junit is not None and junit.is_dir():
+        raise UsageError(f"--junit {junit}: expected a file name, found a folder")
+    if junit is not None and any(p.exists() and not p.is_dir() for p in junit.parents):
+        raise UsageError(f"--junit {junit}: a parent of it is a file")
+
+
 @gameday_app.command("run")
 def run_cmd(
     paths: list[Path] = typer.Argument(None, help="Scenario files or folders (default: chaos/scenarios)."),
@@ -54,6 +66,7 @@ def run_cmd(
     """Run scenarios; exit 0 when every expectation holds, 1 otherwise."""
     from chaos.runner import load_all, outcome, run_all
 
+    _check_outputs(report_dir, junit)
     scs = load_all([str(p) for p in paths] if paths else None)
     extra = _overrides(override)
     if extra:  # a bad --override is bad input (65), not a game day that failed (1)
@@ -102,6 +115,7 @@ def replay_cmd(
         import yaml
 
         typer.echo(yaml.safe_dump(sc.model_dump(mode="json", exclude_defaults=True), sort_keys=False), err=True)
+    _check_outputs(report_dir, None)
     results = run_all([sc], seed=seed, live=False, workroot=workdir.resolve() if workdir else None)
     code, _ = outcome(results, report_dir, None, console)
     raise typer.Exit(code)

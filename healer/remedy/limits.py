@@ -8,9 +8,11 @@ Two small limiters (client-go style: each alone, composed by the executor):
   (by the supervisor, the repair agent or a human) holds the ticket for
   `remediation.quiet_period`; nobody else may try another one inside it. Attempts
   are: intents of an attempt action that reached `begun` (so an intent rolled back
-  before it acted does not count), `human.action` events, and board changes whose
-  actor is a human (`ticket.moved|labeled|unlabeled`); one board command records
-  both, so human attempts on a ticket less than a second apart count once. Actions of the same batch
+  before it acted does not count), `human.action` events (but `add`: creating a
+  ticket is no attempt to unblock it, and would hold a new ticket for the whole quiet
+  period), and board changes whose actor is a human (`ticket.moved|labeled|unlabeled`);
+  one board command records both, so human attempts on a ticket less than a second
+  apart count once. Actions of the same batch
   (one supervisor tick, one repair run) are one attempt, so `stop_agent` then
   `requeue_ticket` on one ticket in one tick is allowed.
 """
@@ -70,7 +72,9 @@ _SAME_COMMAND = 1.0
 
 
 def _human_attempt(ev) -> bool:
-    return ev.kind == "human.action" or is_human(ev.payload.get("actor"))
+    if ev.kind == "human.action":
+        return ev.payload.get("action") != "add"  # creating a ticket is no attempt to unblock it
+    return is_human(ev.payload.get("actor"))
 
 
 def _one_per_command(times: list[float]) -> list[float]:

@@ -92,3 +92,15 @@ def test_cli_bad_override_is_exit_65_not_a_failed_game_day(tmp_path):
     assert r.returncode == 65, r.stdout + r.stderr
     assert "loop.nokey" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "j.xml").exists()
+
+
+def test_cli_unusable_report_or_junit_path_is_64_before_running(tmp_path):
+    # regression: a file as --report or a folder as --junit ran the game day, then died with exit 70
+    f = tmp_path / "afile"
+    f.write_text("x")
+    for args in (["--report", str(f)], ["--junit", str(tmp_path)], ["--junit", str(f / "j.xml")]):
+        r = healer("gameday", "run", "zombie-ticket", "--quiet", *args)
+        assert r.returncode == 64, (args, r.stdout + r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr and "PASS" not in r.stdout
+    r = healer("gameday", "replay", "--seed", "1", "zombie-ticket", "--report", str(f))
+    assert r.returncode == 64 and "expected a folder" in r.stderr

@@ -32,7 +32,8 @@ def _plan(root):
 def test_runbook_rule_replaces_the_default_rule(tmp_path):
     root = make_repo(tmp_path / "fleet")
     assert healer("init", cwd=root).returncode == 0
-    assert healer("board", "add", "stuck", "--label", "to-review", cwd=root).returncode == 0
+    assert healer("board", "add", "stuck", cwd=root).returncode == 0
+    assert healer("board", "label", "T-1", "to-review", cwd=root).returncode == 0  # a human touch: quiet period
     (root / "healer.yaml").write_text("health:\n  stale_labels: {to-review: 0s}\n")
     default = _plan(root)
     assert [d["action"] for d in default["deferred"]] == ["drop_label"]  # the default rule, held by the quiet period
