@@ -35,7 +35,7 @@ def require_engine() -> None:
     (a collection error would interrupt the rest of the suite)."""
     client, error = _engine()
     if client is None and os.environ.get("CI") != "true":
-        pytest.skip(error, allow_module_level=True)
+        pytest.skip(reason=error, allow_module_level=True)
 
 
 @pytest.fixture(scope="session")
@@ -44,7 +44,7 @@ def dclient():
     if client is None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true but {error}", pytrace=False)
-        pytest.skip(error)
+        pytest.skip(reason=error)
     from healer.fleet import images
 
     images.build(client)
