@@ -34,6 +34,30 @@ def _placeholders(n: int) -> str:
     return ",".join("?" * n)
 
 
+class _Where:
+    """A WHERE clause built from optional filters: a filter given as None is left out."""
+
+    def __init__(self) -> None:
+        self.terms: list[str] = []
+        self.args: list[Any] = []
+
+    def add(self, term: str, value: Any) -> _Where:
+        if value is not None:
+            self.terms.append(term)
+            self.args.append(value)
+        return self
+
+    def among(self, column: str, values: Iterable[Any] | None) -> _Where:
+        if values is not None:
+            values = list(values)
+            self.terms.append(f"{column} IN ({_placeholders(len(values))})")
+            self.args += values
+        return self
+
+    def sql(self) -> str:
+        return (" WHERE " + " AND ".join(self.terms)) if self.terms else ""
+
+
 class SqliteStore:
     def __init__(self, path: str | Path, clock: Clock | None = None, *, root: str | Path | None = None) -> None:
         self.path = str(path)
@@ -118,26 +142,12 @@ class SqliteStore:
                since: float | None = None, limit: int | None = None, prefix: str | None = None,
                contains: str | None = None) -> list[Event]:
         """`contains` filters on the payload's compact JSON text, e.g. '"to":"queued"' (keys are sorted, no spaces)."""
-        sql = "SELECT * FROM events WHERE id > ?"
-        args: list[Any] = [after]
+        w = _Where().add("id > ?", after).among("kind", kinds).add("subject = ?", subject).add("at >= ?", since)
+        w.add("kind LIKE ?", None if prefix is None else prefix + "%")
         if contains is not None:
             esc = contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            sql += " AND payload LIKE ? ESCAPE '\\'"
-            args.append(f"%{esc}%")
-        if kinds is not None:
-            kinds = list(kinds)
-            sql += f" AND kind IN ({_placeholders(len(kinds))})"
-            args += kinds
-        if prefix is not None:
-            sql += " AND kind LIKE ?"
-            args.append(prefix + "%")
-        if subject is not None:
-            sql += " AND subject = ?"
-            args.append(subject)
-        if since is not None:
-            sql += " AND at >= ?"
-            args.append(since)
-        sql += " ORDER BY id"
+            w.add("payload LIKE ? ESCAPE '\\'", f"%{esc}%")
+        sql, args = "SELECT * FROM events" + w.sql() + " ORDER BY id", w.args
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
@@ -161,14 +171,8 @@ class SqliteStore:
         return int(r[0]["m"])
 
     def count_events(self, kind: str, since: float | None = None, subject: str | None = None) -> int:
-        sql = "SELECT COUNT(*) AS n FROM events WHERE kind = ?"
-        args: list[Any] = [kind]
-        if since is not None:
-            sql += " AND at >= ?"
-            args.append(since)
-        if subject is not None:
-            sql += " AND subject = ?"
-            args.append(subject)
+        w = _Where().add("kind = ?", kind).add("at >= ?", since).add("subject = ?", subject)
+        sql, args = "SELECT COUNT(*) AS n FROM events" + w.sql(), w.args
         return int(self._q(sql, args)[0]["n"])
 
     # -- tickets ----------------------------------------------------------------
@@ -222,11 +226,8 @@ class SqliteStore:
         return self._ticket_from(rows[0], labels)
 
     def tickets(self, states: Iterable[str] | None = None) -> list[Ticket]:
-        sql, args = "SELECT * FROM tickets", []
-        if states is not None:
-            states = list(states)
-            sql += f" WHERE state IN ({_placeholders(len(states))})"
-            args = states
+        w = _Where().among("state", states)
+        sql, args = "SELECT * FROM tickets" + w.sql(), w.args
         rows = self._q(sql + " ORDER BY priority, created_at, id", args)
         labels = self._labels()
         return [self._ticket_from(r, labels.get(r["id"], {})) for r in rows]
@@ -341,14 +342,8 @@ class SqliteStore:
         return self._agent_from(rows[0])
 
     def agents(self, states: Iterable[str] | None = None, ticket_id: str | None = None) -> list[Agent]:
-        sql, args = "SELECT * FROM agents WHERE 1=1", []
-        if states is not None:
-            states = list(states)
-            sql += f" AND state IN ({_placeholders(len(states))})"
-            args += states
-        if ticket_id is not None:
-            sql += " AND ticket_id=?"
-            args.append(ticket_id)
+        w = _Where().among("state", states).add("ticket_id=?", ticket_id)
+        sql, args = "SELECT * FROM agents" + w.sql(), w.args
         return [self._agent_from(r) for r in self._q(sql + " ORDER BY started_at, id", args)]
 
     # -- worktrees --------------------------------------------------------------
@@ -366,11 +361,8 @@ class SqliteStore:
                 self._event(db, "worktree.removed", path, {})
 
     def worktrees(self, states: Iterable[str] | None = ("active",)) -> list[Worktree]:
-        sql, args = "SELECT * FROM worktrees", []
-        if states is not None:
-            states = list(states)
-            sql += f" WHERE state IN ({_placeholders(len(states))})"
-            args = states
+        w = _Where().among("state", states)
+        sql, args = "SELECT * FROM worktrees" + w.sql(), w.args
         return [Worktree(r["path"], r["ticket_id"], r["branch"], r["created_at"], r["state"], r["removed_at"])
                 for r in self._q(sql + " ORDER BY created_at", args)]
 
@@ -465,17 +457,8 @@ class SqliteStore:
 
     def intents(self, states: Iterable[str] | None = None, limit: int | None = None, subject: str | None = None,
                 since: float | None = None) -> list[Intent]:
-        sql, args = "SELECT * FROM intents WHERE 1=1", []
-        if states is not None:
-            states = list(states)
-            sql += f" AND state IN ({_placeholders(len(states))})"
-            args += states
-        if subject is not None:
-            sql += " AND subject=?"
-            args.append(subject)
-        if since is not None:
-            sql += " AND created_at >= ?"
-            args.append(since)
+        w = _Where().among("state", states).add("subject=?", subject).add("created_at >= ?", since)
+        sql, args = "SELECT * FROM intents" + w.sql(), w.args
         sql += " ORDER BY id"
         if limit is not None:
             sql += " LIMIT ?"
@@ -485,17 +468,8 @@ class SqliteStore:
     def count_intents(self, *, action: str | None = None, since: float | None = None,
                       states: Iterable[str] | None = None) -> int:
         """How many intents (of one action, since a time, in some states): per-action rate limits."""
-        sql, args = "SELECT COUNT(*) AS n FROM intents WHERE 1=1", []
-        if action is not None:
-            sql += " AND action=?"
-            args.append(action)
-        if since is not None:
-            sql += " AND created_at >= ?"
-            args.append(since)
-        if states is not None:
-            states = list(states)
-            sql += f" AND state IN ({_placeholders(len(states))})"
-            args += states
+        w = _Where().add("action=?", action).add("created_at >= ?", since).among("state", states)
+        sql, args = "SELECT COUNT(*) AS n FROM intents" + w.sql(), w.args
         return int(self._q(sql, args)[0]["n"])
 
     # -- leases -----------------------------------------------------------------

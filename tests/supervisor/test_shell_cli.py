@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 from healer.remedy import quarantine as q
@@ -112,31 +113,50 @@ def test_quarantine_list_and_restore_cli(tmp_path):
     assert healer("quarantine", "list", "--root", str(root)).stdout.strip() == "quarantine is empty"
 
 
+def _sigterm_leaves_no_lease(p: subprocess.Popen, root: Path, *leases: str) -> None:
+    """SIGTERM a daemon: it must exit 0 and release its leases (a corpse lease blocks the next holder)."""
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=40) == 0, p.stderr.read()[-3000:]
+    s = open_store(root)
+    try:
+        assert [s.lease(n) for n in leases] == [None] * len(leases)
+    finally:
+        s.close()
+
+
+@contextmanager
+def _daemon(*args: str):
+    p = _spawn(*args)
+    try:
+        yield p
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def _metrics(port: int) -> str | None:
+    try:
+        return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+    except OSError:
+        return None
+
+
 def test_supervise_daemon_serves_metrics_and_stops_cleanly_on_sigterm(tmp_path):
     root = _fleet(tmp_path, "supervisor:\n  tick: 1s\n")
     _frozen(root)
     port = _free_port()
-    p = _spawn("supervise", "--metrics-port", str(port), "--root", str(root))
-    try:
+    with _daemon("supervise", "--metrics-port", str(port), "--root", str(root)) as p:
         def ticks():
-            try:
-                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
-            except OSError:
-                return None
+            body = _metrics(port) or ""
             line = [x for x in body.splitlines() if x.startswith("healer_ticks_total ")]
             return body if line and float(line[0].split()[1]) >= 2 else None
 
         body = wait_until(ticks, 60, "two ticks on the metrics endpoint")
         assert 'healer_actions_total{action="requeue_ticket",outcome="done"} 1' in body
-        p.send_signal(signal.SIGTERM)
-        assert p.wait(timeout=30) == 0, p.stderr.read()
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+        _sigterm_leaves_no_lease(p, root, "supervisor")
     s = open_store(root)
     try:
-        assert s.lease("supervisor") is None
         assert s.ticket("T-1").state == "queued"
     finally:
         s.close()
@@ -147,33 +167,15 @@ def test_supervise_sigterm_as_soon_as_metrics_answer_is_a_clean_stop(tmp_path):
     # regression: the metrics port answered before the SIGTERM handler was installed: exit 143, lease kept
     root = _fleet(tmp_path)
     port = _free_port()
-    p = _spawn("supervise", "--metrics-port", str(port), "--root", str(root))
-    try:
-        def up():
-            try:
-                return urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read() or True
-            except OSError:
-                return None
-
-        wait_until(up, 60, "the metrics endpoint")
-        p.send_signal(signal.SIGTERM)
-        assert p.wait(timeout=30) == 0, p.stderr.read()
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    s = open_store(root)
-    try:
-        assert s.lease("supervisor") is None
-    finally:
-        s.close()
+    with _daemon("supervise", "--metrics-port", str(port), "--root", str(root)) as p:
+        wait_until(lambda: _metrics(port) is not None, 60, "the metrics endpoint")
+        _sigterm_leaves_no_lease(p, root, "supervisor")
 
 
 def test_up_runs_dispatcher_and_supervisor_and_stops_on_sigterm(tmp_path):
     root = _fleet(tmp_path, "supervisor:\n  tick: 1s\nfleet:\n  dispatch_tick: 1s\n"
                             "loop:\n  agent: {command: [python3, -c, pass]}\n  gates: [{name: ok, run: [python3, -c, pass]}]\n")
-    p = _spawn("up", "--root", str(root))
-    try:
+    with _daemon("up", "--root", str(root)) as p:
         def both_ticked():
             s = open_store(root)
             try:
@@ -182,17 +184,7 @@ def test_up_runs_dispatcher_and_supervisor_and_stops_on_sigterm(tmp_path):
                 s.close()
 
         wait_until(both_ticked, 60, "a dispatcher tick and a supervisor tick")
-        p.send_signal(signal.SIGTERM)
-        assert p.wait(timeout=40) == 0, p.stderr.read()[-3000:]
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-    s = open_store(root)
-    try:
-        assert s.lease("supervisor") is None and s.lease("dispatcher") is None
-    finally:
-        s.close()
+        _sigterm_leaves_no_lease(p, root, "supervisor", "dispatcher")
 
 
 def test_usage_errors_are_one_line(tmp_path):
