@@ -175,28 +175,21 @@ def convert(raw: bytes, source: str) -> str:
     unmapped: list[str] = []
     defaults = Loop()
 
-    absolute = _pos_int(il.get("absolute_max"))
-    absolute_note = "iteration_limits.absolute_max"
-    if "absolute_max" in il and absolute is None:
-        unmapped.append(f"iteration_limits.absolute_max = {_one_line(il['absolute_max'], 40)}: expected a positive integer; healer's {defaults.absolute_max} kept")
-    if absolute is not None and absolute > HARD_MAX_ITERATIONS:
-        absolute_note = f"iteration_limits.absolute_max was {absolute}; healer's hard ceiling is {HARD_MAX_ITERATIONS}"
-        absolute = HARD_MAX_ITERATIONS
-    ceiling = absolute or defaults.absolute_max
+    def limit(key: str, cap: int | None, cap_why: str, default: int) -> tuple[int | None, str]:
+        """A positive-integer limit of the source, held under `cap`; a bad value is listed, healer's default kept."""
+        value, note = _pos_int(il.get(key)), f"iteration_limits.{key}"
+        if key in il and value is None:
+            unmapped.append(f"iteration_limits.{key} = {_one_line(il[key], 40)}: expected a positive integer; healer's {default} kept")
+        if value is not None and cap is not None and value > cap:
+            value, note = cap, f"iteration_limits.{key} was {value}; {cap_why} {cap}"
+        return value, note
 
-    max_it = _pos_int(il.get("default_max"))
-    max_note = "iteration_limits.default_max"
-    if "default_max" in il and max_it is None:
-        unmapped.append(f"iteration_limits.default_max = {_one_line(il['default_max'], 40)}: expected a positive integer; healer's {defaults.max_iterations} kept")
-    if max_it is not None and max_it > ceiling:
-        max_note = f"iteration_limits.default_max was {max_it}, above absolute_max {ceiling}"
-        max_it = ceiling
+    absolute, absolute_note = limit("absolute_max", HARD_MAX_ITERATIONS, "healer's hard ceiling is", defaults.absolute_max)
+    ceiling = absolute or defaults.absolute_max
+    max_it, max_note = limit("default_max", ceiling, "above absolute_max, so", defaults.max_iterations)
     if max_it is None and defaults.max_iterations > ceiling:
         max_it, max_note = ceiling, "healer's default lowered to the source's absolute_max"
-
-    stall = _pos_int(il.get("stall_limit"))
-    if "stall_limit" in il and stall is None:
-        unmapped.append(f"iteration_limits.stall_limit = {_one_line(il['stall_limit'], 40)}: expected a positive integer; healer's {defaults.stall.same_state} kept")
+    stall, _ = limit("stall_limit", None, "", defaults.stall.same_state)
 
     timeout_key, timeout = None, None
     for k, v in il.items():
