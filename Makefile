@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench lint images clean install
+.PHONY: run test campaigns bench lint images clean install
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# long campaigns (restart storms, multi-host): run by .ci/run after `make test`
+campaigns: $(STAMP)
+	$(PY) -m pytest -q -m campaign $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	@for f in bench/*.py; do $(PY) $$f || exit 1; done
