@@ -5,6 +5,13 @@ Never a `reset --hard`, never a force push, never a forced ref move: main only
 advances by fast-forward to a commit that descends from it (compare-and-swap).
 Read-only commands run with --no-optional-locks, so asking about a worktree an agent is
 using never takes its index lock.
+
+No program that a repository (or an agent that wrote into it) configured ever runs in a git
+command healer runs: `_exec` is the one place every command goes through, and it adds
+SAFE_CONFIG (hooks at /dev/null, no fsmonitor, no signing, no submodule recursion, no auto
+gc) plus, for the drivers the repository's own config defines (filter, diff, merge), an
+override that disables each one; porcelain diffs get --no-ext-diff --no-textconv. Command
+line `-c` beats every config file, so nothing the agent writes in .git/config wins.
 """
 
 from __future__ import annotations
@@ -37,12 +44,119 @@ class Out:
         return (self.stdout + ("\n" if self.stdout and self.stderr else "") + self.stderr).strip()
 
 
+# config that would make git run a program; `-c` on the command line beats every config file
+SAFE_CONFIG = (
+    "-c", "core.hooksPath=/dev/null",     # no hook ever runs (a path that is not a folder holds no hook)
+    "-c", "core.fsmonitor=false",
+    "-c", "diff.external=",
+    "-c", "commit.gpgSign=false", "-c", "tag.gpgSign=false",
+    "-c", "merge.verifySignatures=false", "-c", "log.showSignature=false",
+    "-c", "submodule.recurse=false",
+    "-c", "gc.auto=0", "-c", "maintenance.auto=false",
+    "-c", "credential.helper=", "-c", "protocol.ext.allow=never",
+)
+# environment that would make git run a program
+_ENV_DROP = ("GIT_EXTERNAL_DIFF", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_PROXY_COMMAND",
+             "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT")
+_SAFE_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": ":", "GIT_SEQUENCE_EDITOR": ":", "GIT_PAGER": "cat",
+             "GIT_OPTIONAL_LOCKS": "0"}
+_DIFFING = {"diff", "log", "show", "whatchanged", "format-patch"}
+# (scope, key) of repository config that names a program -> the override that disables it
+_DRIVER_KEYS = {"clean": "", "smudge": "", "process": "", "command": "", "textconv": "", "driver": "false"}
+
+_driver_cache: dict[str, tuple[tuple, tuple[str, ...]]] = {}
+
+
+def _stat_key(paths: list[Path]) -> tuple:
+    out = []
+    for p in paths:
+        try:
+            s = os.stat(p)
+            out.append((str(p), s.st_mtime_ns, s.st_size, s.st_ino))
+        except OSError:
+            out.append((str(p), None))
+    return tuple(out)
+
+
+def _config_files(cwd: str) -> list[Path]:
+    """The repository-scope config files that git would read in `cwd` (cheap to stat)."""
+    files = [Path(cwd) / ".git"]
+    p = subprocess.run(["git", *SAFE_CONFIG, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir"],
+                       cwd=cwd, capture_output=True, text=True, env=_env(None), stdin=subprocess.DEVNULL, timeout=TIMEOUT)
+    if p.returncode == 0:
+        gd, cd = (p.stdout.split("\n") + ["", ""])[:2]
+        files += [Path(cd) / "config", Path(gd) / "config.worktree", Path(cd) / "config.worktree"]
+    return files
+
+
+def driver_overrides(cwd: str | Path) -> tuple[str, ...]:
+    """`-c` pairs that disable every filter/diff/merge driver defined in the repository's own
+    config (local or worktree scope, includes too). The user's global and system drivers (git-lfs)
+    keep working. Cached on the stat of the config files: a few stat calls per command."""
+    key_cwd = str(cwd)
+    hit = _driver_cache.get(key_cwd)
+    if hit is not None and _stat_key([Path(f[0]) for f in hit[0]]) == hit[0]:
+        return hit[1]
+    try:
+        files = _config_files(key_cwd)
+        p = subprocess.run(["git", *SAFE_CONFIG, "config", "--list", "--show-scope", "--show-origin", "-z"], cwd=key_cwd,
+                           capture_output=True, env=_env(None), stdin=subprocess.DEVNULL, timeout=TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    over: list[str] = []
+    seen: set[str] = set()
+    recs = p.stdout.decode("utf-8", "surrogateescape").split("\0") if p.returncode == 0 else []
+    # -z with --show-scope --show-origin: scope NUL origin NUL key\nvalue NUL
+    for i in range(0, len(recs) - 2, 3):
+        scope, origin, kv = recs[i], recs[i + 1], recs[i + 2]
+        if scope not in ("local", "worktree"):
+            continue
+        if origin.startswith("file:"):
+            f = Path(origin[5:])
+            files.append(f if f.is_absolute() else Path(key_cwd) / f)
+        name = kv.split("\n", 1)[0]
+        parts = name.split(".")
+        if len(parts) < 3 or parts[0].lower() not in ("filter", "diff", "merge"):
+            continue
+        last = parts[-1].lower()
+        if last not in _DRIVER_KEYS or (parts[0].lower() == "merge") != (last == "driver"):
+            continue
+        if name in seen:
+            continue
+        seen.add(name)
+        over += ["-c", f"{name}={_DRIVER_KEYS[last]}"]
+        if parts[0].lower() == "filter":
+            over += ["-c", f"{'.'.join(parts[:-1])}.required=false"]
+    result = tuple(over)
+    _driver_cache[key_cwd] = (_stat_key(files), result)
+    return result
+
+
+def _env(extra: dict[str, str] | None) -> dict[str, str]:
+    full = {k: v for k, v in os.environ.items() if k not in _ENV_DROP}
+    return {**full, **_SAFE_ENV, **(extra or {})}
+
+
+def _subcommand(args: tuple[str, ...]) -> tuple[int, str]:
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        i += 2 if args[i] in ("-c", "-C") else 1
+    return i, (args[i] if i < len(args) else "")
+
+
+def argv(cwd: str | Path, *args: str) -> list[str]:
+    """The full, neutralised git argv healer runs for `args` in `cwd`."""
+    i, sub = _subcommand(args)
+    if sub in _DIFFING:
+        args = (*args[:i + 1], "--no-ext-diff", "--no-textconv", *args[i + 1:])
+    return ["git", "--no-optional-locks", *SAFE_CONFIG, *driver_overrides(cwd), *args]
+
+
 def _exec(cwd: str | Path, args: tuple[str, ...], env: dict[str, str] | None, timeout: float,
           text: bool) -> subprocess.CompletedProcess:
-    full = {**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})}
     try:
-        return subprocess.run(["git", "--no-optional-locks", *args], cwd=str(cwd), capture_output=True, text=text,
-                              env=full, stdin=subprocess.DEVNULL, timeout=timeout)
+        return subprocess.run(argv(cwd, *args), cwd=str(cwd), capture_output=True, text=text,
+                              env=_env(env), stdin=subprocess.DEVNULL, timeout=timeout)
     except subprocess.TimeoutExpired as e:
         raise GitError(f"{cwd}: git {' '.join(args)} took more than {timeout:.0f}s") from e
     except (FileNotFoundError, NotADirectoryError) as e:

@@ -23,6 +23,7 @@ import subprocess
 from pathlib import Path
 
 from chaos.faults.undo import UndoJournal
+from healer import git as hgit
 
 GIT_ID = {"GIT_AUTHOR_NAME": "gameday", "GIT_AUTHOR_EMAIL": "gameday@healer.invalid",
           "GIT_COMMITTER_NAME": "gameday", "GIT_COMMITTER_EMAIL": "gameday@healer.invalid"}
@@ -31,7 +32,8 @@ GIT_ID = {"GIT_AUTHOR_NAME": "gameday", "GIT_AUTHOR_EMAIL": "gameday@healer.inva
 def git(cwd: str | Path, *args: str) -> str:
     env = {**os.environ, **GIT_ID}
     env.pop("GIT_DIR", None)
-    r = subprocess.run(["git", *args], cwd=str(cwd), capture_output=True, text=True, env=env, timeout=60)
+    # healer's neutralised argv: no hook or repository-configured program runs in a game day's git either
+    r = subprocess.run(hgit.argv(cwd, *args), cwd=str(cwd), capture_output=True, text=True, env=env, timeout=60)
     if r.returncode != 0:
         raise RuntimeError(f"git {' '.join(args)} in {cwd}: {r.stderr.strip()[-300:]}")
     return r.stdout.strip()
@@ -67,7 +69,7 @@ def add_worktree(root: Path, ticket: str) -> Path:
         return wt
     wt.parent.mkdir(parents=True, exist_ok=True)
     branch = f"healer/{ticket}"
-    exists = subprocess.run(["git", "rev-parse", "--verify", "-q", f"refs/heads/{branch}"], cwd=root,
+    exists = subprocess.run(hgit.argv(root, "rev-parse", "--verify", "-q", f"refs/heads/{branch}"), cwd=root,
                             capture_output=True).returncode == 0
     if exists:
         git(root, "worktree", "add", "-q", str(wt), branch)

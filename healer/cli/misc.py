@@ -80,14 +80,13 @@ def init(root: Path = RootOpt) -> None:
 
 
 def _in_git(root: Path) -> bool:
-    import subprocess
+    from healer import git
 
     try:
-        cp = subprocess.run(["git", "-C", str(root), "rev-parse", "--is-inside-work-tree"], capture_output=True,
-                            text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
+        o = git.run(root, "rev-parse", "--is-inside-work-tree", check=False, timeout=30)
+    except git.GitError:
         return True  # cannot tell (no git): doctor reports that
-    return cp.returncode == 0 and cp.stdout.strip() == "true"
+    return o.code == 0 and o.stdout == "true"
 
 
 def failpoints_cmd(as_json: bool = JsonOpt) -> None:

@@ -1,0 +1,108 @@
+"""No hook and no program configured in the repository ever runs in a git command healer runs.
+
+The repository is armed the way an agent would arm it: every hook, a filter, fsmonitor,
+an external diff, a textconv, a merge driver and commit signing, each writing a line to a
+witness file when it runs. Then healer's own paths run: the loop's commit, the fleet's
+proposal merge, worktree creation, a game day's git. The witness stays empty.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+from healer import git
+from healer.clock import VirtualClock
+from healer.fleet import proposals
+from healer.loop import gitops
+from healer.policy.schema import Policy
+from healer.records import Proposal
+from tests.conftest import git as sh_git
+from tests.conftest import make_repo
+
+HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "pre-merge-commit", "post-merge",
+         "post-checkout", "reference-transaction", "post-index-change", "pre-auto-gc", "post-rewrite")
+
+
+def arm(repo: Path, witness: Path) -> None:
+    common = Path(sh_git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    hooks = common / "hooks"
+    hooks.mkdir(exist_ok=True)
+    for h in HOOKS:
+        f = hooks / h
+        # the hook also guts the tests, as the issue's attacker did
+        f.write_text(f"#!/bin/sh\necho hook:{h} >> {witness}\necho \"print('ok')\" > tests/check.py 2>/dev/null\n"
+                     "git add tests/check.py 2>/dev/null\nexit 0\n")
+        f.chmod(f.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    cmd = f"sh -c 'echo {{}} >> {witness}; cat'"
+    for key, what in [("filter.evil.clean", "clean"), ("filter.evil.smudge", "smudge"),
+                      ("filter.evil.process", "process"), ("core.fsmonitor", "fsmonitor"),
+                      ("diff.external", "external"), ("diff.evil.textconv", "textconv"),
+                      ("diff.evil.command", "diffcmd"), ("merge.evil.driver", "merge"),
+                      ("gpg.program", "gpg"), ("core.pager", "pager")]:
+        sh_git(repo, "config", key, cmd.replace("{}", what))
+    sh_git(repo, "config", "filter.evil.required", "true")
+    sh_git(repo, "config", "commit.gpgSign", "true")
+    sh_git(repo, "config", "core.hooksPath", str(hooks))
+
+
+def test_loop_commit_and_fleet_merge_run_no_repository_program(tmp_path):
+    witness = tmp_path / "witness"
+    repo = make_repo(tmp_path / "r", {"README.md": "x\n", "tests/check.py": "assert 1 + 1 == 2\n", "f.txt": "base\n"})
+    (repo / ".gitattributes").write_text("* filter=evil diff=evil merge=evil\n")
+    sh_git(repo, "add", "-A")
+    sh_git(repo, "commit", "-q", "-m", "attributes")
+    arm(repo, witness)
+
+    # the fleet's worktree and the loop's commit in it
+    wt = tmp_path / "wt"
+    git.add_worktree(repo, wt, "healer/T1", "main")
+    (wt / "f.txt").write_text("side\n")
+    gitops.snapshot(wt)
+    sha = gitops.commit_all(wt, "loop: goal reached at iteration 1")
+    assert sha
+    assert git.run(wt, "show", f"{sha}:tests/check.py").stdout == "assert 1 + 1 == 2"
+    assert git.run(wt, "diff", "HEAD~1", "HEAD").code == 0
+
+    # main moves on the same line: the proposal merge needs the (repository's) merge driver
+    (repo / "f.txt").write_text("main\n")
+    git.run(repo, *git.IDENTITY, "commit", "-q", "-a", "-m", "main moves")
+    policy = Policy.model_validate({"version": 1, "fleet": {"merge_gates": []}})
+    v = proposals.gate_proposal(repo, policy, Proposal(id=1, ticket_id="T1", branch="healer/T1", commit=sha,
+                                                       state="open", created_at=0.0), VirtualClock())
+    # the repository's merge driver never ran: its paths conflict, the proposal is rejected
+    assert v.outcome == proposals.REJECTED
+    assert not witness.exists(), witness.read_text()
+    assert (repo / "tests" / "check.py").read_text() == "assert 1 + 1 == 2\n"
+    # control: the same repository does run them for a plain git (the arming is real)
+    subprocess.run(["git", "status"], cwd=repo, capture_output=True)
+    assert "fsmonitor" in witness.read_text()
+
+
+def test_user_level_drivers_still_work(tmp_path, monkeypatch):
+    """Only the repository's own config is distrusted: a driver from the user's global config (git-lfs) runs."""
+    home = tmp_path / "home"
+    home.mkdir()
+    seen = tmp_path / "seen"
+    script = tmp_path / "clean.sh"
+    script.write_text(f"#!/bin/sh\necho clean >> {seen}\ncat\n")
+    script.chmod(0o755)
+    (home / ".gitconfig").write_text(f"[filter \"lfsish\"]\n\tclean = {script}\n")
+    monkeypatch.setenv("HOME", str(home))
+    repo = make_repo(tmp_path / "r")
+    (repo / ".gitattributes").write_text("*.bin filter=lfsish\n")
+    (repo / "a.bin").write_text("x\n")
+    git.run(repo, "add", "-A")
+    assert seen.exists()
+
+
+def test_environment_programs_dropped(tmp_path, monkeypatch):
+    witness = tmp_path / "w"
+    monkeypatch.setenv("GIT_EXTERNAL_DIFF", f"sh -c 'echo ext >> {witness}'")
+    repo = make_repo(tmp_path / "r")
+    (repo / "README.md").write_text("changed\n")
+    git.run(repo, "diff")
+    assert not witness.exists()
+    assert "GIT_EXTERNAL_DIFF" in os.environ
