@@ -116,3 +116,22 @@ class Event:
     kind: str
     subject: str
     payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class OutboxItem:
+    """One notification owed to one remote notifier (`notifier` is its fingerprint, never its URL)."""
+    id: int
+    key: str
+    notifier: str
+    idem: str
+    payload: dict[str, Any]
+    state: str  # pending | delivered | expired | rejected
+    created_at: float
+    next_at: float
+    expires_at: float
+    tries: int = 0
+    last_error: str = ""
+    claimed_by: str | None = None
+    claim_until: float | None = None
+    delivered_at: float | None = None

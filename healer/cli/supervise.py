@@ -127,6 +127,9 @@ def supervise(
     if not dry_run:
         _setup_logs(r, "supervisor")
     sup = _supervisor(r, policy, dry_run=dry_run, metrics=metrics, repair_async=not once)
+    from healer.notify import outbox
+
+    courier = None
     try:
         if once:
             try:
@@ -134,6 +137,10 @@ def supervise(
             finally:
                 if not dry_run:
                     sup.store.release_lease("supervisor", sup.holder)  # a one-shot run leaves no lock behind
+            if not dry_run:  # after the tick, never inside it: one try per owed notification, bounded by its timeout
+                c = outbox.Courier(sup.store, sup.policy, metrics=metrics)
+                c.drain_once()
+                c.stop()
             if dry_run:
                 print_json(plan_data(rep)) if as_json else print_plan(rep)
             elif as_json:
@@ -145,6 +152,8 @@ def supervise(
         signal.signal(signal.SIGINT, sup.stop)
         if early:
             sup.stop()
+        if not dry_run:
+            courier = outbox.start(r, sup.policy, sup.clock, metrics=metrics)
 
         def on_tick(rep) -> None:
             if dry_run:
@@ -157,6 +166,7 @@ def supervise(
 
         sup.run_forever(on_tick)
     finally:
+        outbox.finish(courier)
         if server is not None:
             server.shutdown()
         sup.store.close()
@@ -207,6 +217,9 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
     disp = Dispatcher(r, pol, d_store, clock, policy_path=policy)
     preflight(pol)
     sup = Supervisor(r, pol, s_store, clock, repair_async=True)
+    from healer.notify import outbox
+
+    courier = outbox.start(r, pol, clock)  # alerts owed by an earlier run are delivered too
     stop = threading.Event()
     errors: dict[str, str] = {}
 
@@ -235,6 +248,7 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
         stop.wait(0.2)
     for t in threads:
         t.join(timeout=30)
+    outbox.finish(courier)
     d_store.close()
     s_store.close()
     if errors:

@@ -1,51 +1,49 @@
-"""Notifications: `notify(...)` is the one entry point; a cooldown per key bounds the noise.
+"""Notifications: `notify(...)` / `notify_all(...)` decide; the outbox delivers.
 
-Notifiers (policy `notify.notifiers`): `log` (loguru), `jsonl` (one JSON object per
-line in a file), `webhook` (POST JSON with a Slack-compatible `text`, retried with
-exponential backoff, secret from an environment variable, never logged) and
-`command` (argv, the notification as JSON on stdin, no shell).
+Deciding is cheap and never waits on a receiver: the pure core (`healer.core.notices.admit`)
+lets one alert per key through per cooldown window (and none while an earlier one is still
+owed); the store then atomically starts the window, records `notify.sent` and owes one outbox
+row per remote notifier. Local notifiers (`log`, `jsonl`) are written at once. Remote ones
+(`webhook`, `command`) are delivered by `healer.notify.outbox.Courier`, a worker thread that
+`healer up` and `healer supervise` start: per-notifier timeouts, backoff with jitter, an
+idempotency key (header `Idempotency-Key` and payload field `idempotency_key`), and a failed
+delivery stays pending (`notify.failed` per try) until `notify.delivered` or `notify.expired`.
+Cooldowns count delivered notifications: a window whose only notification expired undelivered
+is released, so the next firing notifies again.
 
-A notifier that fails never breaks the caller: it is recorded as `notify.failed`
-(notifier kind and a secret-free reason) and the others still run.
+Secrets never reach the store: a row names its notifier by a fingerprint of its settings,
+the webhook secret stays in its environment variable, the URL is shown as scheme://host.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import uuid
 from pathlib import Path
 from typing import Any
 
 from loguru import logger
 
-
-def _payload(key: str, text: str, severity: str, evidence: dict[str, Any]) -> dict[str, Any]:
-    return {"text": f"[{severity}] {text}", "key": key, "severity": severity, "evidence": evidence}
+REMOTE = ("webhook", "command")
 
 
-def _send(store, n, key: str, text: str, severity: str, evidence: dict[str, Any], clock) -> None:
-    if n.kind == "log":
-        logger.warning("[{}] {}", key, text)
-    elif n.kind == "jsonl":
-        p = Path(n.path)
-        if not p.is_absolute():
-            p = Path(store.root) / p
-        p.parent.mkdir(parents=True, exist_ok=True)
-        with p.open("a") as f:
-            f.write(json.dumps({"at": store.now(), "key": key, "severity": severity, "text": text,
-                                "evidence": evidence}, default=str) + "\n")
-    elif n.kind == "webhook":
-        from healer.notify import webhook
+class _Alert:
+    __slots__ = ("key", "text", "severity", "evidence", "cooldown")
 
-        webhook.send(n.url, _payload(key, text, severity, evidence), secret_env=n.secret_env, retries=n.retries,
-                     timeout=n.timeout, clock=clock)
-    elif n.kind == "command":
-        from healer.notify import command
-
-        command.send(n.command, _payload(key, text, severity, evidence), timeout=n.timeout, cwd=str(store.root))
+    def __init__(self, key: str, text: str, severity: str = "warning", evidence: dict[str, Any] | None = None,
+                 cooldown: float | None = None) -> None:
+        self.key, self.text, self.severity, self.evidence, self.cooldown = key, text, severity, evidence or {}, cooldown
 
 
-def _describe(n) -> str:
+def fingerprint(n) -> str:
+    """A notifier's identity in the outbox: its kind and a hash of its settings (never the URL or a secret)."""
+    raw = json.dumps(n.model_dump(mode="json", exclude={"retries"}), sort_keys=True)
+    return f"{n.kind}:{hashlib.sha256(raw.encode()).hexdigest()[:16]}"
+
+
+def describe(n) -> str:
     if n.kind == "webhook":
         from healer.notify.webhook import safe_url
 
@@ -55,29 +53,81 @@ def _describe(n) -> str:
     return n.kind
 
 
+def _local(store, n, key: str, text: str, severity: str, evidence: dict[str, Any], idem: str) -> None:
+    if n.kind == "log":
+        logger.warning("[{}] {}", key, text)
+    elif n.kind == "jsonl":
+        p = Path(n.path)
+        if not p.is_absolute():
+            p = Path(store.root) / p
+        p.parent.mkdir(parents=True, exist_ok=True)
+        with p.open("a") as f:
+            f.write(json.dumps({"at": store.now(), "key": key, "severity": severity, "text": text,
+                                "evidence": evidence, "idempotency_key": idem}, default=str) + "\n")
+
+
+def _scrubbed(n, e: Exception) -> str:
+    reason = str(e)
+    secret = os.environ.get(n.secret_env) if getattr(n, "secret_env", None) else None
+    return reason.replace(secret, "***") if secret else reason
+
+
+def notify_all(store, policy, alerts, *, cooldown: float | None = None) -> int:
+    """Notify each alert (`.key`, `.text`, `.severity`, `.evidence`) that passes its cooldown; returns how many."""
+    from healer.core.notices import admit
+
+    alerts = list(alerts)
+    if not alerts:
+        return 0
+    window = policy.sentinels.cooldown if cooldown is None else cooldown
+    keys = {a.key for a in alerts}
+    pending = {it.key for it in store.outbox(["pending"]) if it.key in keys}
+    last = {k: v[0] for k, v in store.cooldowns().items() if k in keys}
+    now = store.now()
+    adm = admit(alerts, last, pending, window, now)
+    notifiers = list(policy.notify.notifiers)
+    remote = [n for n in notifiers if n.kind in REMOTE]
+    expires = now + policy.notify.expire
+    sent = 0
+    suppressed = dict(adm.suppressed)
+    for a in adm.send:
+        idem = uuid.uuid4().hex
+        evidence = dict(a.evidence or {})
+        base = {"key": a.key, "text": a.text, "severity": a.severity, "evidence": evidence, "at": now,
+                "local": any(n.kind not in REMOTE for n in notifiers)}
+        rows = [(fingerprint(n), {**base, "notifier": describe(n)}) for n in remote]
+        w = window if getattr(a, "cooldown", None) is None else a.cooldown
+        if not store.enqueue_notification(a.key, w, idem, rows, expires,
+                                          {"text": a.text, "severity": a.severity, "evidence": evidence,
+                                           "local": [n.kind for n in notifiers if n.kind not in REMOTE],
+                                           "owed": [r[1]["notifier"] for r in rows]}):
+            suppressed[a.key] = suppressed.get(a.key, 0) + 1  # another process notified it first
+            continue
+        sent += 1
+        for n in notifiers:
+            if n.kind in REMOTE:
+                continue
+            try:
+                _local(store, n, a.key, a.text, a.severity, evidence, idem)
+            except Exception as e:  # noqa: BLE001 - one broken notifier must not silence the others or the tick
+                store.append("notify.failed", a.key, {"notifier": describe(n), "reason": _scrubbed(n, e), "idem": idem})
+                logger.error("notifier {} failed for {}: {}", describe(n), a.key, e)
+    if suppressed:
+        sev = {a.key: a.severity for a in alerts}
+        for k, count in suppressed.items():
+            store.append("notify.suppressed", k, {"severity": sev.get(k), **({"count": count} if count > 1 else {}),
+                                                  **({"owed": True} if k in adm.owed else {})})
+    if sent and remote:
+        from healer.notify.outbox import wake
+
+        wake()
+    return sent
+
+
 def notify(store, policy, key: str, text: str, *, severity: str = "warning", evidence: dict[str, Any] | None = None,
            cooldown: float | None = None, clock=None) -> bool:
-    """Send `text` to every configured notifier unless `key` notified within the cooldown.
+    """Notify `text` under `key` unless `key` notified within the cooldown (or is still owed); True when notified.
 
-    Returns True when sent. Every call is recorded in the event log (`notify.sent` or
-    `notify.suppressed`), so checkers can count notifications per key. `clock` (default:
-    the store's) paces webhook retries.
-    """
-    window = policy.sentinels.cooldown if cooldown is None else cooldown
-    if not store.cooldown_pass(key, window):
-        store.append("notify.suppressed", key, {"severity": severity})
-        return False
-    evidence = evidence or {}
-    store.append("notify.sent", key, {"text": text, "severity": severity, "evidence": evidence})
-    clock = clock or store.clock
-    for n in policy.notify.notifiers:
-        try:
-            _send(store, n, key, text, severity, evidence, clock)
-        except Exception as e:  # noqa: BLE001 - one broken notifier must not silence the others or the tick
-            reason = str(e)
-            secret = os.environ.get(n.secret_env) if n.secret_env else None
-            if secret:
-                reason = reason.replace(secret, "***")
-            store.append("notify.failed", key, {"notifier": _describe(n), "reason": reason})
-            logger.error("notifier {} failed for {}: {}", _describe(n), key, reason)
-    return True
+    Never waits on a receiver: remote notifiers get it from the outbox worker. `clock` is accepted for
+    compatibility (the worker paces retries)."""
+    return notify_all(store, policy, [_Alert(key, text, severity, evidence, cooldown)], cooldown=cooldown) == 1

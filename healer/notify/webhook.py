@@ -1,4 +1,6 @@
-"""Webhook notifier: POST JSON (Slack-compatible `text`) with retries and exponential backoff.
+"""Webhook notifier: one POST of JSON (Slack-compatible `text`, or Alertmanager's webhook payload) per try.
+
+Retries, backoff and the idempotency key belong to the outbox (healer.notify.outbox).
 
 The secret comes from an environment variable named by the policy (`secret_env`) and
 travels only in the `Authorization` header. It is never logged, never written to an
@@ -13,10 +15,6 @@ import os
 import urllib.error
 import urllib.request
 from urllib.parse import urlsplit
-
-from healer.clock import Clock
-
-BASE_DELAY = 0.5  # seconds; doubles after each failed try
 
 
 class WebhookError(Exception):
@@ -35,28 +33,50 @@ def scrub(text: str, *secrets: str | None) -> str:
     return text
 
 
-def send(url: str, payload: dict, *, secret_env: str | None, retries: int, timeout: float, clock: Clock) -> int:
-    """POST until a 2xx; returns the number of tries. Raises WebhookError (secret-free) when it gives up."""
+def body(payload: dict, idem: str, fmt: str = "healer") -> dict:
+    """The JSON a receiver gets. `healer`: Slack-compatible `text` plus key, severity, evidence. `alertmanager`:
+    Alertmanager's webhook payload (version 4), so existing alert routing can take healer's alerts."""
+    if fmt == "alertmanager":
+        from healer.clock import iso
+
+        labels = {"alertname": payload["key"].split(":", 1)[0], "key": payload["key"], "severity": payload["severity"],
+                  "source": "healer"}
+        alert = {"status": "firing", "labels": labels,
+                 "annotations": {"summary": payload["text"],
+                                 "description": json.dumps(payload.get("evidence") or {}, sort_keys=True, default=str)},
+                 "startsAt": iso(payload["at"]).replace("+00:00", "Z"), "endsAt": "0001-01-01T00:00:00Z",
+                 "generatorURL": "", "fingerprint": idem[:16]}
+        return {"version": "4", "groupKey": f"healer:{payload['key']}", "truncatedAlerts": 0, "status": "firing",
+                "receiver": "healer", "groupLabels": {"alertname": labels["alertname"]}, "commonLabels": labels,
+                "commonAnnotations": alert["annotations"], "externalURL": "", "alerts": [alert],
+                "idempotency_key": idem}
+    return {"text": f"[{payload['severity']}] {payload['text']}", "key": payload["key"], "severity": payload["severity"],
+            "evidence": payload.get("evidence") or {}, "at": payload.get("at"), "idempotency_key": idem}
+
+
+class Rejected(WebhookError):
+    """The receiver refused this message (a 4xx other than 408/429): retrying cannot help."""
+
+
+def send(url: str, data: dict, *, secret_env: str | None, timeout: float, idem: str | None = None) -> None:
+    """One POST with a deadline; returns on a 2xx. Raises Rejected or WebhookError (secret-free)."""
     secret = os.environ.get(secret_env) if secret_env else None
-    body = json.dumps(payload, default=str).encode()
+    raw = json.dumps(data, default=str).encode()
     headers = {"Content-Type": "application/json", "User-Agent": "healer"}
+    if idem:
+        headers["Idempotency-Key"] = idem
     if secret:
         headers["Authorization"] = f"Bearer {secret}"
-    last = ""
-    delay = BASE_DELAY
-    for attempt in range(1, retries + 2):
-        req = urllib.request.Request(url, data=body, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - the operator's URL
-                resp.read()
-                return attempt
-        except urllib.error.HTTPError as e:
-            last = f"HTTP {e.code}"
-            if 400 <= e.code < 500 and e.code not in (408, 429):
-                break  # the receiver rejects this message: retrying cannot help
-        except (urllib.error.URLError, OSError, TimeoutError) as e:
-            last = f"{type(e).__name__}: {getattr(e, 'reason', e)}"
-        if attempt <= retries:
-            clock.sleep(delay)
-            delay *= 2
-    raise WebhookError(scrub(f"webhook {safe_url(url)} failed after {attempt} tries: {last}", secret, url))
+    req = urllib.request.Request(url, data=raw, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - the operator's URL
+            resp.read()
+            return
+    except urllib.error.HTTPError as e:
+        msg = scrub(f"webhook {safe_url(url)}: HTTP {e.code}", secret, url)
+        if 400 <= e.code < 500 and e.code not in (408, 429):
+            raise Rejected(msg) from None
+        raise WebhookError(msg) from None
+    except (urllib.error.URLError, OSError, TimeoutError) as e:
+        raise WebhookError(scrub(f"webhook {safe_url(url)}: {type(e).__name__}: {getattr(e, 'reason', e)}",
+                                 secret, url)) from None

@@ -207,8 +207,10 @@ class Notifier(Strict):
     url: str | None = None
     secret_env: str | None = Field(None, description="environment variable holding the webhook secret")
     command: list[str] = Field(default_factory=list)
-    retries: NonNegInt = 3
-    timeout: Duration = "10s"
+    retries: NonNegInt = Field(3, description="ignored since the outbox: a delivery is retried (backoff with jitter) until notify.expire")
+    timeout: Duration = Field("10s", description="per-try deadline for one delivery (webhook request, command run)")
+    format: Literal["healer", "alertmanager"] = Field(
+        "healer", description="webhook body: healer's JSON (Slack-compatible `text`) or an Alertmanager webhook payload")
 
     @model_validator(mode="after")
     def _needs(self) -> Notifier:
@@ -226,6 +228,8 @@ def _default_notifiers() -> list[Notifier]:
 
 class Notify(Strict):
     notifiers: list[Notifier] = Field(default_factory=_default_notifiers)
+    expire: Duration = Field("24h", description="a webhook/command notification still undelivered after this is dropped "
+                                               "(event notify.expired)")
 
 
 class RuleLimits(Strict):

@@ -123,5 +123,28 @@ CREATE INDEX agents_ticket ON agents(ticket_id, state);
 CREATE INDEX intents_state ON intents(state);
 """
 
-MIGRATIONS: list[str] = [V1, V2]
+# v3: the notification outbox (issue 15): one row per (notification, remote notifier), delivered by a
+# worker with backoff until delivered or expired; `idem` is the idempotency key receivers de-duplicate on
+V3 = """
+CREATE TABLE outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT NOT NULL,
+    notifier TEXT NOT NULL,
+    idem TEXT NOT NULL,
+    payload TEXT NOT NULL DEFAULT '{}',
+    state TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    next_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    tries INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT NOT NULL DEFAULT '',
+    claimed_by TEXT,
+    claim_until REAL,
+    delivered_at REAL
+);
+CREATE INDEX outbox_due ON outbox(state, next_at);
+CREATE INDEX outbox_key ON outbox(key, state)
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3]
 CURRENT = len(MIGRATIONS)
