@@ -41,3 +41,11 @@ class InvalidInput(HealerError):
 
 class NotFound(HealerError):
     exit_code = USAGE
+
+
+class StaleLease(HealerError):
+    """A write by a lease holder whose fencing token is no longer the lease's: refused (and recorded)."""
+
+
+class StoreUnavailable(HealerError):
+    """The store's server cannot be reached (connection refused, lost, or timed out)."""

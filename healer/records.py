@@ -107,6 +107,7 @@ class Lease:
     host: str
     acquired_at: float
     expires_at: float
+    token: int = 0  # fencing token: grows at every new holder; a holder's writes carry it (store.hold)
 
 
 @dataclass(frozen=True)

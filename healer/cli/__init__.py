@@ -47,9 +47,9 @@ def _root(
 
 
 def _register() -> None:
-    from healer.cli import board, containers, fleet, gameday, loop, misc, policy, repair, runbook, supervise
+    from healer.cli import board, containers, fleet, gameday, loop, misc, policy, repair, runbook, store, supervise
 
-    for mod in (misc, policy, board, loop, fleet, supervise, runbook, repair, gameday, containers):
+    for mod in (misc, policy, board, loop, fleet, supervise, runbook, repair, gameday, containers, store):
         mod.register(app)
 
 

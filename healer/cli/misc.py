@@ -26,10 +26,12 @@ class InitResult:
     created: list[str] = field(default_factory=list)  # what this call made (empty on a re-run)
 
 
-def init_fleet(root: Path, actor: str = "human") -> InitResult:
-    """Make `root` a fleet; safe to repeat (nothing existing is overwritten)."""
+def init_fleet(root: Path, actor: str = "human", store: str | None = None) -> InitResult:
+    """Make `root` a fleet; safe to repeat (nothing existing is overwritten). `store`: a store URL
+    (postgresql://…) this host's fleet uses instead of the embedded SQLite file; checked, then kept in
+    .healer/config.yaml (mode 0600: it may carry a password; it is never printed)."""
     from healer.policy.load import default_policy_path
-    from healer.store import open_store
+    from healer.store import check_url, config_path, open_store, open_url, read_config, write_config
 
     res = InitResult(root)
     if not (root / ".healer").is_dir():
@@ -54,24 +56,34 @@ def init_fleet(root: Path, actor: str = "human") -> InitResult:
         with gi.open("a") as f:
             f.write(("\n" if text and not text.endswith("\n") else "") + ".healer/\n")
         res.created.append(".gitignore entry")
-    store = open_store(root)
+    if store is not None and read_config(root).get("store") != store:
+        check_url(store)
+        open_url(store, root=root).close()  # reachable, and its schema migrated, before it is written down
+        write_config(root, store=store)
+        res.created.append(f"{config_path(root).relative_to(root)} (store)")
+    s = open_store(root)
     try:
-        store.append("fleet.init", str(root), {"actor": actor, "created": res.created})
+        s.append("fleet.init", str(root), {"actor": actor, "created": res.created, "store": s.path})
     finally:
-        store.close()
+        s.close()
     return res
 
 
-def init(root: Path = RootOpt) -> None:
+def init(root: Path = RootOpt,
+         store: str = typer.Option(None, "--store", help="Store URL, e.g. postgresql://healer@db:5432/fleet (several hosts, "
+                                   "one board); default: the embedded SQLite file. $HEALER_STORE_URL overrides it.")) -> None:
     """Create .healer/ in the fleet root, a healer.yaml policy if absent, and ignore .healer/ in git."""
     from healer import log
     from healer.cli import _state
+    from healer.store import store_url
+    from healer.store.postgres import redact
 
     r = find_root(root) if root else Path.cwd().resolve()
-    res = init_fleet(r)
+    res = init_fleet(r, store=store)
     log.setup(r, bool(_state.get("debug")))
     for what in res.created:
         typer.echo(f"created {what}")
+    typer.echo(f"store: {redact(store_url(r))}")
     typer.echo(f"healer fleet ready at {r}" + ("" if res.created else " (already set up; nothing changed)"))
     if not _in_git(r):
         # not an error: supervise, watch and the board work anywhere; say it before dispatch fails on it
@@ -129,9 +141,33 @@ def _check_git() -> Check:
     return Check("git", "ok", out, True)
 
 
-def _check_sqlite(root: Path | None) -> Check:
-    from healer.store import open_store
+def _check_postgres(root: Path) -> Check:
+    from healer.store import open_store, store_url
+    from healer.store.postgres import redact
 
+    where = redact(store_url(root))
+    try:
+        s = open_store(root)
+        try:
+            with s.tx(fenced=False):  # a write transaction can be opened and committed
+                pass
+            i = s.server_info()
+            t0 = s.clock.monotonic()
+            s.last_event_id()
+            rtt = (s.clock.monotonic() - t0) * 1000
+        finally:
+            s.close()
+    except Exception as e:  # noqa: BLE001 - reported, not raised
+        return Check("store", "fail", f"{where}: {e}", True)
+    return Check("store", "ok", f"{where}: PostgreSQL {i['server_version'].split()[0]}, schema {i['schema']} "
+                                f"v{i['schema_version']}, round trip {rtt:.1f} ms", True)
+
+
+def _check_sqlite(root: Path | None) -> Check:
+    from healer.store import open_store, store_url
+
+    if root is not None and not store_url(root).startswith("sqlite:"):
+        return _check_postgres(root)
     if root is not None:
         try:
             s = open_store(root)

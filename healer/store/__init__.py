@@ -1,24 +1,103 @@
-"""The store: `open_store(root)` opens `.healer/healer.db` under a fleet root."""
+"""The store: `open_store(root)` opens the fleet's store.
+
+Which store: `$HEALER_STORE_URL` when set, else the `store:` line of `.healer/config.yaml` (written by
+`healer init --store URL`), else the embedded SQLite file `.healer/healer.db`. A URL is
+`postgresql://user@host:port/db[?options=-csearch_path%3Dfleet]` or `sqlite:PATH`. A password is
+better kept out of the URL (libpq reads PGPASSWORD and ~/.pgpass); when present it is never printed.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from healer.clock import Clock
+from healer.errors import UsageError
 from healer.store.base import Store
 from healer.store.sqlite import SqliteStore
 
 HEALER_DIR = ".healer"
 DB_NAME = "healer.db"
+CONFIG_NAME = "config.yaml"
+ENV_URL = "HEALER_STORE_URL"
 
 
 def db_path(root: str | Path) -> Path:
     return Path(root) / HEALER_DIR / DB_NAME
 
 
+def config_path(root: str | Path) -> Path:
+    return Path(root) / HEALER_DIR / CONFIG_NAME
+
+
+def read_config(root: str | Path) -> dict:
+    p = config_path(root)
+    if not p.exists():
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise UsageError(f"{p}: not valid YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{p}: expected a mapping such as `store: postgresql://...`")
+    return data
+
+
+def write_config(root: str | Path, **values) -> Path:
+    """Merge `values` into .healer/config.yaml, readable by its owner only (it may hold a URL with a secret)."""
+    import yaml
+
+    p = config_path(root)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    data = {**read_config(root), **values}
+    tmp = p.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("# healer: this host's settings for the fleet (not in git: it may hold a secret)\n")
+        yaml.safe_dump(data, f, sort_keys=True)
+    os.replace(tmp, p)
+    return p
+
+
+def store_url(root: str | Path = ".") -> str:
+    """The fleet's store URL (env, then config, then the embedded default)."""
+    url = os.environ.get(ENV_URL) or read_config(root).get("store")
+    return str(url) if url else f"sqlite:{db_path(Path(root).resolve())}"
+
+
+def check_url(url: str) -> str:
+    """A store URL we can open, or a UsageError naming what is accepted."""
+    if url.startswith(("postgresql://", "postgres://")) or url.startswith("sqlite:"):
+        return url
+    raise UsageError(f"store URL {url.split('://')[0] + '://…' if '://' in url else url!r}: expected postgresql://… or sqlite:PATH")
+
+
+def sqlite_path(url: str) -> Path:
+    p = url[len("sqlite:"):]
+    if p.startswith("///"):
+        p = p[2:]
+    elif p.startswith("//"):
+        p = p[2:]
+    return Path(p)
+
+
+def open_url(url: str, clock: Clock | None = None, root: str | Path | None = None, migrate: bool = True):
+    check_url(url)
+    if url.startswith("sqlite:"):
+        return SqliteStore(sqlite_path(url), clock, root=root)
+    from healer.store.postgres import PgStore
+
+    return PgStore(url, clock, root=str(root) if root is not None else None, migrate=migrate)
+
+
 def open_store(root: str | Path = ".", clock: Clock | None = None) -> SqliteStore:
     root = Path(root).resolve()
-    return SqliteStore(db_path(root), clock, root=root)
+    url = os.environ.get(ENV_URL) or read_config(root).get("store")
+    if not url:
+        return SqliteStore(db_path(root), clock, root=root)
+    return open_url(str(url), clock, root=root)
 
 
-__all__ = ["DB_NAME", "HEALER_DIR", "SqliteStore", "Store", "db_path", "open_store"]
+__all__ = ["DB_NAME", "ENV_URL", "HEALER_DIR", "SqliteStore", "Store", "db_path", "open_store", "open_url", "store_url"]

@@ -1,4 +1,8 @@
-"""Forward-only schema migrations. Version N is `MIGRATIONS[N-1]`; never edit a shipped one, append."""
+"""Forward-only schema migrations. Version N is `MIGRATIONS[N-1]`; never edit a shipped one, append.
+
+Every backend runs the same list: write it in the SQL both speak (SQLite's types; the PostgreSQL
+adapter maps `INTEGER PRIMARY KEY AUTOINCREMENT`, `INTEGER` and `REAL` to its own, see
+`healer/store/postgres.py`). tests/store/ checks both schemas come out alike."""
 
 from __future__ import annotations
 
@@ -146,5 +150,14 @@ CREATE INDEX outbox_due ON outbox(state, next_at);
 CREATE INDEX outbox_key ON outbox(key, state)
 """
 
-MIGRATIONS: list[str] = [V1, V2, V3]
+# v4: fencing tokens (multi-host): each lease name keeps a token that only grows, bumped at every new holder
+V4 = """
+ALTER TABLE leases ADD COLUMN token INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE lease_tokens (
+    name TEXT PRIMARY KEY,
+    token INTEGER NOT NULL
+);
+"""
+
+MIGRATIONS: list[str] = [V1, V2, V3, V4]
 CURRENT = len(MIGRATIONS)

@@ -19,7 +19,7 @@ from typing import Any
 
 from healer import failpoints, lifecycle
 from healer.clock import Clock, system
-from healer.errors import HealerError, NotFound
+from healer.errors import HealerError, NotFound, StaleLease
 from healer.records import Agent, Attempt, Comment, Event, Intent, Lease, OutboxItem, Proposal, Ticket, Worktree
 from healer.store.migrations import CURRENT, MIGRATIONS
 
@@ -59,19 +59,22 @@ class _Where:
 
 
 class SqliteStore:
-    def __init__(self, path: str | Path, clock: Clock | None = None, *, root: str | Path | None = None) -> None:
+    def __init__(self, path: str | Path, clock: Clock | None = None, *, root: str | Path | None = None,
+                 migrate: bool = True) -> None:
         self.path = str(path)
         self.root = str(root if root is not None else Path(path).resolve().parent.parent)
         self.clock = clock or system()
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
+        self._fence: Lease | None = None
         self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA busy_timeout=30000")
         self._retry(lambda: self._db.execute("PRAGMA journal_mode=WAL"))
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=OFF")
-        self._migrate()
+        if migrate:
+            self._migrate()
 
     # -- plumbing ---------------------------------------------------------------
     def _retry(self, fn, attempts: int = 50):
@@ -87,17 +90,51 @@ class SqliteStore:
         return None
 
     @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
+    def tx(self, *, fenced: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction. While this store holds a lease (`hold`), the transaction first checks
+        the lease's fencing token and is refused if another holder has taken it over since."""
         with self._lock:
             self._retry(lambda: self._db.execute("BEGIN IMMEDIATE"))
             try:
+                if fenced and self._fence is not None:
+                    self._check_fence(self._db)
                 yield self._db
                 failpoints.hit(FP_TX_COMMIT)
                 self._retry(lambda: self._db.execute("COMMIT"))
+            except _Fenced as e:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise self._refused(e) from None
             except BaseException:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
+
+    # -- fencing ---------------------------------------------------------------
+    def hold(self, lease: Lease | None) -> None:
+        """Fence this store's writes with `lease` (None: stop). Every later write transaction checks that
+        the lease still has this holder and token, in the same transaction as the write."""
+        self._fence = lease
+
+    def _check_fence(self, db) -> None:
+        f = self._fence
+        assert f is not None
+        r = db.execute("SELECT holder, token FROM leases WHERE name=?", (f.name,)).fetchone()
+        if r is not None and r["holder"] == f.holder and int(r["token"]) == f.token:
+            return
+        now = holder = None
+        if r is not None:
+            holder, now = r["holder"], int(r["token"])
+        raise _Fenced(f, holder, now)
+
+    def _refused(self, e: _Fenced) -> StaleLease:
+        f = e.lease
+        self._fence = None  # a stale holder: its later writes are not holder writes
+        with self.tx(fenced=False) as db:
+            self._event(db, "lease.stale_write_refused", f.name, {"holder": f.holder, "token": f.token,
+                                                                   "current_holder": e.holder, "current_token": e.token})
+        return StaleLease(f"lease {f.name!r}: {f.holder} (token {f.token}) is no longer the holder "
+                          f"(now {e.holder or 'nobody'}, token {e.token}); write refused")
 
     def _q(self, sql: str, args: Iterable[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
@@ -119,9 +156,29 @@ class SqliteStore:
                         db.execute(stmt)
                 db.execute(f"PRAGMA user_version={n + 1}")
 
+    def migrate(self) -> tuple[int, int]:
+        """Bring the schema to this healer's version (forward only); (before, after)."""
+        before = self.version()
+        self._migrate()
+        return before, self.version()
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    # -- whole tables (healer store copy) ---------------------------------------
+    def tables(self) -> list[str]:
+        return [r[0] for r in self._q("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+
+    def dump_table(self, name: str) -> tuple[list[str], list[tuple]]:
+        cur = self._db.execute(f'SELECT * FROM "{name}"')
+        return [d[0] for d in cur.description], [tuple(r) for r in cur.fetchall()]
+
+    def load_table(self, name: str, cols: list[str], rows: list[tuple]) -> None:
+        """Insert rows as they are (ids kept) into an empty table, in one transaction."""
+        names = ",".join(f'"{c}"' for c in cols)
+        with self.tx(fenced=False) as db:
+            db.executemany(f'INSERT INTO "{name}"({names}) VALUES ({_placeholders(len(cols))})', rows)
 
     def now(self) -> float:
         return self.clock.now()
@@ -165,6 +222,16 @@ class SqliteStore:
                 yield e
             if not batch:
                 self.clock.sleep(poll)
+
+    def wait_for_events(self, after: int, timeout: float, poll: float = 0.1) -> int:
+        """Block until an event newer than `after` exists or `timeout` passes; return the last event id.
+        SQLite polls; PostgreSQL is woken by NOTIFY (dispatchers and supervisors on other hosts)."""
+        end = self.clock.monotonic() + timeout
+        while True:
+            last = self.last_event_id()
+            if last > after or self.clock.monotonic() >= end:
+                return last
+            self.clock.sleep(min(poll, max(0.0, end - self.clock.monotonic())))
 
     def last_event_id(self) -> int:
         r = self._q("SELECT COALESCE(MAX(id), 0) AS m FROM events")
@@ -247,6 +314,27 @@ class SqliteStore:
             db.execute("UPDATE tickets SET state=?, updated_at=? WHERE id=?", (to, self.now(), id))
             self._event(db, "ticket.moved", id, {"from": frm, "to": to, "event": ev, "actor": actor, "reason": reason})
         return self.ticket(id)
+
+    def _skip_locked(self, sql: str) -> str:
+        """A SELECT that claims rows: SQLite's writer is already alone; PostgreSQL skips rows others hold."""
+        return sql
+
+    def claim_ticket(self, *, actor: str, among: Iterable[str] | None = None, reason: str = "claimed") -> Ticket | None:
+        """Move the first queued ticket (priority order, optionally only `among` these ids) to in_progress
+        and return it; None when there is none to take. Safe with many dispatchers on one board: on
+        PostgreSQL each claim skips tickets another claim holds (FOR UPDATE SKIP LOCKED)."""
+        w = _Where().add("state = ?", lifecycle.QUEUED).among("id", among)
+        with self.tx() as db:
+            sql = self._skip_locked("SELECT id FROM tickets" + w.sql() + " ORDER BY priority, created_at, id LIMIT 1")
+            r = db.execute(sql, w.args).fetchone()
+            if r is None:
+                return None
+            tid = r["id"]
+            ev = lifecycle.check(tid, lifecycle.QUEUED, lifecycle.IN_PROGRESS)
+            db.execute("UPDATE tickets SET state=?, updated_at=? WHERE id=?", (lifecycle.IN_PROGRESS, self.now(), tid))
+            self._event(db, "ticket.moved", tid, {"from": lifecycle.QUEUED, "to": lifecycle.IN_PROGRESS, "event": ev,
+                                                  "actor": actor, "reason": reason})
+        return self.ticket(tid)
 
     def label(self, id: str, label: str, *, actor: str) -> bool:
         with self.tx() as db:
@@ -474,24 +562,41 @@ class SqliteStore:
 
     # -- leases -----------------------------------------------------------------
     def acquire_lease(self, name: str, holder: str, pid: int, host: str, ttl: float, *, pid_alive=None) -> Lease | None:
-        """Take or renew `name`. Taken over when expired, or when its holder's pid is gone on this host."""
+        """Take or renew `name`. Taken over when expired, or when its holder's pid is gone on this host.
+        A new holder gets the next fencing token; a renewal keeps it (and fails if the token moved on)."""
         now = self.now()
-        with self.tx() as db:
+        with self.tx(fenced=False) as db:
+            # the name's token row exists first and is locked (PostgreSQL: FOR UPDATE): acquirers queue on it
+            db.execute("INSERT OR IGNORE INTO lease_tokens VALUES (?,?)", (name, 0))
+            last = int(db.execute("SELECT token FROM lease_tokens WHERE name=?", (name,)).fetchone()["token"])
             r = db.execute("SELECT * FROM leases WHERE name=?", (name,)).fetchone()
+            ev: tuple[str, dict] | None = None
             if r is not None and r["holder"] != holder:
                 expired = r["expires_at"] <= now
                 dead = r["host"] == host and pid_alive is not None and not pid_alive(r["pid"])
                 if not (expired or dead):
                     return None
-                self._event(db, "lease.taken_over", name, {"from": r["holder"], "to": holder, "expired": expired, "holder_dead": dead})
+                token = last + 1
+                ev = ("lease.taken_over", {"from": r["holder"], "to": holder, "expired": expired, "holder_dead": dead,
+                                           "token": token, "from_token": int(r["token"])})
             elif r is None:
-                self._event(db, "lease.acquired", name, {"holder": holder, "pid": pid, "host": host})
+                token = last + 1
+                ev = ("lease.acquired", {"holder": holder, "pid": pid, "host": host, "token": token})
+            else:
+                token = int(r["token"])
             acquired = r["acquired_at"] if (r is not None and r["holder"] == holder) else now
-            db.execute("INSERT OR REPLACE INTO leases VALUES (?,?,?,?,?,?)", (name, holder, pid, host, acquired, now + ttl))
-        return Lease(name, holder, pid, host, acquired, now + ttl)
+            db.execute("INSERT OR REPLACE INTO leases(name, holder, pid, host, acquired_at, expires_at, token) VALUES (?,?,?,?,?,?,?)",
+                       (name, holder, pid, host, acquired, now + ttl, token))
+            if token != last:
+                db.execute("UPDATE lease_tokens SET token=? WHERE name=?", (token, name))
+            if ev is not None:  # events last: a transaction that wrote the log takes no more row locks (PostgreSQL)
+                self._event(db, ev[0], name, ev[1])
+        return Lease(name, holder, pid, host, acquired, now + ttl, token)
 
     def release_lease(self, name: str, holder: str) -> None:
-        with self.tx() as db:
+        if self._fence is not None and self._fence.name == name:
+            self._fence = None
+        with self.tx(fenced=False) as db:
             cur = db.execute("DELETE FROM leases WHERE name=? AND holder=?", (name, holder))
             if cur.rowcount:
                 self._event(db, "lease.released", name, {"holder": holder})
@@ -501,15 +606,19 @@ class SqliteStore:
         if not rows:
             return None
         r = rows[0]
-        return Lease(r["name"], r["holder"], r["pid"], r["host"], r["acquired_at"], r["expires_at"])
+        return Lease(r["name"], r["holder"], r["pid"], r["host"], r["acquired_at"], r["expires_at"], int(r["token"]))
 
     # -- cooldowns and settings -------------------------------------------------
     def cooldown_pass(self, key: str, window: float) -> bool:
         """True (and start a new window) if `key` has not passed within `window`; else count a suppression."""
         now = self.now()
         with self.tx() as db:
+            # the row exists before it is read (and, on PostgreSQL, locked): two racing callers cannot both pass
+            new = db.execute("INSERT OR IGNORE INTO cooldowns VALUES (?,?,0)", (key, now)).rowcount
+            if new:
+                return True
             r = db.execute("SELECT * FROM cooldowns WHERE key=?", (key,)).fetchone()
-            if r is None or now - r["last_at"] >= window:
+            if now - r["last_at"] >= window:
                 db.execute("INSERT OR REPLACE INTO cooldowns VALUES (?,?,0)", (key, now))
                 return True
             db.execute("UPDATE cooldowns SET suppressed = suppressed + 1 WHERE key=?", (key,))
@@ -616,6 +725,14 @@ class SqliteStore:
             db.execute("INSERT OR REPLACE INTO settings VALUES (?,?)", (key, _j(value)))
             if event:
                 self._event(db, event, key, {"value": value})
+
+
+class _Fenced(Exception):
+    """Raised inside a write transaction whose fence no longer holds; `tx` turns it into StaleLease."""
+
+    def __init__(self, lease: Lease, holder: str | None, token: int | None) -> None:
+        super().__init__(lease.name)
+        self.lease, self.holder, self.token = lease, holder, token
 
 
 def pid_alive(pid: int) -> bool:

@@ -1,0 +1,155 @@
+"""A throwaway PostgreSQL cluster: initdb in a temp folder, a port on 127.0.0.1, trust auth for
+this cluster only, stopped and removed at the end. Used by the store tests (when CI did not start
+one), the multi-host game day (whose faults SIGSTOP the server) and `python -m chaos.pgcluster`.
+
+initdb refuses to run as root: as root the cluster belongs to the `postgres` system user (Debian's
+package creates it) and every server command runs through `runuser -u postgres`.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from healer.clock import system
+
+BIN_DIRS = ["/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin"]
+
+
+def find_bin(name: str) -> str | None:
+    for d in BIN_DIRS:
+        p = Path(d) / name
+        if p.exists():
+            return str(p)
+    return shutil.which(name)
+
+
+def available() -> bool:
+    return bool(find_bin("initdb") and find_bin("pg_ctl")) and (os.geteuid() != 0 or _system_user() is not None)
+
+
+def _system_user() -> str | None:
+    for name in ("postgres",):
+        try:
+            pwd.getpwnam(name)
+            return name
+        except KeyError:
+            pass
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    def __init__(self, port: int | None = None, user: str = "healer") -> None:
+        self.port = port or free_port()
+        self.user = user
+        self.dir = Path(tempfile.mkdtemp(prefix="healer-pg."))
+        self.data = self.dir / "data"
+        self.log = self.dir / "server.log"
+        self.as_user = _system_user() if os.geteuid() == 0 else None
+        self.pid: int | None = None
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://{self.user}@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+        if self.as_user:
+            argv = ["runuser", "-u", self.as_user, "--", *argv]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=self.dir)
+
+    def start(self) -> Cluster:
+        if self.as_user:
+            shutil.chown(self.dir, self.as_user)
+        r = self._run([find_bin("initdb") or "initdb", "-D", str(self.data), "-A", "trust", "-U", self.user,
+                       "-E", "UTF8", "--no-sync", "--locale=C"])
+        if r.returncode:
+            raise RuntimeError(f"initdb failed: {r.stderr.strip()[-400:]}")
+        # trust for this cluster only, on loopback only; fsync off: a throwaway cluster
+        opts = (f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.dir} -c fsync=off -c synchronous_commit=off "
+                "-c full_page_writes=off -c max_connections=200 -c shared_buffers=64MB")
+        r = self._run([find_bin("pg_ctl") or "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", opts, "-w", "-t", "60", "start"])
+        if r.returncode:
+            raise RuntimeError(f"pg_ctl start failed: {r.stderr.strip()[-400:]} {self.tail_log()}")
+        self.pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        return self
+
+    def tail_log(self, n: int = 20) -> str:
+        try:
+            return "\n".join(self.log.read_text().splitlines()[-n:])
+        except OSError:
+            return ""
+
+    def pause(self) -> None:
+        """SIGSTOP the postmaster and every backend (a frozen database host)."""
+        for pid in self._tree():
+            os.kill(pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        for pid in self._tree():
+            os.kill(pid, signal.SIGCONT)
+
+    def _tree(self) -> list[int]:
+        import psutil
+
+        if self.pid is None:
+            return []
+        try:
+            p = psutil.Process(self.pid)
+            return [p.pid] + [c.pid for c in p.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def stop(self) -> None:
+        if self.pid is not None:
+            self.resume()  # a stopped server cannot shut down
+            r = self._run([find_bin("pg_ctl") or "pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "-t", "30", "stop"])
+            if r.returncode and self.pid:
+                try:
+                    os.kill(self.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            self.pid = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> Cluster:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def main() -> int:
+    """`python -m chaos.pgcluster`: start a cluster, print its URL, stop it on SIGTERM/SIGINT/EOF."""
+    c = Cluster().start()
+    print(c.url, flush=True)
+    stop = {"now": False}
+
+    def _stop(*_):
+        stop["now"] = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    clock = system()
+    try:
+        while not stop["now"]:
+            clock.sleep(0.2)
+    finally:
+        c.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""`healer store migrate|copy|info`: the fleet's store, SQLite or PostgreSQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from healer.cli.common import JsonOpt, RootOpt, console, find_root, print_json
+
+app = typer.Typer(help="The fleet's store: migrate its schema, copy it to another backend.", no_args_is_help=True)
+
+UrlOpt = typer.Option(None, "--url", help="Store URL (default: $HEALER_STORE_URL, .healer/config.yaml, else the SQLite file).")
+
+
+def _url(root: Path | None, url: str | None) -> tuple[str, Path]:
+    from healer.store import check_url, store_url
+
+    r = find_root(root)
+    return check_url(url or store_url(r)), r
+
+
+@app.command("migrate")
+def migrate(root: Path = RootOpt, url: str = UrlOpt, as_json: bool = JsonOpt) -> None:
+    """Bring the store's schema to this healer's version (forward-only; safe to repeat, safe on many hosts at once)."""
+    from healer.store import open_url
+
+    u, r = _url(root, url)
+    s = open_url(u, root=r, migrate=False)
+    try:
+        before, after = s.migrate()
+        where = s.path
+    finally:
+        s.close()
+    if as_json:
+        print_json({"store": where, "before": before, "after": after})
+    else:
+        typer.echo(f"{where}: schema v{before} → v{after}" + (" (already current)" if before == after else ""))
+
+
+@app.command("copy")
+def copy(src: str = typer.Option(..., "--from", help="Source store URL, e.g. sqlite:.healer/healer.db"),
+         dst: str = typer.Option(..., "--to", help="Destination store URL (empty), e.g. postgresql://healer@db/fleet"),
+         as_json: bool = JsonOpt) -> None:
+    """Copy every table, ids kept, into an empty store; the source is not changed."""
+    from healer.store import check_url, open_url, sqlite_path
+    from healer.store.copy import copy_store
+
+    check_url(src)
+    check_url(dst)
+    if src.startswith("sqlite:") and not sqlite_path(src).exists():
+        from healer.errors import UsageError
+
+        raise UsageError(f"{sqlite_path(src)}: no such store file")
+    a = open_url(src)
+    try:
+        b = open_url(dst)
+        try:
+            rep = copy_store(a, b)
+        finally:
+            b.close()
+    finally:
+        a.close()
+    if as_json:
+        print_json({"from": rep.source, "to": rep.dest, "rows": rep.rows})
+        return
+    total = sum(rep.rows.values())
+    typer.echo(f"copied {total} rows ({', '.join(f'{t} {n}' for t, n in rep.rows.items() if n)}) from {rep.source} to {rep.dest}")
+    typer.echo("next: `healer init --store URL` on each host (or set HEALER_STORE_URL)")
+
+
+@app.command("info")
+def info(root: Path = RootOpt, url: str = UrlOpt, as_json: bool = JsonOpt) -> None:
+    """Which store this fleet uses, its schema version and size."""
+    from healer.store import open_url
+
+    u, r = _url(root, url)
+    s = open_url(u, root=r)
+    try:
+        data = {"store": s.path, "schema_version": s.version(), "events": s.last_event_id(), "tickets": len(s.tickets())}
+        if hasattr(s, "server_info"):
+            data.update(s.server_info())
+    finally:
+        s.close()
+    if as_json:
+        print_json(data)
+    else:
+        for k, v in data.items():
+            console.print(f"{k}: {v}")
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="store")
