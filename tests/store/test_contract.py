@@ -246,3 +246,19 @@ def test_schema_is_at_the_current_version_and_reopening_is_a_no_op(store_url, vc
     s = open_url(store_url, vclock, root=tmp_path)
     assert s.version() == CURRENT and [t.title for t in s.tickets()] == ["kept"]
     s.close()
+
+
+# -- the notification outbox -------------------------------------------------------------------------
+
+
+def test_outbox_owes_claims_and_delivers_once(store, vclock):
+    rows = [("hook-a", {"notifier": "a", "text": "main is red"}), ("hook-b", {"notifier": "b", "text": "main is red"})]
+    assert store.enqueue_notification("main_red", 60, "idem-1", rows, vclock.now() + 3600, {"text": "main is red"}) is True
+    assert store.enqueue_notification("main_red", 60, "idem-2", rows, vclock.now() + 3600, {}) is False  # owed already
+    claimed, expired = store.outbox_claim("courier-1", limit=10, lease=30)
+    assert len(claimed) == 2 and expired == []
+    assert store.outbox_claim("courier-2", limit=10, lease=30) == ([], [])  # claimed rows are skipped
+    assert store.outbox_delivered(claimed[0].id) is True
+    assert store.outbox_delivered(claimed[0].id) is False  # a late second success is not a second delivery
+    assert [i.state for i in store.outbox(key="main_red")] == ["delivered", "pending"]
+    assert store.count_events("notify.sent") == 1 and store.count_events("notify.delivered") == 1
