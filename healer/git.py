@@ -70,6 +70,9 @@ _driver_cache: dict[str, tuple[tuple, tuple[str, ...]]] = {}
 def _stat_key(paths: list[Path]) -> tuple:
     out = []
     for p in paths:
+        if p.name == ".git":  # only whether it exists: its mtime moves with every index write
+            out.append((str(p), os.path.lexists(p)))
+            continue
         try:
             s = os.stat(p)
             out.append((str(p), s.st_mtime_ns, s.st_size, s.st_ino))
@@ -153,8 +156,11 @@ def argv(cwd: str | Path, *args: str) -> list[str]:
 
 
 def _exec(cwd: str | Path, args: tuple[str, ...], env: dict[str, str] | None, timeout: float,
-          text: bool) -> subprocess.CompletedProcess:
+          text: bool, input: bytes | None = None) -> subprocess.CompletedProcess:
     try:
+        if input is not None:
+            return subprocess.run(argv(cwd, *args), cwd=str(cwd), capture_output=True, input=input,
+                                  env=_env(env), timeout=timeout)
         return subprocess.run(argv(cwd, *args), cwd=str(cwd), capture_output=True, text=text,
                               env=_env(env), stdin=subprocess.DEVNULL, timeout=timeout)
     except subprocess.TimeoutExpired as e:
@@ -178,9 +184,10 @@ def run(cwd: str | Path, *args: str, check: bool = True, env: dict[str, str] | N
     return out
 
 
-def raw(cwd: str | Path, *args: str, timeout: float = TIMEOUT) -> bytes:
+def raw(cwd: str | Path, *args: str, timeout: float = TIMEOUT, input: bytes | None = None,
+        env: dict[str, str] | None = None) -> bytes:
     """Git's stdout as bytes, untouched (blobs, -z listings); raises GitError on failure."""
-    p = _exec(cwd, args, None, timeout, text=False)
+    p = _exec(cwd, args, env, timeout, text=False, input=input)
     if p.returncode != 0:
         raise _failed(cwd, args, p.returncode, p.stderr.decode(errors="replace"))
     return p.stdout

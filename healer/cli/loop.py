@@ -59,6 +59,8 @@ def run_cmd(
     root: Path | None = FleetOpt,
     max_iterations: int | None = typer.Option(None, "--max-iterations", min=1, help="Override loop.max_iterations "
                                                                                     "(never above absolute_max)."),
+    allow_dirty: bool = typer.Option(False, "--allow-dirty", help="Start although tracked files have changes (staged or "
+                                                                  "not); the loop's commits never include them."),
 ) -> None:
     """Run the governed loop until the gates pass (0), the budget ends (2), it stalls (3) or is stopped (4)."""
     from healer.loop import LoopRequest, run_loop
@@ -91,7 +93,7 @@ def run_cmd(
         workdir=wd, policy=pol, policy_file=str(pol_file) if pol_file else None,
         task=_read_task(task) if task is not None else None, task_file=str(task.resolve()) if task is not None else None,
         preset=agent, agent_cmd=cmd, run_id=rid, resume=is_resume, fleet_root=_fleet_root(root),
-        max_iterations=max_iterations, subreaper=True, handle_signals=True,
+        max_iterations=max_iterations, allow_dirty=allow_dirty, subreaper=True, handle_signals=True,
     )
     outcome = run_loop(req)
     raise typer.Exit(outcome.exit_code)

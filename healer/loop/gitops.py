@@ -228,37 +228,78 @@ def _entries(cwd: Path, tree: str, paths: Sequence[str]) -> dict[str, tuple[str,
     return out
 
 
+def _blocker(cwd: Path, rel: str) -> str | None:
+    """The first folder on `rel`'s way that is not a real folder (a symlink, or a file in its
+    place), relative to `cwd`; None when the way is clear. Nothing is followed."""
+    parts = rel.split("/")
+    for i in range(1, len(parts)):
+        a = "/".join(parts[:i])
+        p = cwd / a
+        if p.is_symlink() or (os.path.lexists(p) and not p.is_dir()):
+            return a
+    return None
+
+
 def put_back(cwd: str | Path, tree: str, paths: Iterable[str], quarantine: Path, reason: str,
              clock=None) -> list[Moved]:
     """Return `paths` to their content in snapshot `tree` (the tree before the agent ran).
     Every changed file present on disk first moves to quarantine (restorable byte for
-    byte); files that existed in `tree` are then written back from it. The real index,
-    HEAD and refs are not touched."""
+    byte); files that existed in `tree` are then written back from git's objects. Links are
+    never followed: a symlink anywhere on a path (`tests -> /elsewhere`) is quarantined as a
+    link and a real folder takes its place. The real index, HEAD and refs are not touched."""
     cwd = Path(cwd)
     paths = sorted(set(paths))
     if not paths:
         return []
     before = _entries(cwd, tree, paths)
-    present = [p for p in paths if (cwd / p).exists() or (cwd / p).is_symlink()]
-    saved = _quarantine(cwd, present, quarantine, reason, clock)
+    blockers = {b for p in paths if (b := _blocker(cwd, p))}
+    present = [p for p in paths if not any(p == b or p.startswith(b + "/") for b in blockers)
+               and os.path.lexists(cwd / p)]
+    saved = _quarantine(cwd, sorted(blockers) + present, quarantine, reason, clock)
     moved: list[Moved] = []
     for p in paths:
         if p in before:
             mode, blob = before[p]
-            dst = cwd / p
-            dst.parent.mkdir(parents=True, exist_ok=True)
             if mode == "160000":  # a submodule: nothing to write
                 continue
-            data = raw(cwd, "cat-file", "blob", blob)
-            if mode == "120000":
-                os.symlink(data.decode("utf-8", "surrogateescape"), dst)
-            else:
-                dst.write_bytes(data)
-                os.chmod(dst, 0o755 if mode == "100755" else 0o644)
+            _write_entry(cwd, p, mode, raw(cwd, "cat-file", "blob", blob), quarantine, reason, clock)
             moved.append(Moved(p, "restored", saved.get(p)))
         else:
             moved.append(Moved(p, "quarantined", saved.get(p)))
+    for b in sorted(blockers - set(paths)):
+        moved.append(Moved(b, "quarantined", saved.get(b)))
     return moved
+
+
+def _write_entry(cwd: Path, rel: str, mode: str, data: bytes, quarantine: Path, reason: str, clock) -> None:
+    """Create `rel` afresh with `data`, through real folders only (never through a link)."""
+    b = _blocker(cwd, rel)
+    if b is not None:  # appeared since (a leftover process): moved away like the others
+        _quarantine(cwd, [b], quarantine, reason, clock)
+    parent = (cwd / rel).parent
+    parent.mkdir(parents=True, exist_ok=True)
+    dst = cwd / rel
+    if dst.is_dir() and not dst.is_symlink():
+        try:
+            os.rmdir(dst)  # an empty folder in the file's place (its files went to quarantine)
+        except OSError:
+            _quarantine_dir(dst, quarantine / rel)
+    elif os.path.lexists(dst):
+        _quarantine(cwd, [rel], quarantine, reason, clock)
+    if mode == "120000":
+        os.symlink(data.decode("utf-8", "surrogateescape"), dst)
+        return
+    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o755 if mode == "100755" else 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chmod(dst, 0o755 if mode == "100755" else 0o644, follow_symlinks=False)
+
+
+def _quarantine_dir(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    if os.path.lexists(dst):
+        dst = dst.with_name(dst.name + f".{os.getpid()}")
+    shutil.move(str(src), str(dst))
 
 
 def _quarantine(cwd: Path, paths: list[str], fallback_dir: Path, reason: str, clock) -> dict[str, str]:
@@ -279,7 +320,11 @@ def _quarantine(cwd: Path, paths: list[str], fallback_dir: Path, reason: str, cl
     manifest = []
     for p in paths:
         src, dst = cwd / p, fallback_dir / p
+        if _blocker(fallback_dir, p) is not None:  # a link quarantined earlier sits on the way: never go through it
+            dst = fallback_dir / "_flat" / p.replace("/", "%2F")
         dst.parent.mkdir(parents=True, exist_ok=True)
+        if os.path.lexists(dst):
+            dst = dst.with_name(dst.name + f".{len(manifest)}-{os.getpid()}")
         sha = _blob_id(src)
         if _same_fs(src, dst):
             os.replace(src, dst)
@@ -300,25 +345,130 @@ def _same_fs(a: Path, b: Path) -> bool:
         return False
 
 
-def commit_all(cwd: str | Path, message: str) -> str | None:
-    """Stage everything git does not ignore (never the loop's own files) and commit.
-    Returns the new commit, or None when there was nothing to commit."""
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+class ProtectedChanged(HealerError):
+    """The tree about to be committed changes a protected path: the commit is not made."""
+    exit_code = 3
+
+    def __init__(self, paths: list[str], tree: str, base: str) -> None:
+        self.paths, self.tree, self.base = paths, tree, base
+        shown = ", ".join(paths[:10]) + (f" (+{len(paths) - 10} more)" if len(paths) > 10 else "")
+        super().__init__(f"commit refused: protected paths differ from the run's base {base[:12]}: {shown} "
+                         f"(tree {tree[:12]} kept unreferenced for evidence)")
+
+
+def tree_of(cwd: str | Path, commit: str | None) -> str:
+    return run(cwd, "rev-parse", f"{commit}^{{tree}}").stdout if commit else EMPTY_TREE
+
+
+def dirty_tracked(cwd: str | Path) -> list[str]:
+    """Tracked files with changes, staged or not (the loop's own files left out)."""
+    items = raw(cwd, "status", "--porcelain=v1", "-z", "--untracked-files=no", "--ignored=no").split(b"\0")
+    out: list[str] = []
+    i = 0
+    while i < len(items):
+        item = items[i].decode("utf-8", "surrogateescape")
+        i += 1
+        if len(item) < 4:
+            continue
+        if item[0] in "RC":
+            i += 1
+        name = item[3:]
+        if not is_loop_file(name):
+            out.append(name)
+    return sorted(out)
+
+
+def staged(cwd: str | Path) -> list[str]:
+    if not head(cwd):
+        return _split0(raw(cwd, "ls-files", "-z"))
+    return _split0(raw(cwd, "diff-index", "--cached", "--name-only", "--no-renames", "-z", "HEAD"))
+
+
+def diff_size(cwd: str | Path, before: str, after: str) -> tuple[int, int]:
+    """(lines added + removed, bytes) between two snapshots, in one git call (plus one for sizes).
+    A binary file counts 1 line; bytes count every file by size: an added or modified file its
+    new size, a deleted one its old size. Binary or not, a file is never free."""
+    if before == after:
+        return 0, 0
+    recs = raw(cwd, "diff-tree", "-r", "-z", "--raw", "--numstat", "--no-renames", before, after).split(b"\0")
+    blobs: list[str] = []
+    lines = 0
+    i = 0
+    while i < len(recs):
+        rec = recs[i].decode("utf-8", "surrogateescape")
+        i += 1
+        if rec.startswith(":"):  # --raw: meta NUL path
+            path = recs[i].decode("utf-8", "surrogateescape") if i < len(recs) else ""
+            i += 1
+            om, nm, osha, nsha, status = rec[1:].split()[:5]
+            if not is_loop_file(path) and "160000" not in (om, nm):
+                blobs.append(osha if status.startswith("D") else nsha)
+        elif rec:  # --numstat: added TAB removed TAB path
+            parts = rec.split("\t", 2)
+            if len(parts) == 3 and not is_loop_file(parts[2]):
+                lines += 1 if parts[0] == "-" else int(parts[0]) + int(parts[1])
+    if not blobs:
+        return lines, 0
+    out = raw(cwd, "cat-file", "--batch-check=%(objectsize)", input=("\n".join(blobs) + "\n").encode())
+    return lines, sum(int(x) for x in out.split() if x.isdigit())
+
+
+def diff_bytes(cwd: str | Path, before: str, after: str) -> int:
+    return diff_size(cwd, before, after)[1]
+
+
+def commit_all(cwd: str | Path, message: str, patterns: Sequence[str] = ()) -> str | None:
+    """Commit every change against HEAD (tracked and untracked, never the loop's own files)."""
+    base = head(cwd)
+    return commit_changes(cwd, message, tree_of(cwd, base), base, patterns)
+
+
+def commit_changes(cwd: str | Path, message: str, since: str, base: str | None, patterns: Sequence[str],
+                   keep_staged: Sequence[str] = ()) -> str | None:
+    """Commit exactly what changed between snapshot `since` (the tree when the run began) and the
+    tree now, on top of the run's base commit `base`: never the user's pre-existing changes, never
+    the loop's own files, and what is committed is what was measured (the snapshot), not a fresh
+    `add -A`. No hook runs (healer.git). Before the branch moves, the new tree's protected paths
+    are checked equal to the base's: a mismatch raises ProtectedChanged (nothing committed).
+    The branch moves by compare-and-swap from the commit HEAD points at now; the index is then
+    brought in line with the commit, except the paths in `keep_staged` (the user's). Returns the
+    new commit, or None when there was nothing to commit."""
     cwd = Path(cwd)
-    run(cwd, "add", "-A", "--", ":/", timeout=TIMEOUT)
-    staged = _split0(raw(cwd, "diff", "--cached", "--name-only", "-z"))
-    own = [p for p in staged if p in LOOP_FILES]
-    if own:
-        if head(cwd):
-            run(cwd, "restore", "--staged", "--", *(f":(top){f}" for f in own))
-        else:  # no commit yet: nothing to restore from, just unstage
-            run(cwd, "rm", "--cached", "-q", "--", *(f":(top){f}" for f in own))
-    if len(own) == len(staged):
+    now_tree = snapshot(cwd)
+    paths = changed_between(cwd, since, now_tree)
+    parent = head(cwd)
+    base_tree = tree_of(cwd, base)
+    idx = cwd / HEALER_DIR / "commit.index"
+    idx.unlink(missing_ok=True)
+    env = {"GIT_INDEX_FILE": str(idx)}
+    run(cwd, "read-tree", base_tree, env=env)
+    if paths:
+        have = _entries(cwd, now_tree, paths)
+        lines = [f"{have[p][0]} {have[p][1]}\t{p}" if p in have else f"0 {'0' * 40}\t{p}" for p in paths]
+        raw(cwd, "update-index", "-z", "--index-info", input=("\0".join(lines) + "\0").encode("utf-8", "surrogateescape"),
+            env=env)
+    tree = run(cwd, "write-tree", env=env).stdout
+    idx.unlink(missing_ok=True)
+    bad = [p for p in changed_between(cwd, base_tree, tree) if protected(p, patterns)]
+    if bad:
+        raise ProtectedChanged(bad, tree, base or EMPTY_TREE)
+    if tree == tree_of(cwd, parent):
         return None
-    # the user's own identity when they have one: the loop commits in their tree
-    r = run(cwd, "commit", "-q", "-m", message, check=False, timeout=TIMEOUT)
+    args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
+    r = run(cwd, *args, check=False)
     if r.code != 0 and not run(cwd, "config", "user.email", check=False).stdout:
         # no identity configured on this machine: commit as the loop rather than fail the run
-        run(cwd, "-c", "user.email=healer@localhost", "-c", "user.name=healer loop", "commit", "-q", "-m", message, timeout=TIMEOUT)
+        r = run(cwd, "-c", "user.email=healer@localhost", "-c", "user.name=healer loop", *args)
     elif r.code != 0:
-        raise GitError(f"git commit failed in {cwd}: {r.text[-300:]}")
-    return head(cwd)
+        raise GitError(f"git commit-tree failed in {cwd}: {r.text[-300:]}")
+    new = r.stdout
+    run(cwd, "update-ref", "-m", f"loop: {message}", "HEAD", new, parent or "0" * 40)
+    # the index follows the commit; what the user had staged before the run stays staged
+    keep = set(keep_staged)
+    resync = [p for p in staged(cwd) if p not in keep]
+    for i in range(0, len(resync), 200):
+        run(cwd, "reset", "-q", "HEAD", "--", *(f":(literal){p}" for p in resync[i:i + 200]), check=False)
+    return new

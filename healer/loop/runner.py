@@ -63,6 +63,7 @@ class LoopRequest:
     resume: bool = False
     fleet_root: Path | None = None  # events (and heartbeats) go to this fleet's store
     max_iterations: int | None = None
+    allow_dirty: bool = False  # start on a tree with changes to tracked files; they are never committed
     subreaper: bool = False  # adopt orphans of the agent tree (the CLI runner sets this)
     handle_signals: bool = True
     echo: Callable[[str], None] | None = None
@@ -111,6 +112,7 @@ class Runner:
         self.subreaper = False
         self._last_tree: str | None = None  # snapshot after the last iteration's gates: the next one's "before"
         self._before: str | None = None
+        self._diff_bytes = 0
 
     # -- setup ---------------------------------------------------------------------
     def run(self) -> Outcome:
@@ -224,6 +226,7 @@ class Runner:
             if self.paths.state.exists():
                 raise UsageError(f"run {run_id!r} already exists in {self.workdir}; continue it with --resume {run_id}")
             self.loop_policy = policy.loop
+            self._check_clean()
             max_it = req.max_iterations or policy.loop.max_iterations
             self._check_cap(max_it)
             preset = "command" if req.agent_cmd else (req.preset or policy.loop.agent.preset)
@@ -235,6 +238,7 @@ class Runner:
                 max_iterations=max_it, started_at=self.clock.now(),
                 fleet_root=str(req.fleet_root) if req.fleet_root else None,
                 baseline_tree=gitops.snapshot(self.workdir), start_head=gitops.head(self.workdir),
+                allow_dirty=req.allow_dirty, user_staged=gitops.staged(self.workdir) if req.allow_dirty else [],
             )
             self.spec = self._agent_spec(st)
             self._last_tree = st.baseline_tree
@@ -261,6 +265,27 @@ class Runner:
         self.echo(f"loop {st.run_id}: {'resuming at' if req.resume else 'starting'} iteration {len(st.history) + 1} "
                   f"of {st.max_iterations} in {self.workdir}")
         return st
+
+    def _fleet_worktree(self) -> bool:
+        """A worktree the fleet made for a ticket: what it holds beyond HEAD is earlier runs' agent work."""
+        root = self.req.fleet_root
+        if root is None:
+            return False
+        try:
+            self.workdir.relative_to((Path(root) / ".healer" / "worktrees").resolve())
+            return True
+        except ValueError:
+            return False
+
+    def _check_clean(self) -> None:
+        """Start from a clean tree (like the reference loop.sh): the user's uncommitted work is theirs."""
+        if self.req.allow_dirty or self._fleet_worktree():
+            return
+        dirty = gitops.dirty_tracked(self.workdir)
+        if dirty:
+            shown = ", ".join(dirty[:8]) + (f" (+{len(dirty) - 8} more)" if len(dirty) > 8 else "")
+            raise InvalidInput(f"{self.workdir}: start from a clean tree: changes to tracked files (staged or not): {shown}; "
+                               "commit or stash them, or pass --allow-dirty (they are then never committed by the loop)")
 
     def _fresh_id(self) -> str:
         return f"{stamp(self.clock.now())[:15]}-{uuid.uuid4().hex[:6]}"
@@ -465,12 +490,15 @@ class Runner:
                                    clock) if prot else []
         if reverted:
             after = gitops.snapshot(wd)
-        lines = gitops.diff_lines(wd, before, after)
-        drift = lines > L.max_diff_lines
+        lines, nbytes = gitops.diff_size(wd, before, after)
+        drift = lines > L.max_diff_lines or nbytes > L.max_diff_bytes
+        self._diff_bytes = nbytes
         rolled = []
         if drift:
+            why = (f"{lines} lines > {L.max_diff_lines}" if lines > L.max_diff_lines
+                   else f"{nbytes} bytes > {L.max_diff_bytes}")
             rolled = gitops.put_back(wd, before, gitops.changed_between(wd, before, after), quarantine,
-                                     f"loop {st.run_id} iteration {n}: scope drift, {lines} lines > {L.max_diff_lines}", clock)
+                                     f"loop {st.run_id} iteration {n}: scope drift, {why}", clock)
         failpoints.hit(FP_BEFORE_GATES)
 
         gates, failing_log = self._gates(idir, deadline)
@@ -555,6 +583,7 @@ class Runner:
                                                     "moves": [m.__dict__ for m in self._reverted_moves]})
         if rec.scope_drift:
             self._event("loop.scope_drift", {"n": rec.n, "diff_lines": rec.diff_lines, "cap": L.max_diff_lines,
+                                             "diff_bytes": self._diff_bytes, "cap_bytes": L.max_diff_bytes,
                                              "rolled_back": [m.__dict__ for m in self._rolled]})
         if rec.duplicate_of is not None:
             self._event("loop.duplicate_output", {"n": rec.n, "same_as": rec.duplicate_of,
@@ -568,7 +597,7 @@ class Runner:
         if rec.reverted:
             flags.append(f"reverted {len(rec.reverted)} protected")
         if rec.scope_drift:
-            flags.append(f"scope drift {rec.diff_lines} lines, rolled back")
+            flags.append(f"scope drift {rec.diff_lines} lines / {self._diff_bytes} bytes, rolled back")
         if rec.duplicate_of is not None:
             flags.append(f"duplicate output of #{rec.duplicate_of}")
         if rec.cost_usd:
@@ -587,7 +616,8 @@ class Runner:
         if rec.reverted:
             lines.append(f"- reverted (protected paths, copies in quarantine): {', '.join(rec.reverted)}")
         if rec.scope_drift:
-            lines.append(f"- scope drift: {rec.diff_lines} changed lines > {self.loop_policy.max_diff_lines}; "
+            lines.append(f"- scope drift: {rec.diff_lines} changed lines (cap {self.loop_policy.max_diff_lines}), "
+                         f"{self._diff_bytes} bytes (cap {self.loop_policy.max_diff_bytes}); "
                          "the whole change was rolled back (copies in quarantine)")
         agent = f"exit {rec.agent_exit}" if rec.agent_exit is not None else "killed"
         if rec.timed_out:
@@ -627,8 +657,16 @@ class Runner:
     # -- endings -----------------------------------------------------------------------
     def _commit(self, n: int, reason: str) -> Outcome:
         failpoints.hit(FP_BEFORE_COMMIT)
+        st = self.st
+        since = st.baseline_tree if st.allow_dirty else gitops.tree_of(self.workdir, st.start_head)
         try:
-            sha = gitops.commit_all(self.workdir, gitops.COMMIT_SUBJECT.format(n=n))
+            sha = gitops.commit_changes(self.workdir, gitops.COMMIT_SUBJECT.format(n=n), since or gitops.EMPTY_TREE,
+                                        st.start_head, self.loop_policy.protected_paths, keep_staged=st.user_staged)
+        except gitops.ProtectedChanged as e:
+            st.pending_commit = None
+            self._event("loop.commit_refused", {"n": n, "paths": e.paths, "tree": e.tree, "base": e.base,
+                                                "why": "protected paths differ from the run's base"})
+            return self._finish(errors.STALLED, f"gates green at iteration {n} but {e}")
         except git.GitError as e:
             return self._finish(errors.INTERNAL, f"gates green at iteration {n} but the commit failed: {e}")
         self.st.committed = sha is not None

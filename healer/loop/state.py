@@ -113,6 +113,8 @@ class RunState:
     committed: bool = False
     commit: str | None = None
     resumes: int = 0
+    allow_dirty: bool = False
+    user_staged: list[str] = field(default_factory=list)  # staged by the user before the run (--allow-dirty): left staged
     version: int = 1
 
     def to_json(self) -> dict:

@@ -126,6 +126,16 @@ class Loop(Strict):
     checkpoint_every: PosInt = 1
     protected_paths: list[str] = Field(default_factory=lambda: ["tests/"])
     max_diff_lines: PosInt = 400
+    max_diff_bytes: PosInt = Field(4_000_000, description="bytes of changed files per iteration (binary files count by "
+                                                           "size); above it the iteration is rolled back like for lines")
+    sandbox: Literal["auto", "bwrap", "none"] = Field(
+        "auto", description="how the agent and the gates run: bwrap (bubblewrap: read-only filesystem except the "
+                            "worktree, its branch in git, a private temp dir and sandbox_writable), none (unconfined; "
+                            "writes outside the worktree are reported as loop.outside_write), auto (bwrap when it "
+                            "works here, else none with one warning)")
+    sandbox_network: bool = Field(True, description="false: the sandboxed agent and gates get no network (bwrap)")
+    sandbox_writable: list[str] = Field(default_factory=list, description="more paths the sandboxed agent may write "
+                                                                          "(e.g. ~/.claude); ~ is expanded")
     kill_switch: str = ".healer/STOP"
     spend_cap_usd: Annotated[float, Field(gt=0), BeforeValidator(_not_bool)] | None = 5.0
     agent: Agent = Field(default_factory=Agent)
