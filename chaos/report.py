@@ -21,13 +21,41 @@ from rich.table import Table
 from chaos.engine import Activity, Result
 from healer.clock import iso
 
-CHAOSLIB_VERSION = "healer-gameday/1"
+
+def _chaoslib_version() -> str:
+    """SemVer, as Chaos Toolkit's tools parse it (they pick a report template by it)."""
+    try:
+        from chaoslib import __version__
+
+        return str(__version__)
+    except ImportError:  # pragma: no cover - chaostoolkit-lib is a dependency
+        return "1.44.0"
 
 
-def _activity(a: Activity) -> dict[str, Any]:
+CHAOSLIB_VERSION = _chaoslib_version()
+
+
+def _provider(module: str, func: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "python", "module": module, "func": func,
+            "arguments": {k: v for k, v in arguments.items() if v is not None}}
+
+
+def _probe_def(c) -> dict[str, Any]:
+    return {"type": "probe", "name": c.title, "tolerance": True,
+            "provider": _provider("chaos.checkers", c.kind, {"expectation": c.title})}
+
+
+def _action_def(f) -> dict[str, Any]:
+    return {"type": "action", "name": f.fault,
+            "provider": _provider("chaos.faults", f.fault, {"at": f.at, "on_event": f.on_event, "target": f.target})}
+
+
+def _activity(a: Activity, kind: str | None = None) -> dict[str, Any]:
+    typ = a.type if a.type in ("probe", "action") else "action"
     return {
-        "activity": {"type": a.type, "name": a.name},
-        "status": a.status,
+        "activity": {"type": typ, "name": a.name,
+                     "provider": _provider("chaos.checkers" if typ == "probe" else "chaos.faults", kind or a.name, {})},
+        "status": a.status if a.status in ("succeeded", "failed", "skipped") else ("succeeded" if a.status == "ok" else "failed"),
         "start": iso(a.start),
         "end": iso(a.end),
         "duration": round(a.end - a.start, 6),
@@ -37,29 +65,35 @@ def _activity(a: Activity) -> dict[str, Any]:
 
 def experiment(r: Result) -> dict[str, Any]:
     sc = r.scenario
+    kinds = {c.title: c.kind for c in sc.expect}
+    after = [{**_activity(a, kinds.get(a.name)), "tolerance_met": a.status in ("succeeded", "ok")}
+             for a in r.activities if a.type == "probe"]
+    run = [_activity(a) for a in r.activities if a.type != "probe"]
     return {
         "experiment": {
             "title": sc.name,
-            "description": sc.description.strip(),
+            "description": sc.description.strip() or sc.name,
             "tags": [sc.mode],
             "configuration": {"mode": sc.mode, "seed": r.seed, "duration": sc.duration, "disabled": r.disabled,
                               "source": sc.source},
-            "steady-state-hypothesis": {
-                "title": sc.exercises or sc.name,
-                "probes": [{"type": "probe", "name": c.title, "checker": c.kind} for c in sc.expect],
-            },
-            "method": [{"type": "action", "name": f.fault, "at": f.at, "on_event": f.on_event, "target": f.target}
-                       for f in sc.faults],
+            "steady-state-hypothesis": {"title": sc.exercises or sc.name, "probes": [_probe_def(c) for c in sc.expect]},
+            "method": [_action_def(f) for f in sc.faults] or [
+                {"type": "action", "name": "run the fleet", "provider": _provider("chaos.engine", "run", {"mode": sc.mode})}],
+            "rollbacks": [],
         },
-        "status": "completed" if r.ok else ("aborted" if r.status == "error" else "failed"),
-        "deviated": not r.ok,
+        # Chaos Toolkit's words: a run that went to its end is `completed`; a broken expectation is `deviated`
+        "status": "aborted" if r.status == "error" else "completed",
+        "deviated": r.status != "error" and not r.ok,
         "steady_states": {
-            "before": {"steady_state_met": True, "state": r.steady_before},
-            "after": {"steady_state_met": r.ok, "state": r.steady_after,
-                      "probes": [{"name": c.name, "tolerance_met": c.ok, "output": c.message} for c in r.checks]},
+            "before": {"steady_state_met": True, "state": r.steady_before, "probes": [{
+                "activity": {"type": "probe", "name": "fleet before the faults", "tolerance": True,
+                             "provider": _provider("chaos.engine", "steady_state", {})},
+                "status": "succeeded", "tolerance_met": True, "output": r.steady_before,
+                "start": iso(r.started), "end": iso(r.started), "duration": 0.0}]},
+            "after": {"steady_state_met": r.ok, "probes": after, "state": r.steady_after},
             "during": [],
         },
-        "run": [_activity(a) for a in r.activities],
+        "run": run,
         "rollbacks": [_activity(a) for a in r.rollbacks],
         "start": iso(r.started),
         "end": iso(r.ended),
@@ -76,7 +110,7 @@ def journal(results: list[Result]) -> dict[str, Any]:
         "chaoslib-version": CHAOSLIB_VERSION,
         "platform": platform.platform(),
         "node": platform.node(),
-        "status": "completed" if ok else "failed",
+        "status": "aborted" if any(r.status == "error" for r in results) else "completed",
         "deviated": not ok,
         "start": iso(min((r.started for r in results), default=0.0)),
         "end": iso(max((r.ended for r in results), default=0.0)),
@@ -89,8 +123,14 @@ def journal(results: list[Result]) -> dict[str, Any]:
         e = exps[0]
         out.update({k: e[k] for k in ("experiment", "steady_states", "run", "rollbacks")})
     else:
-        out["experiment"] = {"title": "game day", "description": f"{len(exps)} scenarios"}
-        out["steady_states"] = {"before": {"steady_state_met": True}, "after": {"steady_state_met": ok}, "during": []}
+        out["experiment"] = {"title": "game day", "description": f"{len(exps)} scenarios",
+                             "steady-state-hypothesis": {"title": "every expectation holds",
+                                                         "probes": [p for e in exps for p in e["experiment"]["steady-state-hypothesis"]["probes"]]},
+                             "method": [a for e in exps for a in e["experiment"]["method"]], "rollbacks": []}
+        out["steady_states"] = {"before": {"steady_state_met": True,
+                                           "probes": [p for e in exps for p in e["steady_states"]["before"]["probes"]]},
+                                "after": {"steady_state_met": ok, "probes": [p for e in exps for p in e["steady_states"]["after"]["probes"]]},
+                                "during": []}
         out["run"] = [a for e in exps for a in e["run"]]
         out["rollbacks"] = [a for e in exps for a in e["rollbacks"]]
     return out
@@ -162,8 +202,12 @@ def write(results: list[Result], report_dir: str | Path | None = None, junit_fil
         d.mkdir(parents=True, exist_ok=True)
         (d / "journal.json").write_text(json.dumps(journal(results), indent=2, default=str) + "\n")
         (d / "report.md").write_text(markdown(results))
+        from chaos import html_report
+
+        (d / "report.html").write_text(html_report.scenarios(results))
         out["journal"] = d / "journal.json"
         out["markdown"] = d / "report.md"
+        out["html"] = d / "report.html"
     if junit_file:
         j = Path(junit_file)
         j.parent.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,7 @@ STALLED = 3
 STOPPED = 4
 USAGE = 64
 INVALID_INPUT = 65
+UNAVAILABLE = 69  # sysexits EX_UNAVAILABLE: a service healer needs does not answer (no Docker engine)
 INTERNAL = 70
 
 
@@ -37,6 +38,12 @@ class InvalidInput(HealerError):
     def __init__(self, message: str, lines: list[str] | None = None) -> None:
         super().__init__(message)
         self.lines = lines or [message]
+
+
+class Unavailable(HealerError):
+    """A service healer needs (the Docker engine) does not answer: exit 69, not an internal error."""
+
+    exit_code = UNAVAILABLE
 
 
 class NotFound(HealerError):

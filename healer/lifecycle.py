@@ -67,6 +67,11 @@ def check(ticket_id: str, frm: str, to: str) -> str:
     return ev
 
 
+def table() -> list[tuple[str, str, str]]:
+    """Every allowed move as (from, to, event), in the table's order."""
+    return [(f, t, ev) for (f, t), ev in TRANSITIONS.items()]
+
+
 def mermaid() -> str:
     lines = ["stateDiagram-v2", f"    [*] --> {QUEUED}"]
     for (f, t), ev in TRANSITIONS.items():

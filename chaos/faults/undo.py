@@ -152,6 +152,10 @@ def apply(u: Undo, clock: Clock) -> str:
     if u.kind == "kill_marker":  # the real engine: every process a game day started carries its marker
         killed = kill_marked(d["marker"])
         return f"killed {len(killed)} process(es) of {d.get('role', 'the game day')}"
+    if u.kind == "command":  # a `command` fault's own undo argv (chaos/faults/command.py)
+        from chaos.faults.command import run_undo
+
+        return run_undo(d)
     if u.kind == "env":
         return "environment restored"  # in-process only; a dead engine took it with it
     if u.kind == "unpause_container":  # chaos/faults/containers.py pauses (issue 8)

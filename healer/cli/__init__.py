@@ -30,9 +30,18 @@ app = typer.Typer(
 _state = {"debug": False}
 
 
+def _version(value: bool) -> None:
+    if value:
+        from healer import __version__
+
+        typer.echo(f"healer {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def _root(
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for internal errors."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks too (the exit code stays the same)."),
+    version: bool = typer.Option(False, "--version", help="Print the version and exit.", callback=_version, is_eager=True),
 ) -> None:
     _state["debug"] = debug or bool(os.environ.get("HEALER_DEBUG"))
     from healer import failpoints, log
@@ -60,6 +69,14 @@ def err(line: str) -> None:
     sys.stderr.write(line + "\n")
 
 
+def _trace(debug: bool) -> None:
+    """--debug adds the traceback; it never changes the exit code (a 64 stays 64)."""
+    if debug:
+        import traceback
+
+        traceback.print_exc()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args or bool(os.environ.get("HEALER_DEBUG"))
@@ -67,13 +84,13 @@ def main(argv: list[str] | None = None) -> int:
         rv = app(args=args, prog_name="healer", standalone_mode=False)
         return int(rv or 0)
     except errors.InvalidInput as e:
+        _trace(debug)
         for line in e.lines:
             err(line)
         return e.exit_code
     except errors.HealerError as e:
+        _trace(debug)
         err(f"healer: {e}")
-        if debug:
-            raise
         return e.exit_code
     except typer.Exit as e:
         return e.exit_code
@@ -96,9 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as e:  # noqa: BLE001 - the last line of defence: one line, exit 70
-        if debug:
-            raise
-        err(f"healer: internal error: {type(e).__name__}: {e} (run with --debug for the traceback)")
+        _trace(debug)
+        err(f"healer: internal error: {type(e).__name__}: {e}" + ("" if debug else " (run with --debug for the traceback)"))
         return errors.INTERNAL
 
 

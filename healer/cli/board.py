@@ -290,9 +290,20 @@ def move(
 
 
 @board_app.command("states")
-def states() -> None:
-    """Print the ticket lifecycle as a Mermaid state diagram."""
-    typer.echo(lifecycle.mermaid())
+def states(mermaid: bool = typer.Option(False, "--mermaid", help="A Mermaid state diagram instead of the table."),
+           as_json: bool = JsonOpt) -> None:
+    """Print the ticket lifecycle: every allowed move (from, to, event), or a Mermaid diagram."""
+    rows = lifecycle.table()
+    if mermaid:
+        typer.echo(lifecycle.mermaid())
+    elif as_json:
+        print_json([{"from": f, "to": t, "event": ev} for f, t, ev in rows])
+    else:
+        w = max(len(f) for f, _, _ in rows)
+        w2 = max(len(t) for _, t, _ in rows)
+        typer.echo(f"{'from':<{w}}  {'to':<{w2}}  event")
+        for f, t, ev in rows:
+            typer.echo(f"{f:<{w}}  {t:<{w2}}  {ev}")
 
 
 def register(app: typer.Typer) -> None:

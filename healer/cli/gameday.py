@@ -52,6 +52,17 @@ def _check_outputs(report_dir: Path | None, junit: Path | None) -> None:
         raise UsageError(f"--junit {junit}: a parent of it is a file")
 
 
+def _experiments(paths: list[Path]) -> bool:
+    """True when every path is a Chaos Toolkit experiment; a mix with healer scenarios is a usage error."""
+    from healer.ctk.run import is_experiment
+    from healer.errors import UsageError
+
+    flags = [is_experiment(p) for p in paths]
+    if any(flags) and not all(flags):
+        raise UsageError("gameday run: expected healer scenarios or Chaos Toolkit experiments, got both; run them separately")
+    return all(flags)
+
+
 @gameday_app.command("run")
 def run_cmd(
     paths: list[Path] = typer.Argument(None, help="Scenario files or folders (default: chaos/scenarios)."),
@@ -62,11 +73,23 @@ def run_cmd(
     disable: bool = typer.Option(False, "--disable", help="Apply each scenario's `disable:` override (expect failures)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
     workdir: Path = typer.Option(None, "--workdir", help="Keep each scenario's fleet under this folder."),
+    root: Path = typer.Option(None, "--root", help="Aim a Chaos Toolkit experiment at this fleet (sets HEALER_ROOT for "
+                                                  "healer's extension and for commands)."),
 ) -> None:
-    """Run scenarios; exit 0 when every expectation holds, 1 otherwise."""
+    """Run scenarios or Chaos Toolkit experiments (.json/.yaml with title and method); exit 0 when every
+    expectation (steady state) holds, 1 otherwise."""
     from chaos.runner import load_all, outcome, run_all
 
     _check_outputs(report_dir, junit)
+    if paths and _experiments(paths):
+        from healer.ctk import run as ctk
+
+        target = root.resolve() if root else None
+        if target is not None and not (target / ".healer").is_dir():
+            from healer.errors import UsageError
+
+            raise UsageError(f"--root {root}: not a healer fleet (no .healer/); run 'healer init' there first")
+        raise typer.Exit(ctk.run(list(paths), root=target, report_dir=report_dir, junit=junit, console=console, live=not quiet))
     scs = load_all([str(p) for p in paths] if paths else None)
     extra = _overrides(override)
     if extra:  # a bad --override is bad input (65), not a game day that failed (1)

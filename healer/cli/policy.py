@@ -17,12 +17,20 @@ policy_app = typer.Typer(help="Validate, show and convert loop policies.", no_ar
 @policy_app.command("validate")
 def validate(files: list[Path] = typer.Argument(..., help="Policy files to check.")) -> None:
     """Exit 0 when every file is valid; 65 with one located line per problem otherwise."""
+    from healer.cli.runbook import policy_with_runbooks
     from healer.policy import load_policy
 
     bad = 0
     for f in files:
         try:
-            load_policy(f)
+            pol = load_policy(f)
+            # `include_runbooks` is read from the policy's folder, as `plan` and `supervise` do in a fleet
+            try:
+                policy_with_runbooks(pol, f.parent)
+            except errors.InvalidInput as e:
+                raise errors.InvalidInput(str(e), [f"{f}: include_runbooks: {line}" for line in e.lines]) from None
+            for line in policy_warnings(pol):
+                err_console.print(f"{f}: warning: {line}", markup=False, highlight=False, soft_wrap=True)
             typer.echo(f"{f}: ok")
         except errors.InvalidInput as e:
             bad += 1
@@ -30,6 +38,15 @@ def validate(files: list[Path] = typer.Argument(..., help="Policy files to check
                 err_console.print(line, markup=False, highlight=False, soft_wrap=True)
     if bad:
         raise typer.Exit(errors.INVALID_INPUT)
+
+
+def policy_warnings(pol) -> list[str]:
+    """Valid, but probably not what the operator meant."""
+    out = []
+    if not pol.fleet.merge_gates:
+        out.append("fleet.merge_gates is empty: proposals are merged unchecked, so a ticket whose agent did "
+                   "nothing becomes done; add a gate (e.g. the tests)")
+    return out
 
 
 @policy_app.command("show")

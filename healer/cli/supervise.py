@@ -222,6 +222,11 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
     courier = outbox.start(r, pol, clock)  # alerts owed by an earlier run are delivered too
     stop = threading.Event()
     errors: dict[str, str] = {}
+    interrupted: list[int] = []
+
+    def interrupt(*_: Any) -> None:  # Ctrl-C: a stop the table calls 4; SIGTERM (a service manager) is 0
+        interrupted.append(1)
+        halt()
 
     def halt(*_: Any) -> None:
         stop.set()
@@ -238,7 +243,7 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
             halt()
 
     signal.signal(signal.SIGTERM, halt)
-    signal.signal(signal.SIGINT, halt)
+    signal.signal(signal.SIGINT, interrupt)
     threads = [threading.Thread(target=runner, args=("dispatcher", disp.run_forever), name="dispatcher"),
                threading.Thread(target=runner, args=("supervisor", sup.run_forever), name="supervisor")]
     for t in threads:
@@ -253,7 +258,11 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
     s_store.close()
     if errors:
         raise HealerError("; ".join(f"{k}: {v}" for k, v in sorted(errors.items())), INTERNAL)
-    typer.echo("healer up: stopped")
+    typer.echo("healer up: stopped" + (" (interrupted)" if interrupted else ""))
+    if interrupted:
+        from healer.errors import STOPPED
+
+        raise typer.Exit(STOPPED)
 
 
 def journal(
@@ -282,8 +291,11 @@ def journal(
             return
         sys.stdout.flush()
 
+        termed: list[int] = []
+
         def _term(*_: Any) -> None:
-            raise KeyboardInterrupt  # SIGTERM ends a follow like Ctrl-C does: exit 0
+            termed.append(1)
+            raise KeyboardInterrupt  # SIGTERM ends a follow cleanly (exit 0); Ctrl-C is a stop (exit 4)
 
         signal.signal(signal.SIGTERM, _term)
         try:
@@ -293,7 +305,11 @@ def journal(
                 _print_event(e, as_json)
                 sys.stdout.flush()
         except KeyboardInterrupt:
-            return
+            if termed:
+                return
+            from healer.errors import STOPPED
+
+            raise typer.Exit(STOPPED) from None
     finally:
         store.close()
 

@@ -20,12 +20,13 @@ Theory of operation:
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 from healer import durations
 from healer.core import findings as fd
 from healer.core import limits, sentinels, trigger, waitfor
 from healer.core.model import UNKNOWN, Alert, Decision, Finding, Memory, PlannedAction, Snapshot
-from healer.core.rules import APPLICABLE, SENTINELS, effective
+from healer.core.rules import APPLICABLE, SENTINELS, effective, select
 
 DAY = 86400.0
 
@@ -116,6 +117,27 @@ def _text(f: Finding, now: float) -> str:
     return f"{f.kind} {f.subject}: {what} for {age}"
 
 
+def _labels(f: Finding, ix) -> list[str]:
+    """The labels a rule's `labels:` is matched against: the stale ones for stale_label, else the ticket's."""
+    if f.kind == "stale_label":
+        return list((f.evidence.get("labels") or {}).keys())
+    t = ix.tickets.get(f.evidence.get("ticket") or f.subject)
+    return list(t.labels) if t is not None else []
+
+
+def _split_stale(f: Finding, policy) -> list[Finding]:
+    """A ticket's stale labels answered by different rules become one finding per rule, so a rule
+    for one label acts on that label only and the others keep theirs."""
+    labels = (f.evidence.get("labels") or {}) if f.kind == "stale_label" else {}
+    groups: dict[str, dict] = {}
+    for lb, at in labels.items():
+        r = select(policy, f.kind, [lb])
+        groups.setdefault(r.id if r else "", {})[lb] = at
+    if len(groups) <= 1:
+        return [f]
+    return [replace(f, evidence={**f.evidence, "labels": g}) for g in groups.values()]
+
+
 def decide(snapshot: Snapshot, policy, memory: Memory) -> Decision:
     now = snapshot.now
     ix = fd.index(snapshot)
@@ -163,8 +185,11 @@ def decide(snapshot: Snapshot, policy, memory: Memory) -> Decision:
         if rule_id:
             rule_times.setdefault(rule_id, []).append(now)
 
+    labeled = any(r.labels for r in policy.rules)
+    if labeled:
+        firing = [g for f in firing for g in _split_stale(f, policy)]
     for f in firing:
-        rule = rules.get(f.kind)
+        rule = select(policy, f.kind, _labels(f, ix)) if labeled else rules.get(f.kind)
         age = now - first_seen[f.key]
         if rule is None:
             if f.kind in SENTINELS:

@@ -63,12 +63,32 @@ DEFAULT_RULES: tuple[Rule, ...] = (
 assert {r.when for r in DEFAULT_RULES} == set(FINDINGS)
 
 
+def select(policy, kind: str, labels=()) -> Rule | None:
+    """The rule in force for one finding: the first policy rule for `kind` whose `labels` meet the
+    finding's labels, else the first policy rule for `kind` without labels, else the default.
+
+    A rule for one label never replaces the rule for the others (a `to-review` rule leaves `wip` alone)."""
+    have = set(labels)
+    plain = None
+    for r in policy.rules:
+        if r.when != kind:
+            continue
+        if r.labels:
+            if have.intersection(r.labels):
+                return r
+        elif plain is None:
+            plain = r
+    if plain is not None:
+        return plain
+    return next((r for r in DEFAULT_RULES if r.when == kind), None)
+
+
 def effective(policy) -> dict[str, Rule]:
     """finding kind -> the rule in force (first policy rule for that kind, else the default)."""
     out = {r.when: r for r in DEFAULT_RULES}
     seen: set[str] = set()
     for r in policy.rules:
-        if r.when not in seen:
+        if r.when not in seen and not r.labels:
             out[r.when] = r
             seen.add(r.when)
     return out

@@ -98,13 +98,14 @@ def rules_from_runbooks(texts: Iterable[tuple[str, str]]) -> tuple[list[Rule], l
         if rule.id in ids:
             errors.append(f"{source}:{_line_of(text, 'id')}:1: id: expected a unique rule id, got {rule.id!r} again (first in {ids[rule.id]})")
             continue
-        if rule.when in whens:
-            # only one rule per finding kind is in force; a second one would be ignored without a word
-            errors.append(f"{source}:{_line_of(text, 'when')}:1: when: expected one runbook per finding kind, got a second one for "
-                          f"{rule.when} (first in {whens[rule.when]})")
+        key = rule.when + "".join(f"[{x}]" for x in sorted(rule.labels))
+        if key in whens:
+            # only one rule per finding kind (and label set) is in force; a second one would be ignored without a word
+            errors.append(f"{source}:{_line_of(text, 'when')}:1: when: expected one runbook per finding kind and labels, got a "
+                          f"second one for {key} (first in {whens[key]})")
             continue
         ids[rule.id] = source
-        whens[rule.when] = source
+        whens[key] = source
         rules.append(rule)
     return rules, errors
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from healer.clock import Clock, system
-from healer.errors import HealerError
+from healer.errors import HealerError, Unavailable
 from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, UNKNOWN, Handle, LaunchSpec, Status
 
 LABEL_FLEET = "healer.fleet"
@@ -46,7 +46,7 @@ def connect(timeout: float = 30):
         return client
     except docker.errors.DockerException as e:
         host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-        raise HealerError(f"container runtime: no Docker engine answers at {host}; start dockerd "
+        raise Unavailable(f"container runtime: no Docker engine answers at {host}; start dockerd "
                           f"(e.g. dockerd --bridge=none --iptables=false) ({type(e).__name__})") from e
 
 

@@ -48,6 +48,11 @@ def sweep_scratch(root: Path) -> list[str]:
     return [str(p) for p in left]
 
 
+def merge_message(p: Proposal) -> str:
+    """The merge commit names its ticket in the subject and as a trailer (`git log --grep 'Healer-Ticket: T-1'`)."""
+    return f"healer: merge {p.branch} ({p.ticket_id})\n\nHealer-Ticket: {p.ticket_id}"
+
+
 def gate_proposal(root: Path, policy, p: Proposal, clock: Clock) -> Verdict:
     main = policy.fleet.main_branch
     old = git.rev(root, f"refs/heads/{main}")
@@ -63,7 +68,8 @@ def gate_proposal(root: Path, policy, p: Proposal, clock: Clock) -> Verdict:
     scratch.parent.mkdir(parents=True, exist_ok=True)
     git.run(root, "worktree", "add", "--detach", str(scratch), old)
     try:
-        m = git.run(scratch, *git.IDENTITY, "merge", "--no-edit", "-m", f"healer: merge {p.branch} ({p.ticket_id})", p.commit,
+        # --no-ff: always a merge commit, so `git log main` names the ticket even when main could fast-forward
+        m = git.run(scratch, *git.IDENTITY, "merge", "--no-ff", "--no-edit", "-m", merge_message(p), p.commit,
                     check=False)
         if m.code != 0:
             git.run(scratch, "merge", "--abort", check=False)

@@ -254,6 +254,8 @@ class Rule(Strict):
     do: list[Action] = Field(min_length=1)
     limits: RuleLimits = Field(default_factory=RuleLimits)
     escalate_after: PosInt | None = Field(None, description="escalate after this many attempts on one subject")
+    labels: list[str] = Field(default_factory=list, description="only for findings about a ticket carrying one of these "
+                              "labels (for stale_label: one of the stale labels); other findings keep the rule without labels")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=True)
 

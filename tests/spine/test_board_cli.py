@@ -145,5 +145,5 @@ def test_markup_in_titles_prints_as_written(ok):
 
 
 def test_states_prints_mermaid(ok):
-    out = ok("board", "states").out
+    out = ok("board", "states", "--mermaid").out
     assert out.startswith("stateDiagram-v2") and "queued --> in_progress: launch" in out
