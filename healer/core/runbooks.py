@@ -101,8 +101,8 @@ def rules_from_runbooks(texts: Iterable[tuple[str, str]]) -> tuple[list[Rule], l
         key = rule.when + "".join(f"[{x}]" for x in sorted(rule.labels))
         if key in whens:
             # only one rule per finding kind (and label set) is in force; a second one would be ignored without a word
-            errors.append(f"{source}:{_line_of(text, 'when')}:1: when: expected one runbook per finding kind and labels, got a "
-                          f"second one for {key} (first in {whens[key]})")
+            errors.append(f"{source}:{_line_of(text, 'when')}:1: when: expected one runbook per finding kind"
+                          f"{' and labels' if rule.labels else ''}, got a second one for {key} (first in {whens[key]})")
             continue
         ids[rule.id] = source
         whens[key] = source
