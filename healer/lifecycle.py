@@ -1,11 +1,16 @@
-"""Ticket lifecycle: the one table of allowed transitions.
+"""Lifecycles: the one table of allowed transitions for each thing with a state.
 
-Theory of operation (after h11's _state.py): everything that changes a ticket's
-state goes through `check()`; nothing else may write a state. The table also draws
-the diagram in the README (`healer board states` prints it as Mermaid).
+Theory of operation (after h11's _state.py): everything that changes the state of a
+ticket, an agent, an intent, a proposal or the dispatch pause goes through `check()`
+of its table; nothing else may write a state, and the store refuses a move the table
+does not list. The tables also draw the diagrams (`healer board states` prints the
+ticket's as Mermaid).
 
-    queued -> in_progress -> review -> done
-    plus blocked, needs_human, closed
+    ticket    queued -> in_progress -> review -> done, plus blocked, needs_human, closed
+    agent     running -> exited | lost | stopped
+    intent    planned -> begun -> done | aborted (planned -> aborted)
+    proposal  open -> merged | rejected
+    dispatch  running <-> paused
 """
 
 from __future__ import annotations
@@ -54,6 +59,34 @@ class InvalidTransition(HealerError):
     exit_code = 65
 
 
+class Machine:
+    """One lifecycle: its states and its (from, to) -> event table."""
+
+    def __init__(self, thing: str, states: tuple[str, ...], transitions: dict[tuple[str, str], str]) -> None:
+        self.thing, self.states, self.transitions = thing, states, transitions
+
+    def check(self, subject: object, frm: str, to: str) -> str:
+        if to not in self.states:
+            raise InvalidTransition(f"{self.thing} {subject}: unknown state {to!r}; states are {', '.join(self.states)}")
+        ev = self.transitions.get((frm, to))
+        if ev is None:
+            allowed = sorted(t for (f, t) in self.transitions if f == frm)
+            raise InvalidTransition(f"{self.thing} {subject}: cannot go {frm} -> {to}; from {frm} it may go to "
+                                    f"{', '.join(allowed) or 'nothing'}")
+        return ev
+
+    def allowed(self, frm: str, to: str) -> bool:
+        return (frm, to) in self.transitions
+
+    def mermaid(self) -> str:
+        lines = ["stateDiagram-v2", f"    [*] --> {self.states[0]}"]
+        lines += [f"    {f} --> {t}: {ev}" for (f, t), ev in self.transitions.items()]
+        return "\n".join(lines)
+
+
+TICKET = Machine("ticket", STATES, TRANSITIONS)
+
+
 def check(ticket_id: str, frm: str, to: str) -> str:
     """Return the event name of frm -> to, or raise with what is allowed."""
     if to not in STATES:
@@ -73,7 +106,42 @@ def table() -> list[tuple[str, str, str]]:
 
 
 def mermaid() -> str:
-    lines = ["stateDiagram-v2", f"    [*] --> {QUEUED}"]
-    for (f, t), ev in TRANSITIONS.items():
-        lines.append(f"    {f} --> {t}: {ev}")
-    return "\n".join(lines)
+    return TICKET.mermaid()
+
+
+# -- agents: a registered agent process or container ------------------------------------
+AGENT_RUNNING, AGENT_EXITED, AGENT_LOST, AGENT_STOPPED = "running", "exited", "lost", "stopped"
+AGENT = Machine("agent", (AGENT_RUNNING, AGENT_EXITED, AGENT_LOST, AGENT_STOPPED), {
+    (AGENT_RUNNING, AGENT_EXITED): "exited",  # ended, exit code known
+    (AGENT_RUNNING, AGENT_LOST): "lost",  # gone, no exit recorded (killed, vanished)
+    (AGENT_RUNNING, AGENT_STOPPED): "stopped",  # stopped by healer (stop_agent) or by a watch deadline
+    # an exit code learnt later (the loop's result file) settles a lost or stopped agent
+    (AGENT_LOST, AGENT_EXITED): "exit_recorded",
+    (AGENT_STOPPED, AGENT_EXITED): "exit_recorded",
+    (AGENT_STOPPED, AGENT_LOST): "lost",
+})
+
+# -- intents: the remediation journal -----------------------------------------------------
+PLANNED, BEGUN, INTENT_DONE, ABORTED = "planned", "begun", "done", "aborted"
+INTENT = Machine("intent", (PLANNED, BEGUN, INTENT_DONE, ABORTED), {
+    (PLANNED, BEGUN): "begin",
+    (PLANNED, ABORTED): "abort",  # preconditions failed on fresh state, or rolled back before acting
+    (BEGUN, INTENT_DONE): "done",
+    (BEGUN, ABORTED): "abort",
+})
+
+# -- proposals: a ticket's branch offered to main ---------------------------------------
+OPEN, MERGED, REJECTED = "open", "merged", "rejected"
+PROPOSAL = Machine("proposal", (OPEN, MERGED, REJECTED), {
+    (OPEN, MERGED): "merge_gates_passed",
+    (OPEN, REJECTED): "merge_gates_failed",
+})
+
+# -- the dispatch pause -----------------------------------------------------------------
+DISPATCHING, PAUSED = "running", "paused"
+DISPATCH = Machine("dispatch", (DISPATCHING, PAUSED), {
+    (DISPATCHING, PAUSED): "pause",  # main went red (the dispatcher) or pause_dispatch (the healer)
+    (PAUSED, DISPATCHING): "resume",  # only by whoever paused it (or forced)
+})
+
+MACHINES = {m.thing: m for m in (TICKET, AGENT, INTENT, PROPOSAL, DISPATCH)}

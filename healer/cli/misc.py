@@ -172,7 +172,7 @@ def _check_sqlite(root: Path | None) -> Check:
         try:
             s = open_store(root)
             try:
-                mode = s._db.execute("PRAGMA journal_mode").fetchone()[0]
+                mode = s.journal_mode()
                 with s.tx():  # a write lock can be taken and released
                     pass
                 detail = f"{s.path}: journal_mode={mode}, schema v{s.version()}, {s.last_event_id()} events"

@@ -144,15 +144,9 @@ def _budget_spent(attempts, policy) -> str | None:
     """Why the launch budget is spent, or None (SPEC §6: launches incl. resumes; resumes on the same state)."""
     if len(attempts) >= policy.retry.max_launches:
         return f"{len(attempts)} launches >= retry.max_launches {policy.retry.max_launches}"
-    same, head = 0, None
-    for at in reversed(attempts):
-        if at.kind != "resume":
-            break
-        if head is None:
-            head = at.head
-        if at.head is None or at.head != head:
-            break
-        same += 1
+    from healer.core.dispatch import same_state_resumes  # one definition of spinning, the dispatcher's
+
+    same = same_state_resumes(attempts)
     if same >= policy.retry.resume_same_state_limit:
         return f"{same} resumes on the same commit >= retry.resume_same_state_limit {policy.retry.resume_same_state_limit}"
     return None

@@ -33,6 +33,24 @@ def _recent(times, now: float, window: float) -> int:
     return sum(1 for t in times if now - t < window)
 
 
+# The two rules every actor shares, as plain arithmetic: the planner applies them to its
+# memory, the executor (healer/remedy/limits.py) to the store's journal. One definition.
+
+def rate_reason(action: str, used: int, count: int, per: float, more: int = 1) -> str | None:
+    """Why `more` runs of `action` would break "at most `count` per `per` s", having `used` in the window."""
+    if used + more > count:
+        return f"rate limit: {action} ran {used} times in the last {durations.format(round(per))} (limit {count})"
+    return None
+
+
+def quiet_reason(key: str, last: float | None, now: float, window: float, by: str = "") -> str | None:
+    """Why `key` may not get another unblock attempt now, its last one at `last` (`by`: what and who)."""
+    if last is None or window <= 0 or now - last >= window:
+        return None
+    ago, left = durations.format(round(max(0.0, now - last))), durations.format(round(max(0.0, last + window - now)))
+    return f"quiet period: {key} had an unblock attempt{f' ({by})' if by else ''} {ago} ago; next allowed in {left}"
+
+
 @dataclass
 class Tally:
     now: float
@@ -86,12 +104,7 @@ class QuietPeriod:
         if key in tally.claimed:
             return f"quiet period: {key} already remediated this tick ({tally.claimed[key]})"
         times = tally.memory.attempts.get(key) or ()
-        if times:
-            last = max(times)
-            if tally.now - last < self.window:
-                return (f"quiet period: last attempt on {key} {durations.format(max(tally.now - last, 0))} ago"
-                        f" (< {durations.format(self.window)})")
-        return None
+        return quiet_reason(key, max(times) if times else None, tally.now, self.window)
 
 
 @dataclass(frozen=True)
@@ -133,8 +146,9 @@ class RateLimit:
                 continue
             count, per = lim
             n = _recent(tally.memory.action_times.get(action) or (), tally.now, per) + tally.per_action[action]
-            if n + k > count:
-                return f"rate limit: {action} {n} in the last {durations.format(per)} (limit {count})"
+            why = rate_reason(action, n, count, per, k)
+            if why:
+                return why
         return None
 
 

@@ -11,12 +11,24 @@ runbook check` refuses the others.
 
 from __future__ import annotations
 
-from healer.policy.schema import FINDINGS, Rule, RuleLimits
+from healer.conventions import SENTINELS  # noqa: F401 - re-exported
+from healer.policy.schema import ACTIONS, FINDINGS, Rule, RuleLimits
 
-SENTINELS = ("dispatch_frozen", "pool_saturated", "no_closes", "main_red", "supervisor_silent")
-
-# actions that do not touch a ticket, a worktree or a file: no quiet period, no attempt recorded
-NON_REMEDIATING = frozenset({"notify", "escalate", "pause_dispatch", "resume_dispatch"})
+# Which lease an action takes: the one table of "lease-taking actions".
+#   ticket   an unblock attempt on a ticket: holds the ticket's remediation lease (quiet period)
+#            against every actor (rules, repair agent, humans), journaled under the ticket;
+#   subject  touches a file or a worktree: holds that finding's subject within the supervisor's
+#            memory (no second try inside the quiet period), but is no unblock attempt on a ticket;
+#   None     touches nothing (alerts, the dispatch pause): no lease, no attempt recorded.
+LEASE: dict[str, str | None] = {
+    "close_dead_ticket": "ticket", "drop_label": "ticket", "requeue_ticket": "ticket", "resume_agent": "ticket",
+    "stop_agent": "ticket",
+    "quarantine_file": "subject", "remove_worktree": "subject",
+    "escalate": None, "notify": None, "pause_dispatch": None, "resume_dispatch": None,
+}
+assert set(LEASE) == set(ACTIONS)
+TICKET_LEASE = frozenset(a for a, scope in LEASE.items() if scope == "ticket")  # unblock attempts
+NON_REMEDIATING = frozenset(a for a, scope in LEASE.items() if scope is None)
 
 APPLICABLE: dict[str, frozenset[str]] = {
     "agent_dead": frozenset({"resume_agent", "requeue_ticket", "escalate", "notify"}),

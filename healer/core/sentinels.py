@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from healer import lifecycle
 from healer.core.findings import SEVERITY, Index, is_live
+from healer.core.fleet import supervisor_silent
 from healer.core.model import UNKNOWN, Finding, Snapshot
 
 SOURCES: dict[str, tuple[str, ...]] = {
@@ -94,7 +95,7 @@ def sentinels(s: Snapshot, policy, ix: Index) -> list[Finding]:
             }, SEVERITY["main_red"]))
 
     if "supervisor_silent" not in unknown and s.last_supervisor_tick is not None:
-        if now - s.last_supervisor_tick >= cfg.supervisor_silent:
+        if supervisor_silent(s.last_supervisor_tick, now, cfg.supervisor_silent) is not None:
             out.append(Finding("supervisor_silent", "supervisor", s.last_supervisor_tick, {
                 "last_tick": s.last_supervisor_tick,
             }, SEVERITY["supervisor_silent"]))

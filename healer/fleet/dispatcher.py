@@ -31,10 +31,12 @@ from typing import Any
 
 import yaml
 
+from healer import conventions as cv
 from healer import failpoints, git, lifecycle
 from healer.clock import Clock, iso, system
 from healer.core import dispatch as core
-from healer.fleet.gates import FAIL, PASS, run_gates
+from healer.core import fleet as rules
+from healer.fleet.gates import PASS, run_gates
 from healer.fleet.proposals import DEFERRED, MERGED, gate_proposal, sweep_scratch
 from healer.fleet.runtime import EXITED, GONE, RUNNING, Handle, LaunchSpec, Runtime
 from healer.loop import gitops
@@ -43,20 +45,10 @@ from healer.store import keys
 
 FP_AFTER_LAUNCH = failpoints.declare("dispatch.after_launch", "healer/fleet/dispatcher.py: agent started and registered, before the launch event")
 
-ACTOR = "dispatch"
-LEASE = "dispatcher"
-NEEDS_HUMAN_LABEL = "needs-human"
-
-def branch_for(ticket_id: str) -> str:
-    return f"healer/{ticket_id}"
-
-
-def worktree_for(root: Path, ticket_id: str) -> Path:
-    return root / ".healer" / "worktrees" / ticket_id
-
-
-def result_path(worktree: str | Path, run_id: str) -> Path:
-    return Path(worktree) / ".healer" / "runs" / run_id / "result.json"
+ACTOR = cv.DISPATCH_ACTOR
+LEASE = cv.DISPATCH_LEASE
+NEEDS_HUMAN_LABEL = cv.NEEDS_HUMAN_LABEL
+branch_for, worktree_for, result_path = cv.branch_for, cv.worktree_for, cv.result_path
 
 
 def ours(a: Agent) -> bool:
@@ -65,23 +57,14 @@ def ours(a: Agent) -> bool:
 
 # -- gathering what the pure core needs --------------------------------------------
 
-_RESET_FROM = {lifecycle.NEEDS_HUMAN, lifecycle.BLOCKED, lifecycle.DONE, lifecycle.CLOSED}
-
-
 def budget_window(store, ticket_id: str) -> tuple[list[Attempt], list[Proposal]]:
-    """Attempts and proposals since the ticket was last handed back to the queue by a human (a fresh budget)."""
+    """Attempts and proposals since the ticket was last handed back to the queue (a fresh budget; core/fleet.py)."""
     atts = store.attempts(ticket_id)
     props = store.proposals(ticket_id)
     if not atts and not props:
         return [], []
-    resets = [e.id for e in store.events(kinds=["ticket.moved"], subject=ticket_id)
-              if e.payload.get("to") == lifecycle.QUEUED and e.payload.get("from") in _RESET_FROM]
-    if not resets:
-        return atts, props
-    cut = resets[-1]
-    started = {e.payload.get("attempt"): e.id for e in store.events(kinds=["attempt.started"], subject=ticket_id)}
-    opened = {e.payload.get("proposal"): e.id for e in store.events(kinds=["proposal.opened"], subject=ticket_id)}
-    return ([a for a in atts if started.get(a.id, 0) > cut], [p for p in props if opened.get(p.id, 0) > cut])
+    cut = rules.budget_cuts(store.events(kinds=["ticket.moved"], subject=ticket_id, contains='"to":"queued"')).get(ticket_id)
+    return rules.in_window(atts, cut), rules.in_window(props, cut, at="created_at")
 
 
 def live_counts(store) -> Counter:
@@ -210,10 +193,8 @@ class Dispatcher:
         the supervisor itself cannot report, so the dispatcher raises it (one notification per cooldown)."""
         last = self.store.get_setting(keys.SUPERVISOR_LAST_TICK)
         threshold = self.policy.sentinels.supervisor_silent
-        if last is None or threshold <= 0:
-            return  # no supervisor has ever run on this fleet: nothing fell silent
-        silent = self.clock.now() - float(last)
-        if silent >= threshold:
+        silent = rules.supervisor_silent(last, self.clock.now(), threshold)
+        if silent is not None:
             from healer import durations
             from healer.notify import notify
 
@@ -250,10 +231,9 @@ class Dispatcher:
             if t.id in live:
                 continue
             open_atts = [x for x in self.store.attempts(t.id) if x.ended_at is None]
-            if not open_atts:
-                moves = self.store.events(kinds=["ticket.moved"], subject=t.id)
-                if not moves or moves[-1].payload.get("actor") != ACTOR:
-                    continue  # a human or another tool put it in progress: the supervisor's rules judge it
+            moves = [] if open_atts else self.store.events(kinds=["ticket.moved"], subject=t.id)
+            if not rules.owns_orphan(False, len(open_atts), moves[-1].payload.get("actor") if moves else None):
+                continue  # a human or another tool put it in progress: the supervisor's rules judge it
             for x in open_atts:
                 self.store.finish_attempt(x.id, failure_signature="lost: no agent registered")
             self._move(t.id, lifecycle.QUEUED, "in progress without a live agent", expect=lifecycle.IN_PROGRESS)
@@ -263,7 +243,7 @@ class Dispatcher:
         if code is None and res is not None and isinstance(res.get("exit_code"), int):
             code = res["exit_code"]
         head, state_hash = gitops.state(a.worktree) if a.worktree else (None, None)
-        sig = (res or {}).get("failure_signature") or _signature(code)
+        sig = (res or {}).get("failure_signature") or rules.signature(code)
         if code == 0:
             sig = None
         tail = _tail_text((res or {}).get("gate_log_tail")) or _log_tail(a.data.get("log"), self.policy.fleet.evidence_lines)
@@ -273,8 +253,7 @@ class Dispatcher:
             self.store.finish_attempt(att_id, ended_at=now, exit_code=code, failure_signature=sig, state_hash=state_hash,
                                       head=head, gate_log_tail=tail)
         if record_agent:
-            self.store.update_agent(a.id, state="exited" if code is not None and code >= 0 else "lost", ended_at=now,
-                                    exit_code=code)
+            self.store.update_agent(a.id, state=rules.agent_end_state(code), ended_at=now, exit_code=code)
         self.store.update_agent(a.id, data={**a.data, "reaped": True})
         forget = getattr(self.runtime, "forget", None)
         if forget:
@@ -285,12 +264,9 @@ class Dispatcher:
             return
         if t.state != lifecycle.IN_PROGRESS:
             return  # someone else (a human, the supervisor) took the ticket elsewhere; respect it
-        if code == 0 and head:
-            self._move(t.id, lifecycle.REVIEW, f"agent {a.id} exited 0", expect=lifecycle.IN_PROGRESS)
+        move = rules.exit_move(a.id, code, head, sig)
+        if self._move(t.id, move.to, move.reason, expect=lifecycle.IN_PROGRESS) and move.propose:
             self.store.add_proposal(t.id, branch_for(t.id), head)
-        else:
-            why = "agent died" if code is None or code < 0 else ("agent stopped" if code == core.STOPPED else f"agent exited {code}")
-            self._move(t.id, lifecycle.QUEUED, f"{why} ({sig})", expect=lifecycle.IN_PROGRESS)
 
     # -- heartbeats -----------------------------------------------------------------
     def heartbeat(self) -> None:
@@ -311,11 +287,11 @@ class Dispatcher:
         prev = self.store.get_setting(keys.MAIN_STATUS, "unknown")
         head = git.rev(self.root, f"refs/heads/{fleet.main_branch}")
         if not fleet.main_gates:
-            status, log = "green", ""
+            verdict, log = PASS, ""
         elif head == self.store.get_setting(keys.MAIN_CHECKED) and prev == "green":
             return "green"  # gates already passed on this very commit
         elif head is None:
-            status, log = "unknown", f"branch {fleet.main_branch} does not exist"
+            verdict, log = "unknown", f"branch {fleet.main_branch} does not exist"
         else:
             scratch = self.root / ".healer" / "scratch" / "main"
             git.remove_worktree(scratch, self.root, check=False)
@@ -325,34 +301,26 @@ class Dispatcher:
                 res = run_gates(fleet.main_gates, scratch, grace=self.policy.loop.kill_grace, clock=self.real)
             finally:
                 git.remove_worktree(scratch, self.root, check=False)
-            status = {PASS: "green", FAIL: "red"}.get(res.outcome, "unknown")
-            log = res.tail(self.policy.fleet.evidence_lines)
-        if status == "unknown" and prev == "red":
-            status = "red"  # a gate that cannot decide does not end a red period (nor start one: fail-open)
+            verdict, log = res.outcome, res.tail(self.policy.fleet.evidence_lines)
+        status = rules.main_status(prev, verdict, bool(fleet.main_gates))
         self.store.set_setting(keys.MAIN_CHECKED, head)
-        if status == prev:
-            return status
-        now = self.clock.now()
-        self.store.set_setting(keys.MAIN_STATUS, status)
-        if status == "red":
-            self.store.set_setting(keys.MAIN_RED_SINCE, now)
-            self.store.append("main.red", fleet.main_branch, {"commit": head, "log": log})
-            if not self.store.get_setting(keys.DISPATCH_PAUSED, False):
-                self.store.set_setting(keys.DISPATCH_PAUSED_REASON, "main_red")
-                self.store.set_setting(keys.DISPATCH_PAUSED, True, event="dispatch.paused")
-            from healer.notify import notify
-
-            notify(self.store, self.policy, "main_red",
-                   f"main branch {fleet.main_branch} is red at {str(head)[:12]}: dispatch paused",
-                   severity="critical", evidence={"commit": head, "log": log})
-        elif prev == "red":
-            since = self.store.get_setting(keys.MAIN_RED_SINCE)
-            self.store.set_setting(keys.MAIN_RED_SINCE, None)
-            self.store.append("main.green", fleet.main_branch, {"commit": head, "red_for": (now - since) if since else None})
-            if self.store.get_setting(keys.DISPATCH_PAUSED_REASON) == "main_red":
-                self.store.set_setting(keys.DISPATCH_PAUSED_REASON, None)
-                self.store.set_setting(keys.DISPATCH_PAUSED, False, event="dispatch.resumed_dispatch")
+        self.apply(rules.main_changed(
+            prev, status, now=self.clock.now(), branch=fleet.main_branch, head=head, log=log,
+            paused=bool(self.store.get_setting(keys.DISPATCH_PAUSED, False)),
+            paused_reason=self.store.get_setting(keys.DISPATCH_PAUSED_REASON), red_since=self.store.get_setting(keys.MAIN_RED_SINCE)))
         return status
+
+    def apply(self, effects: list[rules.Effect]) -> None:
+        """Carry out the core's effects, in order."""
+        for e in effects:
+            if e.op == "set":
+                self.store.set_setting(e.key, e.value, event=e.event)
+            elif e.op == "event":
+                self.store.append(e.key, e.value, e.payload)
+            elif e.op == "notify":
+                from healer.notify import notify
+
+                notify(self.store, self.policy, e.key, e.value, severity=e.severity, evidence=e.payload)
 
     # -- proposals ------------------------------------------------------------------
     def review(self, rep: TickReport | None = None) -> None:
@@ -554,24 +522,13 @@ def install_signal_handlers(d: Dispatcher) -> None:
 
 # -- evidence ----------------------------------------------------------------------
 
-def _signature(code: int | None) -> str | None:
-    if code is None:
-        return "lost: process gone, no exit recorded"
-    if code < 0:
-        try:
-            return f"killed: {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed: signal {-code}"
-    return None if code == 0 else f"exit {code}"
-
-
 def _exit_text(a: Attempt) -> str:
     if a.ended_at is None:
         return "running"
     if a.exit_code is None:
         return "lost"
     if a.exit_code < 0:
-        return f"killed({_signature(a.exit_code).split(': ')[-1]})"
+        return f"killed({rules.signature(a.exit_code).split(': ')[-1]})"
     return str(a.exit_code)
 
 

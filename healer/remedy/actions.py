@@ -587,15 +587,12 @@ def _pause_apply(ctx: Context, t: Target, intent: int) -> dict:
 
 
 def _resume_d_check(ctx: Context, t: Target) -> None:
-    if not _paused(ctx):
-        raise Abort("dispatch is not paused")
-    if t.params.get("force"):
-        return
-    if ctx.store.get_setting(keys.MAIN_STATUS, "green") == "red":
-        raise Abort("main is red; dispatch stays paused")
-    reason = ctx.store.get_setting(keys.DISPATCH_PAUSED_REASON)
-    if reason and reason != PAUSED_BY_HEALER:
-        raise Abort(f"dispatch was paused by someone else ({reason}); only they lift it (or params.force)")
+    from healer.core.fleet import why_not_resume
+
+    why = why_not_resume(_paused(ctx), ctx.store.get_setting(keys.DISPATCH_PAUSED_REASON),
+                         ctx.store.get_setting(keys.MAIN_STATUS, "green"), PAUSED_BY_HEALER, bool(t.params.get("force")))
+    if why:
+        raise Abort(why)
 
 
 def _resume_d_apply(ctx: Context, t: Target, intent: int) -> dict:

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# actions that try to unblock a ticket: they take the ticket's remediation lease
-ATTEMPT_ACTIONS = frozenset({"close_dead_ticket", "drop_label", "requeue_ticket", "resume_agent", "stop_agent"})
+from healer.core.limits import quiet_reason, rate_reason  # the arithmetic the planner applies to its memory
+from healer.core.rules import TICKET_LEASE as ATTEMPT_ACTIONS  # actions that take the ticket's lease (one table)
+
 HUMAN_KINDS = ("human.action", "ticket.moved", "ticket.labeled", "ticket.unlabeled")
 
 
@@ -44,11 +45,7 @@ def rate_limited(store, policy, action: str, now: float) -> str | None:
     if lim is None:
         return None
     n = store.count_intents(action=action, since=now - lim.per, states=("begun", "done"))
-    if n >= lim.count:
-        from healer import durations
-
-        return f"rate limit: {action} ran {n} times in the last {durations.format(round(lim.per))} (limit {lim.count})"
-    return None
+    return rate_reason(action, n, lim.count, lim.per)
 
 
 def attempts(store, ticket: str, since: float, *, exclude_batch: str | None = None) -> list[Attempt]:
@@ -97,11 +94,7 @@ def quiet_period(store, policy, ticket: str, now: float, *, batch: str | None = 
     if not recent:
         return None
     last = recent[-1]
-    from healer import durations
-
-    left = max(0.0, last.at + window - now)
-    return (f"quiet period: {ticket} had an unblock attempt ({last.what} by {last.actor}) "
-            f"{durations.format(round(max(0.0, now - last.at)))} ago; next allowed in {durations.format(round(left))}")
+    return quiet_reason(ticket, last.at, now, window, f"{last.what} by {last.actor}")
 
 
 def record_human(store, ticket: str, action: str, detail: dict | None = None) -> int:

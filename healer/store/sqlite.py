@@ -336,15 +336,48 @@ class SqliteStore:
                                                   "actor": actor, "reason": reason})
         return self.ticket(tid)
 
-    def label(self, id: str, label: str, *, actor: str) -> bool:
+    def label(self, id: str, label: str, *, actor: str, at: float | None = None) -> bool:
+        """Add a label; `at` (a game day starting mid-story) sets when it was added, re-adding it if present."""
         with self.tx() as db:
             if not db.execute("SELECT 1 FROM tickets WHERE id=?", (id,)).fetchone():
                 raise NotFound(f"no ticket {id!r}")
-            cur = db.execute("INSERT OR IGNORE INTO labels VALUES (?,?,?)", (id, label, self.now()))
+            verb = "INSERT OR IGNORE" if at is None else "INSERT OR REPLACE"
+            cur = db.execute(f"{verb} INTO labels VALUES (?,?,?)", (id, label, self.now() if at is None else at))
             if cur.rowcount:
-                db.execute("UPDATE tickets SET updated_at=? WHERE id=?", (self.now(), id))
-                self._event(db, "ticket.labeled", id, {"label": label, "actor": actor})
+                if at is None:
+                    db.execute("UPDATE tickets SET updated_at=? WHERE id=?", (self.now(), id))
+                self._event(db, "ticket.labeled", id, {"label": label, "actor": actor, **({"added_at": at} if at is not None else {})})
             return bool(cur.rowcount)
+
+    def backdate_ticket(self, id: str, created_at: float, *, actor: str) -> None:
+        """Say a ticket was created (and last touched) at `created_at`: game days start mid-story."""
+        with self.tx() as db:
+            cur = db.execute("UPDATE tickets SET created_at=?, updated_at=? WHERE id=?", (created_at, created_at, id))
+            if not cur.rowcount:
+                raise NotFound(f"no ticket {id!r}")
+            self._event(db, "ticket.backdated", id, {"created_at": created_at, "actor": actor})
+
+    def journal_mode(self) -> str:
+        return str(self._q("PRAGMA journal_mode")[0][0])
+
+    def watch_tables(self, tables: Iterable[str]) -> None:
+        """Count the writes to `tables` on this connection only (TEMP triggers, never in the file): `changes()`
+        tells a reader which cached views went stale. The simulated world uses it to skip re-reads."""
+        with self.tx() as db:
+            db.execute("CREATE TEMP TABLE IF NOT EXISTS changes(tbl TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+            for table in tables:
+                db.execute("INSERT OR IGNORE INTO temp.changes VALUES (?, 0)", (table,))
+                for op in ("INSERT", "UPDATE", "DELETE"):
+                    db.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS watch_{table}_{op.lower()} AFTER {op} ON main.{table} "
+                               f"BEGIN UPDATE changes SET n = n + 1 WHERE tbl = '{table}'; END")
+
+    def changes(self) -> dict[str, int]:
+        return {r[0]: r[1] for r in self._q("SELECT tbl, n FROM temp.changes")}
+
+    def no_fsync(self) -> None:
+        """A throwaway store (a simulated game day): no fsync at WAL checkpoints."""
+        with self._lock:
+            self._db.execute("PRAGMA synchronous=OFF")
 
     def unlabel(self, id: str, label: str, *, actor: str) -> bool:
         with self.tx() as db:
@@ -411,6 +444,10 @@ class SqliteStore:
             raise ValueError(f"unknown agent fields {sorted(bad)}")
         sets = ",".join(f"{k}=?" for k in fields)
         with self.tx() as db:
+            if "state" in fields:
+                r = db.execute("SELECT state FROM agents WHERE id=?", (id,)).fetchone()
+                if r is not None and r["state"] != fields["state"]:
+                    lifecycle.AGENT.check(id, r["state"], fields["state"])
             db.execute(f"UPDATE agents SET {sets} WHERE id=?", (*fields.values(), id))
             if "state" in fields and fields["state"] != "running":
                 self._event(db, "agent.ended", id, {"state": fields["state"], "exit_code": fields.get("exit_code")})
@@ -468,7 +505,9 @@ class SqliteStore:
 
     def decide_proposal(self, id: int, state: str, gate_log: str = "") -> None:
         with self.tx() as db:
-            r = db.execute("SELECT ticket_id FROM proposals WHERE id=?", (id,)).fetchone()
+            r = db.execute("SELECT ticket_id, state FROM proposals WHERE id=?", (id,)).fetchone()
+            if r is not None:
+                lifecycle.PROPOSAL.check(id, r["state"], state)
             db.execute("UPDATE proposals SET state=?, decided_at=?, gate_log=? WHERE id=?", (state, self.now(), gate_log, id))
             self._event(db, f"proposal.{state}", r["ticket_id"] if r else "", {"proposal": id})
 
@@ -531,15 +570,12 @@ class SqliteStore:
             self._event(db, "intent.planned", subject, {"intent": iid, "action": action, "params": params, "actor": actor, "reason": reason})
         return self._intent(self._q("SELECT * FROM intents WHERE id=?", (iid,))[0])
 
-    _INTENT_NEXT = {"planned": {"begun", "aborted"}, "begun": {"done", "aborted"}}
-
     def set_intent(self, id: int, state: str, result: dict[str, Any] | None = None) -> None:
         with self.tx() as db:
             r = db.execute("SELECT * FROM intents WHERE id=?", (id,)).fetchone()
             if r is None:
                 raise NotFound(f"no intent {id}")
-            if state not in self._INTENT_NEXT.get(r["state"], set()):
-                raise HealerError(f"intent {id}: cannot go {r['state']} -> {state}")
+            lifecycle.INTENT.check(id, r["state"], state)
             db.execute("UPDATE intents SET state=?, updated_at=?, result=? WHERE id=?", (state, self.now(), _j(result or {}), id))
             self._event(db, f"intent.{state}", r["subject"], {"intent": id, "action": r["action"], "result": result or {}})
 

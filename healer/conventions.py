@@ -1,0 +1,72 @@
+"""Names more than one part of healer agrees on: where things live, what they are called.
+
+One spelling each, imported everywhere, so a typo cannot silently blind a reader:
+the dispatcher creates `.healer/worktrees/T-1` on branch `healer/T-1`, the supervisor's
+snapshot looks for orphans there, the remedies refuse to touch anything outside it, the
+game days inject faults into it. Pure constants and path arithmetic (no I/O), so the
+core may import it too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# -- folders and files under the fleet root ----------------------------------------
+HEALER_DIR = ".healer"
+DB_NAME = "healer.db"
+WORKTREES_DIR = f"{HEALER_DIR}/worktrees"  # one linked worktree per ticket
+SCRATCH_DIR = f"{HEALER_DIR}/scratch"  # merge results and main checks, healer's own
+HALT_FILE = f"{HEALER_DIR}/HALT"  # present: every remediation is observe-only
+TASKS_DIR = f"{HEALER_DIR}/tasks"
+AGENT_LOGS_DIR = f"{HEALER_DIR}/logs/agents"
+EFFECTIVE_POLICY = f"{HEALER_DIR}/policy.effective.yaml"
+BRANCH_PREFIX = "healer/"
+
+
+def branch_for(ticket_id: str) -> str:
+    return f"{BRANCH_PREFIX}{ticket_id}"
+
+
+def worktree_for(root: str | Path, ticket_id: str) -> Path:
+    return Path(root) / WORKTREES_DIR / ticket_id
+
+
+def scratch_dir(root: str | Path, name: str) -> Path:
+    return Path(root) / SCRATCH_DIR / name
+
+
+def halt_file(root: str | Path) -> Path:
+    return Path(root) / HALT_FILE
+
+
+def result_path(worktree: str | Path, run_id: str) -> Path:
+    """Where a governed loop leaves its result (exit code, failure signature, gate-log tail)."""
+    return Path(worktree) / HEALER_DIR / "runs" / run_id / "result.json"
+
+
+# -- labels --------------------------------------------------------------------------
+NEEDS_HUMAN_LABEL = "needs-human"
+TO_REVIEW_LABEL = "to-review"
+
+# -- actors and leases ---------------------------------------------------------------
+DISPATCH_ACTOR = "dispatch"
+SUPERVISOR_ACTOR = "supervisor"
+DISPATCH_LEASE = "dispatcher"
+SUPERVISOR_LEASE = "supervisor"
+PAUSED_BY_MAIN_RED = "main_red"  # dispatch.paused_reason when the dispatcher paused for a red main
+
+# -- settings keys (get_setting / set_setting) ----------------------------------------
+DISPATCH_PAUSED = "dispatch.paused"
+DISPATCH_PAUSED_REASON = "dispatch.paused_reason"  # "main_red" (the dispatcher's) or the remedy's PAUSED_BY_HEALER
+DISPATCH_PAUSED_BY = "dispatch.paused_by"  # who paused it, when, why (pause_dispatch)
+DISPATCH_LAST_LAUNCH = "dispatch.last_launch_at"
+DISPATCH_LAST_TICK = "dispatch.last_tick_at"
+DISPATCH_CYCLES = "dispatch.cycles"
+MAIN_STATUS = "main.status"  # green | red | unknown
+MAIN_RED_SINCE = "main.red_since"
+MAIN_CHECKED = "main.checked_commit"  # the commit the main gates last passed on
+SUPERVISOR_LAST_TICK = "supervisor.last_tick_at"
+SUPERVISOR_MEMORY = "supervisor.memory"
+
+# -- sentinels (findings about silence; alert keys) ------------------------------------
+SENTINELS = ("dispatch_frozen", "pool_saturated", "no_closes", "main_red", "supervisor_silent")
