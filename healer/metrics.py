@@ -1,7 +1,8 @@
-"""Prometheus metrics for the supervisor, in the text exposition format, served on 127.0.0.1.
+"""Prometheus metrics for the supervisor and the notification courier, served on 127.0.0.1.
 
-No client library: a handful of counters and gauges rendered by hand, served by
-`http.server` in a daemon thread (`GET /metrics`).
+`prometheus_client` keeps the samples and renders the exposition format (one registry per
+`Metrics`, so tests and several daemons in one process never share counters); `serve` answers
+`GET /metrics` from a daemon thread.
 """
 
 from __future__ import annotations
@@ -9,42 +10,57 @@ from __future__ import annotations
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
 SENTINELS = ("dispatch_frozen", "pool_saturated", "no_closes", "main_red", "supervisor_silent")
 SENTINEL_STATES = ("ok", "firing", "unknown")
 
 
-def _labels(d: dict[str, str]) -> str:
-    if not d:
-        return ""
-    inner = ",".join(f'{k}="{_esc(v)}"' for k, v in sorted(d.items()))
-    return "{" + inner + "}"
-
-
-def _esc(v: str) -> str:
-    return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
 class Metrics:
     def __init__(self) -> None:
+        from healer.policy.schema import FINDINGS
+
         self._lock = threading.Lock()
-        self.ticks = 0
-        self.skipped = 0
-        self.tick_seconds = 0.0
-        self.last_tick_at = 0.0
-        self.findings: dict[str, int] = {}
-        self.actions: dict[tuple[str, str], int] = {}  # (action, outcome) -> count
-        self.sentinels: dict[str, str] = {k: "ok" for k in SENTINELS}
-        self.alerts = 0
-        self.failed_sources: set[str] = set()
+        self.registry = r = CollectorRegistry(auto_describe=True)
+        self.findings = Gauge("healer_findings", "Findings firing at the last tick, by kind.", ["kind"], registry=r)
+        for k in FINDINGS:
+            self.findings.labels(k).set(0)
+        self.actions = Counter("healer_actions", "Remediation actions executed, by action and outcome.",
+                               ["action", "outcome"], registry=r)
+        self.sentinels = Gauge("healer_sentinel_state", "Sentinel state at the last tick (1 for the current state).",
+                               ["sentinel", "state"], registry=r)
+        for s in SENTINELS:
+            for st in SENTINEL_STATES:
+                self.sentinels.labels(s, st).set(1 if st == "ok" else 0)
+        self.tick_seconds = Gauge("healer_tick_duration_seconds", "Duration of the last supervisor tick.", registry=r)
+        self.tick_hist = Histogram("healer_tick_seconds", "Supervisor tick durations.", registry=r,
+                                   buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+        self.ticks = Counter("healer_ticks", "Supervisor ticks run.", registry=r)
+        self.skipped = Counter("healer_ticks_skipped", "Ticks skipped because another supervisor holds the lease.", registry=r)
+        self.alerts = Counter("healer_alerts_sent", "Notifications decided (after cooldowns); delivery is counted apart.",
+                              registry=r)
+        self.last_tick = Gauge("healer_last_tick_timestamp_seconds", "When the last tick ran (epoch seconds).", registry=r)
+        self.failed_sources = Gauge("healer_failed_sources",
+                                    "Snapshot data sources that failed at the last tick (fail-open).", ["source"], registry=r)
+        self.deliveries = Counter("healer_notifications_delivered", "Notifications a receiver accepted, by notifier kind.",
+                                  ["notifier"], registry=r)
+        self.delivery_failures = Counter("healer_notification_failures", "Delivery tries that failed, by notifier kind.",
+                                         ["notifier"], registry=r)
+        self.delivery_latency = Histogram("healer_notification_delivery_seconds",
+                                          "From the decision to notify to the receiver's acceptance.", registry=r,
+                                          buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800))
+        self._sources: set[str] = set()
 
     def observe(self, rep) -> None:
         with self._lock:
             if rep.skipped:
-                self.skipped += 1
+                self.skipped.inc()
                 return
-            self.ticks += 1
-            self.tick_seconds = rep.duration
-            self.last_tick_at = rep.at
+            self.ticks.inc()
+            self.tick_seconds.set(rep.duration)
+            self.tick_hist.observe(rep.duration)
+            self.last_tick.set(rep.at)
             d = rep.decision
             if d is None:
                 return
@@ -52,47 +68,37 @@ class Metrics:
             for f in d.findings:
                 if f.status != "unknown":
                     counts[f.kind] = counts.get(f.kind, 0) + 1
-            self.findings = counts
+            from healer.policy.schema import FINDINGS
+
+            for k in FINDINGS:
+                self.findings.labels(k).set(counts.get(k, 0))
             states = {k: "ok" for k in SENTINELS}
             for f in d.findings:
                 if f.kind in states:
                     states[f.kind] = "unknown" if f.status == "unknown" else "firing"
-            self.sentinels = states
+            for s, cur in states.items():
+                for st in SENTINEL_STATES:
+                    self.sentinels.labels(s, st).set(1 if st == cur else 0)
             for a, o in rep.outcomes:
-                key = (a.action, o.status)
-                self.actions[key] = self.actions.get(key, 0) + 1
-            self.alerts += rep.alerts_sent
-            self.failed_sources = set(rep.snapshot.failed_sources) if rep.snapshot else set()
+                self.actions.labels(a.action, o.status).inc()
+            self.alerts.inc(rep.alerts_sent)
+            now = set(rep.snapshot.failed_sources) if rep.snapshot else set()
+            for s in self._sources - now:
+                self.failed_sources.remove(s)
+            for s in now:
+                self.failed_sources.labels(s).set(1)
+            self._sources = now
+
+    # the courier's hooks
+    def delivered(self, item, latency: float) -> None:
+        self.deliveries.labels(item.notifier.split(":")[0]).inc()
+        self.delivery_latency.observe(max(0.0, latency))
+
+    def failed(self, item) -> None:
+        self.delivery_failures.labels(item.notifier.split(":")[0]).inc()
 
     def render(self) -> str:
-        with self._lock:
-            out: list[str] = []
-
-            def metric(name: str, kind: str, help_: str, samples: list[tuple[dict[str, str], float]]) -> None:
-                out.append(f"# HELP {name} {help_}")
-                out.append(f"# TYPE {name} {kind}")
-                for labels, v in samples:
-                    out.append(f"{name}{_labels(labels)} {v:g}")
-
-            from healer.policy.schema import FINDINGS
-
-            metric("healer_findings", "gauge", "Findings firing at the last tick, by kind.",
-                   [({"kind": k}, self.findings.get(k, 0)) for k in FINDINGS])
-            metric("healer_actions_total", "counter", "Remediation actions executed, by action and outcome.",
-                   [({"action": a, "outcome": o}, n) for (a, o), n in sorted(self.actions.items())])
-            metric("healer_sentinel_state", "gauge", "Sentinel state at the last tick (1 for the current state).",
-                   [({"sentinel": s, "state": st}, 1 if self.sentinels.get(s) == st else 0)
-                    for s in SENTINELS for st in SENTINEL_STATES])
-            metric("healer_tick_duration_seconds", "gauge", "Duration of the last supervisor tick.", [({}, self.tick_seconds)])
-            metric("healer_ticks_total", "counter", "Supervisor ticks run.", [({}, self.ticks)])
-            metric("healer_ticks_skipped_total", "counter", "Ticks skipped because another supervisor holds the lease.",
-                   [({}, self.skipped)])
-            metric("healer_alerts_sent_total", "counter", "Notifications sent (after cooldowns).", [({}, self.alerts)])
-            metric("healer_last_tick_timestamp_seconds", "gauge", "When the last tick ran (epoch seconds).",
-                   [({}, self.last_tick_at)])
-            metric("healer_failed_sources", "gauge", "Snapshot data sources that failed at the last tick (fail-open).",
-                   [({"source": s}, 1) for s in sorted(self.failed_sources)])
-            return "\n".join(out) + "\n"
+        return generate_latest(self.registry).decode()
 
 
 def serve(metrics: Metrics, port: int, host: str = "127.0.0.1") -> ThreadingHTTPServer:
@@ -105,7 +111,7 @@ def serve(metrics: Metrics, port: int, host: str = "127.0.0.1") -> ThreadingHTTP
                 return
             body = metrics.render().encode()
             self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Type", CONTENT_TYPE_LATEST)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)

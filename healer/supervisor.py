@@ -40,6 +40,28 @@ FP_AFTER_TICK = failpoints.declare("supervisor.after_tick", "healer/supervisor.p
 
 LEASE = "supervisor"
 ACTOR = "supervisor"
+WAKE_POLL = 0.1  # seconds between looks at the store's newest event id (one indexed MAX(id))
+WAKE_GAP = 0.5  # at most two woken ticks a second, however busy the fleet
+QUIET = ("notify.", "dispatch.tick", "supervisor.", "lease.")  # bookkeeping that never changes a finding
+
+
+class StoreChanges:
+    """Has anyone written something that could change a finding since we last looked?"""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self.seen = store.last_event_id()
+
+    def poll(self) -> bool:
+        cur = self.store.last_event_id()
+        if cur <= self.seen:
+            return False
+        evs = self.store.events(after=self.seen, limit=2000)
+        self.seen = evs[-1].id if len(evs) == 2000 else cur
+        return any(not e.kind.startswith(QUIET) for e in evs)
+
+    def absorb(self) -> None:
+        self.seen = self.store.last_event_id()
 
 
 @dataclass
@@ -260,7 +282,8 @@ class Supervisor:
         self._stopping.set()
 
     def run_forever(self, on_tick=None) -> None:
-        """Tick every supervisor.tick (schedule) until stop(); release the lease on the way out."""
+        """Tick every supervisor.tick (schedule), and within WAKE_POLL + a tick when another process writes an event
+        that could change a finding, until stop(); release the lease on the way out."""
         import schedule
 
         sched = schedule.Scheduler()
@@ -283,11 +306,18 @@ class Supervisor:
 
         sched.every(period).seconds.do(job)
         job()
+        changes = StoreChanges(self.store)
+        last_woken = self.clock.monotonic()
         try:
             while not self._stopping.is_set():
+                # woken by what others write (an agent ended, a ticket moved, main went red): the tick is the safety net
+                if self.clock.monotonic() - last_woken >= WAKE_GAP and changes.poll():
+                    last_woken = self.clock.monotonic()
+                    job()
+                    changes.absorb()  # our own writes do not wake us
                 sched.run_pending()
                 idle = sched.idle_seconds
-                self.clock.sleep(min(0.25, max(0.02, idle if idle is not None else 0.25)))
+                self.clock.sleep(min(WAKE_POLL, max(0.02, idle if idle is not None else WAKE_POLL)))
         finally:
             if self._repair_thread is not None:
                 self._repair_thread.join(timeout=1)

@@ -143,6 +143,26 @@ class ContainerRuntime:
         self._logs: dict[str, str] = {}
         self._launched: dict[str, Handle] = {}
         self._flushed: set[str] = set()
+        self._on_exit = None
+        self._events: threading.Thread | None = None
+
+    def on_exit(self, callback) -> None:
+        """Call `callback(container_id)` when a container this runtime launched dies (Docker's event stream)."""
+        self._on_exit = callback
+
+    def _follow_events(self) -> None:
+        """Docker `die` events for our containers wake the dispatcher; the tick stays the safety net if the stream drops."""
+        real = system()
+        while True:
+            try:
+                for ev in self.client.events(decode=True, filters={"type": "container", "event": ["die"],
+                                                                    "label": [f"{LABEL_KIND}=agent"]}):
+                    cid = ev.get("id") or (ev.get("Actor") or {}).get("ID")
+                    if cid in self._launched and self._on_exit is not None:
+                        self._on_exit(cid)
+            except Exception:  # noqa: BLE001 - an engine restart or a dropped stream: reconnect; ticks still reap
+                pass
+            real.sleep(1.0)
 
     @classmethod
     def from_policy(cls, policy, clock: Clock | None = None, **kw) -> ContainerRuntime:
@@ -210,6 +230,9 @@ class ContainerRuntime:
             self._start_pump(container, spec.log_path)
         handle = Handle(kind="container", container=container.id)
         self._launched[container.id] = handle
+        if self._on_exit is not None and self._events is None:
+            self._events = threading.Thread(target=self._follow_events, daemon=True, name="docker-events")
+            self._events.start()
         return handle
 
     def status(self, handle: Handle) -> Status:

@@ -24,6 +24,7 @@ import re
 import signal
 import socket
 import sys
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ import yaml
 
 from healer import conventions as cv
 from healer import failpoints, git, lifecycle
-from healer.clock import Clock, iso, system
+from healer.clock import Clock, SystemClock, iso, system
 from healer.core import dispatch as core
 from healer.core import fleet as rules
 from healer.fleet.gates import PASS, run_gates
@@ -136,6 +137,11 @@ class Dispatcher:
 
             runtime = runtime_for(policy)
         self.runtime = runtime
+        self._wake = threading.Event()  # set the moment an agent we launched exits: reap now, not at the next tick
+        self._reaped = threading.Event()  # the reaper freed a slot: a full pass now launches into it
+        self._reap_lock = threading.Lock()  # one reaper at a time (the tick's and the exit watch's)
+        if hasattr(runtime, "on_exit"):
+            runtime.on_exit(lambda _who: self._wake.set())
         self.rules = core.RetryRules.of(policy)
         self.host = socket.gethostname()
         self.holder = f"dispatch@{self.host}:{os.getpid()}"
@@ -164,7 +170,8 @@ class Dispatcher:
         left = sweep_scratch(self.root)  # we hold the lease: any scratch worktree is a crashed pass's leftover
         if left:
             self.store.append("dispatch.scratch_swept", "", {"paths": left})
-        rep.reaped = self.reap()
+        with self._reap_lock:
+            rep.reaped = self.reap()
         self.heartbeat()
         rep.main = self.check_main()
         if rep.main != "red":
@@ -207,21 +214,32 @@ class Dispatcher:
     def _handle(self, a: Agent) -> Handle:
         return Handle(kind=a.kind, pid=a.pid, container=a.container, marker=a.data.get("marker"))
 
-    def reap(self) -> list[str]:
-        done = []
+    def reap(self, orphans: bool = True, workers: int = 1) -> list[str]:
+        """Close the attempts of the agents that ended. `workers` > 1 closes them side by side (each costs a few git
+        calls for HEAD and the state hash): the reaper thread does, so a burst of exits is not reaped one by one."""
+        done, ended = [], []
         for a in self.store.agents(states=["running"]):
             if not ours(a) or a.host != self.host:
                 continue
             st = self.runtime.status(self._handle(a))
             if st.state in (EXITED, GONE):
-                self._ended(a, st.exit_code if st.state == EXITED else None)
+                ended.append((a, st.exit_code if st.state == EXITED else None))
                 done.append(a.id)
+        if workers > 1 and len(ended) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(workers, len(ended)), thread_name_prefix="reap") as pool:
+                list(pool.map(lambda x: self._ended(*x), ended))
+        else:
+            for a, code in ended:
+                self._ended(a, code)
         # agents someone else already recorded as lost (the supervisor's bookkeeping) still owe us their attempt
         for a in self.store.agents(states=["lost", "stopped"]):
             if ours(a) and a.host == self.host and not a.data.get("reaped"):
                 self._ended(a, a.exit_code, record_agent=False)
                 done.append(a.id)
-        self._reconcile_orphans()
+        if orphans:  # not from the reaper thread: a launch in flight would look like an orphan
+            self._reconcile_orphans()
         return done
 
     def _reconcile_orphans(self) -> None:
@@ -493,9 +511,12 @@ class Dispatcher:
 
     def stop(self, *_: Any) -> None:
         self._stopping = True
+        self._wake.set()
+        self._reaped.set()
 
     def run_forever(self, on_tick=None) -> None:
-        """Tick every `fleet.dispatch_tick` (schedule) until `stop()`; agents keep running when the dispatcher ends."""
+        """Tick every `fleet.dispatch_tick` (schedule), and at once when an agent we launched exits (the runtime's
+        exit watch wakes us), until `stop()`; agents keep running when the dispatcher ends."""
         import schedule
 
         sched = schedule.Scheduler()
@@ -508,11 +529,46 @@ class Dispatcher:
 
         sched.every(period).seconds.do(job)
         job()
-        while not self._stopping:
-            sched.run_pending()
-            idle = sched.idle_seconds
-            self.clock.sleep(min(0.5, max(0.05, idle if idle is not None else 0.5)))
+        real = isinstance(self.clock, SystemClock)
+        reaper = threading.Thread(target=self._reaper, name="reaper", daemon=True) if real else None
+        if reaper is not None:
+            reaper.start()
+        try:
+            while not self._stopping:
+                if self._reaped.is_set() and not self._stopping:  # a slot was freed: launch into it, gate the proposal
+                    self._reaped.clear()
+                    job()
+                sched.run_pending()
+                idle = sched.idle_seconds
+                pause = min(0.5, max(0.05, idle if idle is not None else 0.5))
+                if real:
+                    self._reaped.wait(pause)
+                else:
+                    self.clock.sleep(pause)
+        finally:
+            self._stopping = True
+            self._wake.set()
+            if reaper is not None:
+                reaper.join(30)
         self.store.release_lease(LEASE, self.holder)
+
+    def _reaper(self) -> None:
+        """Close the attempt of an agent that exited within the second, even while the main pass is busy merging."""
+        while not self._stopping:
+            self._wake.wait(1.0)
+            if self._stopping or not self._wake.is_set():
+                continue
+            self._wake.clear()
+            try:
+                with self._reap_lock:
+                    done = self.reap(orphans=False, workers=4)
+            except Exception:  # noqa: BLE001 - the next tick reaps what this pass could not
+                from loguru import logger
+
+                logger.exception("reaper pass failed")
+                continue
+            if done:
+                self._reaped.set()
 
 
 def install_signal_handlers(d: Dispatcher) -> None:

@@ -26,6 +26,13 @@ class ProcessRuntime:
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock or system()  # real time: grace periods are waited for real
         self._children: dict[int, tuple[subprocess.Popen, procs.ProcessTree]] = {}
+        self._exits = None  # an ExitWatch once someone asks to hear of exits (on_exit)
+
+    def on_exit(self, callback) -> None:
+        """Call `callback(pid)` as soon as any child launched from now on exits (the dispatcher's wake)."""
+        from healer.fleet.exits import ExitWatch
+
+        self._exits = ExitWatch(callback)
 
     def launch(self, spec: LaunchSpec) -> Handle:
         out = None
@@ -39,6 +46,8 @@ class ProcessRuntime:
             if out:
                 out.close()
         self._children[proc.pid] = (proc, tree)
+        if self._exits is not None:
+            self._exits.watch(proc.pid)
         return Handle(kind=self.kind, pid=proc.pid, marker=tree.marker)
 
     def _ours(self, handle: Handle) -> tuple[subprocess.Popen, procs.ProcessTree] | None:
@@ -113,7 +122,7 @@ class ProcessRuntime:
 
     def children(self) -> list[Handle]:
         """Handles of the children this runtime started and has not forgotten."""
-        return [Handle(kind=self.kind, pid=pid, marker=t.marker) for pid, (_, t) in self._children.items()]
+        return [Handle(kind=self.kind, pid=pid, marker=t.marker) for pid, (_, t) in list(self._children.items())]
 
     def forget(self, handle: Handle) -> None:
         self._children.pop(handle.pid or -1, None)

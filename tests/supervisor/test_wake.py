@@ -1,0 +1,38 @@
+"""The supervisor wakes on what others write to the store; its tick is only the safety net."""
+
+from __future__ import annotations
+
+import threading
+
+from healer.clock import system
+from healer.policy.schema import Policy
+from healer.store import open_store
+from healer.supervisor import Supervisor
+from tests.conftest import make_repo, wait_until
+
+
+def test_a_store_change_wakes_the_supervisor_within_a_second_its_own_writes_do_not(tmp_path):
+    root = make_repo(tmp_path / "fleet")
+    pol = Policy.model_validate({"supervisor": {"tick": "10m"},
+                                 "notify": {"notifiers": [{"kind": "jsonl", "path": ".healer/n.jsonl"}]}})
+    store, other = open_store(root, system()), open_store(root, system())
+    sup = Supervisor(root, pol, store, system())
+    t = threading.Thread(target=sup.run_forever, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: sup.ticks == 1, 30, "the first tick")
+        system().sleep(1.5)
+        assert sup.ticks == 1  # its own tick events (and nothing else) did not wake it
+        clock = system()
+        t0 = clock.monotonic()
+        other.add_ticket("new work", id="T-1")  # another process writes: ticket.created
+        wait_until(lambda: sup.ticks == 2, 30, "a woken tick")
+        assert clock.monotonic() - t0 < 5  # well inside; the 10 min tick would be the alternative
+        other.append("notify.delivered", "k", {})  # courier bookkeeping never changes a finding
+        system().sleep(1.5)
+        assert sup.ticks == 2
+    finally:
+        sup.stop()
+        t.join(30)
+        store.close()
+        other.close()
