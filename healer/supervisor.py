@@ -317,7 +317,12 @@ class Supervisor:
                     changes.absorb()  # our own writes do not wake us
                 sched.run_pending()
                 idle = sched.idle_seconds
-                self.clock.sleep(min(WAKE_POLL, max(0.02, idle if idle is not None else WAKE_POLL)))
+                pause = min(WAKE_POLL, max(0.02, idle if idle is not None else WAKE_POLL))
+                waiter = getattr(self.store, "wait_for_events", None)
+                if waiter is not None:
+                    waiter(changes.seen, pause)  # returns early on a new event (PostgreSQL: NOTIFY from any host)
+                else:
+                    self.clock.sleep(pause)
         finally:
             if self._repair_thread is not None:
                 self._repair_thread.join(timeout=1)
