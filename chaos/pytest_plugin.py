@@ -23,10 +23,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("healer-gameday")
     g.addoption("--gameday-disable", action="store_true", default=False,
                 help="run collected scenarios with their `disable:` override; each must fail")
+    g.addoption("--gameday-report", default=None, metavar="DIR",
+                help="write journal.json, report.md and report.html of the collected scenarios to DIR")
 
 
-def _is_scenario(path: Path) -> bool:
-    if path.suffix not in (".yaml", ".yml") or path.parent.name != "scenarios":
+def _named(config: pytest.Config, path: Path) -> bool:
+    """The file, or a folder holding it, was named on the command line (not found through testpaths):
+    any folder of scenario files is collectable that way, and `make test` does not pick up strays."""
+    if getattr(config, "args_source", None) == pytest.Config.ArgsSource.TESTPATHS:
+        return False
+    here = path.resolve()
+    for a in config.args:
+        arg = Path(str(a).split("::")[0])
+        arg = (arg if arg.is_absolute() else Path(config.invocation_params.dir) / arg).resolve()
+        if arg == here or (arg.is_dir() and arg in here.parents and arg != Path(config.rootpath).resolve()):
+            return True
+    return False
+
+
+def _is_scenario(path: Path, config: pytest.Config | None = None) -> bool:
+    if path.suffix not in (".yaml", ".yml"):
+        return False
+    if path.parent.name != "scenarios" and not (config is not None and _named(config, path)):
         return False
     try:
         data = yaml.safe_load(path.read_text())
@@ -36,9 +54,28 @@ def _is_scenario(path: Path) -> bool:
 
 
 def pytest_collect_file(parent: pytest.Collector, file_path: Path):
-    if _is_scenario(file_path):
+    if _is_scenario(file_path, parent.config):
         return ScenarioFile.from_parent(parent, path=file_path)
     return None
+
+
+_RESULTS = pytest.StashKey[list]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_RESULTS] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus) -> None:
+    out = session.config.getoption("--gameday-report")
+    results = session.config.stash.get(_RESULTS, [])
+    if out and results:
+        from chaos import report
+
+        written = report.write(results, out)
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_line("gameday report: " + ", ".join(str(p) for p in written.values()))
 
 
 class ScenarioFile(pytest.File):
@@ -58,6 +95,7 @@ class ScenarioItem(pytest.Item):
         disabled = bool(self.config.getoption("--gameday-disable"))
         sc = load(self.path)
         r = engine.run(sc, disabled=disabled)
+        self.config.stash.setdefault(_RESULTS, []).append(r)
         self.user_properties.append(("wall_s", round(r.wall, 3)))
         if disabled:
             if r.ok:
