@@ -228,12 +228,14 @@ def summary_table(results: list[Result]) -> Table:
         res = "[green]PASS[/]" if r.ok else f"[red]{r.status.upper()}[/]"
         broken = r.error or (r.failures[0].message if r.failures else "")
         t.add_row(r.scenario.name, r.scenario.mode, res, f"{passed}/{len(r.checks)}", _fmt_offset(r.span).lstrip("+"),
-                  f"{r.wall:.2f}s", broken[:90])
+                  f"{r.wall:.2f}s", broken)
     return t
 
 
 def print_summary(results: list[Result], console: Console | None = None) -> None:
-    c = console or Console()
+    from healer.cli.common import make_console
+
+    c = console or make_console()
     c.print(summary_table(results))
     ok = sum(r.ok for r in results)
     c.print(f"{ok}/{len(results)} scenarios passed" + ("" if ok == len(results) else " — see the report for the broken expectations"))

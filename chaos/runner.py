@@ -19,7 +19,9 @@ def load_all(paths: list[str | Path] | None) -> list[Scenario]:
 
 def run_all(scenarios: list[Scenario], *, seed: int | None = None, disabled: bool = False, overrides: dict | None = None,
             console: Console | None = None, live: bool = True, workroot: Path | None = None) -> list[engine.Result]:
-    console = console or Console(stderr=True)
+    from healer.cli.common import make_console
+
+    console = console or make_console(stderr=True)
     recovered = undo.recover_leftovers()
     for line in recovered:
         console.print(f"[yellow]undid a leftover of a killed game day:[/] {line}")
@@ -42,7 +44,9 @@ def run_all(scenarios: list[Scenario], *, seed: int | None = None, disabled: boo
 
 def outcome(results: list[engine.Result], report_dir: Any = None, junit_file: Any = None,
             console: Console | None = None) -> tuple[int, dict[str, Path]]:
-    console = console or Console()
+    from healer.cli.common import make_console
+
+    console = console or make_console()
     written = report.write(results, report_dir, junit_file)
     report.print_summary(results, console)
     for name, path in written.items():

@@ -12,8 +12,20 @@ from rich.console import Console
 
 from healer.errors import UsageError
 
-console = Console()
-err_console = Console(stderr=True)
+
+def make_console(stderr: bool = False) -> Console:
+    """A terminal gets rich's width; a pipe or a CI log gets lines as long as they are (no cut at 80
+    columns: scenario names, broken expectations and run ids must survive `| tee`), unless COLUMNS says otherwise."""
+    import sys
+
+    stream = sys.stderr if stderr else sys.stdout
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    wide = None if tty or os.environ.get("COLUMNS") else 10_000
+    return Console(stderr=stderr, width=wide, soft_wrap=not tty)
+
+
+console = make_console()
+err_console = make_console(stderr=True)
 
 RootOpt = typer.Option(None, "--root", "-C", help="Fleet root (default: $HEALER_ROOT or the nearest folder with .healer/).")
 JsonOpt = typer.Option(False, "--json", help="Print JSON instead of a table.")

@@ -37,6 +37,21 @@ def _compact(d: Any, limit: int = 400) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
+_EPOCHS = (946_684_800, 4_102_444_800)  # 2000-01-01 .. 2100-01-01: a number in there under a time key is a moment
+
+
+def human_times(d: Any, key: str = "") -> Any:
+    """Evidence for people: moments (`*_at`, `since`, `last_activity`, label → added-at maps) as ISO times."""
+    timey = key.endswith("_at") or key in ("since", "last_activity", "labels", "at", "time", "started", "ended")
+    if isinstance(d, dict):
+        return {k: human_times(v, k if not timey else key) for k, v in d.items()}
+    if isinstance(d, list | tuple):
+        return [human_times(v, key) for v in d]
+    if timey and isinstance(d, int | float) and not isinstance(d, bool) and _EPOCHS[0] <= d <= _EPOCHS[1]:
+        return iso(d)
+    return d
+
+
 def plan_data(rep) -> dict[str, Any]:
     s, d = rep.snapshot, rep.decision
 
@@ -69,7 +84,7 @@ def print_plan(rep) -> None:
     for f in data["findings"]:
         out.append(f"  {f['kind']:<20} {f['subject']}  {f['severity']}"
                    + ("  [unknown]" if f["status"] == "unknown" else f"  for {_age(now, f['since'])}"))
-        out.append(f"      evidence: {_compact(f['evidence'])}")
+        out.append(f"      evidence: {_compact(human_times(f['evidence']))}")
         for a in f["planned"]:
             out.append(f"      plan:     {a['action']} {a['subject']}" + (f"  {_compact(a['params'], 160)}" if a["params"] else ""))
         for a in f["deferred"]:
