@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import REPO, make_repo
 
-pytestmark = pytest.mark.campaign
+pytestmark = [pytest.mark.campaign, pytest.mark.timeout(2400)]
 
 
 def _run(cmd, cwd, env=None, timeout=900):
