@@ -29,10 +29,10 @@ from pathlib import Path
 
 import psutil
 
-from healer import errors, failpoints, git, procs
+from healer import errors, failpoints, git, procs, sandbox
 from healer.clock import Clock, day_of, iso, stamp, system
 from healer.errors import InvalidInput, UsageError
-from healer.loop import agents, decide, gitops
+from healer.loop import agents, decide, gitops, guard
 from healer.loop.decide import EXIT_WORDS, Facts, GateResult, IterationRecord, Limits, Verdict
 from healer.loop.state import RunPaths, RunState, bump_daily, check_run_id, daily_count, load, save, write_json_atomic
 from healer.policy.schema import Loop, Policy
@@ -113,6 +113,8 @@ class Runner:
         self._last_tree: str | None = None  # snapshot after the last iteration's gates: the next one's "before"
         self._before: str | None = None
         self._diff_bytes = 0
+        self.sbx_mode = "none"
+        self._profile: sandbox.Profile | None = None
 
     # -- setup ---------------------------------------------------------------------
     def run(self) -> Outcome:
@@ -246,6 +248,11 @@ class Runner:
             raise InvalidInput(f"{st.policy_file or 'policy'}: loop.gates: expected at least one gate (the only judge of "
                                "success), got none")
         self._check_gates(st)
+        self.sbx_mode, warn = sandbox.resolve(self.loop_policy.sandbox)
+        if warn:
+            import sys
+
+            print(warn, file=sys.stderr, flush=True)
         self.limits = Limits.from_policy(self.loop_policy, st.max_iterations)
         st.pid = os.getpid()
         try:
@@ -260,7 +267,8 @@ class Runner:
             "workdir": str(self.workdir), "policy": st.policy_file, "task": st.task_file, "preset": st.preset,
             "agent": list(self.spec.argv), "max_iterations": st.max_iterations, "resumed": req.resume,
             "resumes": st.resumes, "from_iteration": len(st.history) + 1, "pid": os.getpid(),
-            "gates": [g.name for g in self.loop_policy.gates],
+            "gates": [g.name for g in self.loop_policy.gates], "sandbox": self.sbx_mode,
+            "sandbox_requested": self.loop_policy.sandbox,
         })
         self.echo(f"loop {st.run_id}: {'resuming at' if req.resume else 'starting'} iteration {len(st.history) + 1} "
                   f"of {st.max_iterations} in {self.workdir}")
@@ -426,6 +434,64 @@ class Runner:
                     f"{', '.join(prot)}\n\n")
 
     def _iterate(self, n: int) -> IterationRecord:
+        """One iteration, inside a fresh sandbox session (its own private temp dir) when sandboxed,
+        with the git common dir and the outside world compared before and after."""
+        L = self.loop_policy
+        self._gsnap = guard.git_capture(self.workdir)
+        watch = self.sbx_mode == "none"
+        roots = guard.outside_roots(self.workdir, self.req.fleet_root, self._gsnap.common if self._gsnap else None) \
+            if watch else []
+        seen = guard.scan(roots) if watch else {}
+        try:
+            if self.sbx_mode != "bwrap":
+                return self._iterate_body(n)
+            prof = sandbox.loop_profile(self.workdir, L.sandbox_writable, L.sandbox_network)
+            with sandbox.Session(prof) as p:
+                self._profile = p
+                return self._iterate_body(n)
+        finally:
+            self._profile = None
+            self._check_git(n, "iteration")
+            if watch:
+                paths = guard.written(seen, guard.scan(roots))
+                if paths:
+                    self._event("loop.outside_write", {"n": n, "sandbox": self.sbx_mode, "count": len(paths),
+                                                       "paths": paths[:200]})
+                    self._note(f"## iteration {n}: writes outside the working tree (unsandboxed agent)\n- "
+                               + ", ".join(paths[:20]) + (f" (+{len(paths) - 20} more)" if len(paths) > 20 else ""))
+
+    def _wrap(self, argv: list[str]) -> list[str]:
+        if self._profile is None:
+            return list(argv)
+        return self._profile.wrap(procs.resolve_python(argv, os.environ.get("PATH")))
+
+    def _note(self, text: str) -> None:
+        with open(self.workdir / "progress.md", "a") as f:
+            f.write(text + "\n\n")
+
+    def _check_git(self, n: int, phase: str) -> None:
+        """Undo what the agent (or the code the gates ran) changed in the git common directory."""
+        before = getattr(self, "_gsnap", None)
+        if before is None:
+            return
+        after = guard.git_capture(self.workdir)
+        if after is None:
+            return
+        ch = guard.git_changes(before, after)
+        if not ch:
+            return
+        undone = guard.git_revert(self.workdir, before, ch, self.paths.quarantine(n), self.st.run_id, n,
+                                  move_refs=self.req.fleet_root is None)
+        self._event("loop.git_tampered", {"n": n, "phase": phase, "paths": ch.paths(before),
+                                          "refs": {k: list(v) for k, v in ch.refs.items()}, "undone": undone,
+                                          "refs_moved_back": self.req.fleet_root is None})
+        self._event("loop.outside_write", {"n": n, "sandbox": self.sbx_mode, "count": len(ch.files) + len(ch.refs),
+                                           "paths": ch.paths(before)[:200], "area": "git"})
+        self._note(f"## iteration {n}: git directory changed outside the branch ({phase}); undone\n- "
+                   + ", ".join(ch.paths(before)[:20]))
+        self._gsnap = guard.git_capture(self.workdir)
+
+    def _iterate_body(self, n: int) -> IterationRecord:
         st, L, clock = self.st, self.loop_policy, self.clock
         t0 = clock.monotonic()
         started_at = clock.now()
@@ -465,7 +531,7 @@ class Runner:
         with open(out_p, "wb") as out, open(err_p, "wb") as err, \
                 (open(pf, "rb") if agents.prompt_on_stdin(self.spec, argv) else open(os.devnull, "rb")) as stdin:
             try:
-                res = procs.run(argv, cwd=self.workdir, timeout=max(0.0, deadline - clock.monotonic()), grace=L.kill_grace,
+                res = procs.run(self._wrap(argv), cwd=self.workdir, timeout=max(0.0, deadline - clock.monotonic()), grace=L.kill_grace,
                                 clock=clock, env=env, stdout=out, stderr=err, stdin=stdin, should_stop=self._should_stop,
                                 marker=marker, on_spawn=on_spawn, adopt_orphans=self.subreaper)
             except OSError as e:
@@ -482,6 +548,7 @@ class Runner:
         dup = st.outputs.get(key) if key else None
 
         wd = self.workdir
+        self._check_git(n, "agent")
         after = gitops.snapshot(wd)
         changed = gitops.changed_between(wd, before, after)
         prot = [p for p in changed if gitops.protected(p, L.protected_paths)]
@@ -543,7 +610,7 @@ class Runner:
             log = idir / f"gate-{i}-{_safe(g.name)}.log"
             with open(log, "wb") as f:
                 try:
-                    res = procs.run(g.run, cwd=self.workdir, timeout=min(g.timeout, remaining), grace=L.kill_grace,
+                    res = procs.run(self._wrap(g.run), cwd=self.workdir, timeout=min(g.timeout, remaining), grace=L.kill_grace,
                                     clock=clock, env=env, stdout=f, stderr=subprocess.STDOUT,
                                     should_stop=self._should_stop, adopt_orphans=self.subreaper)
                 except OSError as e:

@@ -51,7 +51,9 @@ def loop_repo(path: Path, files: dict[str, str] | None = None) -> Path:
 
 
 def write_policy(path: Path, **loop) -> Path:
-    base = {"max_iterations": 6, "iteration_timeout": "20s", "kill_grace": "1s"}
+    # sandboxed when bubblewrap works here (the default `auto`); the test's own folder (pid files,
+    # markers beside the repository) stays writable for the scripted agents
+    base = {"max_iterations": 6, "iteration_timeout": "20s", "kill_grace": "1s", "sandbox_writable": [str(path.parent)]}
     base.update(loop)
     path.write_text(yaml.safe_dump({"version": 1, "loop": base}, sort_keys=False))
     return path

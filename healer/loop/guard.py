@@ -1,0 +1,259 @@
+"""What an agent may not change outside its worktree, checked from outside after each iteration.
+
+Two checks, both before/after comparisons made by the loop (never by the agent):
+
+- **The git common directory** (hooks, config, info/, alternates, HEAD files, refs other than
+  the worktree's own branch): every change is reported (`loop.git_tampered`, with the paths)
+  and undone: files come back byte for byte from the copy taken before the agent ran, the
+  agent's versions go to the iteration's quarantine folder; refs are moved back by
+  compare-and-swap and new refs are kept under `refs/healer/quarantine/`. In a fleet, other
+  refs move legitimately (merges, other tickets' agents), so there they are reported, not moved.
+- **Writes outside the worktree** that healer can see (the fleet root or the project beside
+  the worktree, the folder that holds it, $HOME's top level): reported as `loop.outside_write`
+  when the agent runs unsandboxed. Inside bubblewrap they cannot happen.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from healer import git
+
+Entry = tuple  # ("d",) | ("l", target) | ("f", mode, bytes)
+CAP = 50_000  # entries per scan: a huge folder is scanned in part, never for ever
+
+
+def _entry(p: Path) -> Entry | None:
+    try:
+        st = os.lstat(p)
+    except OSError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        return ("l", os.readlink(p))
+    if stat.S_ISDIR(st.st_mode):
+        return ("d",)
+    if stat.S_ISREG(st.st_mode) and st.st_size <= 1 << 20:
+        try:
+            with open(p, "rb") as f:
+                return ("f", stat.S_IMODE(st.st_mode), f.read())
+        except OSError:
+            return ("f", stat.S_IMODE(st.st_mode), b"")
+    return ("f", stat.S_IMODE(st.st_mode), f"<{st.st_size} bytes, mtime {st.st_mtime_ns}>".encode())
+
+
+def _walk(base: Path, rel: str, out: dict[str, Entry]) -> None:
+    e = _entry(base / rel)
+    if e is None:
+        return
+    out[rel] = e
+    if e[0] != "d":
+        return
+    for dirpath, dirnames, filenames in os.walk(base / rel, followlinks=False):
+        for n in dirnames + filenames:
+            if len(out) >= CAP:
+                return
+            p = Path(dirpath) / n
+            sub = _entry(p)
+            if sub is not None:
+                out[p.relative_to(base).as_posix()] = sub
+
+
+@dataclass
+class GitSnap:
+    common: Path
+    git_dir: Path
+    own_ref: str | None
+    top: Path = Path(".")
+    files: dict[str, Entry] = field(default_factory=dict)  # relative to common ("@wt/..." for the worktree's own admin dir)
+    refs: dict[str, str] = field(default_factory=dict)
+
+
+def _abs(s: GitSnap, rel: str) -> Path:
+    if rel == "@top/.git":
+        return s.top / ".git"
+    return s.git_dir / rel[4:] if rel.startswith("@wt/") else s.common / rel
+
+
+def git_capture(workdir: Path) -> GitSnap | None:
+    o = git.run(workdir, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir", check=False)
+    parts = o.stdout.split("\n")
+    if o.code != 0 or len(parts) < 2:
+        return None
+    gd, cd = Path(parts[0]), Path(parts[1])
+    own = git.run(workdir, "symbolic-ref", "-q", "HEAD", check=False).stdout or None
+    s = GitSnap(cd, gd, own, Path(workdir).resolve())
+    if (s.top / ".git").is_file() or (s.top / ".git").is_symlink():  # the worktree's pointer to its git dir
+        e = _entry(s.top / ".git")
+        if e is not None:
+            s.files["@top/.git"] = e
+    for rel in ("hooks", "info", "config", "config.worktree", "objects/info/alternates", "HEAD", "commondir", "shallow"):
+        _walk(cd, rel, s.files)
+    wts = cd / "worktrees"
+    if wts.is_dir() and not wts.is_symlink():
+        for d in sorted(wts.iterdir()):
+            for n in ("HEAD", "config.worktree", "commondir", "gitdir"):
+                _walk(cd, f"worktrees/{d.name}/{n}", s.files)
+    if gd != cd and not str(gd).startswith(str(wts) + os.sep):
+        for n in ("HEAD", "config.worktree", "commondir", "gitdir"):
+            e = _entry(gd / n)
+            if e is not None:
+                s.files[f"@wt/{n}"] = e
+    out = git.raw(workdir, "for-each-ref", "--format=%(refname)%00%(objectname)")
+    for line in out.decode("utf-8", "surrogateescape").splitlines():
+        name, _, sha = line.partition("\0")
+        if name != own and not name.startswith("refs/healer/"):
+            s.refs[name] = sha
+    return s
+
+
+@dataclass
+class GitChanges:
+    files: list[str]
+    refs: dict[str, tuple[str | None, str | None]]  # ref -> (before, after)
+
+    def __bool__(self) -> bool:
+        return bool(self.files or self.refs)
+
+    def paths(self, s: GitSnap) -> list[str]:
+        return [str(_abs(s, r)) for r in self.files] + sorted(self.refs)
+
+
+def git_changes(before: GitSnap, after: GitSnap) -> GitChanges:
+    files = sorted(k for k in set(before.files) | set(after.files) if before.files.get(k) != after.files.get(k))
+    refs = {k: (before.refs.get(k), after.refs.get(k)) for k in set(before.refs) | set(after.refs)
+            if before.refs.get(k) != after.refs.get(k)}
+    return GitChanges(files, dict(sorted(refs.items())))
+
+
+def _blocked(base: Path, rel: str) -> bool:
+    parts = rel.split("/")
+    for i in range(1, len(parts)):
+        p = base / "/".join(parts[:i])
+        if p.is_symlink() or (os.path.lexists(p) and not p.is_dir()):
+            return True
+    return False
+
+
+def git_revert(workdir: Path, before: GitSnap, ch: GitChanges, qdir: Path, run_id: str, n: int,
+               move_refs: bool) -> list[dict]:
+    """Undo `ch`: the agent's files to `qdir/git/`, the earlier bytes back; refs moved back by
+    compare-and-swap (only when `move_refs`), new refs kept under refs/healer/quarantine/."""
+    done: list[dict] = []
+    for rel in sorted(ch.files, key=lambda r: (r.count("/"), r)):
+        p = _abs(before, rel)
+        base = before.git_dir if rel.startswith("@wt/") else before.top if rel.startswith("@top/") else before.common
+        r = rel[5:] if rel.startswith("@top/") else rel[4:] if rel.startswith("@wt/") else rel
+        if _blocked(base, r) or not os.path.lexists(p):
+            continue
+        was = before.files.get(rel)
+        if was is not None and was[0] == "d" and p.is_dir() and not p.is_symlink():
+            continue  # a folder that stayed a folder: its entries are handled one by one
+        dst = qdir / "git" / rel.replace("@wt/", "worktree/").replace("@top/", "top/")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if os.path.lexists(dst):
+            dst = dst.with_name(f"{dst.name}.{os.getpid()}.{len(done)}")
+        shutil.move(str(p), str(dst))
+        done.append({"path": str(p), "action": "quarantined", "saved_as": str(dst)})
+    for rel in sorted(ch.files, key=lambda r: (r.count("/"), r)):
+        was = before.files.get(rel)
+        if was is None:
+            continue
+        p = _abs(before, rel)
+        if was[0] == "d":
+            p.mkdir(parents=True, exist_ok=True)
+            continue
+        if os.path.lexists(p):
+            continue
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if was[0] == "l":
+            os.symlink(was[1], p)
+        else:
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, was[1])
+            with os.fdopen(fd, "wb") as f:
+                f.write(was[2])
+            os.chmod(p, was[1])
+        done.append({"path": str(p), "action": "restored"})
+    if not move_refs:
+        return done
+    zero = "0" * 40
+    for ref, (old, new) in ch.refs.items():
+        if new is not None and old is None:
+            keep = f"refs/healer/quarantine/{run_id}/{n}/{ref}"
+            git.run(workdir, "update-ref", "-m", "healer: ref made by an agent", keep, new, check=False)
+            r = git.run(workdir, "update-ref", "-d", ref, new, check=False)
+            done.append({"ref": ref, "action": "quarantined", "saved_as": keep, "ok": r.code == 0})
+        else:
+            r = git.run(workdir, "update-ref", "-m", "healer: ref moved back", ref, old or zero, new or zero, check=False)
+            done.append({"ref": ref, "action": "restored", "to": old, "from": new, "ok": r.code == 0})
+    return done
+
+
+# -- writes outside the worktree (unsandboxed agents) ---------------------------------------
+
+@dataclass(frozen=True)
+class Root:
+    path: Path
+    recursive: bool
+    skip: tuple[Path, ...] = ()
+
+
+def _meta(p: Path, st: os.stat_result, shallow: bool) -> tuple:
+    if stat.S_ISDIR(st.st_mode):
+        return ("d", st.st_ino) if shallow else ("d",)
+    if stat.S_ISLNK(st.st_mode):
+        return ("l", os.readlink(p))
+    return ("f", st.st_size, st.st_mtime_ns, st.st_ino, stat.S_IMODE(st.st_mode))
+
+
+def scan(roots: list[Root]) -> dict[str, tuple]:
+    """path -> metadata of every entry under the roots (recursive ones walked, links not followed)."""
+    out: dict[str, tuple] = {}
+    for r in roots:
+        skip = {str(s) for s in r.skip}
+        try:
+            it = os.scandir(r.path)
+        except OSError:
+            continue
+        stack = [it]
+        while stack:
+            with stack.pop() as entries:
+                for e in entries:
+                    if len(out) >= CAP:
+                        return out
+                    if e.path in skip:
+                        continue
+                    try:
+                        st = e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    out[e.path] = _meta(Path(e.path), st, not r.recursive)
+                    if r.recursive and stat.S_ISDIR(st.st_mode):
+                        try:
+                            stack.append(os.scandir(e.path))
+                        except OSError:
+                            pass
+    return out
+
+
+def written(before: dict[str, tuple], after: dict[str, tuple]) -> list[str]:
+    return sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+
+
+def outside_roots(workdir: Path, fleet_root: Path | None, common: Path | None) -> list[Root]:
+    """Where an unsandboxed agent's writes can be seen: the project that holds the worktree
+    (recursively, but not its .git or .healer: git is checked above, .healer is healer's and
+    the other agents'), the folder beside it, and $HOME's top level."""
+    workdir = workdir.resolve()
+    project = (fleet_root or workdir).resolve()
+    roots: list[Root] = []
+    if project != workdir:
+        roots.append(Root(project, True, (project / ".git", project / ".healer", workdir)))
+    roots.append(Root(project.parent, False, (project,)))
+    home = Path(os.path.expanduser("~")).resolve()
+    if home not in (project.parent, project) and home.is_dir():
+        roots.append(Root(home, False, (project,)))
+    return roots

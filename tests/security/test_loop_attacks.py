@@ -1,0 +1,127 @@
+"""Each attack of issue 11 by a hostile agent, under bubblewrap and unsandboxed: the protected
+test stays intact in HEAD and in the tree, no hook runs, nothing outside is written (bwrap) or
+every outside write is reported (none), and the loop ends with a decision, never 70."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import git
+from tests.security.conftest import CHECK, assert_contained, events, policy, run, target_repo
+
+
+def test_hooks_never_run_and_are_undone(tmp_path, mode):
+    repo = target_repo(tmp_path / "repo")
+    witness = tmp_path / "witness"
+    out, _ = run(repo, policy(mode, "hook", str(witness)))
+    assert_contained(repo, out)
+    assert not witness.exists()
+    hooks = repo / ".git" / "hooks"
+    assert not (hooks / "pre-commit").exists()
+    assert "hooksPath" not in (repo / ".git" / "config").read_text()
+    if mode == "none":
+        t = events(repo, "loop.git_tampered")
+        assert t and any(p.endswith("hooks/pre-commit") for p in t[0].payload["paths"])
+
+
+def test_config_programs_never_run(tmp_path, mode):
+    repo = target_repo(tmp_path / "repo")
+    witness = tmp_path / "witness"
+    out, _ = run(repo, policy(mode, "config", str(witness)))
+    assert_contained(repo, out)
+    assert not witness.exists()
+    assert "fsmonitor" not in (repo / ".git" / "config").read_text()
+
+
+def test_symlink_swap_of_protected_folder(tmp_path, mode):
+    repo = target_repo(tmp_path / "repo")
+    elsewhere = tmp_path / "elsewhere"
+    out, _ = run(repo, policy(mode, "symlink", str(elsewhere)))
+    assert_contained(repo, out)
+    moved = events(repo, "loop.protected_reverted")
+    assert moved and "tests" in moved[0].payload["paths"]
+    if mode == "none":  # the link was moved away as a link: what it pointed at is untouched
+        assert (elsewhere / "test_check.py").read_text().startswith("def test_ok")
+
+
+def test_agent_commits_gutted_tests_itself(tmp_path, mode):
+    repo = target_repo(tmp_path / "repo")
+    out, _ = run(repo, policy(mode, "commit"))
+    assert out.exit_code not in (0, 70)
+    assert (repo / "tests" / "test_check.py").read_text() == CHECK
+
+
+def test_gate_time_gutting_refused_at_commit(tmp_path, mode):
+    """conftest.py guts the test while the gates run: green gates, but the commit is refused (exit 3)."""
+    repo = target_repo(tmp_path / "repo")
+    out, _ = run(repo, policy(mode, "gate"))
+    assert out.exit_code == 3, out
+    assert git(repo, "show", "HEAD:tests/test_check.py") + "\n" == CHECK
+    refused = events(repo, "loop.commit_refused")
+    assert refused and refused[0].payload["paths"] == ["tests/test_check.py"]
+
+
+def test_outside_writes_blocked_or_reported(tmp_path, mode, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    repo = target_repo(tmp_path / "repo")
+    beside, in_home = tmp_path / "beside.txt", home / "pwned.txt"
+    in_git = repo / ".git" / "info" / "pwned"
+    out, _ = run(repo, policy(mode, "outside", str(beside), str(in_home), str(in_git), "/tmp/../" + str(beside)))
+    assert_contained(repo, out)
+    if mode == "bwrap":
+        assert not beside.exists() and not in_home.exists() and not in_git.exists()
+    else:
+        seen = {p for e in events(repo, "loop.outside_write") for p in e.payload["paths"]}
+        assert {str(beside), str(in_home), str(in_git)} <= seen, seen
+        assert not in_git.exists()  # the git dir's change is undone (quarantined)
+
+
+def test_foreign_refs_undone(tmp_path, mode):
+    repo = target_repo(tmp_path / "repo")
+    git(repo, "branch", "other")
+    git(repo, "checkout", "-q", "-b", "work")
+    other = git(repo, "rev-parse", "other")
+    (repo / "x.txt").write_text("x\n")
+    git(repo, "add", "x.txt")
+    git(repo, "commit", "-q", "-m", "work moves on")
+    out, _ = run(repo, policy(mode, "refs"))
+    assert_contained(repo, out)
+    assert git(repo, "rev-parse", "other") == other
+    assert git(repo, "for-each-ref", "refs/heads/evil", "refs/tags/evil") == ""
+
+
+def test_binary_blob_counts_by_size(tmp_path, mode):
+    repo = target_repo(tmp_path / "repo")
+    out, _ = run(repo, policy(mode, "blob", "2", max_diff_bytes=1_000_000))
+    assert out.exit_code not in (0, 70)
+    drift = events(repo, "loop.scope_drift")
+    assert drift and drift[0].payload["diff_bytes"] > 1_000_000
+    assert not (repo / "blob.bin").exists()
+
+
+def test_dirty_tree_refused_then_user_work_never_committed(tmp_path, mode):
+    from healer.errors import InvalidInput
+
+    repo = target_repo(tmp_path / "repo")
+    (repo / "README.md").write_text("user's own edit\n")
+    (repo / "user.txt").write_text("user's staged file\n")
+    git(repo, "add", "user.txt")
+    try:
+        run(repo, policy(mode, "outside", str(tmp_path / "x")))
+        raise AssertionError("a dirty tree must be refused")
+    except InvalidInput as e:
+        assert "README.md" in str(e) and "user.txt" in str(e)
+    # with --allow-dirty a converging agent commits only its own change
+    conv = Path(__file__).resolve().parents[2] / "chaos" / "agents" / "loop_converge.py"
+    from tests.security.conftest import PY
+
+    pol = policy(mode, "x", agent={"command": [PY, str(conv), "{iteration}"]},
+                 gates=[{"name": "steps", "run": [PY, str(conv.parent / "loop_gate.py"), "steps", "1"]}])
+    out, _ = run(repo, pol, run_id="dirty", allow_dirty=True)
+    assert out.exit_code == 0, out
+    files = git(repo, "show", "--name-only", "--format=", "HEAD").split()
+    assert files == ["work/step_1.txt"]
+    assert "user.txt" in git(repo, "diff", "--cached", "--name-only")
+    assert (repo / "README.md").read_text() == "user's own edit\n"
