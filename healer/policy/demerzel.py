@@ -151,7 +151,8 @@ class _Out:
 
     def put(self, indent: int, text: str, comment: str = "") -> None:
         body = "  " * indent + text
-        self.lines.append(f"{body:<32}# {comment}" if comment else body)
+        pad = f"{body:<32}" if len(body) < 32 else body + "  "  # YAML needs a space before a comment's #
+        self.lines.append(f"{pad}# {comment}" if comment else body)
 
     def note(self, indent: int, text: str) -> None:
         self.lines.append("  " * indent + "# " + text)
@@ -162,11 +163,19 @@ class _Out:
 
 def convert(raw: bytes, source: str) -> str:
     """Convert a Demerzel autonomous-loop policy to a commented healer policy (YAML text)."""
+    from healer.policy import demerzel_bounds as db
+
     text = raw.decode("utf-8", errors="replace").replace("\x00", "")
-    src = read_lenient(text)
+    lines = db.unfenced(text)  # fenced code is an example (a GitHub Actions snippet), never policy
+    src = read_lenient("\n".join(lines))
+    bounds = db.find(lines, src.data, src.lines)
     il = src.data.get("iteration_limits")
+    if il is None and not bounds:
+        raise InvalidInput(f"{source}:1:1: iteration_limits: expected a Demerzel loop policy with loop bounds (an "
+                           "iteration_limits section, or bounds such as max cycles per day, max duration per cycle, a kill "
+                           "switch, consecutive auto-cycles), got none")
     if il is None:
-        raise InvalidInput(f"{source}:1:1: iteration_limits: expected a Demerzel loop policy with an iteration_limits section, got none")
+        il = {}
     if not isinstance(il, dict):
         line = src.lines.get("iteration_limits", 1)
         kind = "a list" if isinstance(il, list) else repr(il)
@@ -187,6 +196,10 @@ def convert(raw: bytes, source: str) -> str:
     absolute, absolute_note = limit("absolute_max", HARD_MAX_ITERATIONS, "healer's hard ceiling is", defaults.absolute_max)
     ceiling = absolute or defaults.absolute_max
     max_it, max_note = limit("default_max", ceiling, "above absolute_max, so", defaults.max_iterations)
+    cap = bounds.get("iteration_cap")
+    if max_it is None and cap is not None:  # consecutive auto-cycles before a human looks: the iteration cap
+        max_it, max_note = min(cap.value, ceiling), f"line {cap.line}: {cap.label}" + (
+            f" (was {cap.value}; held under absolute_max {ceiling})" if cap.value > ceiling else "")
     if max_it is None and defaults.max_iterations > ceiling:
         max_it, max_note = ceiling, "healer's default lowered to the source's absolute_max"
     stall, _ = limit("stall_limit", None, "", defaults.stall.same_state)
@@ -199,6 +212,10 @@ def convert(raw: bytes, source: str) -> str:
                 break
             except ValueError:
                 unmapped.append(f"iteration_limits.{k} = {_one_line(v, 40)}: expected a duration like 20m")
+
+    deadline = bounds.get("iteration_deadline")
+    if timeout is None and deadline is not None:
+        timeout_key, timeout = None, deadline.value
 
     actions: list[tuple[str, str]] = []
     _walk_actions(src.data, (), actions)
@@ -224,7 +241,8 @@ def convert(raw: bytes, source: str) -> str:
     if absolute is not None:
         o.put(1, f"absolute_max: {absolute}", absolute_note)
     if timeout is not None:
-        o.put(1, f"iteration_timeout: {durations.format(timeout)}", f"iteration_limits.{timeout_key}")
+        o.put(1, f"iteration_timeout: {durations.format(timeout)}",
+              f"iteration_limits.{timeout_key}" if timeout_key else _one_line(f"line {deadline.line}: {deadline.label}", 90))
     else:
         o.note(1, "The source has no per-iteration timeout. healer always puts a deadline around the")
         o.note(1, "whole iteration (the agent and its whole process tree), so its default is added here:")
@@ -234,8 +252,22 @@ def convert(raw: bytes, source: str) -> str:
         if stall is not None:
             o.put(2, f"same_state: {stall}", "iteration_limits.stall_limit (iterations without progress -> halt, exit 3)")
         if halting:
+            # SPEC §5: a repeated output is a hint, not a reason to stop; no progress (same_state) is what stops
             why = next(f"{p}.failure_action: {v}" for p, v in actions if p.startswith("review_criteria.") and v in _HALTS)
-            o.put(2, "duplicate_output: stop", f"halt, not just flag ({_one_line(why, 70)})")
+            o.put(2, "duplicate_output: flag", f"repetition flagged; the source halts ({_one_line(why, 60)}), healer "
+                                               "stops on no progress (same_state)")
+    if "daily_cap" in bounds:
+        b = bounds["daily_cap"]
+        o.put(1, f"max_iterations_per_day: {b.value}", _one_line(f"line {b.line}: {b.label}", 90))
+    if "kill_switch" in bounds:
+        b = bounds["kill_switch"]
+        o.put(1, f"kill_switch: {yaml.safe_dump(b.value, default_style=None).strip().splitlines()[0]}",
+              _one_line(f"line {b.line}: {b.label}; relative to the working tree", 90))
+    if "lease" in bounds:
+        b = bounds["lease"]
+        o.blank()
+        o.put(0, "supervisor:")
+        o.put(1, f"lease_ttl: {durations.format(b.value)}", _one_line(f"line {b.line}: {b.label} (a lock older than this is taken over)", 90))
     if replays is not None:
         o.blank()
         o.put(0, "retry:")
@@ -276,6 +308,21 @@ def convert(raw: bytes, source: str) -> str:
         why = _UNMAPPED_WHY.get(k, "no healer equivalent")
         at = src.lines.get(k)
         unmapped.append(f"{_one_line(k, 60)} (line {at}): {why}" if at else f"{_one_line(k, 60)}: {why}")
+    used = {b.line for b in bounds.values()}
+    heads = db.headings(lines)
+    for i, (n, title) in enumerate(heads):
+        end = heads[i + 1][0] if i + 1 < len(heads) else len(lines) + 1
+        if not any(n <= u < end for u in used):
+            unmapped.append(f"section '{_one_line(title, 60)}' (line {n}): prose, no healer key")
+    bound_tables = set()
+    rows = db.table_rows(lines)
+    for n, _cells in rows:
+        if n in used:
+            bound_tables.add(n)
+    for n, cells in rows:
+        near = any(abs(n - u) <= 12 for u in bound_tables)  # the other rows of a table that held a bound
+        if near and n not in used and len(cells) >= 2:
+            unmapped.append(f"table row '{_one_line(cells[0], 40)}' = {_one_line(cells[1], 40)} (line {n}): no healer equivalent")
     if unmapped or src.skipped:
         o.blank()
         o.note(0, "Not mapped (listed so nothing is dropped silently):")

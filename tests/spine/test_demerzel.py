@@ -24,7 +24,8 @@ def test_fixture_converts_to_a_valid_policy(tmp_path, demerzel_fixture):
     p = load_policy(out)
     assert (p.loop.max_iterations, p.loop.absolute_max, p.loop.stall.same_state) == (10, 25, 3)
     assert p.loop.iteration_timeout == 20 * 60
-    assert p.loop.stall.duplicate_output == "stop"  # convergence_check: halt_and_escalate
+    # convergence_check: halt_and_escalate; a repeated output is a hint (SPEC §5), no progress is what stops
+    assert p.loop.stall.duplicate_output == "flag"
 
 
 def test_output_says_what_it_added_and_what_it_could_not_map(demerzel_fixture):
@@ -50,7 +51,9 @@ def test_no_iteration_limits_is_exit_65(tmp_path):
     f.write_text("name: something-else\n---\n## Heading\n\nprose: only\n")
     r = healer("policy", "import", "demerzel", str(f))
     assert r.returncode == 65
-    assert r.stderr.strip() == f"{f}:1:1: iteration_limits: expected a Demerzel loop policy with an iteration_limits section, got none"
+    assert r.stderr.strip().startswith(f"{f}:1:1: iteration_limits: expected a Demerzel loop policy with loop bounds (an "
+                                       "iteration_limits section, or bounds such as max cycles per day")
+    assert r.stderr.strip().endswith("got none") and r.stderr.count("\n") == 1
     assert r.stdout == ""
 
 
@@ -109,3 +112,48 @@ def test_binary_input_never_crashes(raw):
         convert(raw, "f.yaml")
     except InvalidInput as e:
         assert all(line.startswith("f.yaml:") for line in e.lines), e.lines
+
+
+FIXTURES = __import__("pathlib").Path(__file__).resolve().parents[1] / "fixtures" / "demerzel"
+
+
+def _imported(tmp_path, name: str):
+    r = healer("policy", "import", "demerzel", str(FIXTURES / name))
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / f"{name}.healer.yaml"
+    out.write_text(r.stdout)
+    assert healer("policy", "validate", str(out)).returncode == 0
+    return load_policy(out), r.stdout
+
+
+def test_bounds_in_a_markdown_table_are_read(tmp_path):
+    # the real seldon-plan policy: its bounds sit in a "Resource Bounds" table, its lock in prose
+    p, out = _imported(tmp_path, "seldon-plan-policy.yaml")
+    assert p.loop.max_iterations_per_day == 6  # Max cycles per day
+    assert p.loop.iteration_timeout == 30 * 60  # Max duration per cycle: 30 minutes
+    assert p.loop.kill_switch == "state/seldon-plan/kill.switch"
+    assert p.loop.max_iterations == 12  # Max consecutive auto-cycles -> the iteration cap
+    assert p.supervisor.lease_ttl == 30 * 60  # lock younger than 30min
+    # the fenced GitHub Actions snippet is not policy: its `on:` / `schedule` never become keys
+    assert "\non:" not in out and "True" not in out and "cron" not in out
+    # every section it did not map is listed, and the other rows of the bounds table
+    for name in ("constitutional_basis", "Cross-Model Validation Protocol", "Observability", "Active hours (UTC)",
+                 "ChatGPT calls per cycle"):
+        assert name in out, name
+
+
+def test_fenced_code_is_never_read_as_policy():
+    from healer.policy import demerzel_bounds as db
+
+    text = FIXTURES.joinpath("seldon-plan-policy.yaml").read_text()
+    src = read_lenient("\n".join(db.unfenced(text)))
+    assert True not in src.data and "on" not in src.data and "jobs" not in src.data
+    assert not any(str(k) in ("priority", "RESEARCH_FINDING") for k in src.data)
+
+
+def test_a_markdown_policy_with_front_matter_and_bullets(tmp_path):
+    p, out = _imported(tmp_path, "seldon-plan-SKILL.md")
+    assert (p.loop.max_iterations_per_day, p.loop.max_iterations, p.loop.kill_switch) == (6, 12, "state/seldon-plan/kill.switch")
+    assert p.supervisor.lease_ttl == 30 * 60  # the error-handling table: Lock held > 30min
+    assert "ADDED: not in the source" in out  # no per-cycle duration there: healer's deadline is added, and said
+    assert "section 'Usage'" in out and "section 'Cycle Pipeline'" in out
