@@ -191,6 +191,9 @@ class Supervisor:
         rep = TickReport(at=now)
         lease = self.store.acquire_lease(LEASE, self.holder, self.pid, self.host, self.policy.supervisor.lease_ttl,
                                          pid_alive=procs.alive)
+        # every write of this tick carries the lease's fencing token: a holder paused past its ttl (SIGSTOP,
+        # a partition) and overtaken has its late writes refused and recorded (lease.stale_write_refused)
+        self.store.hold(lease)
         if lease is None:
             cur = self.store.lease(LEASE)
             rep.skipped = f"lease held by {cur.holder}" if cur else "lease not available"
