@@ -42,7 +42,7 @@ from healer.store.sqlite import FP_TX_COMMIT, SqliteStore, _Fenced
 
 # advisory lock classes (the second key is the fleet's schema hash)
 _LOCK_EVENTS, _LOCK_TICKET_IDS, _LOCK_MIGRATE = 1, 2, 3
-IDLE_IN_TX_TIMEOUT = "15s"  # a host partitioned mid-transaction releases its locks after this
+IDLE_IN_TX_TIMEOUT = "10s"  # a host partitioned mid-transaction releases its locks after this
 
 
 def redact(url: str) -> str:

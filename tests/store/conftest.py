@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from contextlib import contextmanager
 from urllib.parse import quote
 
 import pytest
@@ -26,13 +27,7 @@ def _no_server(reason: str):
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
-def pg_server():
-    """The URL of a PostgreSQL server (no schema chosen)."""
-    url = os.environ.get("HEALER_TEST_PG_URL")
-    if url:
-        yield url
-        return
+def _start_cluster():
     from chaos import pgcluster
 
     if not pgcluster.available():
@@ -43,10 +38,26 @@ def pg_server():
     except Exception as e:  # noqa: BLE001 - a local cluster that will not start is a skip (a fail under CI)
         cluster.stop()
         _no_server(f"could not start a throwaway PostgreSQL: {e}")
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """A throwaway cluster this session owns (a game day SIGSTOPs it); stopped and removed at the end."""
+    cluster = _start_cluster()
     try:
-        yield cluster.url
+        yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_server(request):
+    """The URL of a PostgreSQL server (no schema chosen): CI's, else one this session starts."""
+    url = os.environ.get("HEALER_TEST_PG_URL")
+    if url:
+        return url
+    return request.getfixturevalue("pg_cluster").url
 
 
 def schema_url(server: str, schema: str) -> str:
@@ -54,19 +65,32 @@ def schema_url(server: str, schema: str) -> str:
     return f"{server}{sep}options={quote('-csearch_path=' + schema)}"
 
 
-@pytest.fixture
-def pg_url(pg_server):
-    """A fresh, empty fleet schema on the server; dropped at the end of the test."""
+@contextmanager
+def fresh_schema(server: str):
     import psycopg
 
     schema = "t_" + uuid.uuid4().hex[:12]
-    with psycopg.connect(pg_server, autocommit=True) as c:
+    with psycopg.connect(server, autocommit=True) as c:
         c.execute(f"CREATE SCHEMA {schema}")
     try:
-        yield schema_url(pg_server, schema)
+        yield schema_url(server, schema)
     finally:
-        with psycopg.connect(pg_server, autocommit=True) as c:
+        with psycopg.connect(server, autocommit=True) as c:
             c.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """A fresh, empty fleet schema on the server; dropped at the end of the test."""
+    with fresh_schema(pg_server) as url:
+        yield url
+
+
+@pytest.fixture
+def own_pg_url(pg_cluster):
+    """A fresh fleet schema on the cluster this session owns (for faults that pause the server)."""
+    with fresh_schema(pg_cluster.url) as url:
+        yield url
 
 
 @pytest.fixture(params=BACKENDS)
