@@ -70,7 +70,10 @@ class Host:
                 s = s or self._store()
                 if s is None:
                     return
-                step(s)
+                nxt = step(s)
+                if nxt is not None:
+                    self.stop.wait(max(0.0, min(period, nxt)))
+                    continue
             except HealerError as e:  # unreachable store, a refused stale write: the next round starts afresh
                 print(f"{self.name}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
             except Exception as e:  # noqa: BLE001 - a host keeps going, like a service; the log says why
@@ -84,11 +87,12 @@ class Host:
             self.stop.wait(period)
 
     # leader
-    def lead(self, s) -> None:
+    def lead(self, s) -> float | None:
         lease = s.acquire_lease(LEASE, self.holder, os.getpid(), self.name, self.ttl)
         s.hold(lease)
-        if lease is None:
-            return
+        if lease is None:  # try again the moment the holder's lease runs out: takeover within the ttl
+            cur = s.lease(LEASE)
+            return None if cur is None else cur.expires_at - self.clock.now() + 0.02
         s.append("leader.tick", self.name, {"holder": self.holder, "token": lease.token})
         now = self.clock.now()
         for a in s.agents(states=["running"]):
@@ -346,8 +350,17 @@ def run(url: str, cluster, *, hosts: int = 3, tickets: int = 9, ttl: float = 3.0
             faults.append({"fault": "kill_leader", "host": victim,
                            "takeover_s": round(taken[0].at - killed_at, 2) if taken else None})
             start(victim)  # the host's service manager restarts it
+        def busy_host(exclude: str | None) -> str | None:
+            for a in board.agents(states=["running"]):
+                if a.host != exclude and procs[a.host].poll() is None:
+                    return a.host
+            return None
+
         if partition > 0:
-            victim = next(n for n in names if n != leader_host()) if hosts > 1 else names[0]
+            # cut the leading host while it holds a ticket: the lease and its claim must pass to other hosts,
+            # its late writes be refused, its work land once
+            wait(lambda: (h := leader_host()) is not None and any(a.host == h for a in board.agents(states=["running"])), 20)
+            victim = leader_host() or names[0]
             mark("gameday.fault", fault="partition", host=victim, seconds=partition)
             proxies[victim].cut()
             clock.sleep(partition)
@@ -355,6 +368,7 @@ def run(url: str, cluster, *, hosts: int = 3, tickets: int = 9, ttl: float = 3.0
             faults.append({"fault": "partition", "host": victim, "seconds": partition})
             mark("gameday.fault_healed", fault="partition", host=victim)
         if pause_db > 0 and cluster is not None:
+            wait(lambda: busy_host(None), 20)
             mark("gameday.fault", fault="pause_db", seconds=pause_db)
             cluster.pause()
             clock.sleep(pause_db)
@@ -418,7 +432,7 @@ def check(store, bare: Path, tickets: int, ttl: float, facts: dict) -> list[str]
         if f["fault"] == "kill_leader":
             if f["takeover_s"] is None:
                 out.append(f"no host took the lease over after {f['host']} was killed")
-            elif f["takeover_s"] > ttl + ttl / 3 + 1.0:
+            elif f["takeover_s"] > ttl + 0.5:  # scheduling slack on a loaded machine
                 out.append(f"takeover took {f['takeover_s']} s (ttl {ttl} s)")
     # 4. every ticket done, its work merged on the shared main exactly once
     done = {t.id for t in store.tickets(states=[lifecycle.DONE])}

@@ -19,13 +19,13 @@ def _run(own_pg_url, pg_cluster, tmp_path, **kw):
 
 
 def test_three_hosts_survive_a_killed_leader_a_short_partition_and_a_paused_database(own_pg_url, pg_cluster, tmp_path):
-    rep = _run(own_pg_url, pg_cluster, tmp_path, tickets=6, ttl=3.0, partition=4.0, pause_db=3.0, timeout=150)
+    rep = _run(own_pg_url, pg_cluster, tmp_path, tickets=9, ttl=3.0, work=1.0, partition=5.0, pause_db=3.0, timeout=150)
     kill = next(f for f in rep.facts["faults"] if f["fault"] == "kill_leader")
-    assert kill["takeover_s"] is not None and kill["takeover_s"] <= 3.0 + 1.0 + 1.0
+    assert kill["takeover_s"] is not None and kill["takeover_s"] <= 3.0 + 0.5
 
 
 @pytest.mark.campaign
 def test_multihost_gameday_full(own_pg_url, pg_cluster, tmp_path):
     """The issue's campaign: a 30 s partition, PostgreSQL paused 10 s, 12 tickets."""
-    rep = _run(own_pg_url, pg_cluster, tmp_path, tickets=12, ttl=4.0, partition=30.0, pause_db=10.0, timeout=400)
+    rep = _run(own_pg_url, pg_cluster, tmp_path, tickets=15, ttl=4.0, work=2.0, partition=30.0, pause_db=10.0, timeout=400)
     assert {f["fault"] for f in rep.facts["faults"]} == {"kill_leader", "partition", "pause_db"}
