@@ -374,6 +374,12 @@ class PgStore(SqliteStore):
                 self.wait_for_events(after, poll * 10)
 
     # -- introspection (doctor, store migrate) -----------------------------------
+    def journal_mode(self) -> str:
+        return "postgresql"  # WAL is the server's business
+
+    def no_fsync(self) -> None:
+        """SQLite's throwaway-store switch; durability here is the server's configuration."""
+
     def server_info(self) -> dict[str, Any]:
         r = self._pg.execute("SELECT current_setting('server_version') AS v, current_database() AS d, current_user AS u").fetchone()
         return {"server_version": r["v"], "database": r["d"], "user": r["u"], "schema": self.schema,
