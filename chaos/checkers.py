@@ -429,3 +429,23 @@ CHECKERS: dict[str, Callable[[Any, History], tuple[bool, str]]] = {
     "files": check_files,
     "state": check_state,
 }
+
+
+def check_command(spec: dict, h: History) -> tuple[bool, str]:
+    """A `command` probe: run argv after the game day (cwd: the fleet root when known); its exit status
+    (default 0) and, if given, a text its stdout must contain."""
+    from chaos.faults.command import probe
+
+    cwd = spec.get("cwd") or h.extra.get("root")
+    r = probe(spec["run"], cwd=str(cwd) if cwd else None, timeout=float(spec.get("timeout", 60)))
+    want = int(spec.get("status", 0))
+    what = f"`{' '.join(r['command'])}` exited {r['status']}"
+    if r["status"] != want:
+        return False, f"{what}, expected {want}: {(r['stderr'] or r['stdout']).strip()[-200:]}"
+    if spec.get("stdout_contains") and str(spec["stdout_contains"]) not in r["stdout"]:
+        return False, f"{what}; stdout lacks {spec['stdout_contains']!r}"
+    return True, what
+
+
+CHECKERS["command"] = check_command
+

@@ -44,6 +44,8 @@ FaultKind = Literal[
     "failpoint", "busy_worktree", "release_worktree",
     # real mode, Docker (chaos/faults/containers.py): target a ticket glob, params {name, label, signal, timeout}
     "container_kill", "container_pause", "container_unpause", "container_stop", "container_restart",
+    # any world (chaos/faults/command.py): params {command: argv, undo: argv, cwd, timeout}; the undo is journaled first
+    "command",
 ]
 FAULTS = FaultKind.__args__  # type: ignore[attr-defined]
 
@@ -122,6 +124,7 @@ class Checker(Strict):
     labels: dict[str, Any] | None = None
     files: dict[str, Any] | None = None
     state: dict[str, Any] | None = None
+    command: dict[str, Any] | None = None  # a probe run after the game day: {run: argv, status: 0, stdout_contains: TEXT}
 
     @model_validator(mode="after")
     def _one(self) -> Checker:

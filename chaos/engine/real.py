@@ -524,6 +524,13 @@ class RealEngine:
             sent = sum(bool(notify(self.store, self.policy, f"flood:{i % keys}", f"external alert {i}", severity="warning"))
                        for i in range(f.count))
             return f"{f.count} alerts, {sent} notified"
+        if k == "command":
+            from chaos.faults.command import inject as run_command
+
+            pr = f.params
+            r = run_command(pr["command"], undo=pr.get("undo"), cwd=pr.get("cwd") or str(self.root), timeout=float(pr.get("timeout", 60)),
+                            journal=self.undo)
+            return f"exit {r['status']}"
         if k in ("clock_jump", "broken_proposal", "same_commit_repush"):
             return f"{k}: simulated mode only (or a ticket behaviour in real mode); ignored"
         return f"unknown fault {k}"

@@ -581,6 +581,13 @@ class SimEngine:
 
     def inject(self, f: Fault) -> str:
         k = f.fault
+        if k == "command":  # a real command even in a simulated world: its undo is journaled first, as in real mode
+            from chaos.faults.command import inject as run_command
+
+            pr = f.params
+            r = run_command(pr["command"], undo=pr.get("undo"), cwd=pr.get("cwd"), timeout=float(pr.get("timeout", 60)),
+                            journal=self.undo)
+            return f"exit {r['status']}"
         if k == "kill_agent":
             ps = self._targets(f)
             for p in ps:

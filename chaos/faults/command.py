@@ -13,7 +13,11 @@ from typing import Any
 
 
 def argv(command: str | list[str]) -> list[str]:
+    """The argv to run; `{python}` is this interpreter (the one healer is installed in)."""
+    import sys
+
     out = shlex.split(command) if isinstance(command, str) else [str(x) for x in command]
+    out = [x.replace("{python}", sys.executable) for x in out]
     if not out:
         raise ValueError("command: expected a non-empty argv, got nothing")
     return out

@@ -52,6 +52,24 @@ def _check_outputs(report_dir: Path | None, junit: Path | None) -> None:
         raise UsageError(f"--junit {junit}: a parent of it is a file")
 
 
+def _against_fleet(scs, root: Path, report_dir, junit, quiet: bool) -> int:
+    """Scenarios whose faults act on your fleet (chaos/engine/fleet.py): no fleet built, none thrown away."""
+    from chaos.engine.fleet import FleetEngine, refuse_unsupported
+    from chaos.runner import outcome
+    from healer.cli.common import require_fleet
+
+    target = require_fleet(root)
+    for sc in scs:
+        refuse_unsupported(sc)  # every scenario checked before the first fault touches the fleet
+    results = []
+    for sc in scs:
+        if not quiet:
+            console.print(f"{sc.name}: against {target}", highlight=False)
+        results.append(FleetEngine(sc, target).run())
+    code, _ = outcome(results, report_dir, junit, console)
+    return code
+
+
 def _experiments(paths: list[Path]) -> bool:
     """True when every path is a Chaos Toolkit experiment; a mix with healer scenarios is a usage error."""
     from healer.ctk.run import is_experiment
@@ -73,8 +91,8 @@ def run_cmd(
     disable: bool = typer.Option(False, "--disable", help="Apply each scenario's `disable:` override (expect failures)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No live progress."),
     workdir: Path = typer.Option(None, "--workdir", help="Keep each scenario's fleet under this folder."),
-    root: Path = typer.Option(None, "--root", help="Aim a Chaos Toolkit experiment at this fleet (sets HEALER_ROOT for "
-                                                  "healer's extension and for commands)."),
+    root: Path = typer.Option(None, "--root", help="Run against this existing fleet: scenarios' faults act on it (no "
+                                                  "fleet built); Chaos Toolkit experiments get HEALER_ROOT."),
 ) -> None:
     """Run scenarios or Chaos Toolkit experiments (.json/.yaml with title and method); exit 0 when every
     expectation (steady state) holds, 1 otherwise."""
@@ -91,6 +109,8 @@ def run_cmd(
             raise UsageError(f"--root {root}: not a healer fleet (no .healer/); run 'healer init' there first")
         raise typer.Exit(ctk.run(list(paths), root=target, report_dir=report_dir, junit=junit, console=console, live=not quiet))
     scs = load_all([str(p) for p in paths] if paths else None)
+    if root is not None:
+        raise typer.Exit(_against_fleet(scs, root, report_dir, junit, quiet))
     extra = _overrides(override)
     if extra:  # a bad --override is bad input (65), not a game day that failed (1)
         for sc in scs:

@@ -189,3 +189,27 @@ def test_chaos_toolkit_reporting_reads_healers_game_day_journal(tmp_path):
 
 def test_repo_root_is_importable_for_the_extension():
     assert (REPO / "healer" / "ctk" / "actions.py").is_file()
+
+
+def test_a_game_day_against_your_own_fleet_with_a_command_fault_and_probe(tmp_path):
+    root = _fleet(tmp_path)
+    assert healer("board", "add", "real work", "--root", str(root)).returncode == 0
+    out = tmp_path / "rep"
+    r = healer("gameday", "run", str(HERE / "own-fleet.yaml"), "--root", str(root), "--report", str(out),
+               env={"HEALER_GAMEDAY_HOME": str(tmp_path / "gd-home")}, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert (root / "undone-by-the-game-day").read_text() == "yes"  # the command fault's undo ran at the end
+    s = open_store(root)
+    try:
+        assert [t.state for t in s.tickets()] == ["queued"]
+        assert s.count_events("chaos.fault") == 1
+    finally:
+        s.close()
+    j = json.loads((out / "journal.json").read_text())
+    assert j["status"] == "completed" and not j["deviated"] and j["rollbacks"][0]["activity"]["name"] == "undo command"
+    assert not any((tmp_path / "gd-home").glob("fleet-*"))
+    # a fault that cannot act on a fleet healer did not build is refused before anything runs
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((HERE / "own-fleet.yaml").read_text().replace("fault: command", "fault: red_main"))
+    r = healer("gameday", "run", str(bad), "--root", str(root))
+    assert r.returncode == 65 and "faults[0]: expected one of command" in r.stderr

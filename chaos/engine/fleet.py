@@ -1,0 +1,127 @@
+"""A game day against YOUR fleet: `healer gameday run SCENARIO --root FLEET`.
+
+No fleet is built: the scenario's `fleet:` section is ignored and its faults act on the fleet at
+`--root`, with its own policy, store and daemons (or, with `real.supervisor: once`, a real
+`healer supervise --once` tick every `tick`). Faults fire at `at:` seconds: `command` (any argv,
+its `undo` journaled first), `kill_supervisor`, `kill_dispatcher`, `frozen_dispatch`, `thaw_dispatch`
+(through the lease holders, as healer's Chaos Toolkit extension does). Each fault is recorded in the
+fleet's event log as `chaos.fault`; the expectations run over the events of the run (and `command`
+probes in the fleet root). The undo journal is applied at the end (the rollbacks of the report), and
+by `healer gameday clean` if this run is killed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from chaos.checkers import History
+from chaos.engine import Activity, Result, finish
+from chaos.scenario import Scenario, match
+from healer.clock import Clock, system
+from healer.errors import InvalidInput
+
+SUPPORTED = ("command", "kill_supervisor", "kill_dispatcher", "frozen_dispatch", "thaw_dispatch")
+
+
+def refuse_unsupported(sc: Scenario) -> None:
+    bad = [f"{sc.source or sc.name}: faults[{i}]: expected one of {', '.join(SUPPORTED)} at a time (`at:`) against your own "
+           f"fleet, got {f.fault}" + (" on an event" if f.at is None else "")
+           for i, f in enumerate(sc.faults) if f.fault not in SUPPORTED or f.at is None]
+    if bad:
+        raise InvalidInput(bad[0], bad)
+
+
+class FleetEngine:
+    def __init__(self, scenario: Scenario, root: Path, *, progress=None, wall: Clock | None = None) -> None:
+        self.sc, self.root, self.progress = scenario, Path(root), progress
+        self.clock = wall or system()
+
+    def _fault(self, f, journal) -> str:
+        from healer.ctk import actions
+
+        if f.fault == "command":
+            from chaos.faults.command import inject
+
+            pr = f.params
+            r = inject(pr["command"], undo=pr.get("undo"), cwd=pr.get("cwd") or str(self.root),
+                       timeout=float(pr.get("timeout", 60)), journal=journal)
+            return f"exit {r['status']}"
+        fn = {"kill_supervisor": actions.kill_supervisor, "kill_dispatcher": actions.kill_dispatcher,
+              "frozen_dispatch": actions.freeze_dispatch, "thaw_dispatch": actions.thaw_dispatch}[f.fault]
+        from healer.ctk import UNDO_ENV
+
+        os.environ[UNDO_ENV] = str(journal.folder)  # freeze_dispatch journals its SIGCONT here
+        try:
+            return str(fn(str(self.root)))
+        finally:
+            os.environ.pop(UNDO_ENV, None)
+
+    def _tick(self) -> None:
+        subprocess.run([sys.executable, "-m", "healer", "supervise", "--once", "--root", str(self.root)],
+                       capture_output=True, text=True, timeout=300)
+
+    def run(self) -> Result:
+        from chaos.faults.undo import UndoJournal, home
+        from healer.cli.common import policy_for
+        from healer.store import open_store
+
+        refuse_unsupported(self.sc)
+        store = open_store(self.root)
+        pol = policy_for(self.root, None)
+        tick = float(self.sc.tick or pol.supervisor.tick)
+        journal = UndoJournal(home() / f"fleet-{os.getpid()}-{self.sc.name}", self.clock)
+        result = Result(self.sc, "passed", seed=self.sc.seed, workdir=str(self.root))
+        first = store.last_event_id()
+        start = self.clock.now()
+        cap = min(float(self.sc.duration), float(self.sc.timeout))
+        pending = sorted(self.sc.faults, key=lambda f: float(f.at or 0))
+        next_tick = start
+        last_fault = start
+        try:
+            while True:
+                now = self.clock.now()
+                while pending and now - start >= float(pending[0].at or 0):
+                    f = pending.pop(0)
+                    t0 = self.clock.now()
+                    try:
+                        out, status = self._fault(f, journal), "succeeded"
+                    except Exception as e:  # noqa: BLE001 - a fault that could not act is reported, the run goes on
+                        out, status = f"{type(e).__name__}: {e}", "failed"
+                    store.append("chaos.fault", f.target or f.fault, {"fault": f.fault, "target": f.target, "output": out[:300]})
+                    result.activities.append(Activity(f"fault {f.fault}", "action", t0, self.clock.now(), status, out))
+                    last_fault = self.clock.now()
+                if self.sc.real.supervisor == "once" and now >= next_tick:
+                    self._tick()
+                    next_tick = self.clock.now() + tick
+                if now - start >= cap:
+                    break
+                if not pending and self._settled(store, first, last_fault, tick):
+                    break
+                if self.progress:
+                    self.progress((now - start) / cap)
+                self.clock.sleep(0.1)
+        finally:
+            for u, what in journal.undo_all():
+                t = self.clock.now()
+                result.rollbacks.append(Activity(f"undo {u.kind}", "rollback", t, t, "succeeded", what))
+            import shutil
+
+            shutil.rmtree(journal.folder, ignore_errors=True)
+        end = self.clock.now()
+        history = History(store.events(after=first), {t.id: t for t in store.tickets()}, store.intents(), start, end,
+                          extra={"root": str(self.root)})
+        store.close()
+        result.started, result.ended = start, end
+        return finish(result, history, self.clock)
+
+    def _settled(self, store, first: int, last_fault: float, tick: float) -> bool:
+        """`real.until` seen after the last fault, or (without one) two ticks of quiet after it."""
+        until = self.sc.real.until
+        if until:
+            evs = store.events(after=first)
+            return any(match(until.get("kind"), e.kind) and match(until.get("subject"), e.subject) and e.at >= last_fault
+                       for e in evs)
+        return self.clock.now() - last_fault >= 2 * tick
