@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from healer import __version__
 from healer.clock import VirtualClock
 from healer.core import decide
@@ -77,6 +79,7 @@ def _has_fd_on_db(pid: int) -> bool:
         return False
 
 
+@pytest.mark.campaign  # a dispatcher and a supervisor started for real: `make campaigns`
 def test_up_exits_4_on_ctrl_c(tmp_path):
     root = _fleet(tmp_path, "supervisor:\n  tick: 1s\nfleet:\n  dispatch_tick: 1s\n"
                             "loop:\n  agent: {command: [python3, -c, pass]}\n  gates: [{name: ok, run: [python3, -c, pass]}]\n")

@@ -83,6 +83,7 @@ def test_healer_runs_a_chaos_toolkit_experiment_on_a_real_fleet(tmp_path, status
     assert not any((root.parent / "gd-home").glob("ctk-*"))  # nothing left behind
 
 
+@pytest.mark.campaign  # real processes, minutes on a shared machine: `make campaigns` (CI runs it)
 def test_a_broken_steady_state_is_exit_1_and_a_bad_experiment_exit_65(tmp_path, status_url):
     root = _fleet(tmp_path)
     exp = json.loads(json.dumps(__import__("yaml").safe_load(EXPERIMENT.read_text())))
@@ -98,6 +99,7 @@ def test_a_broken_steady_state_is_exit_1_and_a_bad_experiment_exit_65(tmp_path, 
     assert r.returncode == 65 and r.stderr.count("\n") == 1 and "invalid Chaos Toolkit experiment" in r.stderr
 
 
+@pytest.mark.campaign  # real processes, minutes on a shared machine: `make campaigns` (CI runs it)
 def test_chaos_run_kills_a_supervisor_and_freezes_dispatch_through_healers_extension(tmp_path):
     if CHAOS is None:
         pytest.fail("the chaostoolkit CLI (`chaos`) is not installed; it is in the dev extra")
@@ -163,6 +165,7 @@ def test_chaos_run_kills_a_supervisor_and_freezes_dispatch_through_healers_exten
     recover_leftovers(base=tmp_path / "gd-home")  # the bare `chaos run` journaled a SIGCONT: already applied by the rollback
 
 
+@pytest.mark.campaign  # real processes, minutes on a shared machine: `make campaigns` (CI runs it)
 def test_chaos_toolkit_reporting_reads_healers_game_day_journal(tmp_path):
     chaosreport = pytest.importorskip("chaosreport", reason="chaostoolkit-reporting is in the dev extra")
     out = tmp_path / "gd"
@@ -191,6 +194,7 @@ def test_repo_root_is_importable_for_the_extension():
     assert (REPO / "healer" / "ctk" / "actions.py").is_file()
 
 
+@pytest.mark.campaign  # real processes, minutes on a shared machine: `make campaigns` (CI runs it)
 def test_a_game_day_against_your_own_fleet_with_a_command_fault_and_probe(tmp_path):
     root = _fleet(tmp_path)
     assert healer("board", "add", "real work", "--root", str(root)).returncode == 0

@@ -51,6 +51,7 @@ def test_html_report_renders_in_headless_chromium_without_console_errors(tmp_pat
     assert not any(tmp_path.glob("chromium-profile/Crash*/*"))
 
 
+@pytest.mark.campaign  # a whole pytest session in a child: `make campaigns` (CI runs it)
 def test_pytest_plugin_collects_any_folder_and_writes_the_report(tmp_path):
     folder = tmp_path / "my-gamedays"
     folder.mkdir()
