@@ -177,6 +177,12 @@ class _Conn:
         return _Cursor(cur, text.endswith(" RETURNING id"))
 
 
+    def executemany(self, sql: str, rows: Iterable[tuple]) -> None:
+        text = _translate(sql, False, id(self._s._meta)).removesuffix(" RETURNING id")
+        with self._s._pg.cursor() as cur:
+            cur.executemany(text, [tuple(r) for r in rows])
+
+
 class PgStore(SqliteStore):
     def __init__(self, url: str, clock: Clock | None = None, *, root: str | None = None, migrate: bool = True) -> None:
         self.url = url
@@ -331,12 +337,11 @@ class PgStore(SqliteStore):
 
     def _event(self, db, kind: str, subject: str, payload: dict | None, at: float | None = None) -> int:
         if self._in_write and not self._events_locked:
-            # held to COMMIT: event ids become visible in id order (see the module's docstring)
-            self._pg.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_EVENTS, self._key))
+            # the lock is held to COMMIT: event ids become visible in id order (see the module's docstring);
+            # the NOTIFY is delivered at COMMIT, once per transaction, to every LISTENing host
+            self._pg.execute("SELECT pg_advisory_xact_lock(%s, %s), pg_notify(%s, '')", (_LOCK_EVENTS, self._key, self.channel))
             self._events_locked = True
-        eid = super()._event(db, kind, subject, payload, at)
-        self._pg.execute("SELECT pg_notify(%s, %s)", (self.channel, str(eid)))
-        return eid
+        return super()._event(db, kind, subject, payload, at)
 
     def _next_id(self, db) -> str:
         self._pg.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_LOCK_TICKET_IDS, self._key))
@@ -344,6 +349,25 @@ class PgStore(SqliteStore):
 
     def _skip_locked(self, sql: str) -> str:
         return sql + " FOR UPDATE SKIP LOCKED"
+
+    def claim_ticket(self, *, actor: str, among: Iterable[str] | None = None, reason: str = "claimed"):
+        """One statement picks and moves the ticket (FOR UPDATE SKIP LOCKED inside an UPDATE … RETURNING):
+        half the round trips of the shared version, which matters with dispatchers on other hosts."""
+        from healer import lifecycle
+        from healer.store.sqlite import _Where
+
+        w = _Where().add("state = ?", lifecycle.QUEUED).among("id", among)
+        pick = self._skip_locked("SELECT id FROM tickets" + w.sql() + " ORDER BY priority, created_at, id LIMIT 1")
+        with self.tx() as db:
+            r = db.execute(f"UPDATE tickets SET state=?, updated_at=? WHERE id = ({pick}) RETURNING *",
+                           (lifecycle.IN_PROGRESS, self.now(), *w.args)).fetchone()
+            if r is None:
+                return None
+            ev = lifecycle.check(r["id"], lifecycle.QUEUED, lifecycle.IN_PROGRESS)
+            self._event(db, "ticket.moved", r["id"], {"from": lifecycle.QUEUED, "to": lifecycle.IN_PROGRESS, "event": ev,
+                                                      "actor": actor, "reason": reason})
+        labels = {x["label"]: x["added_at"] for x in self._q("SELECT * FROM labels WHERE ticket_id=? ORDER BY added_at", (r["id"],))}
+        return self._ticket_from(r, labels)
 
     # -- wake-ups ---------------------------------------------------------------
     def wait_for_events(self, after: int, timeout: float, poll: float = 0.1) -> int:
