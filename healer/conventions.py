@@ -9,6 +9,7 @@ core may import it too.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 # -- folders and files under the fleet root ----------------------------------------
@@ -21,6 +22,20 @@ TASKS_DIR = f"{HEALER_DIR}/tasks"
 AGENT_LOGS_DIR = f"{HEALER_DIR}/logs/agents"
 EFFECTIVE_POLICY = f"{HEALER_DIR}/policy.effective.yaml"
 BRANCH_PREFIX = "healer/"
+
+
+_TICKET_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def ticket_id_problem(ticket_id: str) -> str | None:
+    """Why `ticket_id` cannot name a ticket (None when it can). An id becomes a folder name and a
+    branch `healer/<id>`, so it must be a safe git ref component (the rules of `git check-ref-format`
+    for the characters allowed here: no `..`, no trailing `.` or `.lock`)."""
+    if not isinstance(ticket_id, str) or not _TICKET_ID.match(ticket_id):
+        return "expected letters, digits, '.', '_' or '-' (at most 64, starting with a letter or digit)"
+    if ".." in ticket_id or ticket_id.endswith(".") or ticket_id.endswith(".lock"):
+        return "git refuses it as a branch name (no '..', no trailing '.' or '.lock')"
+    return None
 
 
 def branch_for(ticket_id: str) -> str:

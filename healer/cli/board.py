@@ -7,7 +7,6 @@ as remediation attempts, so a ticket a human just touched gets its quiet period.
 
 from __future__ import annotations
 
-import re
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -19,12 +18,12 @@ from rich.table import Table
 
 from healer import lifecycle
 from healer.cli.common import JsonOpt, RootOpt, console, print_json, require_fleet
+from healer.conventions import ticket_id_problem
 from healer.errors import InvalidInput, NotFound, UsageError
 
 board_app = typer.Typer(help="The ticket board of the reference fleet.", no_args_is_help=True)
 
 HUMAN = "human"
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # ids become branch and folder names
 _STATE_STYLE = {"queued": "cyan", "in_progress": "yellow", "review": "magenta", "done": "green",
                 "blocked": "red", "needs_human": "bold red", "closed": "dim"}
 
@@ -84,8 +83,8 @@ def add(
     """Add a queued ticket."""
     if not title.strip():
         raise InvalidInput("board add: title: expected some text, got an empty title")
-    if id is not None and not _ID.match(id):
-        raise InvalidInput(f"board add: --id: expected letters, digits, '.', '_' or '-' (at most 64), got {id!r}")
+    if id is not None and (why := ticket_id_problem(id)):
+        raise InvalidInput(f"board add: --id {id!r}: {why}")
     for lb in label:
         _check_label(lb)
     store = _open(root)

@@ -350,7 +350,10 @@ def quarantine_list(
     from healer.remedy import quarantine as q
 
     r = require_fleet(root)
-    ents = [e for e in q.entries(r) if all_ or e.state == "quarantined"]
+    bad: list[str] = []
+    ents = [e for e in q.entries(r, bad=bad) if all_ or e.state == "quarantined"]
+    for line in bad:
+        typer.echo(f"healer: {line}", err=True)
     if as_json:
         print_json([e.as_dict() for e in ents])
         return

@@ -181,34 +181,93 @@ def quarantine_many(root: str | Path, paths: Iterable[str | Path], reason: str, 
     return [_entry(batch, e, batch_dir) for e in entries]
 
 
-def _entry(batch: str, e: dict, batch_dir: Path) -> Entry:
+class BadManifest(HealerError):
+    """A manifest that is not what healer writes: never trusted, skipped (one line), never fatal."""
+    exit_code = 65
+
+
+_STATES = ("pending", "quarantined", "restored")
+
+
+def _inside_batch(batch_dir: Path, stored: str) -> Path:
+    """`stored` resolved inside `batch_dir`, through real folders only (no `..`, no absolute path,
+    no symlink on the way): a manifest names files in its own batch, nothing else."""
+    parts = stored.split("/")
+    if not stored or stored.startswith("/") or "\x00" in stored or any(x in ("", ".", "..") for x in parts):
+        raise BadManifest(f"stored {stored!r}: expected a relative path inside the batch folder")
+    cur = batch_dir
+    for x in parts[:-1]:
+        cur = cur / x
+        if cur.is_symlink() or (os.path.lexists(cur) and not cur.is_dir()):
+            raise BadManifest(f"stored {stored!r}: goes through {cur.name}, which is not a folder")
+    return batch_dir / stored
+
+
+def _entry(batch: str, e: object, batch_dir: Path) -> Entry:
+    if not isinstance(e, dict):
+        raise BadManifest(f"expected an entry object, got {type(e).__name__}")
+    for key, types in (("path", str), ("stored", str), ("sha256", str)):
+        if not isinstance(e.get(key), types):
+            raise BadManifest(f"entry {key}: expected a string, got {e.get(key)!r}")
+    size = e.get("size")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise BadManifest(f"entry {e['path']!r} size: expected a count of bytes, got {size!r}")
+    if len(e["sha256"]) != 64 or any(c not in "0123456789abcdef" for c in e["sha256"]):
+        raise BadManifest(f"entry {e['path']!r} sha256: expected 64 hex digits, got {e['sha256'][:20]!r}")
+    rel = e["path"]
+    if rel.startswith("/") or any(x in ("", ".", "..") for x in rel.split("/")) or "\x00" in rel:
+        raise BadManifest(f"entry path {rel!r}: expected a path relative to the root, without '..'")
     state = e.get("state", "pending")
-    stored = batch_dir / e["stored"]
+    if state not in _STATES:
+        raise BadManifest(f"entry {rel!r} state: expected one of {', '.join(_STATES)}, got {state!r}")
+    link = e.get("link")
+    if link is not None and not isinstance(link, str):
+        raise BadManifest(f"entry {rel!r} link: expected a string or null, got {link!r}")
+    stored = _inside_batch(batch_dir, e["stored"])
     # the manifest is rewritten after the moves; a crash in between leaves "pending" for a file that moved
     if state == "pending" and (stored.exists() or stored.is_symlink()):
         state = "quarantined"
-    return Entry(id=f"{batch}/{e['path']}", batch=batch, path=e["path"], stored=e["stored"], size=int(e["size"]),
-                 sha256=e["sha256"], reason=e.get("reason", ""), time=float(e.get("time", 0.0)), state=state,
-                 link=e.get("link"), intent=e.get("intent"), restored_at=e.get("restored_at"))
+    try:
+        t = float(e.get("time", 0.0) or 0.0)
+        intent = None if e.get("intent") is None else int(e["intent"])
+        restored_at = None if e.get("restored_at") is None else float(e["restored_at"])
+    except (TypeError, ValueError) as err:
+        raise BadManifest(f"entry {rel!r}: {err}") from None
+    return Entry(id=f"{batch}/{rel}", batch=batch, path=rel, stored=e["stored"], size=size,
+                 sha256=e["sha256"], reason=str(e.get("reason", "")), time=t, state=state,
+                 link=link, intent=intent, restored_at=restored_at)
 
 
-def entries(root: str | Path, *, include_pending: bool = False) -> list[Entry]:
-    """Every entry of every batch, oldest first. `pending` ones (never moved) are hidden by default."""
+def _batch_entries(d: Path) -> list[Entry]:
+    """Every entry of one batch folder; BadManifest (one line) when anything in it is off."""
+    if d.is_symlink() or not d.is_dir():
+        raise BadManifest(f"{d.name}: expected a batch folder, got a link or a file")
+    try:
+        m = _read_manifest(d)
+    except (OSError, ValueError) as e:
+        raise BadManifest(f"unreadable manifest ({type(e).__name__}: {str(e)[:80]})") from None
+    if not isinstance(m, dict) or not isinstance(m.get("entries", []), list):
+        raise BadManifest("expected an object with a list of entries")
+    return [_entry(d.name, e, d) for e in m.get("entries", [])]
+
+
+def entries(root: str | Path, *, include_pending: bool = False, bad: list[str] | None = None) -> list[Entry]:
+    """Every entry of every batch, oldest first. `pending` ones (never moved) are hidden by default.
+    A batch whose manifest is not valid is skipped whole; its one-line reason goes to `bad`."""
     q = _qroot(root)
-    if not q.is_dir():
+    if not q.is_dir() or q.is_symlink():
         return []
     out: list[Entry] = []
     for d in sorted(q.iterdir()):
-        if not (d / MANIFEST).is_file():
+        if not (d / MANIFEST).is_file() and not (d / MANIFEST).is_symlink():
             continue
         try:
-            m = _read_manifest(d)
-        except (OSError, ValueError):
+            batch = _batch_entries(d)
+        except BadManifest as e:
+            if bad is not None:
+                bad.append(f"{d / MANIFEST}: skipped: {e}")
             continue
-        for e in m.get("entries", []):
-            ent = _entry(d.name, e, d)
-            if ent.state != "pending" or include_pending:
-                out.append(ent)
+        out += [ent for ent in batch if ent.state != "pending" or include_pending]
     return out
 
 
@@ -224,7 +283,12 @@ def find(root: str | Path, path: str | Path) -> Entry | None:
 
 
 def _select(root: Path, id_or_path: str) -> list[Entry]:
-    all_ = entries(root)
+    bad: list[str] = []
+    all_ = entries(root, bad=bad)
+    name = id_or_path.strip("/").split("/")[0]
+    for line in bad:
+        if f"/{name}/{MANIFEST}:" in line:
+            raise BadManifest(line)
     if "/" not in id_or_path.strip("/"):
         batch = [e for e in all_ if e.batch == id_or_path]
         if batch:
@@ -247,7 +311,7 @@ def restore(root: str | Path, id_or_path: str, clock: Clock | None = None) -> li
         raise HealerError(f"{id_or_path}: already restored", 64)
     # check everything first, so a batch is restored whole or not at all
     for e in chosen:
-        src = _qroot(root_r) / e.batch / e.stored
+        src = _inside_batch(_qroot(root_r) / e.batch, e.stored)
         if not (src.exists() or src.is_symlink()):
             raise HealerError(f"{e.id}: the quarantined copy is missing from {src}")
         size, sha, _ = _digest(src)
@@ -264,11 +328,11 @@ def restore(root: str | Path, id_or_path: str, clock: Clock | None = None) -> li
         batch_dir = _qroot(root_r) / batch
         manifest = _read_manifest(batch_dir)
         for e in group:
-            src = batch_dir / e.stored
+            src = _inside_batch(batch_dir, e.stored)
             dst = confine(root_r, e.path)
             _move(src, dst, e.sha256)
             for raw in manifest["entries"]:
-                if raw["path"] == e.path:
+                if isinstance(raw, dict) and raw.get("path") == e.path:
                     raw["state"] = "restored"
                     raw["restored_at"] = clock.now()
             done.append(Entry(**{**asdict(e), "state": "restored", "restored_at": clock.now()}))

@@ -101,16 +101,26 @@ class RepairTools:
         self.run_id = run_id
         self.runtime = runtime
         self.max_calls = max_calls if max_calls is not None else policy.repair_agent.max_tool_calls
-        # the budget survives a server restart within the same run
+        # the budget survives a server restart within the same run (a server started without
+        # --run-id is the day's manual run, so restarting it refills nothing), and every server
+        # also counts the fleet's calls today against a daily ceiling, whatever its run id
         self.calls = store.count_events("repair.call", subject=run_id)
+        now = self.clock.now()
+        self.day_start = now - (now % 86400)
+        self.day_cap = self.max_calls * max(1, policy.repair_agent.max_runs_per_day)
+        self.day_calls = store.count_events("repair.call", since=self.day_start)
 
     # -- the gate ---------------------------------------------------------------
     def gate(self, tool: str, args: dict[str, Any]) -> int:
         """Count the call and refuse it (raise Refused) unless it may run. Returns the call number."""
         self.calls += 1
+        self.day_calls += 1
         n = self.calls
         if n > self.max_calls:
             raise Refused(f"tool-call budget spent: this is call {n}, the maximum per repair run is {self.max_calls}")
+        if self.day_calls > self.day_cap:
+            raise Refused(f"daily tool-call budget spent: {self.day_calls - 1} calls today in this fleet, at most "
+                          f"{self.day_cap} (max_tool_calls x max_runs_per_day)")
         if tool not in TOOLS:
             raise Refused(f"unknown tool {tool!r}: this server exposes only {', '.join(TOOLS)}")
         extra = sorted(set(args) - PARAMS[tool])
@@ -158,7 +168,15 @@ class RepairTools:
         except Exception as e:  # UnsafePath: its message is the reason
             return None, str(e)
         rel = full.relative_to(self.root).as_posix()
-        if rel.split("/")[0] in _OFF_LIMITS:
+        parts = rel.split("/")
+        if len(parts) > 3 and parts[:2] == [".healer", "worktrees"]:
+            # a ticket's worktree is the user's tree: its unknown files may be quarantined, but not
+            # healer's own state inside it (the loop's runs, quarantine, logs) nor its git pointer
+            inner = parts[3]
+            if inner in _OFF_LIMITS:
+                return None, f"{raw}: healer's own files in a worktree ({'/'.join(parts[:4])}) are off limits to the repair agent"
+            return str(full), None
+        if parts[0] in _OFF_LIMITS:
             # the healer's own state (HALT, STOP, the policy...): lifting a brake is never "tidying"
             return None, f"{raw}: healer's own files ({rel.split('/')[0]}) are off limits to the repair agent"
         return str(full), None
@@ -451,7 +469,7 @@ def serve(root: str | Path, *, run_id: str | None = None, policy=None, clock: Cl
     """Serve the repair tools over stdio until the client closes the connection."""
     import anyio
 
-    from healer.clock import stamp
+    from healer.clock import day_of
     from healer.store import open_store
 
     clock = clock or system()
@@ -461,7 +479,8 @@ def serve(root: str | Path, *, run_id: str | None = None, policy=None, clock: Cl
 
         local = root / "healer.yaml"
         policy = load_policy(local if local.exists() else None)
-    run_id = run_id or f"manual-{stamp(clock.now())}-{os.getpid()}"
+    # no --run-id: the day's manual run (a restart continues its budget, it does not refill it)
+    run_id = run_id or f"manual-{day_of(clock.now())}"
     store = open_store(root, clock)
     runtime = _runtime(policy, clock)
     tools = RepairTools(root, store, policy, clock, run_id=run_id, runtime=runtime)

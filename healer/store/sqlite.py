@@ -19,6 +19,7 @@ from typing import Any
 
 from healer import failpoints, lifecycle
 from healer.clock import Clock, system
+from healer.conventions import ticket_id_problem
 from healer.errors import HealerError, NotFound, StaleLease
 from healer.records import Agent, Attempt, Comment, Event, Intent, Lease, OutboxItem, Proposal, Ticket, Worktree
 from healer.store.migrations import CURRENT, MIGRATIONS
@@ -270,6 +271,8 @@ class SqliteStore:
                    actor: str = "human", data: dict[str, Any] | None = None) -> Ticket:
         if state not in lifecycle.STATES:
             raise lifecycle.InvalidTransition(f"unknown state {state!r}; states are {', '.join(lifecycle.STATES)}")
+        if id is not None and (why := ticket_id_problem(id)):
+            raise HealerError(f"ticket id {id!r}: {why}", 65)
         now = self.now()
         with self.tx() as db:
             tid = id or self._next_id(db)
