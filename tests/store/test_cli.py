@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from healer.store import open_url
 from tests.conftest import healer, make_repo
 
 SECRET = "s3cret-pw"  # trust auth ignores it; it must never be printed or logged
@@ -64,26 +65,28 @@ def test_env_var_overrides_the_config_and_doctor_fails_on_an_unreachable_server(
 
 
 def test_copy_moves_a_sqlite_fleet_to_postgresql(tmp_path, pg_url):
-    root = make_repo(tmp_path / "fleet")
-    env = {"HEALER_STORE_URL": ""}
-    assert healer("init", cwd=root, env=env).returncode == 0
+    db = tmp_path / "fleet" / ".healer" / "healer.db"
+    src = open_url(f"sqlite:{db}")
     for title in ("a", "b", "c"):
-        assert healer("board", "add", title, cwd=root, env=env).returncode == 0
-    assert healer("board", "comment", "T-2", "with evidence", cwd=root, env=env).returncode == 0
-    src = f"sqlite:{root / '.healer' / 'healer.db'}"
-    r = healer("store", "copy", "--from", src, "--to", pg_url, "--json", cwd=root, env=env)
+        src.add_ticket(title)
+    src.comment("T-2", "with evidence", author="human")
+    before = [(e.id, e.kind) for e in src.events()]
+    src.close()
+    r = healer("store", "copy", "--from", f"sqlite:{db}", "--to", pg_url, "--json", env={"HEALER_STORE_URL": ""})
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)["rows"]
-    assert rows["tickets"] == 3 and rows["comments"] == 1 and rows["events"] >= 5
-    r = healer("store", "copy", "--from", src, "--to", pg_url, cwd=root, env=env)  # never into a non-empty store
-    assert r.returncode == 64 and "not empty" in r.stderr
-    moved = {"HEALER_STORE_URL": pg_url}
-    r = healer("board", "list", "--json", cwd=root, env=moved)
-    assert [t["id"] for t in json.loads(r.stdout)] == ["T-1", "T-2", "T-3"]
-    assert healer("board", "add", "d", cwd=root, env=moved).returncode == 0  # ids continue after the copied ones
-    r = healer("journal", "--json", cwd=root, env=moved)
-    ids = [json.loads(ln)["id"] for ln in r.stdout.splitlines() if ln.strip()]
-    assert ids == sorted(ids) and len(ids) == len(set(ids))
+    assert rows["tickets"] == 3 and rows["comments"] == 1 and rows["events"] == len(before)
+    r = healer("store", "copy", "--from", f"sqlite:{db}", "--to", pg_url, env={"HEALER_STORE_URL": ""})
+    assert r.returncode == 64 and "not empty" in r.stderr  # never into a non-empty store
+    dst = open_url(pg_url)
+    try:
+        assert [t.id for t in dst.tickets()] == ["T-1", "T-2", "T-3"]
+        assert [(e.id, e.kind) for e in dst.events()][:len(before)] == before  # ids kept
+        assert dst.add_ticket("d").id == "T-4"
+        assert dst.append("after") > before[-1][0]  # the id sequence continues after the copied ones
+        assert [c.body for c in dst.comments("T-2")] == ["with evidence"]
+    finally:
+        dst.close()
 
 
 def test_bad_store_urls_are_one_line_usage_errors(tmp_path):
