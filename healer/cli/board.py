@@ -84,7 +84,7 @@ def add(
     if not title.strip():
         raise InvalidInput("board add: title: expected some text, got an empty title")
     if id is not None and (why := ticket_id_problem(id)):
-        raise InvalidInput(f"board add: --id {id!r}: {why}")
+        raise InvalidInput(f"board add: --id: {why}, got {id!r}")
     for lb in label:
         _check_label(lb)
     store = _open(root)
