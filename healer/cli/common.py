@@ -14,13 +14,14 @@ from healer.errors import UsageError
 
 
 def make_console(stderr: bool = False) -> Console:
-    """A terminal gets rich's width; a pipe or a CI log gets lines as long as they are (no cut at 80
-    columns: scenario names, broken expectations and run ids must survive `| tee`), unless COLUMNS says otherwise."""
+    """A terminal gets rich's width; a pipe or a CI log gets 200 columns (unless COLUMNS says otherwise),
+    plain lines are never wrapped, and tables fold long cells instead of cutting them with "…", so
+    scenario names, broken expectations and run ids survive `| tee`."""
     import sys
 
     stream = sys.stderr if stderr else sys.stdout
     tty = hasattr(stream, "isatty") and stream.isatty()
-    wide = None if tty or os.environ.get("COLUMNS") else 10_000
+    wide = None if tty or os.environ.get("COLUMNS") else 200
     return Console(stderr=stderr, width=wide, soft_wrap=not tty)
 
 

@@ -26,6 +26,8 @@ def list_cmd(paths: list[Path] = typer.Argument(None, help="Scenario files or fo
                      "expectations": len(s.expect), "faults": len(s.faults), "source": s.source} for s in scs])
         return
     t = Table("scenario", "mode", "expectations", "proves")
+    for col in t.columns:
+        col.overflow = "fold"
     for s in scs:
         t.add_row(s.name, s.mode, str(len(s.expect)), s.exercises or s.description.strip().split("\n")[0])
     console.print(t)
