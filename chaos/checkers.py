@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.scenario import Checker, match, seconds
+from chaos.scenario import INVARIANT_NAMES, Checker, match, seconds
 from healer.records import Event, Intent, Ticket
 
 
@@ -35,11 +35,11 @@ class History:
            since: float | None = None, until: float | None = None) -> list[Event]:
         out = []
         for e in self.events:
-            if kind is not None and not match(kind, e.kind):
+            if kind is not None and not (any(match(k, e.kind) for k in kind) if isinstance(kind, list) else match(kind, e.kind)):
                 continue
             if not match(subject, e.subject):
                 continue
-            if payload and any(e.payload.get(k) != v for k, v in payload.items()):
+            if payload and not _payload_has(e.payload, payload):
                 continue
             if since is not None and e.at < since:
                 continue
@@ -47,6 +47,16 @@ class History:
                 continue
             out.append(e)
         return out
+
+
+def _payload_has(got: Any, want: Any) -> bool:
+    """Payload filter: mappings match key by key (nested), a string is a glob on a string, else equality."""
+    if isinstance(want, dict):
+        return isinstance(got, dict) and all(k in got or v is None for k, v in want.items()) and all(
+            _payload_has(got.get(k), v) for k, v in want.items())
+    if isinstance(want, str) and isinstance(got, str):
+        return match(want, got)
+    return got == want
 
 
 @dataclass(frozen=True)
@@ -144,9 +154,14 @@ def _select(spec: dict, h: History, since: float | None = None, until: float | N
     return h.of(spec["kind"], spec.get("subject"), spec.get("payload"), since, until)
 
 
+def _k(spec: dict) -> str:
+    k = spec["kind"]
+    return "|".join(k) if isinstance(k, list) else k
+
+
 def check_count(spec: dict, h: History) -> tuple[bool, str]:
     n = len(_select(spec, h))
-    return _bounds(spec, n, f"{spec['kind']} events" + (f" about {spec['subject']}" if spec.get("subject") else ""))
+    return _bounds(spec, n, f"{_k(spec)} events" + (f" about {spec['subject']}" if spec.get("subject") else ""))
 
 
 def check_event(spec: dict, h: History) -> tuple[bool, str]:
@@ -157,8 +172,8 @@ def check_never(spec: dict, h: History) -> tuple[bool, str]:
     evs = _select(spec, h)
     if evs:
         e = evs[0]
-        return False, f"{len(evs)} {spec['kind']} event(s), the first at +{e.at - h.start:.0f}s about {e.subject or '-'}"
-    return True, f"no {spec['kind']} event"
+        return False, f"{len(evs)} {_k(spec)} event(s), the first at +{e.at - h.start:.0f}s about {e.subject or '-'}"
+    return True, f"no {_k(spec)} event"
 
 
 def _first(spec: dict, h: History) -> Event | None:
@@ -176,8 +191,8 @@ def check_never_after(spec: dict, h: History) -> tuple[bool, str]:
         stop = next((e for e in _select(spec["until"], h) if e.id > anchor.id), None)
     later = [e for e in _select(spec["never"], h) if e.id > anchor.id and (stop is None or e.id < stop.id)]
     if later:
-        return False, f"{len(later)} {spec['never']['kind']} event(s) after {anchor.kind} at +{anchor.at - h.start:.0f}s"
-    return True, f"no {spec['never']['kind']} after {anchor.kind} (+{anchor.at - h.start:.0f}s)"
+        return False, f"{len(later)} {_k(spec['never'])} event(s) after {anchor.kind} at +{anchor.at - h.start:.0f}s"
+    return True, f"no {_k(spec['never'])} after {anchor.kind} (+{anchor.at - h.start:.0f}s)"
 
 
 def check_within(spec: dict, h: History) -> tuple[bool, str]:
@@ -191,30 +206,37 @@ def check_within(spec: dict, h: History) -> tuple[bool, str]:
         t0, anchor_id = a.at, a.id
     evs = [e for e in _select(spec, h) if e.id > anchor_id]
     if not evs:
-        return False, f"no {spec['kind']} event after the anchor (wanted within {spec.get('max')})"
+        return False, f"no {_k(spec)} event after the anchor (wanted within {spec.get('max')})"
     dt = evs[0].at - t0
     if "max" in spec and dt > seconds(spec["max"]):
-        return False, f"first {spec['kind']} came {dt:.0f}s after the anchor, expected within {seconds(spec['max']):.0f}s"
+        return False, f"first {_k(spec)} came {dt:.0f}s after the anchor, expected within {seconds(spec['max']):.0f}s"
     if "min" in spec and dt < seconds(spec["min"]):
-        return False, f"first {spec['kind']} came {dt:.0f}s after the anchor, expected no sooner than {seconds(spec['min']):.0f}s"
-    return True, f"first {spec['kind']} {dt:.0f}s after the anchor"
+        return False, f"first {_k(spec)} came {dt:.0f}s after the anchor, expected no sooner than {seconds(spec['min']):.0f}s"
+    return True, f"first {_k(spec)} {dt:.0f}s after the anchor"
 
 
 def check_gaps(spec: dict, h: History) -> tuple[bool, str]:
     """{kind, subject, min: [5m, 10m, ...]}: the i-th gap between consecutive events is at least min[i] (backoff)."""
     evs = _select(spec, h)
     mins = [seconds(x) for x in spec.get("min", [])]
+    maxs = [seconds(x) for x in spec.get("max", [])]
     if len(evs) < 2:
-        return (False, f"only {len(evs)} {spec['kind']} event(s), no gap to measure") if spec.get("require", True) else (True, "no gaps")
+        return (False, f"only {len(evs)} {_k(spec)} event(s), no gap to measure") if spec.get("require", True) else (True, "no gaps")
     bad = []
+    gaps = []
     for i in range(1, len(evs)):
         gap = evs[i].at - evs[i - 1].at
+        gaps.append(gap)
         need = mins[min(i - 1, len(mins) - 1)] if mins else 0.0
+        cap = maxs[min(i - 1, len(maxs) - 1)] if maxs else float("inf")
         if gap + 1e-6 < need:
             bad.append(f"gap {i} was {gap:.0f}s, expected at least {need:.0f}s")
+        elif gap - 1e-6 > cap:
+            bad.append(f"gap {i} was {gap:.0f}s, expected at most {cap:.0f}s")
+    shown = ", ".join(f"{g:.0f}s" for g in gaps[:8]) + (" …" if len(gaps) > 8 else "")
     if bad:
-        return False, "; ".join(bad[:3])
-    return True, f"{len(evs) - 1} gap(s) at least the backoff"
+        return False, "; ".join(bad[:3]) + f" (gaps: {shown})"
+    return True, f"{len(evs) - 1} gap(s) within bounds: {shown}"
 
 
 def check_labels(spec: dict, h: History) -> tuple[bool, str]:
@@ -229,12 +251,13 @@ def check_labels(spec: dict, h: History) -> tuple[bool, str]:
 
 
 def check_notifications(spec: dict, h: History) -> tuple[bool, str]:
-    """{key (glob), max_per_window: 1, window: 4h (default: the policy cooldown), min?, max?}."""
-    window = seconds(spec["window"]) if "window" in spec else h.cooldown
+    """{key (glob), max_per_window: 1, window: 4h, min?, max?}. The scenario states the window: a check that
+    borrowed the policy's cooldown could not fail when the cooldown is what is broken."""
+    window = seconds(spec["window"]) if "window" in spec else h.cooldown  # the invariant's own quota: the cooldown
     sent = h.of("notify.sent", spec.get("key"))
     per_key: dict[str, list[float]] = defaultdict(list)
-    for e in sent:
-        per_key[e.subject].append(e.at)
+    for e in sent:  # across_keys: one condition paged under several keys is still one condition
+        per_key[spec.get("key") or "*" if spec.get("across_keys") else e.subject].append(e.at)
     cap = int(spec.get("max_per_window", 1))
     for key, times in per_key.items():
         j = 0
@@ -405,6 +428,9 @@ INVARIANTS: dict[str, Callable[[History], tuple[bool, str]]] = {
 }
 # the invariants every run is held to (hypothesis exploration and `gameday run` both add them)
 STANDARD = ("one_live_agent_per_ticket", "no_user_file_deleted", "intents_settled", "one_lease_holder")
+
+
+assert set(INVARIANTS) == set(INVARIANT_NAMES), "chaos/scenario.py INVARIANT_NAMES must list every invariant"
 
 
 def check_invariant(spec: str, h: History) -> tuple[bool, str]:

@@ -232,10 +232,19 @@ def summary_table(results: list[Result]) -> Table:
     return t
 
 
-def print_summary(results: list[Result], console: Console | None = None) -> None:
+def print_summary(results: list[Result], console: Console | None = None, report: Path | None = None) -> None:
     from healer.cli.common import make_console
 
     c = console or make_console()
     c.print(summary_table(results))
     ok = sum(r.ok for r in results)
-    c.print(f"{ok}/{len(results)} scenarios passed" + ("" if ok == len(results) else " — see the report for the broken expectations"))
+    if ok == len(results):
+        c.print(f"{ok}/{len(results)} scenarios passed")
+        return
+    if report is not None:
+        c.print(f"{ok}/{len(results)} scenarios passed — see {report} for the broken expectations")
+        return
+    c.print(f"{ok}/{len(results)} scenarios passed; broken:")
+    for r in results:
+        for line in ([r.error] if r.error else [f.message for f in r.failures]):
+            c.print(f"  {r.scenario.name}: {line}", markup=False, highlight=False, soft_wrap=True)

@@ -11,14 +11,27 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from chaos import engine, report
 from chaos.faults import undo
 from chaos.scenario import Scenario, discover, load
+from healer.errors import InvalidInput
 
 
 def load_all(paths: list[str | Path] | None) -> list[Scenario]:
-    return [load(p) for p in discover(paths)]
+    """Every scenario of the selection, all validated before any runs (every problem of every file reported)."""
+    scs, lines = [], []
+    for p in discover(paths):
+        try:
+            scs.append(load(p))
+        except InvalidInput as e:
+            lines += e.lines or [str(e)]
+    if lines:
+        raise InvalidInput(lines[0], lines)
+    return scs
 
 
 def run_all(scenarios: list[Scenario], *, seed: int | None = None, disabled: bool = False, overrides: dict | None = None,
-            console: Console | None = None, live: bool = True, workroot: Path | None = None) -> list[engine.Result]:
+            console: Console | None = None, live: bool = True, workroot: Path | None = None,
+            keep: bool = False) -> list[engine.Result]:
+    """Run each scenario in a work folder of its own: under `workroot` (kept), else a temp folder removed at
+    the end unless `keep` (then its place is printed)."""
     from healer.cli.common import make_console
 
     console = console or make_console(stderr=True)
@@ -35,10 +48,14 @@ def run_all(scenarios: list[Scenario], *, seed: int | None = None, disabled: boo
                 prog.update(task, completed=min(1.0, frac))
 
             wd = (workroot / sc.name) if workroot else None
-            r = engine.run(sc, wd, seed=seed, disabled=disabled, overrides=overrides, progress=tick)
+            r = engine.run(sc, wd, seed=seed, disabled=disabled, overrides=overrides, progress=tick,
+                           keep=True if wd is not None else keep)
             results.append(r)
             status = "[green]PASS[/]" if r.ok else f"[red]{r.status.upper()}[/]"
             prog.update(task, completed=1.0, status=status)
+    for r in results:
+        if r.kept and keep:
+            console.print(f"kept {r.scenario.name}'s work folder: {r.workdir}", markup=False, highlight=False, soft_wrap=True)
     return results
 
 
@@ -48,7 +65,7 @@ def outcome(results: list[engine.Result], report_dir: Any = None, junit_file: An
 
     console = console or make_console()
     written = report.write(results, report_dir, junit_file)
-    report.print_summary(results, console)
+    report.print_summary(results, console, written.get("markdown"))
     for name, path in written.items():
         console.print(f"{name}: {path}")
     return (0 if all(r.ok for r in results) else 1), written

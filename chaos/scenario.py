@@ -15,7 +15,9 @@ suite proves it can fail.
 from __future__ import annotations
 
 import copy
+import difflib
 import fnmatch
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,8 +26,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from healer import durations
 from healer.errors import InvalidInput
-from healer.policy.load import load_policy, validate_text
+from healer.policy.load import load_policy, problems_for
 from healer.policy.schema import Duration, Policy
+from healer.policy.yamlpos import Problem, YamlProblem, load_one, mark_for, read_text
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 
@@ -48,6 +51,43 @@ FaultKind = Literal[
     "command",
 ]
 FAULTS = FaultKind.__args__  # type: ignore[attr-defined]
+# fault -> its params and their types (duration: a string like 10m, or seconds)
+FAULT_PARAMS: dict[str, dict[str, str]] = {
+    "kill_supervisor": {"restart_after": "duration"},
+    "kill_dispatcher": {"restart_after": "duration"},
+    "stale_labels": {"label": "str"},
+    "alert_flood": {"keys": "int"},
+    **{k: {"name": "str", "label": "str", "signal": "str", "timeout": "duration"}
+       for k in ("container_kill", "container_pause", "container_unpause", "container_stop", "container_restart")},
+}
+# behaviour -> its params (chaos/agents/behaviours.py); real mode also takes fleet_agent's outcome lists
+BEHAVIOUR_PARAMS: dict[str, dict[str, str]] = {
+    "succeeds": {"duration": "duration"},
+    "fails_same_commit": {"duration": "duration", "signature": "str"},
+    "fails": {"duration": "duration"},
+    "dies": {"after": "duration", "commit": "bool", "deaths": "int", "duration": "duration"},
+    "hangs": {"after": "duration"},
+    "broken_proposal": {"duration": "duration"},
+    "noop": {"duration": "duration"},
+    "random": {},
+}
+REAL_OUTCOMES = ("success", "fail", "die", "hang", "noop", "broken", "stall", "budget", "die+commit", "hang+commit")
+
+
+def _param(kind: str, v: Any) -> Any:
+    if kind == "duration":
+        return durations.parse(v)
+    if kind == "int":
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"expected an integer, got {v!r}")
+        return v
+    if kind == "bool":
+        if not isinstance(v, bool):
+            raise ValueError(f"expected true or false, got {v!r}")
+        return v
+    if not isinstance(v, str):
+        raise ValueError(f"expected a string, got {v!r}")
+    return v
 
 
 class Fault(Strict):
@@ -62,10 +102,20 @@ class Fault(Strict):
     target: str | None = Field(None, description="ticket id (or glob), process role, or path the fault aims at")
     count: int = Field(1, ge=1, description="how many (alerts, labels, files…)")
     seconds: Duration | None = Field(None, description="clock jump size, hang length…")
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict, description="per fault, see FAULT_PARAMS")
 
     @model_validator(mode="after")
     def _when(self) -> Fault:
+        known = FAULT_PARAMS.get(self.fault, {})
+        for k, v in list(self.params.items()):
+            kind = known.get(k)
+            if kind is None:
+                names = ", ".join(known) or "none"
+                raise ValueError(f"expected a parameter of {self.fault} ({names}), got {k!r}{did_you_mean(k, known)} @params")
+            try:
+                self.params[k] = _param(kind, v)
+            except ValueError as e:
+                raise ValueError(f"expected a valid params.{k}: {e} @params") from None
         whens = [w for w in (self.at is not None, self.on_event is not None, self.fault == "failpoint") if w]
         if self.fault == "failpoint" and not self.failpoint:
             raise ValueError("expected a failpoint name for fault: failpoint @failpoint")
@@ -92,6 +142,27 @@ class TicketSpec(Strict):
     age: Duration = Field("0s", description="how long ago it was created / last updated")
     cycle: bool = Field(False, description="with count > 1: each blocked_by the next, last by the first (a wait-for cycle)")
 
+    @model_validator(mode="after")
+    def _behaviour(self) -> TicketSpec:
+        names = [n.strip() for n in self.behaviour.split(",")]
+        if len(names) == 1 and names[0] in BEHAVIOUR_PARAMS:
+            known = BEHAVIOUR_PARAMS[names[0]]
+            for k, v in list(self.params.items()):
+                if k not in known:
+                    raise ValueError(f"expected a parameter of {names[0]} ({', '.join(known) or 'none'}), got {k!r}"
+                                     f"{did_you_mean(k, known)} @params")
+                try:
+                    self.params[k] = _param(known[k], v)
+                except ValueError as e:
+                    raise ValueError(f"expected a valid params.{k}: {e} @params") from None
+            return self
+        bad = [n for n in names if n not in REAL_OUTCOMES]
+        if bad:
+            every = (*BEHAVIOUR_PARAMS, *REAL_OUTCOMES)
+            raise ValueError(f"expected a behaviour ({', '.join(BEHAVIOUR_PARAMS)}; in real mode also a list of "
+                             f"{', '.join(REAL_OUTCOMES)}), got {bad[0]!r}{did_you_mean(bad[0], every)} @behaviour")
+        return self
+
     def ids(self) -> list[str]:
         base = self.id or "T"
         if self.count == 1:
@@ -107,22 +178,129 @@ class FleetSpec(Strict):
     files: dict[str, str] = Field(default_factory=dict, description="user files in the fleet root: path -> text")
 
 
+# -- checkers: one strict model each, so a misspelt key is a located error, not a check that counts everything
+TicketState = Literal["queued", "in_progress", "review", "done", "blocked", "needs_human", "closed"]
+INVARIANT_NAMES = ("one_live_agent_per_ticket", "no_user_file_deleted", "intents_settled", "one_lease_holder",
+                   "notifications_within_quota", "no_leftovers", "no_corpse", "never_merged_broken", "no_double_effect")
+InvariantName = Literal[INVARIANT_NAMES]  # type: ignore[valid-type]
+# what `state:` can look at (the engines' observations of the final world)
+STATE_KEYS = ("dispatch_paused", "ticks", "failpoints_left", "failpoints_missed", "failpoints_fired", "outside_unchanged",
+              "unregistered_worktrees", "git_worktrees", "main")
+
+
+class Events(Strict):
+    """Which events: a kind glob, a subject glob, payload values that must match."""
+
+    kind: str | list[str] = Field(description="event kind, a glob (dispatch.*), or a list of them (any matches)")
+    subject: str | None = Field(None, description="event subject, a glob (T-*)")
+    payload: dict[str, Any] | None = Field(None, description="payload values that must match (nested mappings "
+                                                             "key by key, strings as globs)")
+
+    @model_validator(mode="after")
+    def _kinds(self) -> Events:
+        if not self.kind or (isinstance(self.kind, list) and not all(isinstance(k, str) and k for k in self.kind)):
+            raise ValueError("expected an event kind (a glob) or a non-empty list of them @kind")
+        return self
+
+    def kinds(self) -> list[str]:
+        return list(self.kind) if isinstance(self.kind, list) else [self.kind]
+
+
+class _Bounded(Strict):
+    min: int | None = Field(None, ge=0)
+    max: int | None = Field(None, ge=0)
+    equals: int | None = Field(None, ge=0)
+
+
+class CountSpec(Events, _Bounded):
+    @model_validator(mode="after")
+    def _bounded(self) -> CountSpec:
+        if self.min is None and self.max is None and self.equals is None:
+            raise ValueError("expected a bound (min, max or equals), got none: the check would hold whatever happened")
+        return self
+
+
+class EventSpec(Events, _Bounded):
+    pass
+
+
+class NeverSpec(Events):
+    pass
+
+
+class NeverAfterSpec(Strict):
+    after: Events
+    never: Events
+    until: Events | None = None
+
+
+class WithinSpec(Events):
+    after: Events | None = Field(None, description="the anchor (default: the start)")
+    max: Duration | None = None
+    min: Duration | None = None
+
+    @model_validator(mode="after")
+    def _bounded(self) -> WithinSpec:
+        if self.max is None and self.min is None:
+            raise ValueError("expected max or min (a duration), got neither @max")
+        return self
+
+
+class GapsSpec(Events):
+    min: list[Duration] = Field(default_factory=list, description="the i-th gap is at least min[i] (the last repeats)")
+    max: list[Duration] = Field(default_factory=list, description="the i-th gap is at most max[i] (the last repeats)")
+    require: bool = Field(True, description="fail when there are fewer than two events")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> GapsSpec:
+        if not self.min and not self.max:
+            raise ValueError("expected min or max (a list of durations), got neither @min")
+        return self
+
+
+class TicketsSpec(_Bounded):
+    match: str | None = None
+    state: TicketState | list[TicketState] | None = None
+    not_state: TicketState | list[TicketState] | None = None
+
+
+class LabelsSpec(_Bounded):
+    match: str | None = None
+    label: str = Field(min_length=1)
+    present: bool | None = None
+
+
+class NotificationsSpec(_Bounded):
+    key: str | None = Field(None, description="notification key, a glob")
+    window: Duration = Field(description="the window, stated by the scenario (never the policy's own cooldown: "
+                                         "the check must fail when the cooldown is what is broken)")
+    max_per_window: int = Field(1, ge=1)
+    across_keys: bool = Field(False, description="count every key the glob matches together (one page per condition)")
+
+
+class FilesSpec(Strict):
+    absent: list[str] = Field(default_factory=list)
+    present: list[str] = Field(default_factory=list)
+    quarantined: int | None = Field(None, ge=0, description="at least this many files in quarantine")
+    restorable: bool = False
+
+
 class Checker(Strict):
     """One expectation. Exactly one checker key besides `name`."""
 
     name: str | None = None
-    ticket_states: dict[str, list[str]] | None = None
-    tickets: dict[str, Any] | None = None
-    count: dict[str, Any] | None = None
-    event: dict[str, Any] | None = None
-    never: dict[str, Any] | None = None
-    never_after: dict[str, Any] | None = None
-    invariant: str | None = None
-    notifications: dict[str, Any] | None = None
-    within: dict[str, Any] | None = None
-    gaps: dict[str, Any] | None = None
-    labels: dict[str, Any] | None = None
-    files: dict[str, Any] | None = None
+    ticket_states: dict[str, list[TicketState]] | None = None
+    tickets: TicketsSpec | None = None
+    count: CountSpec | None = None
+    event: EventSpec | None = None
+    never: NeverSpec | None = None
+    never_after: NeverAfterSpec | None = None
+    invariant: InvariantName | None = None  # type: ignore[valid-type]
+    notifications: NotificationsSpec | None = None
+    within: WithinSpec | None = None
+    gaps: GapsSpec | None = None
+    labels: LabelsSpec | None = None
+    files: FilesSpec | None = None
     state: dict[str, Any] | None = None
     command: dict[str, Any] | None = None  # a probe run after the game day: {run: argv, status: 0, stdout_contains: TEXT}
 
@@ -133,6 +311,14 @@ class Checker(Strict):
             known = ", ".join(k for k in type(self).model_fields if k != "name")
             got = ", ".join(keys) or "none"
             raise ValueError(f"expected exactly one checker ({known}), got {got}")
+        if self.ticket_states is not None:
+            for k, v in self.ticket_states.items():
+                if not v:
+                    raise ValueError(f"expected a path of at least one state for {k}, got an empty list @ticket_states")
+        if self.state is not None:
+            bad = [k for k in self.state if k not in STATE_KEYS]
+            if bad:
+                raise ValueError(f"expected a known state key ({', '.join(STATE_KEYS)}), got {bad[0]!r}{did_you_mean(bad[0], STATE_KEYS)} @state")
         return self
 
     def keys(self) -> list[str]:
@@ -144,7 +330,8 @@ class Checker(Strict):
 
     @property
     def spec(self) -> Any:
-        return getattr(self, self.kind)
+        v = getattr(self, self.kind)
+        return v.model_dump(exclude_none=True) if isinstance(v, BaseModel) else v
 
     @property
     def title(self) -> str:
@@ -155,6 +342,23 @@ class Checker(Strict):
             inner = ", ".join(f"{k}={v}" for k, v in spec.items())
             return f"{self.kind}({inner})"
         return f"{self.kind}({spec})"
+
+    def selectors(self) -> list[tuple[tuple, Events]]:
+        """(path inside the checker, event selector) of every event kind it names: for the unknown-kind warning."""
+        v = getattr(self, self.kind)
+        out: list[tuple[tuple, Events]] = []
+        if isinstance(v, Events):
+            out.append(((self.kind, "kind"), v))
+        for sub in ("after", "never", "until"):
+            s = getattr(v, sub, None)
+            if isinstance(s, Events):
+                out.append(((self.kind, sub, "kind"), s))
+        return out
+
+
+def did_you_mean(word: str, known) -> str:
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class RealSpec(Strict):
@@ -186,7 +390,14 @@ class Scenario(Strict):
     tick: Duration | None = Field(None, description="supervisor tick (default: the policy's supervisor.tick)")
     policy: str | dict[str, Any] | None = Field(None, description="a policy path, or inline overrides on the default")
     overrides: dict[str, Any] = Field(default_factory=dict, description="deep-merged on top of policy")
-    disable: dict[str, Any] = Field(default_factory=dict, description="override that switches off the exercised feature")
+    disable: dict[str, Any] = Field(default_factory=dict, description=(
+        "switches off the ONE feature the scenario exercises: a policy override, plus `switches_off: [NAME]` "
+        "(product switches, healer/switches.py) and `actions_off: [ACTION]` (removed from remediation.allowed); "
+        "`rules:` here go before the scenario's own (the first rule per finding wins)"))
+    disable_breaks: list[str] = Field(default_factory=list, description="the expectations `disable:` must break, "
+                                                                        "and only these")
+    incident: list[Checker] = Field(default_factory=list, description="checks that must HOLD in the disabled run: "
+                                                                      "the incident reproduced at its scale")
     fleet: FleetSpec = Field(default_factory=FleetSpec)
     faults: list[Fault] = Field(default_factory=list)
     expect: list[Checker] = Field(min_length=1)
@@ -195,8 +406,42 @@ class Scenario(Strict):
 
     # set by load(), not part of the YAML
     source: str = Field("", exclude=True)
+    warnings: list[str] = Field(default_factory=list, exclude=True)
 
-    def effective_policy(self, extra: dict[str, Any] | None = None, disabled: bool = False) -> Policy:
+    @model_validator(mode="after")
+    def _disable(self) -> Scenario:
+        from healer.policy.schema import ACTIONS
+        from healer.switches import SWITCHES
+
+        sw = self.disable.get("switches_off", [])
+        if not isinstance(sw, list) or not all(isinstance(x, str) for x in sw):
+            raise ValueError(f"expected a list of product switch names, got {sw!r} @disable")
+        for x in sw:
+            if x not in SWITCHES:
+                raise ValueError(f"expected a product switch in disable.switches_off ({', '.join(SWITCHES)}), "
+                                 f"got {x!r}{did_you_mean(x, SWITCHES)} @disable")
+        acts = self.disable.get("actions_off", [])
+        if not isinstance(acts, list) or not all(isinstance(x, str) for x in acts):
+            raise ValueError(f"expected a list of remediation actions, got {acts!r} @disable")
+        for x in acts:
+            if x not in ACTIONS:
+                raise ValueError(f"expected a remediation action in disable.actions_off ({', '.join(ACTIONS)}), "
+                                 f"got {x!r}{did_you_mean(x, ACTIONS)} @disable")
+        titles = [c.title for c in self.expect]
+        if self.disable_breaks and not self.disable:
+            raise ValueError("expected a `disable:` for the expectations named in disable_breaks, got none @disable_breaks")
+        for n in self.disable_breaks:
+            if n not in titles:
+                raise ValueError(f"expected the name of an expectation in disable_breaks, got {n!r}"
+                                 f"{did_you_mean(n, titles)} @disable_breaks")
+        if self.incident and not self.disable:
+            raise ValueError("expected a `disable:` whose run the incident checks judge, got none @incident")
+        return self
+
+    def switches_off(self, disabled: bool) -> list[str]:
+        return list(self.disable.get("switches_off", [])) if disabled else []
+
+    def _merged(self, extra: dict[str, Any] | None, disabled: bool) -> dict[str, Any]:
         base: dict[str, Any] = {}
         if isinstance(self.policy, str):
             p = Path(self.policy)
@@ -210,12 +455,31 @@ class Scenario(Strict):
             base = Policy().model_dump(mode="json", by_alias=True)
         merged = deep_merge(base, self.overrides)
         if disabled:
-            merged = deep_merge(merged, self.disable)
+            merged = apply_disable(merged, self.disable)
         if extra:
             merged = deep_merge(merged, extra)
-        text = yaml.safe_dump(merged, sort_keys=False)
-        where = f"{self.source or self.name} (effective policy)"
-        return validate_text(text, where, model=Policy)
+        return merged
+
+    def effective_policy(self, extra: dict[str, Any] | None = None, disabled: bool = False) -> Policy:
+        merged = self._merged(extra, disabled)
+        probs = problems_for(merged, {}, Policy)
+        if probs:  # load() has located the scenario's own keys already: what is left came from --override
+            lines = [f"--override: {p.path}: {p.message}" for p in probs]
+            raise InvalidInput(lines[0], lines)
+        return Policy.model_validate(merged)
+
+
+def apply_disable(merged: dict[str, Any], disable: dict[str, Any]) -> dict[str, Any]:
+    """The disabled policy: `actions_off` leave the whitelist, `rules` go first, the rest is deep-merged."""
+    over = {k: v for k, v in disable.items() if k not in ("switches_off", "actions_off", "rules")}
+    out = deep_merge(merged, over)
+    if disable.get("rules"):
+        out["rules"] = [*copy.deepcopy(disable["rules"]), *out.get("rules", [])]
+    off = set(disable.get("actions_off", []))
+    if off:
+        rem = out.setdefault("remediation", {})
+        rem["allowed"] = [a for a in rem.get("allowed", []) if a not in off]
+    return out
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -249,6 +513,8 @@ def parse_override(text: str) -> dict[str, Any]:
 
 
 def load(path: str | Path) -> Scenario:
+    """Read and validate a scenario file: every problem is one `FILE:LINE:COL: key: expected …, got …` line
+    (InvalidInput, exit 65); doubtful event kinds become `sc.warnings` (same shape, with a "did you mean")."""
     p = Path(path)
     try:
         raw = p.read_bytes()
@@ -256,13 +522,102 @@ def load(path: str | Path) -> Scenario:
         raise InvalidInput(f"{path}: no such scenario file") from None
     except IsADirectoryError:
         raise InvalidInput(f"{path}: is a directory, expected a scenario file") from None
-    sc = validate_text(raw, str(path), model=Scenario)
-    sc.source = str(p)
-    for f in sc.faults:
-        if f.failpoint and not f.failpoint.replace("*", "x").replace(".", "").replace("_", "").isalnum():
-            raise InvalidInput(f"{path}: faults: failpoint {f.failpoint!r} is not a failpoint name")
-    sc.effective_policy()  # a bad override is a scenario error, reported now
+    src = str(path)
+    try:
+        located = load_one(read_text(raw))
+    except YamlProblem as yp:
+        raise InvalidInput(_line(src, yp.problem), [_line(src, yp.problem)]) from None
+    data, marks = located.data, located.marks
+    if not isinstance(data, dict):
+        prob = Problem(1, 1, "(top)", "expected a mapping (name, mode, fleet, faults, expect, ...), got "
+                       + ("an empty document" if data is None else type(data).__name__))
+        raise InvalidInput(_line(src, prob), [_line(src, prob)])
+    probs = problems_for(data, marks, Scenario)
+    if not probs:
+        sc = Scenario.model_validate(data)
+        sc.source = str(p)
+        probs = _semantic(sc, marks)
+    if probs:
+        lines = [_line(src, x) for x in sorted(probs, key=lambda x: (x.line, x.col))]
+        raise InvalidInput(lines[0], lines)
+    sc.warnings = [_line(src, w) for w in _warnings(sc, marks)]
     return sc
+
+
+def _line(source: str, p: Problem) -> str:
+    return f"{source}:{p.line}:{p.col}: {p.path}: {p.message}"
+
+
+def _under(marks: dict, prefix: tuple) -> dict:
+    return {k[len(prefix):]: v for k, v in marks.items() if k[:len(prefix)] == prefix}
+
+
+def _semantic(sc: Scenario, marks: dict) -> list[Problem]:
+    """What the models cannot see alone: the policy the overrides make (located in the scenario), failpoints."""
+    out: list[Problem] = []
+    try:
+        merged = sc._merged(None, False)
+    except InvalidInput as e:  # the named policy file itself is bad
+        line, col = mark_for(marks, ("policy",))
+        return [Problem(line, col, "policy", e.lines[0] if e.lines else str(e))]
+    where = ("overrides",) if sc.overrides else ("policy",)
+    for pr in problems_for(merged, {**_under(marks, ("policy",)), **_under(marks, ("overrides",))}, Policy):
+        out.append(Problem(pr.line, pr.col, f"{where[0]}.{pr.path}", pr.message))
+    if not out and sc.disable:
+        dmarks = _under(marks, ("disable",))
+        for pr in problems_for(sc._merged(None, True), dmarks, Policy):
+            line, col = (pr.line, pr.col) if dmarks else mark_for(marks, ("disable",))
+            out.append(Problem(line, col, f"disable.{pr.path}", pr.message))
+    named = [(i, f) for i, f in enumerate(sc.faults) if f.failpoint]
+    if named:
+        from healer import failpoints
+
+        failpoints.load_all()
+        names = [d.name for d in failpoints.registry()]
+        for i, f in named:
+            if not any(match(f.failpoint, n) for n in names):
+                line, col = mark_for(marks, ("faults", i, "failpoint"))
+                out.append(Problem(line, col, f"faults[{i}].failpoint", f"expected a failpoint name or glob that "
+                                   f"`healer failpoints` lists, got {f.failpoint!r}{did_you_mean(f.failpoint, names)}"))
+    return out
+
+
+def _warnings(sc: Scenario, marks: dict) -> list[Problem]:
+    known = known_event_kinds()
+    out: list[Problem] = []
+    for section, checks in (("expect", sc.expect), ("incident", sc.incident)):
+        for i, c in enumerate(checks):
+            for path, sel in c.selectors():
+                for kind in sel.kinds():
+                    if any(match(kind, k) for k in known):
+                        continue
+                    loc = (section, i, *path)
+                    line, col = mark_for(marks, loc)
+                    out.append(Problem(line, col, f"{section}[{i}].{'.'.join(path)}",
+                                       f"warning: no event of kind {kind!r} is ever written{did_you_mean(kind, known)}"))
+    return out
+
+
+_KIND = re.compile(r"""["']((?:ticket|dispatch|supervisor|intent|remedy|lease|notify|proposal|repair|quarantine|chaos|main|"""
+                   r"""agent|worktree|loop|fleet|human|watch|store|container|gameday|label)\.[a-z_]+(?:\.[a-z_]+)?)["']""")
+_known_kinds: list[str] | None = None
+
+
+def known_event_kinds() -> list[str]:
+    """Every event kind healer or the game days write, read off the source (string literals shaped like kinds),
+    plus the families written by formatting (`intent.{state}`, `proposal.{state}`, `remedy.{status}`)."""
+    global _known_kinds
+    if _known_kinds is None:
+        root = Path(__file__).resolve().parents[1]
+        found: set[str] = set()
+        for pkg in ("healer", "chaos"):
+            for f in (root / pkg).rglob("*.py"):
+                found.update(_KIND.findall(f.read_text(errors="replace")))
+        found |= {f"intent.{s}" for s in ("planned", "begun", "done", "aborted")}
+        found |= {f"proposal.{s}" for s in ("open", "merged", "rejected")}
+        found |= {f"remedy.{s}" for s in ("done", "aborted", "refused", "failed", "skipped")}
+        _known_kinds = sorted(found)
+    return _known_kinds
 
 
 def discover(paths: list[str | Path] | None = None) -> list[Path]:
@@ -291,3 +646,38 @@ def match(pattern: str | None, value: str) -> bool:
 
 def seconds(v: Any) -> float:
     return float(v) if isinstance(v, (int, float)) else durations.parse(str(v))
+
+
+SKELETON = """\
+# A game day: break the fleet on purpose, then check from the event log that healer healed it.
+# Format: docs/chaos.md. Check it with `healer gameday validate {name}.yaml`, run it with
+# `healer gameday run {name}.yaml`, and prove it can fail with `healer gameday run --disable {name}.yaml`.
+name: {name}
+description: |
+  What incident this reproduces, and what healer must do about it.
+exercises: the healer feature it proves
+mode: simulated          # or real (real processes, thresholds in seconds)
+seed: 1
+duration: 2h             # virtual time (simulated); a cap in real seconds (real)
+overrides:               # deep-merged on the default policy (validated as a policy)
+  remediation: {{quiet_period: 5m}}
+disable:                 # switches off ONLY the feature exercised: a policy override, and/or
+  actions_off: [drop_label]          # remediation actions taken off the whitelist
+  # switches_off: [intent_recovery]  # product switches (`healer gameday list --switches`)
+disable_breaks:          # exactly the expectations the disabled run must break
+  - every label dropped
+fleet:
+  pool_size: 2
+  tickets:
+    - {{id: S-, count: 3, state: queued, labels: {{to-review: 3h}}, age: 3h, behaviour: succeeds, params: {{duration: 10m}}}}
+faults:
+  - {{at: 5m, fault: stale_labels, target: "S-*", seconds: 3h}}
+expect:
+  - name: every label dropped
+    labels: {{match: "S-*", label: to-review, present: false}}
+  - invariant: intents_settled
+"""
+
+
+def skeleton(name: str) -> str:
+    return SKELETON.format(name=name)

@@ -7,13 +7,17 @@ the rollbacks (every fault undone) and a timeline for the report.
 
 from __future__ import annotations
 
+import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from chaos.checkers import Check, History, run_checks
+from chaos.faults import undo
 from chaos.scenario import Scenario
+from healer import switches
 from healer.clock import Clock, system
 
 
@@ -45,6 +49,8 @@ class Result:
     steady_after: dict[str, Any] = field(default_factory=dict)
     stats: dict[str, Any] = field(default_factory=dict)
     workdir: str = ""
+    kept: bool = True  # the work folder is still there (False: removed at the end of the run)
+    incident: list[Check] = field(default_factory=list)  # disabled run: the scenario's `incident:` checks
 
     @property
     def ok(self) -> bool:
@@ -94,6 +100,9 @@ def finish(result: Result, history: History, clock: Clock | None = None) -> Resu
     t1 = clock.now()
     for c in result.checks:
         result.activities.append(Activity(c.name, "probe", t0, t1, "succeeded" if c.ok else "failed", c.message))
+    sc = result.scenario
+    if result.disabled and sc.incident:  # the disabled run must show the incident itself, at its scale
+        result.incident = run_checks(sc.incident, history)
     result.timeline = timeline_from(history)
     result.span = history.end - history.start
     if result.error is None:
@@ -105,26 +114,59 @@ def finish(result: Result, history: History, clock: Clock | None = None) -> Resu
 
 
 def run(scenario: Scenario, workdir: str | Path | None = None, *, seed: int | None = None, disabled: bool = False,
-        overrides: dict | None = None, progress=None, clock: Clock | None = None) -> Result:
-    """Run one scenario in `workdir` (a fresh temp dir by default) and check it."""
+        overrides: dict | None = None, progress=None, clock: Clock | None = None, keep: bool | None = None) -> Result:
+    """Run one scenario in `workdir` (a fresh temp dir by default) and check it.
+
+    A temp dir of its own is removed at the end unless `keep` (a given `workdir` is the caller's, kept unless
+    keep=False). `disable:`'s product switches are set in this process's environment for the run, so every
+    child (supervisor ticks, the dispatcher) inherits them; the environment is restored after."""
     owned = workdir is None
     wd = Path(tempfile.mkdtemp(prefix=f"gameday-{scenario.name}-")) if owned else Path(workdir)
     wd.mkdir(parents=True, exist_ok=True)
+    if owned:
+        undo.claim(wd)  # a SIGKILLed run's folder is then known dead to `healer gameday clean`
+    keep = (not owned) if keep is None else keep
     clock = clock or system()
     if scenario.mode == "simulated":
         from chaos.engine.sim import SimEngine as Engine
     else:
         from chaos.engine.real import RealEngine as Engine  # type: ignore[assignment]
     started = clock.now()
+    saved = os.environ.get(switches.ENV)
+    off = scenario.switches_off(disabled)
+    if off:
+        os.environ[switches.ENV] = switches.env_value(off)
+    eng = None
     try:
-        result = Engine(scenario, wd, seed=seed, disabled=disabled, overrides=overrides, progress=progress, wall=clock).run()
+        eng = Engine(scenario, wd, seed=seed, disabled=disabled, overrides=overrides, progress=progress, wall=clock)
+        result = eng.run()
     except Exception as e:  # noqa: BLE001 - an engine crash is a failed game day, reported, not a traceback
         import traceback
 
         result = Result(scenario, "error", error=f"{type(e).__name__}: {e}", seed=scenario.seed if seed is None else seed,
                         disabled=disabled, workdir=str(wd))
         result.stats["traceback"] = traceback.format_exc(limit=8)
+    finally:
+        if off:
+            if saved is None:
+                os.environ.pop(switches.ENV, None)
+            else:
+                os.environ[switches.ENV] = saved
+        _drop_settled_journal(eng)
     result.started = result.started or started
     result.ended = clock.now()
     result.workdir = str(wd)
+    result.kept = keep
+    if not keep:
+        shutil.rmtree(wd, ignore_errors=True)
     return result
+
+
+def _drop_settled_journal(eng: Any) -> None:
+    """An engine's undo journal with nothing left to undo is removed (with the owner folder once empty):
+    a passing game day leaves nothing in the temp folder."""
+    j = getattr(eng, "undo", None)
+    if j is None or not isinstance(j, undo.UndoJournal) or not j.folder.exists() or j.pending():
+        return
+    shutil.rmtree(j.folder, ignore_errors=True)
+    undo.drop_home_if_empty()

@@ -799,8 +799,10 @@ def _files(root: Path) -> dict[str, str]:
     out = {}
     for p in root.rglob("*"):
         rel = p.relative_to(root)
-        if rel.parts[0] in (".git", ".healer") or not p.is_file() or p.is_symlink():
-            continue
+        if not p.is_file() or p.is_symlink() or rel.parts[0] == ".git" or (
+                rel.parts[0] == ".healer" and rel.parts[1:2] != ("worktrees",)) or (
+                rel.parts[:1] == (".healer",) and len(rel.parts) > 3 and rel.parts[3] == ".git"):
+            continue  # git's and healer's own files; the files in the fleet's worktrees are user files
         out[str(rel)] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
 

@@ -188,6 +188,8 @@ class SimEngine:
                     wt = None
                     if spec.worktree:
                         wt = self._worktree(tid, created)
+                    elif spec.agent != "none":  # its agent worked in a worktree that is no longer on disk
+                        wt = str(self.root / "worktrees" / tid)
                     if spec.agent != "none":
                         self.n_agents += 1
                         aid = f"a-{self.n_agents}"
@@ -361,12 +363,15 @@ class SimEngine:
         if status == "red":
             self.store.set_setting("main.red_since", self.now)
             self.store.append("main.red", "main", {})
-            if not self.store.get_setting(PAUSED_KEY, False):
+            paused = self.policy.fleet.pause_on_red_main
+            if paused and not self.store.get_setting(PAUSED_KEY, False):
                 self.store.set_setting(PAUSED_REASON, "main_red")
                 self.store.set_setting(PAUSED_KEY, True, event="dispatch.paused")
+            from healer.core.sentinels import key as sentinel_key
             from healer.notify import notify
 
-            notify(self.store, self.policy, "main_red", "main branch main is red: dispatch paused", severity="critical")
+            notify(self.store, self.policy, sentinel_key("main_red"),
+                   "main branch main is red" + (": dispatch paused" if paused else ""), severity="critical")
         elif prev == "red":
             self.store.set_setting("main.red_since", None)
             self.store.append("main.green", "main", {})

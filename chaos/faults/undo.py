@@ -28,11 +28,11 @@ from healer.clock import Clock, system
 
 UNDO = "undo.jsonl"
 OWNER = "owner.json"
+UNCLAIMED_AGE = 3600.0  # an unclaimed work folder (older healer) counts as dead once untouched this long
 
 
 def home() -> Path:
-    env = os.environ.get("HEALER_GAMEDAY_HOME")
-    p = Path(env) if env else Path(tempfile.gettempdir()) / f"healer-gameday-{os.getuid()}"
+    p = _home_path()
     p.mkdir(parents=True, exist_ok=True)
     return p
 
@@ -215,13 +215,70 @@ def _orphaned(base: Path, clock: Clock | None = None):
 
 
 def recover_leftovers(clock: Clock | None = None, base: Path | None = None) -> list[str]:
-    """Undo what killed game days left behind (their owner is dead). Returns one line per undo."""
+    """Undo what killed game days left behind (their owner is dead), then remove their run folders.
+    Returns one line per undo."""
     out = []
-    for j in _orphaned(base or home(), clock):
+    for j in list(_orphaned(base or home(), clock)):
         for u, what in j.undo_all():
             out.append(f"{j.folder.name}: {u.kind}: {what}")
-        (j.folder / "recovered").write_text("\n".join(out) + "\n")
+        if not j.pending():
+            shutil.rmtree(j.folder, ignore_errors=True)
     return out
+
+
+def claim(folder: Path) -> None:
+    """Mark a run's work folder as owned by this process (pid + start time), like an undo journal's folder."""
+    me = os.getpid()
+    (Path(folder) / OWNER).write_text(json.dumps({"pid": me, "create_time": _create_time(me)}))
+
+
+def drop_home_if_empty(base: Path | None = None) -> None:
+    b = base or _home_path()
+    try:
+        b.rmdir()  # only when empty: another run's folder keeps it
+    except OSError:
+        pass
+
+
+def _home_path() -> Path:
+    env = os.environ.get("HEALER_GAMEDAY_HOME")
+    return Path(env) if env else Path(tempfile.gettempdir()) / f"healer-gameday-{os.getuid()}"
+
+
+def clean(clock: Clock | None = None) -> list[str]:
+    """`healer gameday clean`: undo and remove what dead runs left — their undo journals, their work folders
+    (`$TMPDIR/gameday-<name>-*` whose owner is dead, or that no live run claims), stray files among them."""
+    out: list[str] = []
+    base = _home_path()
+    if base.is_dir():
+        out += recover_leftovers(clock, base)
+        for entry in sorted(base.iterdir()):
+            if entry.is_dir() and _owner_alive(entry):
+                continue
+            _remove(entry)
+            out.append(f"removed {entry}")
+        drop_home_if_empty(base)
+    now = (clock or system()).now()
+    for entry in sorted(Path(tempfile.gettempdir()).glob("gameday-*")):
+        if not entry.is_dir() or entry.is_symlink() or _owner_alive(entry):
+            continue
+        if not (entry / OWNER).exists():
+            # left by a version that did not claim its folders: a game day's fleet, untouched for an hour
+            if not (entry / "fleet").is_dir() or now - entry.stat().st_mtime < UNCLAIMED_AGE:
+                continue
+        _remove(entry)
+        out.append(f"removed {entry}")
+    return out
+
+
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p, ignore_errors=True)
+    else:
+        try:
+            p.unlink()
+        except OSError:
+            pass
 
 
 def leftovers(base: Path | None = None) -> list[str]:

@@ -14,13 +14,23 @@ gameday_app = typer.Typer(help="Chaos game days: break the fleet on purpose and 
 
 @gameday_app.command("list")
 def list_cmd(paths: list[Path] = typer.Argument(None, help="Scenario files or folders (default: the standard suite)."),
-             as_json: bool = JsonOpt) -> None:
+             as_json: bool = JsonOpt,
+             switches: bool = typer.Option(False, "--switches", help="List the product switches `disable:` may turn off.")) -> None:
     """List scenarios: name, mode, what each proves."""
     from rich.table import Table
 
     from chaos.runner import load_all
 
     scs = load_all([str(p) for p in paths] if paths else None)
+    if switches:
+        from healer.switches import SWITCHES
+
+        if as_json:
+            print_json(SWITCHES)
+        else:
+            for k, v in SWITCHES.items():
+                typer.echo(f"{k:<18} {v}")
+        return
     if as_json:
         print_json([{"name": s.name, "mode": s.mode, "seed": s.seed, "duration": s.duration, "exercises": s.exercises,
                      "expectations": len(s.expect), "faults": len(s.faults), "source": s.source} for s in scs])
@@ -95,10 +105,13 @@ def run_cmd(
     workdir: Path = typer.Option(None, "--workdir", help="Keep each scenario's fleet under this folder."),
     root: Path = typer.Option(None, "--root", help="Run against this existing fleet: scenarios' faults act on it (no "
                                                   "fleet built); Chaos Toolkit experiments get HEALER_ROOT."),
+    keep: bool = typer.Option(False, "--keep", help="Keep each scenario's temp work folder (printed); "
+                                                   "by default a run removes it."),
 ) -> None:
     """Run scenarios or Chaos Toolkit experiments (.json/.yaml with title and method); exit 0 when every
     expectation (steady state) holds, 1 otherwise."""
-    from chaos.runner import load_all, outcome, run_all
+    from chaos.runner import outcome, run_all
+    from healer.errors import UsageError
 
     _check_outputs(report_dir, junit)
     if paths and _experiments(paths):
@@ -106,11 +119,13 @@ def run_cmd(
 
         target = root.resolve() if root else None
         if target is not None and not (target / ".healer").is_dir():
-            from healer.errors import UsageError
-
             raise UsageError(f"--root {root}: not a healer fleet (no .healer/); run 'healer init' there first")
         raise typer.Exit(ctk.run(list(paths), root=target, report_dir=report_dir, junit=junit, console=console, live=not quiet))
-    scs = load_all([str(p) for p in paths] if paths else None)
+    scs = _selection(paths)
+    if disable:
+        bare = [s.name for s in scs if not s.disable]
+        if bare:
+            raise UsageError(f"--disable: {', '.join(bare)} has no `disable:` (nothing to switch off)")
     if root is not None:
         raise typer.Exit(_against_fleet(scs, root, report_dir, junit, quiet))
     extra = _overrides(override)
@@ -118,9 +133,54 @@ def run_cmd(
         for sc in scs:
             sc.effective_policy(extra, disabled=disable)
     results = run_all(scs, seed=seed, disabled=disable, overrides=extra, live=not quiet,
-                      workroot=workdir.resolve() if workdir else None)
+                      workroot=workdir.resolve() if workdir else None, keep=keep)
     code, _ = outcome(results, report_dir, junit, console)
     raise typer.Exit(code)
+
+
+def _selection(paths: list[Path] | None):
+    """The scenarios named (files, folders, names), validated; none at all is a usage error (64), not a pass."""
+    from chaos.runner import load_all
+    from healer.errors import UsageError
+
+    scs = load_all([str(p) for p in paths] if paths else None)
+    if not scs:
+        where = ", ".join(str(p) for p in paths) if paths else "chaos/scenarios"
+        raise UsageError(f"no scenario in {where} (expected *.yaml scenario files)")
+    for sc in scs:
+        for w in sc.warnings:
+            typer.echo(w, err=True)
+    return scs
+
+
+@gameday_app.command("validate")
+def validate_cmd(paths: list[Path] = typer.Argument(..., help="Scenario files or folders.")) -> None:
+    """Check scenario files without running them: exit 0 when valid, 65 with one FILE:LINE:COL line per problem."""
+    scs = _selection(paths)
+    for sc in scs:
+        typer.echo(f"{sc.source}: ok ({sc.name}, {sc.mode}, {len(sc.expect)} expectation(s)"
+                   + (f", disable breaks {len(sc.disable_breaks)}" if sc.disable_breaks else "") + ")")
+
+
+@gameday_app.command("new")
+def new_cmd(name: str = typer.Argument(..., help="Scenario name (letters, digits, dashes)."),
+            out: Path = typer.Option(None, "--out", help="Where to write it (default: ./NAME.yaml)."),
+            force: bool = typer.Option(False, "--force", help="Overwrite an existing file.")) -> None:
+    """Write a commented scenario skeleton that validates and runs (edit it, then `healer gameday validate`)."""
+    import re
+
+    from chaos.scenario import skeleton
+    from healer.errors import UsageError
+
+    if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
+        raise UsageError(f"gameday new {name!r}: expected a name of lower-case letters, digits and dashes")
+    path = out or Path(f"{name}.yaml")
+    if path.is_dir():
+        path = path / f"{name}.yaml"
+    if path.exists() and not force:
+        raise UsageError(f"{path} already exists (--force to overwrite)")
+    path.write_text(skeleton(name))
+    typer.echo(f"wrote {path}; check it with: healer gameday validate {path}")
 
 
 @gameday_app.command("replay")
@@ -205,10 +265,11 @@ def explore_cmd(
 
 @gameday_app.command("clean")
 def clean_cmd(as_json: bool = JsonOpt) -> None:
-    """Undo what a killed game day left behind (stopped processes, fleet processes, lock files, moved worktrees)."""
-    from chaos.faults.undo import recover_leftovers
+    """Undo what killed game days left behind (stopped processes, fleet processes, lock files, moved worktrees),
+    then remove their run and work folders."""
+    from chaos.faults.undo import clean
 
-    lines = recover_leftovers()
+    lines = clean()
     if as_json:
         print_json(lines)
     else:

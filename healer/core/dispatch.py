@@ -15,7 +15,8 @@ ticket may get an agent lives here, as small rules over plain records:
 - replays: a rejected proposal is replayed `rejected_proposal_replays` times, then the
   ticket is blocked;
 - the pool: never more live agents than `pool_size`, never two on one ticket;
-- a red main (or a paused dispatch) launches nothing.
+- a label meaning "wait" (`fleet.wait_labels`, e.g. to-review) holds a queued ticket until it is dropped;
+- a red main (unless `fleet.pause_on_red_main` is off) or a paused dispatch launches nothing.
 
 No I/O and no clock: `now` is an input. Same input, same plan.
 """
@@ -42,6 +43,7 @@ BACKOFF = "backoff"
 POOL_FULL = "pool_full"
 PAUSED = "dispatch_paused"
 REVIEW = "in_review"
+LABEL = "waiting_on_label"
 
 
 @dataclass(frozen=True)
@@ -53,11 +55,14 @@ class RetryRules:
     resume_same_state_limit: int = 3
     rejected_proposal_replays: int = 2
     session_ttl: float = 86400.0
+    wait_labels: frozenset[str] = frozenset({"to-review"})  # fleet.wait_labels: a queued ticket carrying one waits
+    pause_on_red_main: bool = True  # fleet.pause_on_red_main: a red main holds every launch
 
     @classmethod
     def of(cls, policy) -> RetryRules:
-        r = policy.retry
-        return cls(r.max_launches, tuple(r.backoff), r.resume_same_state_limit, r.rejected_proposal_replays, r.session_ttl)
+        r, f = policy.retry, policy.fleet
+        return cls(r.max_launches, tuple(r.backoff), r.resume_same_state_limit, r.rejected_proposal_replays, r.session_ttl,
+                   frozenset(f.wait_labels), f.pause_on_red_main)
 
 
 @dataclass(frozen=True)
@@ -243,7 +248,7 @@ def plan(inp: DispatchInput, rules: RetryRules) -> DispatchPlan:
                            for d in t.blocked_by if d not in by_id))
     live_total = sum(inp.live.values())
     slots = max(0, inp.pool_size - live_total)
-    hold = inp.paused or inp.main_status == "red"
+    hold = inp.paused or (inp.main_status == "red" and rules.pause_on_red_main)
 
     launches: list[Launch] = []
     stops: list[Stop] = []
@@ -276,6 +281,10 @@ def plan(inp: DispatchInput, rules: RetryRules) -> DispatchPlan:
             deps = [d for d in t.blocked_by if d not in by_id or by_id[d].state not in lifecycle.TERMINAL]
             if deps:
                 waiting.append(Waiting(tid, WAIT_DEPS, detail=", ".join(deps)))
+                continue
+            held = sorted(set(t.labels) & rules.wait_labels)
+            if held:  # "to-review" means wait for a review: the ticket goes once the label is gone
+                waiting.append(Waiting(tid, LABEL, detail=", ".join(held)))
                 continue
             spins = same_state_resumes(atts)
             if spins >= rules.resume_same_state_limit:

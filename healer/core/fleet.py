@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from healer.core.sentinels import key as sentinel_key
 from healer import conventions as cv
 from healer import lifecycle
 
@@ -48,17 +49,20 @@ def main_status(prev: str, verdict: str, has_gates: bool) -> str:
 
 
 def main_changed(prev: str, status: str, *, now: float, branch: str, head: str | None, log: str,
-                 paused: bool, paused_reason: str | None, red_since: float | None) -> list[Effect]:
-    """What a change of main's colour does: settings, events, the pause, the alert."""
+                 paused: bool, paused_reason: str | None, red_since: float | None, pause_on_red: bool = True) -> list[Effect]:
+    """What a change of main's colour does: settings, events, the pause (unless fleet.pause_on_red_main is off:
+    the supervisor's main_red sentinel then pauses), the alert — under the sentinel's own key, so that the
+    dispatcher and the supervisor page once per condition, not twice."""
     if status == prev:
         return []
     out = [Effect("set", cv.MAIN_STATUS, status)]
     if status == RED:
         out += [Effect("set", cv.MAIN_RED_SINCE, now),
                 Effect("event", "main.red", branch, {"commit": head, "log": log})]
-        if not paused:
+        if not paused and pause_on_red:
             out += pause(cv.PAUSED_BY_MAIN_RED)
-        out.append(Effect("notify", "main_red", f"main branch {branch} is red at {str(head)[:12]}: dispatch paused",
+        out.append(Effect("notify", sentinel_key("main_red"),
+                          f"main branch {branch} is red at {str(head)[:12]}" + (": dispatch paused" if pause_on_red else ""),
                           {"commit": head, "log": log}, severity="critical"))
     elif prev == RED:
         out += [Effect("set", cv.MAIN_RED_SINCE, None),

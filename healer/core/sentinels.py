@@ -31,12 +31,18 @@ SUBJECT = {"dispatch_frozen": "dispatch", "pool_saturated": "pool", "no_closes":
            "main_red": "main", "supervisor_silent": "supervisor"}
 
 
-def _ready(s: Snapshot, ix: Index) -> list:
-    """Queued tickets the dispatcher could take now (every blocker done or closed)."""
+def key(kind: str) -> str:
+    """The one notification key of a sentinel (`main_red:main`): whoever pages for it uses this key,
+    so the per-key cooldown keeps it to one page per condition."""
+    return f"{kind}:{SUBJECT[kind]}"
+
+
+def _ready(s: Snapshot, ix: Index, wait: frozenset[str] = frozenset()) -> list:
+    """Queued tickets the dispatcher could take now (every blocker done or closed, no label meaning wait)."""
     out = []
     for t in s.tickets:
-        if t.state != lifecycle.QUEUED:
-            continue
+        if t.state != lifecycle.QUEUED or (wait and not wait.isdisjoint(t.labels)):
+            continue  # a ticket waiting for a review is not ready: its label is the stale_label finding's business
         if all((b in ix.tickets and ix.tickets[b].state in lifecycle.TERMINAL) for b in t.blocked_by):
             out.append(t)
     return out
@@ -53,7 +59,7 @@ def sentinels(s: Snapshot, policy, ix: Index) -> list[Finding]:
 
     need_fleet = not ({"dispatch_frozen", "pool_saturated"} <= unknown)
     if need_fleet:
-        ready = _ready(s, ix)
+        ready = _ready(s, ix, frozenset(policy.fleet.wait_labels))
         live = [v for v in s.agents if is_live(v)]
         waiting_since = min((t.updated_at for t in ready), default=None)
         # a red main is its own alarm and pauses dispatch on purpose: no second alarm for the same silence

@@ -325,7 +325,8 @@ class Dispatcher:
         self.apply(rules.main_changed(
             prev, status, now=self.clock.now(), branch=fleet.main_branch, head=head, log=log,
             paused=bool(self.store.get_setting(keys.DISPATCH_PAUSED, False)),
-            paused_reason=self.store.get_setting(keys.DISPATCH_PAUSED_REASON), red_since=self.store.get_setting(keys.MAIN_RED_SINCE)))
+            paused_reason=self.store.get_setting(keys.DISPATCH_PAUSED_REASON), red_since=self.store.get_setting(keys.MAIN_RED_SINCE),
+            pause_on_red=fleet.pause_on_red_main))
         return status
 
     def apply(self, effects: list[rules.Effect]) -> None:

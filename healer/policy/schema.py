@@ -282,6 +282,11 @@ class Fleet(Strict):
     task_template: str = Field("# {ticket}: {title}\n\n{body}\n",
                                description="the task file given to the loop; {ticket} {title} {body}")
     evidence_lines: PosInt = Field(20, description="gate-log lines quoted in a needs-human evidence comment")
+    wait_labels: list[str] = Field(default_factory=lambda: ["to-review"],
+                                   description="labels meaning 'wait' (for a review): a queued ticket carrying one is not "
+                                               "launched until the label is dropped (by a human, or as a stale label)")
+    pause_on_red_main: bool = Field(True, description="the dispatcher pauses itself while main is red; off, the "
+                                                      "supervisor's main_red sentinel (rule pause-on-red-main) pauses it")
 
 
 class Supervisor(Strict):

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from healer import failpoints
+from healer import failpoints, switches
 from healer.clock import Clock, stamp, system
 from healer.errors import HealerError, NotFound
 from healer.remedy.paths import UnsafePath, confine, relative
@@ -142,6 +142,8 @@ def quarantine(root: str | Path, path: str | Path, reason: str, clock: Clock | N
 def quarantine_many(root: str | Path, paths: Iterable[str | Path], reason: str, clock: Clock | None = None, *,
                     intent: int | None = None) -> list[Entry]:
     """Move files (or symlinks) into ONE new batch. Folders are refused: quarantine their files."""
+    if not switches.enabled("quarantine"):  # a game day proving its unknown-files scenarios can fail
+        return []
     clock = clock or system()
     root_r = Path(root).resolve()
     items: list[tuple[Path, str, int, str, str | None]] = []

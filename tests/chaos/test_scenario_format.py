@@ -22,7 +22,7 @@ def test_located_error_for_a_bad_key(tmp_path):
 
 def test_two_checkers_in_one_expectation_is_an_error(tmp_path):
     p = tmp_path / "bad.yaml"
-    p.write_text("name: x\nexpect:\n  - {count: {kind: a}, never: {kind: b}}\n")
+    p.write_text("name: x\nexpect:\n  - {count: {kind: a, max: 1}, never: {kind: b}}\n")
     with pytest.raises(InvalidInput) as e:
         load(p)
     assert "exactly one checker" in e.value.lines[0]
