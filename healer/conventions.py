@@ -85,3 +85,12 @@ SUPERVISOR_MEMORY = "supervisor.memory"
 
 # -- sentinels (findings about silence; alert keys) ------------------------------------
 SENTINELS = ("dispatch_frozen", "pool_saturated", "no_closes", "main_red", "supervisor_silent")
+# each sentinel's fixed subject, hence its one alert key (`main_red:main`): whoever pages for a sentinel's
+# condition (the supervisor, the dispatcher seeing main red) uses this key, so the per-key cooldown keeps
+# it to one page per condition
+SENTINEL_SUBJECT = {"dispatch_frozen": "dispatch", "pool_saturated": "pool", "no_closes": "proposals",
+                    "main_red": "main", "supervisor_silent": "supervisor"}
+
+
+def sentinel_key(kind: str) -> str:
+    return f"{kind}:{SENTINEL_SUBJECT[kind]}"

@@ -16,7 +16,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from healer.core.sentinels import key as sentinel_key
 from healer import conventions as cv
 from healer import lifecycle
 
@@ -61,7 +60,7 @@ def main_changed(prev: str, status: str, *, now: float, branch: str, head: str |
                 Effect("event", "main.red", branch, {"commit": head, "log": log})]
         if not paused and pause_on_red:
             out += pause(cv.PAUSED_BY_MAIN_RED)
-        out.append(Effect("notify", sentinel_key("main_red"),
+        out.append(Effect("notify", cv.sentinel_key("main_red"),
                           f"main branch {branch} is red at {str(head)[:12]}" + (": dispatch paused" if pause_on_red else ""),
                           {"commit": head, "log": log}, severity="critical"))
     elif prev == RED:

@@ -15,6 +15,7 @@ Subjects are fixed words, so each sentinel has exactly one cooldown key
 
 from __future__ import annotations
 
+from healer import conventions as cv
 from healer import lifecycle
 from healer.core.findings import SEVERITY, Index, is_live
 from healer.core.fleet import supervisor_silent
@@ -27,14 +28,8 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "main_red": ("main",),
     "supervisor_silent": ("supervisor",),
 }
-SUBJECT = {"dispatch_frozen": "dispatch", "pool_saturated": "pool", "no_closes": "proposals",
-           "main_red": "main", "supervisor_silent": "supervisor"}
-
-
-def key(kind: str) -> str:
-    """The one notification key of a sentinel (`main_red:main`): whoever pages for it uses this key,
-    so the per-key cooldown keeps it to one page per condition."""
-    return f"{kind}:{SUBJECT[kind]}"
+SUBJECT = cv.SENTINEL_SUBJECT
+key = cv.sentinel_key  # the one alert key of a sentinel (`main_red:main`)
 
 
 def _ready(s: Snapshot, ix: Index, wait: frozenset[str] = frozenset()) -> list:

@@ -36,10 +36,11 @@ def test_red_main_pauses_dispatch_until_green(fleet_factory):
     assert len(f.events("main.red")) == 1 and len(f.events("dispatch.paused")) == 1
     # T-1's proposal is held (not gated) while main is red
     assert f.state("T-1") == "review" and f.state("T-2") == "queued"
-    sent = [e for e in f.events("notify.sent") if e.subject == "main_red"]
+    # the supervisor's main_red sentinel pages under the same key: one page per condition, not two
+    sent = [e for e in f.events("notify.sent") if e.subject == "main_red:main"]
     assert len(sent) == 1
     lines = [json.loads(x) for x in (f.root / ".healer" / "notifications.jsonl").read_text().splitlines()]
-    assert any(x["key"] == "main_red" for x in lines)
+    assert any(x["key"] == "main_red:main" for x in lines)
 
     commit_on_main(f, rm=["RED"], msg="fix main")
     rep = f.d.tick()
