@@ -1,4 +1,4 @@
-from healer.cli import entry
+from healer.launch import entry
 
 if __name__ == "__main__":
     entry()

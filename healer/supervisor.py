@@ -5,7 +5,7 @@ world, so a missed event or a crash between ticks is harmless):
 
     lease        one supervisor per fleet (holder, pid, host, expiry); not ours -> skip
     recover      finish or roll back intents a dead process left half-done
-    snapshot     healer.fleet.snapshot.gather (fail-open per data source)
+    snapshot     healer.fleet.snapshot.Gatherer (fail-open per data source; incremental by event id)
     core         healer.core.decide(snapshot, policy, memory)
     execute      healer.remedy.actions.execute, at most remediation.max_actions_per_tick
     alerts       healer.notify.notify (cooldown per key)
@@ -168,6 +168,7 @@ class Supervisor:
         self._repair_thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self.ticks = 0
+        self.gatherer = snapmod.Gatherer()  # incremental between ticks; a full read first and every FULL_EVERY
 
     def context(self, batch: str | None = None) -> remedy.Context:
         return remedy.Context(self.root, self.store, self.policy, self.clock, self.runtime, ACTOR, batch=batch, host=self.host)
@@ -212,7 +213,7 @@ class Supervisor:
             self.store.append("supervisor.recovered", LEASE, {"holder": self.holder, "intents": [o.intent_id for o in rep.recovered],
                                                                "outcomes": by})
 
-        rep.snapshot = snap = snapmod.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host)
+        rep.snapshot = snap = self.gatherer.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host)
         memory = with_external_attempts(load_memory(self.store), self.store, self.policy, snap.now)
         rep.decision = d = decide(snap, self.policy, memory)
         failpoints.hit(FP_BEFORE_EXECUTE)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
 from healer.cli.common import JsonOpt, console, print_json
-from healer.errors import InvalidInput, UsageError
+from healer.errors import InvalidInput, UsageError  # noqa: F401 - used by the other commands
+from healer.loop.start import _fleet_root, _workdir
 
 loop_app = typer.Typer(help="The governed loop: one agent, one task, one working tree, until the gates pass.",
                        no_args_is_help=True)
@@ -18,31 +18,6 @@ loop_app = typer.Typer(help="The governed loop: one agent, one task, one working
 WorkdirOpt = typer.Option(None, "--workdir", "-w", help="The working tree (default: the current folder).")
 FleetOpt = typer.Option(None, "--root", help="Fleet root whose store gets the events (default: $HEALER_ROOT, else the "
                                              "working tree's own .healer/healer.db).")
-
-
-def _fleet_root(root: Path | None) -> Path | None:
-    r = root if root is not None else (Path(os.environ["HEALER_ROOT"]) if os.environ.get("HEALER_ROOT") else None)
-    if r is None:
-        return None
-    r = r.resolve()
-    if not (r / ".healer").is_dir():
-        raise UsageError(f"--root {r}: not a healer fleet (no .healer/); run 'healer init' there or drop --root")
-    return r
-
-
-def _workdir(workdir: Path | None) -> Path:
-    return (workdir or Path.cwd()).resolve()
-
-
-def _read_task(task: Path) -> str:
-    try:
-        return task.read_text()
-    except FileNotFoundError:
-        raise InvalidInput(f"--task {task}: no such task file") from None
-    except IsADirectoryError:
-        raise InvalidInput(f"--task {task}: is a folder, expected a Markdown task file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InvalidInput(f"--task {task}: cannot read: {e}") from None
 
 
 def run_cmd(
@@ -63,40 +38,11 @@ def run_cmd(
                                                                   "not); the loop's commits never include them."),
 ) -> None:
     """Run the governed loop until the gates pass (0), the budget ends (2), it stalls (3) or is stopped (4)."""
-    from healer.loop import LoopRequest, run_loop
-    from healer.loop.state import RunPaths
-    from healer.policy import load_policy
+    from healer.loop.start import start
 
-    argv_after = list(ctx.args)
-    if agent_cmd and argv_after:
-        raise UsageError("give the agent argv either with --agent-cmd or after `--`, not both")
-    cmd = shlex.split(agent_cmd) if agent_cmd else (argv_after or None)
-    if cmd is not None and agent and agent != "command":
-        raise UsageError(f"--agent {agent} and an agent command exclude each other")
-    if agent and agent not in ("command", "claude", "codex"):
-        raise UsageError(f"--agent: expected command, claude or codex, got {agent!r}")
-    if resume and run_id and resume != run_id:
-        raise UsageError(f"--resume {resume} and --run-id {run_id} name different runs")
-    wd = _workdir(workdir)
-    pol_file = policy
-    if pol_file is None and not resume and (wd / "healer.yaml").exists():
-        pol_file = wd / "healer.yaml"
-    pol = load_policy(pol_file) if (pol_file is not None or not resume) else None
-    rid = resume or run_id
-    is_resume = bool(resume)
-    if is_resume and task is not None and not RunPaths(wd, rid).state.exists():
-        is_resume = False  # the runner died before its first persist: start this run afresh under the same id
-        pol = pol or load_policy(None)
-    if not is_resume and task is None:
-        raise UsageError("--task: expected a task file (a new run needs one)")
-    req = LoopRequest(
-        workdir=wd, policy=pol, policy_file=str(pol_file) if pol_file else None,
-        task=_read_task(task) if task is not None else None, task_file=str(task.resolve()) if task is not None else None,
-        preset=agent, agent_cmd=cmd, run_id=rid, resume=is_resume, fleet_root=_fleet_root(root),
-        max_iterations=max_iterations, allow_dirty=allow_dirty, subreaper=True, handle_signals=True,
-    )
-    outcome = run_loop(req)
-    raise typer.Exit(outcome.exit_code)
+    raise typer.Exit(start(policy=policy, task=task, workdir=workdir, agent=agent, agent_cmd=agent_cmd,
+                           argv_after=list(ctx.args), resume=resume, run_id=run_id, root=root,
+                           max_iterations=max_iterations, allow_dirty=allow_dirty))
 
 
 def _alive(pid: int, started: float) -> bool:

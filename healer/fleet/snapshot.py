@@ -68,9 +68,10 @@ def _pid_state(pid: int) -> tuple[bool, bool]:
 
 # -- gather -------------------------------------------------------------------------
 
-def _norm(path) -> Path:
-    """A lexical absolute form for matching paths the store holds (resolve() costs a syscall per part)."""
-    return Path(os.path.abspath(str(path)))
+def _norm(path) -> str:
+    """A lexical absolute form for matching paths the store holds (resolve() costs a syscall per part;
+    a string, since a Path per worktree per tick is most of the cost of a 100k-ticket snapshot)."""
+    return os.path.abspath(str(path))
 
 
 def _over(by_id: dict, wt) -> bool:
@@ -80,6 +81,8 @@ def _over(by_id: dict, wt) -> bool:
 _RESET_FROM = frozenset({lifecycle.NEEDS_HUMAN, lifecycle.BLOCKED, lifecycle.DONE, lifecycle.CLOSED})
 WORKTREES_DIR = ".healer/worktrees"
 MAX_LOOSE_FILES = 200  # unknown files reported per tick outside worktrees: a flood is still a finding, not a stall
+FULL_EVERY = 300.0  # seconds between full re-reads of the board by a long-lived Gatherer (the safety net)
+MAX_CHANGED = 5000  # tickets changed since the last tick beyond which one full read beats re-reading each
 
 
 class _Sources:
@@ -98,19 +101,112 @@ class _Sources:
             return default
 
 
+def _reset_at(e) -> float | None:
+    """When a ticket.moved event handed the ticket back to the queue from a human's state (a fresh budget)."""
+    if e.payload.get("to") == lifecycle.QUEUED and e.payload.get("from") in _RESET_FROM:
+        return e.at
+    return None
+
+
+def _window(atts, cut: float | None) -> tuple:
+    return tuple(atts) if cut is None else tuple(a for a in atts if a.at > cut)
+
+
+class _Board:
+    """Tickets, proposals and budget attempts: a full read, then only what the event log says changed.
+
+    Every write that changes a ticket, its attempts or its proposals appends an event whose subject
+    is the ticket, so re-reading those subjects keeps the copy equal to a full read; writes that
+    bypass the event log (by hand) are caught by the scheduled full re-read."""
+
+    def __init__(self) -> None:
+        self.tickets: dict[str, object] = {}
+        self.props: dict[str, list] = {}
+        self.atts: dict[str, list] = {}  # non-terminal tickets only, as the core needs them
+        self.resets: dict[str, float] = {}
+        self.seen = 0
+        self.full_at: float | None = None
+        self.ordered: tuple = ()
+        self.proposals: tuple = ()
+        self.budget: dict[str, tuple] = {}
+        self.last = "full"
+
+    def full(self, store, mono: float) -> None:
+        self.seen = store.last_event_id()  # before reading: a write during the read is applied again next time
+        tickets = store.tickets()
+        self.tickets = {t.id: t for t in tickets}
+        self.ordered = tuple(tickets)
+        self.props = {}
+        for p in store.proposals():
+            self.props.setdefault(p.ticket_id, []).append(p)
+        self.atts = store.all_attempts(skip_ticket_states=sorted(lifecycle.TERMINAL))
+        self.resets = {}
+        for e in store.events(kinds=["ticket.moved"], contains='"to":"queued"'):
+            at = _reset_at(e)
+            if at is not None:
+                self.resets[e.subject] = max(self.resets.get(e.subject, 0.0), at)
+        self.proposals = tuple(sorted((p for ps in self.props.values() for p in ps), key=lambda p: p.id))
+        self.budget = {tid: _window(a, self.resets.get(tid)) for tid, a in self.atts.items()}
+        self.full_at = mono
+        self.last = "full"
+
+    def apply(self, store, max_changed: int) -> bool:
+        """Re-read the tickets the new events name; False when so much changed that a full read is cheaper."""
+        from healer.errors import NotFound
+
+        evs = store.events(after=self.seen)
+        if not evs:
+            self.last = "unchanged"
+            return True
+        changed = {e.subject for e in evs if e.subject in self.tickets or e.kind == "ticket.created"}
+        if len(changed) > max_changed:
+            return False
+        for e in evs:
+            if e.kind == "ticket.moved":
+                at = _reset_at(e)
+                if at is not None:
+                    self.resets[e.subject] = max(self.resets.get(e.subject, 0.0), at)
+        props_moved = False
+        for tid in changed:
+            try:
+                t = store.ticket(tid)
+            except NotFound:
+                self.tickets.pop(tid, None)
+                self.atts.pop(tid, None)
+                self.budget.pop(tid, None)
+                props_moved |= self.props.pop(tid, None) is not None
+                continue
+            self.tickets[tid] = t
+            ps = store.proposals(tid)
+            if ps or tid in self.props:
+                props_moved = True
+                self.props[tid] = ps
+            if t.state in lifecycle.TERMINAL:
+                self.atts.pop(tid, None)
+                self.budget.pop(tid, None)
+            else:
+                a = store.attempts(tid)
+                if a:
+                    self.atts[tid] = a
+                    self.budget[tid] = _window(a, self.resets.get(tid))
+                else:
+                    self.atts.pop(tid, None)
+                    self.budget.pop(tid, None)
+        if changed:
+            self.ordered = tuple(sorted(self.tickets.values(), key=lambda t: (t.priority, t.created_at, t.id)))
+        if props_moved:
+            self.proposals = tuple(sorted((p for ps in self.props.values() for p in ps), key=lambda p: p.id))
+        self.seen = evs[-1].id
+        self.last = f"incremental ({len(changed)} tickets)"
+        return True
+
+
 def _budget_attempts(store) -> dict[str, tuple]:
     """Attempts per ticket since a human last handed it back to the queue (a fresh budget),
     as the dispatcher counts them; two queries for the whole fleet."""
-    by_ticket = store.all_attempts(skip_ticket_states=sorted(lifecycle.TERMINAL))
-    resets: dict[str, float] = {}
-    for e in store.events(kinds=["ticket.moved"], contains='"to":"queued"'):
-        if e.payload.get("to") == lifecycle.QUEUED and e.payload.get("from") in _RESET_FROM:
-            resets[e.subject] = max(resets.get(e.subject, 0.0), e.at)
-    out = {}
-    for tid, atts in by_ticket.items():
-        cut = resets.get(tid)
-        out[tid] = tuple(a for a in atts if cut is None or a.at > cut)
-    return out
+    b = _Board()
+    b.full(store, 0.0)
+    return b.budget
 
 
 def _busy_map(paths: list[Path]) -> dict[Path, tuple[int, ...]]:
@@ -160,12 +256,46 @@ def _loose_files(root: Path, registered: set[Path]) -> tuple[str, ...]:
 
 
 def gather(root, store, policy, clock, runtime=None, *, host: str = HOST) -> Snapshot:
-    """Build the Snapshot the core decides on. Never raises for a data source that fails."""
+    """Build the Snapshot the core decides on from a full read. Never raises for a data source that fails."""
+    return Gatherer(full_every=0.0).gather(root, store, policy, clock, runtime, host=host)
+
+
+class Gatherer:
+    """Keeps the board (tickets, proposals, budget attempts) between ticks and applies only what changed since
+    the last event id; re-reads everything on its first call (a restart), every `full_every` seconds, after a
+    failed read, or when more than `max_changed` tickets changed at once. Agents, worktrees, settings and the
+    world (processes, files) are read fresh every time: they change without events (heartbeats)."""
+
+    def __init__(self, *, full_every: float = FULL_EVERY, max_changed: int = MAX_CHANGED) -> None:
+        self.full_every = full_every
+        self.max_changed = max_changed
+        self.board: _Board | None = None
+
+    def _board(self, store, clock) -> _Board:
+        mono = clock.monotonic()
+        b = self.board
+        if b is None or b.full_at is None or self.full_every <= 0 or mono - b.full_at >= self.full_every \
+                or not b.apply(store, self.max_changed):
+            b = _Board()
+            self.board = None  # a read that raises leaves no half-built board behind
+            b.full(store, mono)
+        self.board = b
+        return b
+
+    def gather(self, root, store, policy, clock, runtime=None, *, host: str = HOST) -> Snapshot:
+        return _gather(self, root, store, policy, clock, runtime, host=host)
+
+
+def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str = HOST) -> Snapshot:
     root = Path(root).resolve()
     src = _Sources()
     now = clock.now()
-    tickets = src.get("tickets", store.tickets, [])
-    by_id = {t.id: t for t in tickets}
+    board = src.get("tickets", lambda: g._board(store, clock), None)
+    if board is None:
+        g.board = None
+        src.failed.update({"proposals", "attempts"})
+    tickets = board.ordered if board else ()
+    by_id = board.tickets if board else {}
 
     def _agents():
         views = []
@@ -194,19 +324,22 @@ def gather(root, store, policy, clock, runtime=None, *, host: str = HOST) -> Sna
         busy = _busy_map(cand)
         for wt in wts:
             exists = os.path.exists(wt.path)
-            rp = Path(wt.path).resolve() if exists and _over(by_id, wt) else Path(wt.path)
             files: tuple[str, ...] = ()
-            if rp in busy:
-                try:
-                    files = tuple(git.untracked(rp)) if git.is_toplevel(rp) else ()
-                except Exception:  # noqa: BLE001 - one unreadable worktree says nothing about the rest
-                    src.failed.add("worktrees")
-            views.append(WorktreeView(wt, exists, busy.get(rp, ()), files))
+            pids: tuple[int, ...] = ()
+            if busy and exists and _over(by_id, wt):
+                rp = Path(wt.path).resolve()
+                pids = busy.get(rp, ())
+                if rp in busy:
+                    try:
+                        files = tuple(git.untracked(rp)) if git.is_toplevel(rp) else ()
+                    except Exception:  # noqa: BLE001 - one unreadable worktree says nothing about the rest
+                        src.failed.add("worktrees")
+            views.append(WorktreeView(wt, exists, pids, files))
         return views
 
     worktrees = src.get("worktrees", _worktrees, [])
-    proposals = src.get("proposals", store.proposals, [])
-    attempts = src.get("attempts", lambda: _budget_attempts(store), {})
+    proposals = board.proposals if board else ()
+    attempts = board.budget if board else {}
 
     def _settings():
         return {k: store.get_setting(k) for k in (
@@ -234,7 +367,7 @@ def gather(root, store, policy, clock, runtime=None, *, host: str = HOST) -> Sna
         agents=tuple(agents),
         worktrees=tuple(worktrees),
         proposals=tuple(proposals),
-        attempts=attempts,
+        attempts=dict(attempts),  # the board keeps changing; a snapshot must not
         merged_tickets=merged,
         main_status=main_status,
         main_red_since=settings.get(keys.MAIN_RED_SINCE),

@@ -1,0 +1,114 @@
+"""Benchmark: `healer loop run` beside the reference bash loop (../shared/fixtures/loop-sh/loop.sh), issue 15.
+
+Same agent (a Python script that waits 1 s, standing in for a model's answer, then adds one line to
+work.txt), same gate (a Python script that passes once work.txt has 3 lines; its failure line names the
+count, so neither loop sees a stall), same 3 iterations,
+each run in a fresh clone of one repository, the two alternated. Wall time and CPU (the loop and
+everything it started) per run; medians; ratio healer / loop.sh (target <= 1.2).
+
+Prints SPEC §11 JSON lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from healer.clock import system  # noqa: E402
+
+CLOCK = system()
+QUICK = "--quick" in sys.argv
+# vendored from ../shared/fixtures/loop-sh/ so the bench runs from any clone
+LOOP_SH = Path(os.environ.get("HEALER_LOOP_SH", Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "loop-sh" / "loop.sh"))
+AGENT = "import sys, time\ntime.sleep(1.0)\nwith open('work.txt', 'a') as f:\n    f.write('step\\n')\n"
+GATE = ("import sys\nn = len(open('work.txt').read().splitlines()) if __import__('os').path.exists('work.txt') else 0\n"
+        "print(f'FAIL: {n} lines' if n < 3 else 'ok')\nsys.exit(0 if n >= 3 else 1)\n")
+
+
+def emit(metric: str, value: float, unit: str, target: float, better: str = "lower") -> None:
+    print(json.dumps({"bench": "loop_vs_sh", "metric": metric, "value": round(value, 3), "unit": unit, "target": target,
+                      "better": better}), flush=True)
+
+
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def template(d: Path) -> Path:
+    t = d / "template"
+    t.mkdir()
+    git(t, "init", "-q", "-b", "main")
+    git(t, "config", "user.email", "b@healer.invalid")
+    git(t, "config", "user.name", "bench")
+    (t / "README.md").write_text("# bench\n")
+    (t / "task.md").write_text("Add lines to work.txt until the gate passes.\n")
+    (t / ".gitignore").write_text(".healer/\n.loop/\nprogress.md\n")
+    (d / "agent.py").write_text(AGENT)
+    (d / "gate.py").write_text(GATE)
+    py = sys.executable
+    (t / "healer.yaml").write_text(
+        "loop:\n"
+        f"  agent: {{preset: command, command: [{json.dumps(py)}, {json.dumps(str(d / 'agent.py'))}, \"{{prompt_file}}\"]}}\n"
+        f"  gates: [{{name: gate, run: [{json.dumps(py)}, {json.dumps(str(d / 'gate.py'))}], timeout: 1m}}]\n"
+        "  max_iterations: 8\n")
+    git(t, "add", "-A")
+    git(t, "commit", "-q", "-m", "initial")
+    return t
+
+
+def timed(argv: list[str], cwd: Path, env: dict) -> tuple[float, float, int]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = CLOCK.monotonic()
+    r = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
+    wall = CLOCK.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if r.returncode != 0:
+        raise SystemExit(f"{argv[:3]} exited {r.returncode}: {(r.stderr or r.stdout)[-400:]}")
+    return wall, cpu, r.returncode
+
+
+def main() -> int:
+    if not LOOP_SH.exists():
+        print(f"loop_vs_sh: {LOOP_SH} not found (set HEALER_LOOP_SH)", file=sys.stderr)
+        return 0
+    py = sys.executable
+    with tempfile.TemporaryDirectory(prefix="healer-loop-vs-sh-") as tmp:
+        d = Path(tmp)
+        tpl = template(d)
+        env = {**os.environ, "AGENT": f"{py} {d / 'agent.py'}", "GATES": f"{py} {d / 'gate.py'}", "MAX_ITER": "8"}
+        runs: dict[str, list[tuple[float, float]]] = {"healer": [], "sh": []}
+        pairs = 3 if QUICK else 7
+        for i in range(pairs + 1):  # the first pair warms the page cache and is not counted
+            for side in (("sh", "healer") if i % 2 else ("healer", "sh")):
+                wd = d / f"{side}-{i}"
+                shutil.copytree(tpl, wd)
+                if side == "sh":
+                    w, c, _ = timed(["bash", str(LOOP_SH)], wd, env)
+                else:
+                    w, c, _ = timed([py, "-m", "healer", "loop", "run", "--task", "task.md", "--workdir", str(wd)], wd, env)
+                assert len((wd / "work.txt").read_text().splitlines()) == 3, side
+                if i:
+                    runs[side].append((w, c))
+                shutil.rmtree(wd)
+    med = {s: (statistics.median(x[0] for x in r), statistics.median(x[1] for x in r)) for s, r in runs.items()}
+    emit("loop_sh_wall_s", med["sh"][0], "s", 10)
+    emit("healer_loop_wall_s", med["healer"][0], "s", 10)
+    emit("healer_over_loop_sh_wall", med["healer"][0] / med["sh"][0], "ratio", 1.2)
+    emit("loop_sh_cpu_s", med["sh"][1], "s", 10)
+    emit("healer_loop_cpu_s", med["healer"][1], "s", 10)
+    emit("healer_over_loop_sh_cpu", med["healer"][1] / med["sh"][1], "ratio", 1.2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""The `healer` executable: `healer loop run ...` (what the dispatcher launches per ticket) starts without the
+full CLI; everything else, and anything the fast path does not recognise, goes to `healer.cli`."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _loop_run(argv: list[str]) -> int | None:
+    from healer.loop.start import parse
+
+    kw = parse(argv)
+    if kw is None:
+        return None
+    from healer import errors, failpoints, log
+
+    debug = bool(os.environ.get("HEALER_DEBUG"))
+    log.setup(None, debug)
+    try:
+        spec = os.environ.get(failpoints.ENV)
+        if spec:
+            failpoints.parse_spec(spec)
+        from healer.loop.start import start
+
+        return start(**kw)
+    except ValueError as e:  # a bad failpoint spec, as the full CLI reports it
+        sys.stderr.write(f"healer: {e}\n")
+        return errors.USAGE
+    except errors.InvalidInput as e:
+        for line in e.lines:
+            sys.stderr.write(line + "\n")
+        return e.exit_code
+    except errors.HealerError as e:
+        sys.stderr.write(f"healer: {e}\n")
+        return e.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("healer: interrupted\n")
+        return errors.STOPPED
+    except Exception as e:  # noqa: BLE001 - the last line of defence, as in healer.cli.main
+        sys.stderr.write(f"healer: internal error: {type(e).__name__}: {e} (run with --debug for the traceback)\n")
+        return errors.INTERNAL
+
+
+def entry() -> None:
+    args = sys.argv[1:]
+    if args[:2] == ["loop", "run"]:
+        code = _loop_run(args[2:])
+        if code is not None:
+            sys.exit(code)
+    from healer.cli import entry as full
+
+    full()
+
+
+if __name__ == "__main__":
+    entry()

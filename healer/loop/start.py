@@ -1,0 +1,108 @@
+"""Start a governed loop from command-line values: shared by `healer loop run` (typer) and its fast path.
+
+The fast path (`healer.launch`) handles the plain `healer loop run ...` that the dispatcher launches for
+every ticket without importing typer, rich or the other commands: the CLI's own start-up is most of the
+CPU a short loop costs. Anything it does not recognise (help, a typo) goes to the full CLI, which says why.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+from healer.errors import InvalidInput, UsageError
+
+
+def _fleet_root(root: Path | None) -> Path | None:
+    r = root if root is not None else (Path(os.environ["HEALER_ROOT"]) if os.environ.get("HEALER_ROOT") else None)
+    if r is None:
+        return None
+    r = r.resolve()
+    if not (r / ".healer").is_dir():
+        raise UsageError(f"--root {r}: not a healer fleet (no .healer/); run 'healer init' there or drop --root")
+    return r
+
+
+def _workdir(workdir: Path | None) -> Path:
+    return (workdir or Path.cwd()).resolve()
+
+
+def _read_task(task: Path) -> str:
+    try:
+        return task.read_text()
+    except FileNotFoundError:
+        raise InvalidInput(f"--task {task}: no such task file") from None
+    except IsADirectoryError:
+        raise InvalidInput(f"--task {task}: is a folder, expected a Markdown task file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidInput(f"--task {task}: cannot read: {e}") from None
+
+
+def start(*, policy: Path | None, task: Path | None, workdir: Path | None, agent: str | None, agent_cmd: str | None,
+          argv_after: list[str], resume: str | None, run_id: str | None, root: Path | None, max_iterations: int | None,
+          allow_dirty: bool) -> int:
+    from healer.loop import LoopRequest, run_loop
+    from healer.loop.state import RunPaths
+    from healer.policy import load_policy
+
+    if agent_cmd and argv_after:
+        raise UsageError("give the agent argv either with --agent-cmd or after `--`, not both")
+    cmd = shlex.split(agent_cmd) if agent_cmd else (argv_after or None)
+    if cmd is not None and agent and agent != "command":
+        raise UsageError(f"--agent {agent} and an agent command exclude each other")
+    if agent and agent not in ("command", "claude", "codex"):
+        raise UsageError(f"--agent: expected command, claude or codex, got {agent!r}")
+    if resume and run_id and resume != run_id:
+        raise UsageError(f"--resume {resume} and --run-id {run_id} name different runs")
+    wd = _workdir(workdir)
+    pol_file = policy
+    if pol_file is None and not resume and (wd / "healer.yaml").exists():
+        pol_file = wd / "healer.yaml"
+    pol = load_policy(pol_file) if (pol_file is not None or not resume) else None
+    rid = resume or run_id
+    is_resume = bool(resume)
+    if is_resume and task is not None and not RunPaths(wd, rid).state.exists():
+        is_resume = False  # the runner died before its first persist: start this run afresh under the same id
+        pol = pol or load_policy(None)
+    if not is_resume and task is None:
+        raise UsageError("--task: expected a task file (a new run needs one)")
+    req = LoopRequest(
+        workdir=wd, policy=pol, policy_file=str(pol_file) if pol_file else None,
+        task=_read_task(task) if task is not None else None, task_file=str(task.resolve()) if task is not None else None,
+        preset=agent, agent_cmd=cmd, run_id=rid, resume=is_resume, fleet_root=_fleet_root(root),
+        max_iterations=max_iterations, allow_dirty=allow_dirty, subreaper=True, handle_signals=True,
+    )
+    return run_loop(req).exit_code
+
+
+def parse(argv: list[str]) -> dict | None:
+    """The `loop run` options as keywords for `start`, or None when the full CLI should handle `argv`."""
+    import argparse
+
+    class Quiet(argparse.ArgumentParser):
+        def error(self, message):  # noqa: ARG002 - the full CLI words the error
+            raise ValueError(message)
+
+    after: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, after = argv[:i], argv[i + 1:]
+    if any(a in ("-h", "--help") for a in argv):
+        return None
+    p = Quiet(add_help=False, allow_abbrev=False)
+    for flags, kw in ((("--policy", "-p"), {"type": Path}), (("--task", "-t"), {"type": Path}),
+                      (("--workdir", "-w"), {"type": Path}), (("--agent",), {}), (("--agent-cmd",), {}),
+                      (("--resume",), {}), (("--run-id",), {}), (("--root",), {"type": Path}),
+                      (("--max-iterations",), {"type": int})):
+        p.add_argument(*flags, default=None, **kw)
+    p.add_argument("--allow-dirty", action="store_true")
+    try:
+        ns = p.parse_args(argv)
+    except ValueError:
+        return None
+    if ns.max_iterations is not None and ns.max_iterations < 1:
+        return None
+    return {"policy": ns.policy, "task": ns.task, "workdir": ns.workdir, "agent": ns.agent, "agent_cmd": ns.agent_cmd,
+            "argv_after": after, "resume": ns.resume, "run_id": ns.run_id, "root": ns.root,
+            "max_iterations": ns.max_iterations, "allow_dirty": ns.allow_dirty}
