@@ -95,7 +95,18 @@ class Host:
             return None if cur is None else cur.expires_at - self.clock.now() + 0.02
         s.append("leader.tick", self.name, {"holder": self.holder, "token": lease.token})
         now = self.clock.now()
-        for a in s.agents(states=["running"]):
+        # level-triggered: a ticket in progress with no running agent for a whole ttl (a claimer that died or
+        # was cut between its claim and its agent's registration) goes back to the queue
+        running = s.agents(states=["running"])
+        owned = {a.ticket_id for a in running}
+        for t in s.tickets(states=[lifecycle.IN_PROGRESS]):
+            if t.id not in owned and now - t.updated_at > self.ttl:
+                try:
+                    s.move_ticket(t.id, lifecycle.QUEUED, actor=f"leader:{self.name}", reason="in progress without an agent",
+                                  expect=lifecycle.IN_PROGRESS)
+                except lifecycle.InvalidTransition:
+                    pass
+        for a in running:
             if now - a.heartbeat_at <= self.ttl or not a.ticket_id:
                 continue
             att = a.data.get("attempt")
@@ -123,14 +134,15 @@ class Host:
     def work_one(self, s) -> None:
         from healer.records import Agent
 
-        t = s.claim_ticket(actor=f"{ACTOR}:{self.name}")
-        if t is None:
-            return
-        now = self.clock.now()
-        att = s.add_attempt(t.id, "launch", run_id=self.holder)
-        aid = f"{self.name}-{t.id}-{att.id}"
-        s.upsert_agent(Agent(aid, t.id, "running", pid=os.getpid(), host=self.name, run_id=self.holder, started_at=now,
-                             heartbeat_at=now, progress_at=now, data={"attempt": att.id}))
+        with s.tx():  # claim, attempt and agent in one transaction: no claimed ticket without its agent
+            t = s.claim_ticket(actor=f"{ACTOR}:{self.name}")
+            if t is None:
+                return
+            now = self.clock.now()
+            att = s.add_attempt(t.id, "launch", run_id=self.holder)
+            aid = f"{self.name}-{t.id}-{att.id}"
+            s.upsert_agent(Agent(aid, t.id, "running", pid=os.getpid(), host=self.name, run_id=self.holder, started_at=now,
+                                 heartbeat_at=now, progress_at=now, data={"attempt": att.id}))
         self.last_beat = self.clock.monotonic()
         self.current = (t.id, aid, att.id)
         try:

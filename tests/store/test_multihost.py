@@ -25,7 +25,9 @@ def test_three_hosts_survive_a_killed_leader_a_short_partition_and_a_paused_data
 
 
 @pytest.mark.campaign
-def test_multihost_gameday_full(own_pg_url, pg_cluster, tmp_path):
-    """The issue's campaign: a 30 s partition, PostgreSQL paused 10 s, 12 tickets."""
-    rep = _run(own_pg_url, pg_cluster, tmp_path, tickets=15, ttl=4.0, work=2.0, partition=30.0, pause_db=10.0, timeout=400)
+@pytest.mark.parametrize("hosts", [3, 2])
+def test_multihost_gameday_full(own_pg_url, pg_cluster, tmp_path, hosts):
+    """The issue's campaign: the leader SIGKILLed, the leading host cut for 30 s, PostgreSQL paused 10 s."""
+    rep = _run(own_pg_url, pg_cluster, tmp_path, hosts=hosts, tickets=15, ttl=4.0, work=2.0, partition=30.0, pause_db=10.0,
+               timeout=400)
     assert {f["fault"] for f in rep.facts["faults"]} == {"kill_leader", "partition", "pause_db"}
