@@ -670,8 +670,7 @@ fleet:
   pool_size: 2
   tickets:
     - {{id: S-, count: 3, state: queued, labels: {{to-review: 3h}}, age: 3h, behaviour: succeeds, params: {{duration: 10m}}}}
-faults:
-  - {{at: 5m, fault: stale_labels, target: "S-*", seconds: 3h}}
+faults: []               # e.g. - {{at: 30m, fault: kill_agent, target: S-1}}  (docs/chaos.md lists them)
 expect:
   - name: every label dropped
     labels: {{match: "S-*", label: to-review, present: false}}

@@ -1,0 +1,144 @@
+"""`healer gameday validate|new|clean`, strict scenario files, empty selections, and a clean temp folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from chaos.scenario import SCENARIO_DIR, load
+from healer.errors import InvalidInput
+from tests.conftest import healer
+
+GOOD = """\
+name: x
+fleet:
+  tickets:
+    - {id: T-1, behaviour: succeeds}
+expect:
+  - count: {kind: dispatch.launched, subject: T-1, min: 1}
+"""
+
+
+def _load(tmp_path, text: str):
+    p = tmp_path / "s.yaml"
+    p.write_text(text)
+    return p, load(p)
+
+
+def _problem(tmp_path, text: str) -> str:
+    p = tmp_path / "s.yaml"
+    p.write_text(text)
+    with pytest.raises(InvalidInput) as e:
+        load(p)
+    return "\n".join(e.value.lines)
+
+
+@pytest.mark.parametrize(("text", "where", "needle"), [
+    # a misspelt checker sub-key is an error, not a check that counts everything
+    (GOOD.replace("subject: T-1", "subjct: T-1"), ":6:", "subjct"),
+    (GOOD.replace("behaviour: succeeds", "behaviour: fials"), ":4:", "did you mean 'fails'"),
+    (GOOD.replace("  - count: {kind: dispatch.launched, subject: T-1, min: 1}", "  - invariant: intents_setled"),
+     ":6:", "intents_setled"),
+    (GOOD + "faults:\n  - {at: 1m, fault: kill_supervisor, params: {restart_afer: 10m}}\n", ":8:", "restart_afer"),
+    (GOOD + "faults:\n  - {at: 1m, fault: kill_supervisor, params: {restart_after: soon}}\n", ":8:", "duration"),
+    (GOOD.replace("min: 1", "").replace(", }", "}"), ":6:", "expected a bound"),
+    (GOOD + "overrides: {retry: {max_launchs: 3}}\n", ":7:", "overrides.retry.max_launchs"),
+    (GOOD + "disable: {switches_off: [busy_chek]}\n", ":7:", "did you mean 'busy_check'"),
+    (GOOD + "disable: {actions_off: [drop_labels]}\n", ":7:", "drop_labels"),
+    (GOOD + "disable: {retry: {max_launches: 9}}\ndisable_breaks: [no such check]\n", ":8:", "no such check"),
+    (GOOD.replace("min: 1}", "min: 1}\n  - notifications: {key: 'a*', max_per_window: 1}"), ":7:", "window"),
+    (GOOD + "faults:\n  - {fault: failpoint, failpoint: remedy.no_such_point}\n", ":8:", "remedy.no_such_point"),
+    (GOOD.replace("min: 1}", "min: 1}\n  - state: {dispatch_pausd: false}"), ":7:", "did you mean 'dispatch_paused'"),
+])
+def test_every_scenario_problem_is_a_located_line(tmp_path, text, where, needle):
+    lines = _problem(tmp_path, text)
+    assert where in lines.splitlines()[0] and needle in lines, lines
+
+
+def test_durations_everywhere_as_in_policies(tmp_path):
+    _, sc = _load(tmp_path, GOOD + "faults:\n  - {at: 1m, fault: kill_supervisor, params: {restart_after: 10m}}\n")
+    assert sc.faults[0].params["restart_after"] == 600.0
+    _, sc = _load(tmp_path, GOOD.replace("behaviour: succeeds", "behaviour: succeeds, params: {duration: 1h30m}"))
+    assert sc.fleet.tickets[0].params["duration"] == 5400.0
+
+
+def test_an_unknown_event_kind_is_warned_with_a_did_you_mean(tmp_path):
+    _, sc = _load(tmp_path, GOOD.replace("dispatch.launched", "dispatch.lauched"))
+    assert len(sc.warnings) == 1 and ":6:" in sc.warnings[0] and "did you mean 'dispatch.launched'" in sc.warnings[0]
+    _, sc = _load(tmp_path, GOOD.replace("dispatch.launched", "dispatch.*"))
+    assert sc.warnings == []
+
+
+def test_validate_and_new(tmp_path):
+    r = healer("gameday", "validate", str(SCENARIO_DIR))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count(": ok (") == len(list(SCENARIO_DIR.glob("*.yaml")))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(GOOD.replace("subject", "subjct"))
+    r = healer("gameday", "validate", str(SCENARIO_DIR / "red-main.yaml"), str(bad))
+    assert r.returncode == 65 and r.stderr.startswith(f"{bad}:6:") and "Traceback" not in r.stderr
+    r = healer("gameday", "new", "my-day", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert healer("gameday", "validate", str(tmp_path / "my-day.yaml")).returncode == 0
+    assert healer("gameday", "new", "my-day", cwd=tmp_path).returncode == 64  # never overwrites
+    r = healer("gameday", "run", "--quiet", str(tmp_path / "my-day.yaml"), env={"TMPDIR": str(tmp_path)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = healer("gameday", "run", "--quiet", "--disable", str(tmp_path / "my-day.yaml"), env={"TMPDIR": str(tmp_path)})
+    assert r.returncode == 1 and "every label dropped" in r.stdout and "see the report" not in r.stdout
+
+
+def test_empty_selection_and_disable_without_disable_are_usage_errors(tmp_path):
+    (tmp_path / "empty").mkdir()
+    r = healer("gameday", "run", str(tmp_path / "empty"))
+    assert r.returncode == 64 and "no scenario" in r.stderr
+    p = tmp_path / "plain.yaml"
+    p.write_text(GOOD)
+    r = healer("gameday", "run", "--disable", str(p))
+    assert r.returncode == 64 and "has no `disable:`" in r.stderr
+
+
+def test_a_passing_run_leaves_nothing_in_the_temp_folder(tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {"TMPDIR": str(tmp)}
+    r = healer("gameday", "run", "--quiet", "zombie-ticket", "busy-worktree", env={**env, "HEALER_GAMEDAY_HOME": ""})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert list(tmp.iterdir()) == []
+    r = healer("gameday", "run", "--quiet", "--keep", "zombie-ticket", env={**env, "HEALER_GAMEDAY_HOME": ""})
+    kept = [p for p in tmp.iterdir()]
+    assert r.returncode == 0 and len(kept) == 1 and str(kept[0]) in r.stderr
+    shutil.rmtree(kept[0])
+
+
+def test_clean_removes_what_dead_runs_left(tmp_path):
+    tmp = tmp_path / "tmp"
+    home = tmp / "home"
+    (home / "run-dead").mkdir(parents=True)
+    (home / "stray.txt").write_text("left by a killed run\n")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (home / "run-dead" / "owner.json").write_text(json.dumps({"pid": dead.pid, "create_time": 1.0}))
+    (home / "run-dead" / "undo.jsonl").write_text("")
+    work = tmp / "gameday-x-abc"
+    (work / "fleet").mkdir(parents=True)
+    (work / "owner.json").write_text(json.dumps({"pid": dead.pid, "create_time": 1.0}))
+    live = tmp / "gameday-live-abc"
+    (live / "fleet").mkdir(parents=True)
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        import psutil
+
+        (live / "owner.json").write_text(json.dumps({"pid": holder.pid, "create_time": psutil.Process(holder.pid).create_time()}))
+        r = healer("gameday", "clean", env={"TMPDIR": str(tmp), "HEALER_GAMEDAY_HOME": str(home)})
+        assert r.returncode == 0, r.stderr
+        assert not home.exists() and not work.exists()
+        assert live.exists()  # a live run's folder is not ours to remove
+    finally:
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
