@@ -28,15 +28,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _named(config: pytest.Config, path: Path) -> bool:
-    """The file, or a folder holding it, was named on the command line (not found through testpaths):
-    any folder of scenario files is collectable that way, and `make test` does not pick up strays."""
+    """The file, or the folder holding it, was named on the command line (not found through testpaths):
+    any folder of scenario files is collectable that way (`pytest my-gamedays/`), while `pytest tests`
+    or `make test` does not pick up scenario files lying in subfolders."""
     if getattr(config, "args_source", None) == pytest.Config.ArgsSource.TESTPATHS:
         return False
     here = path.resolve()
     for a in config.args:
         arg = Path(str(a).split("::")[0])
         arg = (arg if arg.is_absolute() else Path(config.invocation_params.dir) / arg).resolve()
-        if arg == here or (arg.is_dir() and arg in here.parents and arg != Path(config.rootpath).resolve()):
+        if arg == here or (arg.is_dir() and arg == here.parent):  # the folder itself, not every folder below it
             return True
     return False
 

@@ -289,6 +289,14 @@ def journal(
     root: Path = RootOpt,
 ) -> None:
     """Print the event log (append-only): transitions, intents, actions, alerts, ticks."""
+    termed: list[int] = []
+    if follow:  # from the first line: a SIGTERM while the past is printed must end it cleanly too
+
+        def _term(*_: Any) -> None:
+            termed.append(1)
+            raise KeyboardInterrupt  # SIGTERM ends a follow cleanly (exit 0); Ctrl-C is a stop (exit 4)
+
+        signal.signal(signal.SIGTERM, _term)
     store = store_for(root)
     try:
         last = store.last_event_id()
@@ -305,26 +313,19 @@ def journal(
         if not follow:
             return
         sys.stdout.flush()
+        for e in store.follow(after=last, poll=0.5):
+            if (kind and not e.kind.startswith(kind)) or (subject and e.subject != subject):
+                continue
+            _print_event(e, as_json)
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        if not follow:
+            raise
+        if termed:
+            return
+        from healer.errors import STOPPED
 
-        termed: list[int] = []
-
-        def _term(*_: Any) -> None:
-            termed.append(1)
-            raise KeyboardInterrupt  # SIGTERM ends a follow cleanly (exit 0); Ctrl-C is a stop (exit 4)
-
-        signal.signal(signal.SIGTERM, _term)
-        try:
-            for e in store.follow(after=last, poll=0.5):
-                if (kind and not e.kind.startswith(kind)) or (subject and e.subject != subject):
-                    continue
-                _print_event(e, as_json)
-                sys.stdout.flush()
-        except KeyboardInterrupt:
-            if termed:
-                return
-            from healer.errors import STOPPED
-
-            raise typer.Exit(STOPPED) from None
+        raise typer.Exit(STOPPED) from None
     finally:
         store.close()
 

@@ -199,7 +199,7 @@ def test_a_game_day_against_your_own_fleet_with_a_command_fault_and_probe(tmp_pa
     root = _fleet(tmp_path)
     assert healer("board", "add", "real work", "--root", str(root)).returncode == 0
     out = tmp_path / "rep"
-    r = healer("gameday", "run", str(HERE / "own-fleet.yaml"), "--root", str(root), "--report", str(out),
+    r = healer("gameday", "run", str(HERE / "experiments" / "own-fleet.yaml"), "--root", str(root), "--report", str(out),
                env={"HEALER_GAMEDAY_HOME": str(tmp_path / "gd-home")}, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert (root / "undone-by-the-game-day").read_text() == "yes"  # the command fault's undo ran at the end
@@ -214,6 +214,6 @@ def test_a_game_day_against_your_own_fleet_with_a_command_fault_and_probe(tmp_pa
     assert not any((tmp_path / "gd-home").glob("fleet-*"))
     # a fault that cannot act on a fleet healer did not build is refused before anything runs
     bad = tmp_path / "bad.yaml"
-    bad.write_text((HERE / "own-fleet.yaml").read_text().replace("fault: command", "fault: red_main"))
+    bad.write_text((HERE / "experiments" / "own-fleet.yaml").read_text().replace("fault: command", "fault: red_main"))
     r = healer("gameday", "run", str(bad), "--root", str(root))
     assert r.returncode == 65 and "faults[0]: expected one of command" in r.stderr
