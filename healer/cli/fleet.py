@@ -35,9 +35,17 @@ def dispatch(
     store = open_store(r)
     d = Dispatcher(r, pol, store, policy_path=_policy_path(r, policy))
     preflight(pol)
+    from healer.notify import outbox
+    from healer.notify.outbox import ONCE_DEADLINE
+
+    courier = None
     try:
         if once:
             rep = d.tick()
+            if not rep.skipped:  # after the pass, never inside it: one try per owed notification (main red, needs human)
+                c = outbox.Courier(store, pol)
+                c.drain_once(ONCE_DEADLINE)
+                c.stop()
             if rep.skipped:
                 from healer.errors import HealerError
 
@@ -62,8 +70,10 @@ def dispatch(
             elif rep.launched or rep.reaped or rep.merged or rep.rejected or rep.stopped or rep.skipped:
                 typer.echo(_line(rep))
 
+        courier = outbox.start(r, pol)
         d.run_forever(on_tick)
     finally:
+        outbox.finish(courier)
         store.close()
 
 

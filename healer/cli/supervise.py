@@ -143,6 +143,7 @@ def supervise(
         _setup_logs(r, "supervisor")
     sup = _supervisor(r, policy, dry_run=dry_run, metrics=metrics, repair_async=not once)
     from healer.notify import outbox
+    from healer.notify.outbox import ONCE_DEADLINE
 
     courier = None
     try:
@@ -154,7 +155,7 @@ def supervise(
                     sup.store.release_lease("supervisor", sup.holder)  # a one-shot run leaves no lock behind
             if not dry_run:  # after the tick, never inside it: one try per owed notification, bounded by its timeout
                 c = outbox.Courier(sup.store, sup.policy, metrics=metrics)
-                c.drain_once()
+                c.drain_once(ONCE_DEADLINE)
                 c.stop()
             if dry_run:
                 print_json(plan_data(rep)) if as_json else print_plan(rep)

@@ -24,6 +24,7 @@ BASE_DELAY = 0.5  # seconds before the first retry; doubles per failed try
 MAX_DELAY = 300.0
 POLL = 0.25  # how often a worker looks for rows another process owes (a local notify wakes it at once)
 WORKERS = 8
+ONCE_DEADLINE = 10.0  # a --once command waits this long for answers; what is still out stays owed for the next run
 
 _WAKE = threading.Event()
 

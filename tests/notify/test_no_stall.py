@@ -172,3 +172,17 @@ def test_an_undelivered_alert_reaches_the_receiver_after_it_comes_back_across_a_
     assert headers["Idempotency-Key"] == sent.payload["idem"]
     assert len([e for e in _events(root, "notify.sent") if e.subject.startswith("main_red")]) == 1  # the same alert, not a new one
     assert _events(root, "notify.delivered")
+
+
+def test_dispatch_once_delivers_its_own_page_after_the_pass(tmp_path, receiver):
+    from tests.conftest import healer
+
+    r = receiver()
+    root = make_repo(tmp_path / "fleet")
+    (root / ".healer").mkdir()
+    pol = _with_webhook(scripted_policy(main_gates=[gate("main-ok", NO_FILE.format("README.md"))]), r.url, timeout="5s")
+    (root / "healer.yaml").write_text(yaml.safe_dump(pol.model_dump(mode="json", by_alias=True), sort_keys=False))
+    cp = healer("dispatch", "--once", "-C", str(root), timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    assert [b["key"].split(":")[0] for b, _ in r.got] == ["main_red"]
+    assert [e.subject.split(":")[0] for e in _events(root, "notify.delivered")] == ["main_red"]
