@@ -57,6 +57,7 @@ FAULT_PARAMS: dict[str, dict[str, str]] = {
     "kill_dispatcher": {"restart_after": "duration"},
     "stale_labels": {"label": "str"},
     "alert_flood": {"keys": "int"},
+    "command": {"command": "argv", "undo": "argv", "cwd": "str", "timeout": "duration"},
     **{k: {"name": "str", "label": "str", "signal": "str", "timeout": "duration"}
        for k in ("container_kill", "container_pause", "container_unpause", "container_stop", "container_restart")},
 }
@@ -75,6 +76,11 @@ REAL_OUTCOMES = ("success", "fail", "die", "hang", "noop", "broken", "stall", "b
 
 
 def _param(kind: str, v: Any) -> Any:
+    if kind == "argv":  # a `command` fault's argv: a list of strings (no shell), or one string split like a shell would
+        ok = isinstance(v, str) and v.strip() or isinstance(v, list) and v and all(isinstance(x, str | int | float) for x in v)
+        if not ok:
+            raise ValueError(f"expected an argv (a list of strings), got {v!r}")
+        return v
     if kind == "duration":
         return durations.parse(v)
     if kind == "int":
@@ -116,6 +122,8 @@ class Fault(Strict):
                 self.params[k] = _param(kind, v)
             except ValueError as e:
                 raise ValueError(f"expected a valid params.{k}: {e} @params") from None
+        if self.fault == "command" and not self.params.get("command"):
+            raise ValueError("expected params.command (an argv) for fault: command @params")
         whens = [w for w in (self.at is not None, self.on_event is not None, self.fault == "failpoint") if w]
         if self.fault == "failpoint" and not self.failpoint:
             raise ValueError("expected a failpoint name for fault: failpoint @failpoint")
@@ -315,6 +323,11 @@ class Checker(Strict):
             for k, v in self.ticket_states.items():
                 if not v:
                     raise ValueError(f"expected a path of at least one state for {k}, got an empty list @ticket_states")
+        if self.command is not None:
+            bad = [k for k in self.command if k not in ("run", "status", "stdout_contains", "cwd", "timeout")]
+            if "run" not in self.command or bad:
+                raise ValueError("expected command: {run: argv, status, stdout_contains, cwd, timeout}, got "
+                                 f"{bad[0] if bad else 'no run'!r} @command")
         if self.state is not None:
             bad = [k for k in self.state if k not in STATE_KEYS]
             if bad:
