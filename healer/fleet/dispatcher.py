@@ -534,6 +534,8 @@ class Dispatcher:
         reaper = threading.Thread(target=self._reaper, name="reaper", daemon=True) if real else None
         if reaper is not None:
             reaper.start()
+        if real and getattr(self.store, "url", None):  # a shared board (PostgreSQL): work queued on any host wakes us
+            threading.Thread(target=self._board_watch, name="board-watch", daemon=True).start()
         try:
             while not self._stopping:
                 if self._reaped.is_set() and not self._stopping:  # a slot was freed: launch into it, gate the proposal
@@ -552,6 +554,35 @@ class Dispatcher:
             if reaper is not None:
                 reaper.join(30)
         self.store.release_lease(LEASE, self.holder)
+
+    def _board_watch(self) -> None:
+        """LISTEN on the board from a connection of its own: a ticket added or requeued by another host (or a human)
+        wakes the loop at once instead of at the next tick."""
+        from healer.store import open_url
+
+        try:
+            watcher = open_url(self.store.url, migrate=False)
+        except Exception as e:  # noqa: BLE001 - the tick still runs; waking early is an optimisation
+            from loguru import logger
+
+            logger.warning("board watch unavailable: {}", e)
+            return
+        try:
+            seen = watcher.last_event_id()
+            while not self._stopping:
+                last = watcher.wait_for_events(seen, 1.0)
+                if last <= seen:
+                    continue
+                evs = watcher.events(after=seen, kinds=["ticket.created", "ticket.moved", "ticket.unlabeled"])
+                seen = last
+                if any(e.kind != "ticket.moved" or e.payload.get("to") == lifecycle.QUEUED for e in evs):
+                    self._reaped.set()
+        except Exception as e:  # noqa: BLE001
+            from loguru import logger
+
+            logger.warning("board watch stopped: {}", e)
+        finally:
+            watcher.close()
 
     def _reaper(self) -> None:
         """Close the attempt of an agent that exited within the second, even while the main pass is busy merging."""

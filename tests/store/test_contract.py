@@ -262,3 +262,30 @@ def test_outbox_owes_claims_and_delivers_once(store, vclock):
     assert store.outbox_delivered(claimed[0].id) is False  # a late second success is not a second delivery
     assert [i.state for i in store.outbox(key="main_red")] == ["delivered", "pending"]
     assert store.count_events("notify.sent") == 1 and store.count_events("notify.delivered") == 1
+
+
+def test_wait_for_events_wakes_when_another_connection_writes(store_url, tmp_path):
+    import threading
+
+    from healer.clock import system
+
+    waiter, writer = open_url(store_url, root=tmp_path), open_url(store_url, root=tmp_path)
+    try:
+        start = waiter.append("start")
+        got: list[float] = []
+        clock = system()
+
+        def wait() -> None:
+            t0 = clock.monotonic()
+            assert waiter.wait_for_events(start, timeout=60) > start
+            got.append(clock.monotonic() - t0)
+
+        th = threading.Thread(target=wait)
+        th.start()
+        clock.sleep(0.3)
+        writer.append("news", "elsewhere")
+        th.join(timeout=90)
+        assert got and got[0] < 30, got  # woken by the write (NOTIFY / poll), not by the 60 s timeout
+    finally:
+        waiter.close()
+        writer.close()
