@@ -54,5 +54,5 @@ class StaleLease(HealerError):
     """A write by a lease holder whose fencing token is no longer the lease's: refused (and recorded)."""
 
 
-class StoreUnavailable(HealerError):
-    """The store's server cannot be reached (connection refused, lost, or timed out)."""
+class StoreUnavailable(Unavailable):
+    """The store's server (PostgreSQL) cannot be reached (connection refused, lost, or timed out): exit 69."""

@@ -60,7 +60,7 @@ def test_env_var_overrides_the_config_and_doctor_fails_on_an_unreachable_server(
     assert store["status"] == "fail" and "cannot connect" in store["detail"]
     assert SECRET not in r.stdout + r.stderr
     r = healer("board", "list", cwd=root, env={"HEALER_STORE_URL": dead})
-    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert r.returncode == 69 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert SECRET not in r.stderr
 
 
