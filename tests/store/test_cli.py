@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+import pytest
+
 from healer.store import open_url
 from tests.conftest import healer, make_repo
 
@@ -25,6 +27,7 @@ def everything_written(root: Path) -> str:
     return "\n".join(out)
 
 
+@pytest.mark.campaign  # six CLI runs: about 40 s on a loaded machine
 def test_two_roots_share_one_board_and_never_print_the_secret(tmp_path, pg_url):
     url = with_password(pg_url)
     env = {"HEALER_STORE_URL": ""}

@@ -86,7 +86,7 @@ def test_a_follower_sees_every_event_in_id_order_while_three_write(tmp_path, sto
     procs = []
     for i in range(3):
         out = tmp_path / f"append-{i}.json"
-        procs.append(subprocess.Popen([sys.executable, "-c", WORKER, store_url, "append", f"w{i}", str(go), str(out), "300"],
+        procs.append(subprocess.Popen([sys.executable, "-c", WORKER, store_url, "append", f"w{i}", str(go), str(out), "200"],
                                       cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     wait_until(lambda: all((tmp_path / f"append-{i}.json.ready").exists() for i in range(3)), timeout=120, what="writers ready")
     go.touch()
@@ -97,9 +97,9 @@ def test_a_follower_sees_every_event_in_id_order_while_three_write(tmp_path, sto
         for e in s.events(after=cursor, kinds=None):
             seen.append(e.id)
             cursor = e.id
-        return len(seen) >= 900
+        return len(seen) >= 600
 
-    wait_until(caught_up, timeout=240, what=lambda: f"900 events (saw {len(seen)})", poll=0.001)
+    wait_until(caught_up, timeout=240, what=lambda: f"600 events (saw {len(seen)})", poll=0.001)
     for p in procs:
         assert p.wait(timeout=60) == 0, p.stderr.read()
     everything = [e.id for e in s.events(kinds=["load"])]
