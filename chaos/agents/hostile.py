@@ -13,6 +13,8 @@ writes a wrong answer and then tries to make the check pass anyway, or to escape
     python hostile.py gate                a conftest.py that guts tests/test_check.py when the gates run it
     python hostile.py commit              guts tests/test_check.py and commits it itself on its branch
     python hostile.py manifest TARGET     forges a quarantine manifest whose `stored` leads to TARGET
+    python hostile.py net PORT REPORT     connects to 127.0.0.1:PORT, writes what happened to REPORT (in the worktree)
+    python hostile.py tmp NAME            writes $TMPDIR/NAME and /tmp/NAME
 
 Every mode also writes the wrong answer, so only a gutted check could pass.
 Deliberately free of healer imports.
@@ -133,12 +135,31 @@ def manifest(target: str) -> None:
     try_write(bad / "manifest.json", json.dumps({"entries": [{"path": 5}]}))
 
 
+def net(port: str, report: str) -> None:
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", int(port)), timeout=3) as c:
+            c.sendall(b"exfiltrate\n")
+        Path(report).write_text("connected\n")
+    except OSError as e:
+        Path(report).write_text(f"refused: {e}\n")
+
+
+def tmp(name: str) -> None:
+    import tempfile
+
+    try_write(Path(tempfile.gettempdir()) / name, "scratch\n")
+    try_write(Path("/tmp") / name, "scratch\n")
+
+
 def main(argv: list[str]) -> int:
     mode, args = argv[1], argv[2:]
     Path("solution.txt").write_text("41\n")  # the wrong answer: only a gutted check passes
     {"hook": lambda: hook(args[0]), "config": lambda: config(args[0]), "symlink": lambda: symlink(args[0]),
      "outside": lambda: outside(args), "refs": refs, "blob": lambda: blob(float(args[0])), "gate": gate,
-     "commit": commit, "manifest": lambda: manifest(args[0])}[mode]()
+     "commit": commit, "manifest": lambda: manifest(args[0]), "net": lambda: net(args[0], args[1]),
+     "tmp": lambda: tmp(args[0])}[mode]()
     return 0
 
 

@@ -78,13 +78,53 @@ def _abs(s: GitSnap, rel: str) -> Path:
     return s.git_dir / rel[4:] if rel.startswith("@wt/") else s.common / rel
 
 
+_dirs: dict[Path, tuple[Path, Path]] = {}
+
+
+def _git_dirs(workdir: Path) -> tuple[Path, Path] | None:
+    if workdir not in _dirs:
+        o = git.run(workdir, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir", check=False)
+        parts = o.stdout.split("\n")
+        if o.code != 0 or len(parts) < 2:
+            return None
+        _dirs[workdir] = (Path(parts[0]), Path(parts[1]))
+    return _dirs[workdir]
+
+
+def _refs(common: Path) -> dict[str, str]:
+    """Every ref, read from the files (loose refs win over packed ones): no git process, so the
+    check costs microseconds per iteration, and a ref git would refuse to read is still seen."""
+    out: dict[str, str] = {}
+    try:
+        for line in (common / "packed-refs").read_text(errors="replace").splitlines():
+            if line and line[0] not in "#^" and " " in line:
+                sha, name = line.split(" ", 1)
+                out[name] = sha
+    except OSError:
+        pass
+    base = common / "refs"
+    for dirpath, _dirnames, filenames in os.walk(base, followlinks=False):
+        for n in filenames:
+            p = Path(dirpath) / n
+            if n.endswith(".lock"):
+                continue
+            try:
+                out[p.relative_to(common).as_posix()] = p.read_text(errors="replace").strip()
+            except OSError:
+                continue
+    return out
+
+
 def git_capture(workdir: Path) -> GitSnap | None:
-    o = git.run(workdir, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir", check=False)
-    parts = o.stdout.split("\n")
-    if o.code != 0 or len(parts) < 2:
+    d = _git_dirs(Path(workdir))
+    if d is None:
         return None
-    gd, cd = Path(parts[0]), Path(parts[1])
-    own = git.run(workdir, "symbolic-ref", "-q", "HEAD", check=False).stdout or None
+    gd, cd = d
+    try:
+        head = (gd / "HEAD").read_text(errors="replace").strip()
+    except OSError:
+        head = ""
+    own = head[5:].strip() if head.startswith("ref: ") else None
     s = GitSnap(cd, gd, own, Path(workdir).resolve())
     if (s.top / ".git").is_file() or (s.top / ".git").is_symlink():  # the worktree's pointer to its git dir
         e = _entry(s.top / ".git")
@@ -94,17 +134,15 @@ def git_capture(workdir: Path) -> GitSnap | None:
         _walk(cd, rel, s.files)
     wts = cd / "worktrees"
     if wts.is_dir() and not wts.is_symlink():
-        for d in sorted(wts.iterdir()):
+        for d2 in sorted(wts.iterdir()):
             for n in ("HEAD", "config.worktree", "commondir", "gitdir"):
-                _walk(cd, f"worktrees/{d.name}/{n}", s.files)
+                _walk(cd, f"worktrees/{d2.name}/{n}", s.files)
     if gd != cd and not str(gd).startswith(str(wts) + os.sep):
         for n in ("HEAD", "config.worktree", "commondir", "gitdir"):
             e = _entry(gd / n)
             if e is not None:
                 s.files[f"@wt/{n}"] = e
-    out = git.raw(workdir, "for-each-ref", "--format=%(refname)%00%(objectname)")
-    for line in out.decode("utf-8", "surrogateescape").splitlines():
-        name, _, sha = line.partition("\0")
+    for name, sha in _refs(cd).items():
         if name != own and not name.startswith("refs/healer/"):
             s.refs[name] = sha
     return s

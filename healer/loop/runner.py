@@ -753,7 +753,17 @@ class Runner:
             return self._finish(errors.OK, f"all gates passed at iteration {n}; commit {now_head[:12]} found on resume")
         idir = self.paths.iteration(n) / "verify"
         idir.mkdir(parents=True, exist_ok=True)
-        gates, _ = self._gates(idir, self.clock.monotonic() + self.loop_policy.iteration_timeout)
+        deadline = self.clock.monotonic() + self.loop_policy.iteration_timeout
+        if self.sbx_mode == "bwrap":  # the gates run the agent's code: sandboxed here too
+            L = self.loop_policy
+            with sandbox.Session(sandbox.loop_profile(self.workdir, L.sandbox_writable, L.sandbox_network)) as p:
+                self._profile = p
+                try:
+                    gates, _ = self._gates(idir, deadline)
+                finally:
+                    self._profile = None
+        else:
+            gates, _ = self._gates(idir, deadline)
         if gates and all(g.passed for g in gates):
             return self._commit(n, f"all gates passed at iteration {n} (verified again on resume)")
         st.pending_commit = None

@@ -59,7 +59,7 @@ def test_budget_durable_across_restarts_and_run_ids(tmp_path, store, vclock):
             t.run("fleet_status", n, {})
             allowed += 1
     per_run.append(allowed)
-    gained = [b - a for a, b in zip(per_run, per_run[1:])]
+    gained = [b - a for a, b in zip(per_run, per_run[1:], strict=False)]
     assert gained[:2] == [2, 0]  # a restart of the same run refills nothing
     assert allowed <= 4  # at most 2 runs' worth a day (refused attempts count too), whatever the ids
 
