@@ -22,7 +22,8 @@ import yaml
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("healer-gameday")
     g.addoption("--gameday-disable", action="store_true", default=False,
-                help="run collected scenarios with their `disable:` override; each must fail")
+                help="run collected scenarios with their `disable:` override; each must break exactly its "
+                     "`disable_breaks:` (and show its `incident:`)")
     g.addoption("--gameday-report", default=None, metavar="DIR",
                 help="write journal.json, report.md and report.html of the collected scenarios to DIR")
 
@@ -101,6 +102,13 @@ class ScenarioItem(pytest.Item):
         if disabled:
             if r.ok:
                 raise GamedayFailed(f"{sc.name}: still passes with its feature disabled ({sc.disable}); the suite cannot fail")
+            broken = {c.name for c in r.failures}
+            if sc.disable_breaks and broken != set(sc.disable_breaks):
+                raise GamedayFailed(f"{sc.name}: disabled, broke {sorted(broken)}, but disable_breaks names "
+                                    f"{sorted(sc.disable_breaks)}: it fails for another reason")
+            bad = [c.message for c in r.incident if not c.ok]
+            if bad:
+                raise GamedayFailed(f"{sc.name}: disabled, the incident did not show: " + "; ".join(bad))
             return
         if not r.ok:
             lines = [r.error] if r.error else [c.message for c in r.failures]

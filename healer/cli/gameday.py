@@ -135,6 +135,13 @@ def run_cmd(
     results = run_all(scs, seed=seed, disabled=disable, overrides=extra, live=not quiet,
                       workroot=workdir.resolve() if workdir else None, keep=keep)
     code, _ = outcome(results, report_dir, junit, console)
+    if disable:  # did each fail for the right reason? (exit 1 either way: expectations broke)
+        for r in results:
+            broken, want = {c.name for c in r.failures}, set(r.scenario.disable_breaks)
+            verdict = ("broke exactly its disable_breaks" if want and broken == want else
+                       f"broke {sorted(broken)}, disable_breaks names {sorted(want)}" if want else "declares no disable_breaks")
+            incident = [c for c in r.incident if not c.ok]
+            typer.echo(f"disabled {r.scenario.name}: {verdict}" + (f"; incident not shown: {incident[0].message}" if incident else ""))
     raise typer.Exit(code)
 
 
