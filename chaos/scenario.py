@@ -407,8 +407,11 @@ class Scenario(Strict):
         "switches off the ONE feature the scenario exercises: a policy override, plus `switches_off: [NAME]` "
         "(product switches, healer/switches.py) and `actions_off: [ACTION]` (removed from remediation.allowed); "
         "`rules:` here go before the scenario's own (the first rule per finding wins)"))
-    disable_breaks: list[str] = Field(default_factory=list, description="the expectations `disable:` must break, "
-                                                                        "and only these")
+    disable_breaks: list[str] = Field(default_factory=list, description="the expectations `disable:` must break; "
+                                                                        "no other may break, except")
+    disable_may_break: list[str] = Field(default_factory=list, description="expectations the disabled run may break "
+                                                                           "too (real processes: how far a disabled "
+                                                                           "run gets depends on the machine's speed)")
     incident: list[Checker] = Field(default_factory=list, description="checks that must HOLD in the disabled run: "
                                                                       "the incident reproduced at its scale")
     fleet: FleetSpec = Field(default_factory=FleetSpec)
@@ -443,13 +446,21 @@ class Scenario(Strict):
         titles = [c.title for c in self.expect]
         if self.disable_breaks and not self.disable:
             raise ValueError("expected a `disable:` for the expectations named in disable_breaks, got none @disable_breaks")
-        for n in self.disable_breaks:
-            if n not in titles:
-                raise ValueError(f"expected the name of an expectation in disable_breaks, got {n!r}"
-                                 f"{did_you_mean(n, titles)} @disable_breaks")
+        for key, names in (("disable_breaks", self.disable_breaks), ("disable_may_break", self.disable_may_break)):
+            for n in names:
+                if n not in titles:
+                    raise ValueError(f"expected the name of an expectation in {key}, got {n!r}"
+                                     f"{did_you_mean(n, titles)} @{key}")
+        if self.disable_may_break and not self.disable_breaks:
+            raise ValueError("expected disable_breaks (what must break) beside disable_may_break @disable_may_break")
         if self.incident and not self.disable:
             raise ValueError("expected a `disable:` whose run the incident checks judge, got none @incident")
         return self
+
+    def broke_as_declared(self, broken: set[str]) -> bool:
+        """A disabled run broke every expectation of disable_breaks, and nothing outside it and disable_may_break."""
+        want = set(self.disable_breaks)
+        return bool(want) and want <= broken <= want | set(self.disable_may_break)
 
     def switches_off(self, disabled: bool) -> list[str]:
         return list(self.disable.get("switches_off", [])) if disabled else []
