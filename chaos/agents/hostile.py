@@ -15,6 +15,7 @@ writes a wrong answer and then tries to make the check pass anyway, or to escape
     python hostile.py manifest TARGET     forges a quarantine manifest whose `stored` leads to TARGET
     python hostile.py net PORT REPORT     connects to 127.0.0.1:PORT, writes what happened to REPORT (in the worktree)
     python hostile.py tmp NAME            writes $TMPDIR/NAME and /tmp/NAME
+    python hostile.py wipe                deletes the loop's own folder (.healer/) in the worktree
 
 Every mode also writes the wrong answer, so only a gutted check could pass.
 Deliberately free of healer imports.
@@ -153,13 +154,18 @@ def tmp(name: str) -> None:
     try_write(Path("/tmp") / name, "scratch\n")
 
 
+def wipe() -> None:
+    shutil.rmtree(".healer", ignore_errors=True)
+    print("wiped .healer" if not Path(".healer").exists() else "could not wipe .healer")
+
+
 def main(argv: list[str]) -> int:
     mode, args = argv[1], argv[2:]
     Path("solution.txt").write_text("41\n")  # the wrong answer: only a gutted check passes
     {"hook": lambda: hook(args[0]), "config": lambda: config(args[0]), "symlink": lambda: symlink(args[0]),
      "outside": lambda: outside(args), "refs": refs, "blob": lambda: blob(float(args[0])), "gate": gate,
      "commit": commit, "manifest": lambda: manifest(args[0]), "net": lambda: net(args[0], args[1]),
-     "tmp": lambda: tmp(args[0])}[mode]()
+     "tmp": lambda: tmp(args[0]), "wipe": wipe}[mode]()
     return 0
 
 

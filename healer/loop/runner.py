@@ -460,6 +460,17 @@ class Runner:
                     self._note(f"## iteration {n}: writes outside the working tree (unsandboxed agent)\n- "
                                + ", ".join(paths[:20]) + (f" (+{len(paths) - 20} more)" if len(paths) > 20 else ""))
 
+    def _own_folders(self, idir: Path) -> None:
+        """An unsandboxed agent may have deleted the loop's own folder: the loop writes on regardless
+        (its files are re-created; what the agent removed is reported)."""
+        if idir.is_dir() and self.paths.dir.is_dir():
+            return
+        gitops._ignored_dirs.discard(self.workdir / gitops.HEALER_DIR / ".gitignore")
+        gitops.ignore_own_dir(self.workdir)
+        idir.mkdir(parents=True, exist_ok=True)
+        self._event("loop.outside_write", {"n": idir.name, "sandbox": self.sbx_mode, "count": 1,
+                                           "paths": [str(self.paths.dir)], "area": "loop state deleted by the agent"})
+
     def _wrap(self, argv: list[str]) -> list[str]:
         if self._profile is None:
             return list(argv)
@@ -538,6 +549,7 @@ class Runner:
                 err.write(f"healer: cannot start agent {argv[0]!r}: {e}\n".encode())
                 res = procs.Completed(127, False, [], 0.0)
         failpoints.hit(FP_AFTER_AGENT)
+        self._own_folders(idir)
         if self.stop_signal:
             raise _Interrupted
         out_text, err_text = _read_tail(out_p), _read_tail(err_p)

@@ -125,3 +125,10 @@ def test_dirty_tree_refused_then_user_work_never_committed(tmp_path, mode):
     assert files == ["work/step_1.txt"]
     assert "user.txt" in git(repo, "diff", "--cached", "--name-only")
     assert (repo / "README.md").read_text() == "user's own edit\n"
+
+
+def test_wiping_the_loops_own_folder_is_no_internal_error(tmp_path, mode):
+    repo = target_repo(tmp_path / "repo")
+    out, _ = run(repo, policy(mode, "wipe", max_iterations=2))
+    assert_contained(repo, out)
+    assert out.result_path.exists()
