@@ -33,12 +33,12 @@ def _chromium(tmp_path, *args: str) -> subprocess.CompletedProcess:
 def test_html_report_renders_in_headless_chromium_without_console_errors(tmp_path):
     _need_chromium()
     out = tmp_path / "gd"
-    r = healer("gameday", "run", "red-main", "relaunch-storm", "--report", str(out), "--quiet", timeout=300)
+    r = healer("gameday", "run", "red-main", "--report", str(out), "--quiet", timeout=300)
     assert r.returncode == 0, r.stderr
     page = out / "report.html"
     text = page.read_text()
     assert "<script" in text and "http://" not in text.split("<body>", 1)[1].split("plotly", 1)[0]  # self-contained
-    assert "red-main" in text and "T-1" in text and "fault" in text and "healer action" in text
+    assert "red-main" in text and "M-1" in text and "fault" in text and "healer action" in text
     shot = tmp_path / "shot.png"
     r = _chromium(tmp_path, "--window-size=1400,1800", "--virtual-time-budget=5000", f"--screenshot={shot}", page.as_uri())
     assert shot.exists() and shot.stat().st_size > 20_000, r.stderr[-2000:]
@@ -47,7 +47,7 @@ def test_html_report_renders_in_headless_chromium_without_console_errors(tmp_pat
     console = [ln for ln in r.stderr.splitlines() if "CONSOLE" in ln or "Uncaught" in ln]
     assert not console, console[:5]
     dom = r.stdout
-    assert dom.count('class="plotly-graph-div') >= 2 and "main-svg" in dom  # plotly drew both figures
+    assert 'class="plotly-graph-div' in dom and "main-svg" in dom  # plotly drew the swimlanes
     assert not any(tmp_path.glob("chromium-profile/Crash*/*"))
 
 
