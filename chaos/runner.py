@@ -53,6 +53,7 @@ def run_all(scenarios: list[Scenario], *, seed: int | None = None, disabled: boo
             results.append(r)
             status = "[green]PASS[/]" if r.ok else f"[red]{r.status.upper()}[/]"
             prog.update(task, completed=1.0, status=status)
+    undo.drop_home_if_empty()  # recover_leftovers() made it; nothing of ours is left in it
     for r in results:
         if r.kept and keep:
             console.print(f"kept {r.scenario.name}'s work folder: {r.workdir}", markup=False, highlight=False, soft_wrap=True)

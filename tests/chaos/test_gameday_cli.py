@@ -107,7 +107,7 @@ def test_a_passing_run_leaves_nothing_in_the_temp_folder(tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     env = {"TMPDIR": str(tmp)}
-    r = healer("gameday", "run", "--quiet", "zombie-ticket", "busy-worktree", env={**env, "HEALER_GAMEDAY_HOME": ""})
+    r = healer("gameday", "run", "--quiet", "zombie-ticket", "busy-worktree", "unknown-files-real", env={**env, "HEALER_GAMEDAY_HOME": ""})
     assert r.returncode == 0, r.stdout + r.stderr
     assert list(tmp.iterdir()) == []
     r = healer("gameday", "run", "--quiet", "--keep", "zombie-ticket", env={**env, "HEALER_GAMEDAY_HOME": ""})
