@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from healer.cli.misc import init_fleet
 from healer.conventions import branch_for, ticket_id_problem
 from healer.errors import HealerError
 from healer.policy.schema import Policy
@@ -37,7 +38,7 @@ def test_bad_ticket_ids_refused_at_creation(tmp_path, store, tid):
 
 def test_board_add_bad_id_exit_65(tmp_path):
     root = make_repo(tmp_path / "f")
-    assert healer("init", cwd=root).returncode == 0
+    init_fleet(root)
     cp = healer("board", "add", "x", "--id", "x.lock", cwd=root)
     assert cp.returncode == 65 and len(cp.stderr.strip().splitlines()) == 1, cp.stderr
 

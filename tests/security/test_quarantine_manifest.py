@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import os
 
+from healer.cli.misc import init_fleet
 from healer.remedy import quarantine as q
 from tests.conftest import healer, make_repo
 
 
 def test_forged_and_malformed_manifests(tmp_path):
     root = make_repo(tmp_path / "fleet")
-    assert healer("init", cwd=root).returncode == 0
+    init_fleet(root)
     keep = tmp_path / "x" / "keep.txt"
     keep.parent.mkdir()
     keep.write_text("outside the fleet\n")
