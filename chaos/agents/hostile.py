@@ -15,6 +15,7 @@ writes a wrong answer and then tries to make the check pass anyway, or to escape
     python hostile.py manifest TARGET     forges a quarantine manifest whose `stored` leads to TARGET
     python hostile.py net PORT REPORT     connects to 127.0.0.1:PORT, writes what happened to REPORT (in the worktree)
     python hostile.py tmp NAME            writes $TMPDIR/NAME and /tmp/NAME
+    python hostile.py filelink TARGET     tests/test_check.py becomes a symlink to TARGET (outside), TARGET gutted
     python hostile.py wipe                deletes the loop's own folder (.healer/) in the worktree
 
 Every mode also writes the wrong answer, so only a gutted check could pass.
@@ -154,6 +155,15 @@ def tmp(name: str) -> None:
     try_write(Path("/tmp") / name, "scratch\n")
 
 
+def filelink(target: str) -> None:
+    try:
+        Path(target).write_text(GUT)
+    except OSError as e:
+        print(f"refused {target}: {e}")
+    os.remove("tests/test_check.py")
+    os.symlink(target, "tests/test_check.py")
+
+
 def wipe() -> None:
     shutil.rmtree(".healer", ignore_errors=True)
     print("wiped .healer" if not Path(".healer").exists() else "could not wipe .healer")
@@ -165,7 +175,8 @@ def main(argv: list[str]) -> int:
     {"hook": lambda: hook(args[0]), "config": lambda: config(args[0]), "symlink": lambda: symlink(args[0]),
      "outside": lambda: outside(args), "refs": refs, "blob": lambda: blob(float(args[0])), "gate": gate,
      "commit": commit, "manifest": lambda: manifest(args[0]), "net": lambda: net(args[0], args[1]),
-     "tmp": lambda: tmp(args[0]), "wipe": wipe}[mode]()
+     "tmp": lambda: tmp(args[0]), "wipe": wipe,
+     "filelink": lambda: filelink(args[0])}[mode]()
     return 0
 
 

@@ -44,6 +44,16 @@ def test_symlink_swap_of_protected_folder(tmp_path, mode):
         assert (elsewhere / "test_check.py").read_text().startswith("def test_ok")
 
 
+def test_protected_file_swapped_for_a_link_outside(tmp_path, mode):
+    repo = target_repo(tmp_path / "repo")
+    target = tmp_path / "gutted.py"
+    out, _ = run(repo, policy(mode, "filelink", str(target)))
+    assert_contained(repo, out)
+    assert not (repo / "tests" / "test_check.py").is_symlink()
+    if mode == "none":  # the link went to quarantine as a link; its target was neither moved nor written
+        assert target.read_text().startswith("def test_ok")
+
+
 def test_agent_commits_gutted_tests_itself(tmp_path, mode):
     repo = target_repo(tmp_path / "repo")
     out, _ = run(repo, policy(mode, "commit"))
