@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +40,12 @@ def fingerprint(n) -> str:
     """A notifier's identity in the outbox: its kind and a hash of its settings (never the URL or a secret)."""
     raw = json.dumps(n.model_dump(mode="json", exclude={"retries"}), sort_keys=True)
     return f"{n.kind}:{hashlib.sha256(raw.encode()).hexdigest()[:16]}"
+
+
+def idempotency_key(key: str, now: float) -> str:
+    """One per notification (a key notifies at most once per instant: cooldown). Derived, not random, so a
+    simulated game day replays to the same event log wherever it runs."""
+    return hashlib.sha256(f"healer\0{key}\0{now!r}".encode()).hexdigest()[:32]
 
 
 def describe(n) -> str:
@@ -91,7 +96,7 @@ def notify_all(store, policy, alerts, *, cooldown: float | None = None) -> int:
     sent = 0
     suppressed = dict(adm.suppressed)
     for a in adm.send:
-        idem = uuid.uuid4().hex
+        idem = idempotency_key(a.key, now)
         evidence = dict(a.evidence or {})
         base = {"key": a.key, "text": a.text, "severity": a.severity, "evidence": evidence, "at": now,
                 "local": any(n.kind not in REMOTE for n in notifiers)}

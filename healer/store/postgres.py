@@ -350,6 +350,9 @@ class PgStore(SqliteStore):
     def _skip_locked(self, sql: str) -> str:
         return sql + " FOR UPDATE SKIP LOCKED"
 
+    def _for_update(self, sql: str) -> str:
+        return sql + " FOR UPDATE"
+
     def claim_ticket(self, *, actor: str, among: Iterable[str] | None = None, reason: str = "claimed"):
         """One statement picks and moves the ticket (FOR UPDATE SKIP LOCKED inside an UPDATE … RETURNING):
         half the round trips of the shared version, which matters with dispatchers on other hosts."""

@@ -318,6 +318,10 @@ class SqliteStore:
             self._event(db, "ticket.moved", id, {"from": frm, "to": to, "event": ev, "actor": actor, "reason": reason})
         return self.ticket(id)
 
+    def _for_update(self, sql: str) -> str:
+        """Row lock for a read-then-write (PostgreSQL); SQLite's BEGIN IMMEDIATE already serialises writers."""
+        return sql
+
     def _skip_locked(self, sql: str) -> str:
         """A SELECT that claims rows: SQLite's writer is already alone; PostgreSQL skips rows others hold."""
         return sql
@@ -680,8 +684,11 @@ class SqliteStore:
         the window, owe one row per (notifier fingerprint, payload) and record `notify.sent` with `sent` as payload."""
         now = self.now()
         with self.tx() as db:
+            # the key's cooldown row, locked (PostgreSQL) so two processes notifying one key take turns
+            db.execute("INSERT INTO cooldowns(key, last_at, suppressed) VALUES (?,?,0) ON CONFLICT(key) DO NOTHING",
+                       (key, -1e18))
+            r = db.execute(self._for_update("SELECT last_at FROM cooldowns WHERE key=?"), (key,)).fetchone()
             owed = db.execute("SELECT 1 FROM outbox WHERE key=? AND state='pending' LIMIT 1", (key,)).fetchone()
-            r = db.execute("SELECT last_at FROM cooldowns WHERE key=?", (key,)).fetchone()
             if owed or (r is not None and now - r["last_at"] < window):
                 if r is not None:
                     db.execute("UPDATE cooldowns SET suppressed = suppressed + 1 WHERE key=?", (key,))
@@ -709,15 +716,17 @@ class SqliteStore:
         Returns (claimed, expired). A worker that dies mid-delivery loses its claim when the lease runs out."""
         now = self.now()
         with self.tx() as db:
-            gone = [self._outbox_item(r) for r in db.execute(
-                "SELECT * FROM outbox WHERE state='pending' AND expires_at<=? ORDER BY id", (now,)).fetchall()]
+            gone = [self._outbox_item(r) for r in db.execute(self._skip_locked(
+                "SELECT * FROM outbox WHERE state='pending' AND expires_at<=? ORDER BY id"), (now,)).fetchall()]
             for it in gone:
                 db.execute("UPDATE outbox SET state='expired', claimed_by=NULL, claim_until=NULL WHERE id=?", (it.id,))
                 self._event(db, "notify.expired", it.key, {"outbox": it.id, "notifier": it.payload.get("notifier", it.notifier),
                                                            "idem": it.idem, "tries": it.tries,
                                                            "reason": f"undelivered at its expiry; last error: {it.last_error or '-'}"})
-            rows = db.execute("SELECT * FROM outbox WHERE state='pending' AND next_at<=? AND (claim_until IS NULL OR claim_until<=?) "
-                              "ORDER BY next_at, id LIMIT ?", (now, now, limit)).fetchall()
+            # PostgreSQL: FOR UPDATE SKIP LOCKED, so couriers on other hosts never claim the same row
+            rows = db.execute(self._skip_locked("SELECT * FROM outbox WHERE state='pending' AND next_at<=? AND "
+                                                "(claim_until IS NULL OR claim_until<=?) ORDER BY next_at, id LIMIT ?"),
+                              (now, now, limit)).fetchall()
             for r in rows:
                 db.execute("UPDATE outbox SET claimed_by=?, claim_until=? WHERE id=?", (holder, now + lease, r["id"]))
         return [self._outbox_item(r) for r in rows], gone
