@@ -66,7 +66,7 @@ def test_sigkilled_real_gameday_leaves_no_stopped_process_lock_or_process(tmp_pa
     sc = tmp_path / "scenarios" / "killme.yaml"
     sc.parent.mkdir()
     sc.write_text(KILLME)
-    env = {**os.environ, "HEALER_GAMEDAY_HOME": str(tmp_path / "home")}
+    env = {**os.environ, "HEALER_GAMEDAY_HOME": str(tmp_path / "home"), "TMPDIR": str(tmp_path)}  # clean sees only this test
     env.pop("HEALER_FAILPOINTS", None)
     lock = tmp_path / "wd" / "killme" / "fleet" / ".git" / "index.lock"
     runner = subprocess.Popen([sys.executable, "-m", "healer", "gameday", "run", str(sc), "--quiet", "--workdir",
