@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -165,18 +164,15 @@ def loop_profile(workdir: Path, writable: list[str], network: bool) -> Profile:
 
 @dataclass
 class Session:
-    """One sandboxed run's private temp dir: an empty folder on the host with a tmpfs over it."""
+    """One sandboxed run's private temp dir: a tmpfs mounted over `WORKTREE/.healer/tmp` (an empty
+    folder of healer's own, so a SIGKILLed runner leaves nothing in the system temp folder)."""
     profile: Profile
 
     def __enter__(self) -> Profile:
-        self.profile.tmpdir = Path(tempfile.mkdtemp(prefix="healer-sbx-"))
+        t = self.profile.workdir / ".healer" / "tmp"
+        t.mkdir(parents=True, exist_ok=True)
+        self.profile.tmpdir = t
         return self.profile
 
     def __exit__(self, *exc) -> None:
-        t = self.profile.tmpdir
         self.profile.tmpdir = None
-        if t is not None:
-            try:
-                t.rmdir()  # the tmpfs went away with the sandbox: the host folder is empty
-            except OSError:
-                pass
