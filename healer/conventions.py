@@ -77,6 +77,7 @@ DISPATCH_PAUSED_BY = "dispatch.paused_by"  # who paused it, when, why (pause_dis
 DISPATCH_LAST_LAUNCH = "dispatch.last_launch_at"
 DISPATCH_LAST_TICK = "dispatch.last_tick_at"
 DISPATCH_CYCLES = "dispatch.cycles"
+DISPATCH_CRASHED = "dispatch.crashed_holders"  # dispatchers that died holding the lease (their agents died with them)
 MAIN_STATUS = "main.status"  # green | red | unknown
 MAIN_RED_SINCE = "main.red_since"
 MAIN_CHECKED = "main.checked_commit"  # the commit the main gates last passed on

@@ -56,3 +56,23 @@ class StaleLease(HealerError):
 
 class StoreUnavailable(Unavailable):
     """The store's server (PostgreSQL) cannot be reached (connection refused, lost, or timed out): exit 69."""
+
+
+class StoreLost(HealerError):
+    """The store under a running process was deleted, replaced or made read-only: carrying on would
+    split the fleet's brain (this process on the unlinked file, the others on a fresh one). Exit 70, one line."""
+
+    exit_code = INTERNAL
+
+
+def transient(e: BaseException) -> bool:
+    """A failure worth retrying next tick (a full disk, a busy lock, a git call that failed), not a lost store."""
+    import sqlite3
+
+    from healer.git import GitError
+
+    if isinstance(e, StoreLost):
+        return False
+    if isinstance(e, (GitError, OSError, sqlite3.OperationalError)):
+        return "readonly" not in str(e) and "read-only" not in str(e)
+    return False

@@ -43,6 +43,9 @@ def _loop_run(argv: list[str]) -> int | None:
 
 
 def entry() -> None:
+    from healer import early
+
+    early.arm()  # before any heavy import: a SIGTERM from here on stops `loop run` cleanly (exit 4)
     args = sys.argv[1:]
     if args[:2] == ["loop", "run"]:
         code = _loop_run(args[2:])

@@ -112,12 +112,40 @@ def setup(root: str | Path | None = None, debug: bool = False, *, stderr: bool =
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
             # rotated files are kept: healer deletes nothing, old logs included
-            _state["ids"].append(logger.add(str(out), level="DEBUG", serialize=True, rotation="20 MB",
+            _state["ids"].append(logger.add(SafeFile(out).write, level="DEBUG", serialize=True,
                                             backtrace=False, diagnose=False, catch=True))
         except OSError:
             out = None  # a read-only fleet still runs; stderr keeps the story
     _state["root"], _state["debug"] = fleet, debug
     return out
+
+
+class SafeFile:
+    """A log-file sink that never raises and never prints a traceback: a full disk or a deleted folder
+    costs log lines (one warning on stderr), not the process. Rotated by size; rotated files are kept."""
+
+    def __init__(self, path: str | Path, rotate_bytes: int = 20 * 1024 * 1024) -> None:
+        self.path = Path(path)
+        self.rotate_bytes = rotate_bytes
+        self.failing = False
+
+    def write(self, message: str) -> None:
+        try:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(message)
+                big = f.tell() > self.rotate_bytes
+            if big:
+                n = 1
+                while self.path.with_name(f"{self.path.name}.{n}").exists():
+                    n += 1
+                self.path.rename(self.path.with_name(f"{self.path.name}.{n}"))
+            if self.failing:
+                self.failing = False
+                sys.stderr.write(f"healer: log file {self.path} writable again\n")
+        except OSError as e:
+            if not self.failing:
+                self.failing = True
+                sys.stderr.write(f"healer: log file {self.path}: {e.strerror or e}; log lines are dropped until it works again\n")
 
 
 def shutdown() -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -213,7 +213,9 @@ class Supervisor:
             self.store.append("supervisor.recovered", LEASE, {"holder": self.holder, "intents": [o.intent_id for o in rep.recovered],
                                                                "outcomes": by})
 
-        rep.snapshot = snap = self.gatherer.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host)
+        snap = self.gatherer.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host)
+        # this tick is a supervisor tick: the downtime before it (a restart) is no silence to page about
+        rep.snapshot = snap = replace(snap, last_supervisor_tick=now)
         memory = with_external_attempts(load_memory(self.store), self.store, self.policy, snap.now)
         rep.decision = d = decide(snap, self.policy, memory)
         failpoints.hit(FP_BEFORE_EXECUTE)
@@ -294,16 +296,18 @@ class Supervisor:
         period = max(1, int(round(self.policy.supervisor.tick)))
 
         def job() -> None:
+            from healer.errors import StoreLost, transient
+            from healer.fleet.dispatcher import report_failed_pass
+
             try:
+                self.store.check()
                 rep = self.tick()
-            except failpoints.FailpointError:
+            except (failpoints.FailpointError, StoreLost):
                 raise
             except Exception as e:  # noqa: BLE001 - one bad tick is journaled; the next one starts from scratch
-                logger.exception("supervisor tick failed")
-                try:
-                    self.store.append("supervisor.error", LEASE, {"error": f"{type(e).__name__}: {e}"})
-                except Exception:  # noqa: BLE001
-                    pass
+                if not transient(e) and "readonly" in str(e):
+                    raise StoreLost(f"{self.store.path}: the store is read-only now ({e}); stopping") from e
+                report_failed_pass(self.store, "supervisor", e)
                 return
             if on_tick:
                 on_tick(rep)
@@ -331,7 +335,10 @@ class Supervisor:
             if self._repair_thread is not None:
                 self._repair_thread.join(timeout=1)
             if not self.dry_run:
-                self.store.release_lease(LEASE, self.holder)
+                try:
+                    self.store.release_lease(LEASE, self.holder)
+                except Exception:  # noqa: BLE001 - a store we cannot write keeps its lease until the ttl: harmless
+                    pass
 
 
 def _dump(memory: Memory) -> dict:

@@ -11,7 +11,8 @@ Behaviours (the outcome names of chaos/agents/behaviours.py):
   stall    exit 3 (stalled)                  budget  exit 2 (budget exhausted)
 `die` and `hang` commit first when given --commit (or the behaviour is `die+commit`).
 
-The behaviour comes from --behaviour, else $HEALER_FLEET_BEHAVIOUR, else a line
+$HEALER_FLEET_DELAY (seconds) makes every run take that long before it acts (killable:
+restart storms need agents caught mid-flight). The behaviour comes from --behaviour, else $HEALER_FLEET_BEHAVIOUR, else a line
 `behaviour: NAME[,NAME...]` in the task file (the Nth run in this worktree takes
 the Nth name, the last one repeating), else `success`.
 Deliberately free of healer imports: it starts fast and is a separate program.
@@ -101,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         tmp.replace(run_dir / "result.json")
         return code
 
+    delay = float(os.environ.get("HEALER_FLEET_DELAY") or 0)
+    if delay > 0:
+        threading.Event().wait(delay)
     if what == "success":
         commit(workdir, args.run_id)
         return result(0, "gates passed")

@@ -119,4 +119,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
+    from healer import early
+
+    early.arm()
     sys.exit(main())

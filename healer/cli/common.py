@@ -53,10 +53,10 @@ def require_fleet(root: Path | None) -> Path:
     return r
 
 
-def store_for(root: Path | None, clock=None):
+def store_for(root: Path | None, clock=None, *, readonly: bool = False):
     from healer.store import open_store
 
-    return open_store(require_fleet(root), clock)
+    return open_store(require_fleet(root), clock, readonly=readonly)
 
 
 def policy_for(root: Path, policy: Path | None):

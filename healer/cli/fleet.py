@@ -41,7 +41,10 @@ def dispatch(
     courier = None
     try:
         if once:
-            rep = d.tick()
+            try:
+                rep = d.tick()
+            finally:
+                d.release()  # a one-shot pass leaves no lease behind: its agents outlive it on purpose
             if not rep.skipped:  # after the pass, never inside it: one try per owed notification (main red, needs human)
                 c = outbox.Courier(store, pol)
                 c.drain_once(ONCE_DEADLINE)
@@ -119,7 +122,7 @@ def status(root: Path = RootOpt, policy: Path = PolicyOpt, as_json: bool = JsonO
 
     r = require_fleet(root)
     pol = policy_for(r, policy)
-    store = open_store(r)
+    store = open_store(r, readonly=True)  # only reads: works on a read-only .healer/
     try:
         st = fleet_status(store, pol, system().now())
     finally:
@@ -147,6 +150,9 @@ def status(root: Path = RootOpt, policy: Path = PolicyOpt, as_json: bool = JsonO
     for x in st["agents"]:
         a.add_row(x["id"], x["ticket"] or "-", str(x["pid"] or "-"), x["launched_by"], ago(x["age"]), ago(x["heartbeat_age"]) + " ago")
     console.print(a)
+    for x in st["ended_agents"]:  # gone, not yet recorded by the dispatcher: never shown as live
+        code = "no exit status" if x["exit_code"] is None else f"exit {x['exit_code']}"
+        console.print(f"ended, not yet reaped: {x['id']} ({x['ticket'] or '-'}, pid {x['pid'] or '-'}, {code})")
     q = Table("ticket", "next", "reason", "eligible", "detail", title="Queue")
     for x in st["queue"]:
         when = iso(x["eligible_at"]) if x["eligible_at"] else "-"

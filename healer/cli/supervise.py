@@ -21,7 +21,9 @@ def _setup_logs(root: Path, name: str) -> None:
 
     logs = root / ".healer" / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    logger.add(str(logs / f"{name}.jsonl"), serialize=True, level="INFO", rotation="50 MB", retention=5)
+    from healer.log import SafeFile
+
+    logger.add(SafeFile(logs / f"{name}.jsonl", 50 * 1024 * 1024).write, serialize=True, level="INFO", catch=True)
 
 
 def _age(now: float, t: float | None) -> str:
@@ -110,7 +112,7 @@ def _supervisor(root: Path, policy_path: Path | None, *, dry_run: bool = False, 
     from healer.supervisor import Supervisor
 
     pol = policy_for(root, policy_path)
-    store = store_for(root)
+    store = store_for(root, readonly=dry_run)  # a dry run writes nothing: it works on a read-only .healer/
     return Supervisor(root, pol, store, system(), dry_run=dry_run, metrics=metrics, repair_async=repair_async)
 
 
@@ -225,6 +227,11 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
     from healer.store import open_store
     from healer.supervisor import Supervisor
 
+    stop = threading.Event()
+    early: list[int] = []
+    # SIGTERM from the first instruction: a stop during set-up ends `up` cleanly too (Ctrl-C: exit 4)
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: (early.append(1), stop.set()))
     r = require_fleet(root)
     _setup_logs(r, "up")
     pol = policy_for(r, policy)
@@ -236,9 +243,9 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
     from healer.notify import outbox
 
     courier = outbox.start(r, pol, clock)  # alerts owed by an earlier run are delivered too
-    stop = threading.Event()
     errors: dict[str, str] = {}
-    interrupted: list[int] = []
+    interrupted: list[int] = list(early)
+    first_pass = threading.Event()  # reap before you judge: the supervisor starts once the dispatcher has reaped
 
     def interrupt(*_: Any) -> None:  # Ctrl-C: a stop the table calls 4; SIGTERM (a service manager) is 0
         interrupted.append(1)
@@ -246,34 +253,58 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
 
     def halt(*_: Any) -> None:
         stop.set()
+        first_pass.set()
         disp.stop()
         sup.stop()
 
     def runner(name: str, fn) -> None:
         try:
             fn()
-        except BaseException as e:  # noqa: BLE001 - reported, and the other half is stopped with it
+        except HealerError as e:  # a lost store: one line, the other half is stopped with it
+            errors[name] = str(e)
+        except BaseException as e:  # noqa: BLE001 - reported in one line, and the other half is stopped with it
             errors[name] = f"{type(e).__name__}: {e}"
-            logger.exception("{} stopped", name)
+            logger.opt(exception=e).debug("{} stopped", name)
         finally:
             halt()
 
+    def supervise_after_first_pass() -> None:
+        first_pass.wait(timeout=max(60.0, 3 * pol.fleet.dispatch_tick))  # a failing first pass must not hold it forever
+        if not stop.is_set():
+            sup.run_forever()
+
     signal.signal(signal.SIGTERM, halt)
     signal.signal(signal.SIGINT, interrupt)
-    threads = [threading.Thread(target=runner, args=("dispatcher", disp.run_forever), name="dispatcher"),
-               threading.Thread(target=runner, args=("supervisor", sup.run_forever), name="supervisor")]
+    threads = [] if stop.is_set() else [threading.Thread(target=runner, args=("dispatcher", lambda: disp.run_forever(lambda rep: first_pass.set())),
+                                name="dispatcher"),
+               threading.Thread(target=runner, args=("supervisor", supervise_after_first_pass), name="supervisor")]
     for t in threads:
         t.start()
     typer.echo(f"healer up at {r}: dispatcher and supervisor running (SIGTERM or Ctrl-C to stop)")
+    beat = 0
     while not stop.is_set():
         stop.wait(0.2)
+        beat += 1
+        if beat % 5 == 0 and not stop.is_set():
+            try:
+                d_store.check()
+            except HealerError as e:
+                errors["store"] = str(e)
+                halt()
     for t in threads:
         t.join(timeout=30)
-    outbox.finish(courier)
-    d_store.close()
-    s_store.close()
+    try:
+        outbox.finish(courier)
+    except Exception:  # noqa: BLE001 - a courier on a lost store must not add a traceback to the one line
+        pass
+    for st in (d_store, s_store):
+        try:
+            st.close()
+        except Exception:  # noqa: BLE001 - closing a lost store must not add a traceback to its one line
+            pass
     if errors:
-        raise HealerError("; ".join(f"{k}: {v}" for k, v in sorted(errors.items())), INTERNAL)
+        first = errors.get("store") or next(iter(errors[k] for k in sorted(errors)))
+        raise HealerError(f"up: {first}", INTERNAL)
     typer.echo("healer up: stopped" + (" (interrupted)" if interrupted else ""))
     if interrupted:
         from healer.errors import STOPPED
@@ -298,7 +329,7 @@ def journal(
             raise KeyboardInterrupt  # SIGTERM ends a follow cleanly (exit 0); Ctrl-C is a stop (exit 4)
 
         signal.signal(signal.SIGTERM, _term)
-    store = store_for(root)
+    store = store_for(root, readonly=True)
     try:
         last = store.last_event_id()
         if limit == 0:

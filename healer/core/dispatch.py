@@ -126,6 +126,36 @@ def died(a: Attempt) -> bool:
     return a.ended_at is not None and (a.exit_code is None or a.exit_code < 0 or a.exit_code == STOPPED)
 
 
+INTERRUPTED = "interrupted"  # failure-signature prefix: the agent vanished while healer itself was down
+
+
+def interrupted(a: Attempt) -> bool:
+    """Killed with healer (a host crash, a SIGKILLed `up` taking its loop runners along): nobody saw it end.
+
+    Such an attempt is resumed like any dead one, but no budget counts it: it says nothing about the
+    ticket's work, and a restart storm must not spend a ticket's launches."""
+    return a.ended_at is not None and (a.failure_signature or "").startswith(INTERRUPTED)
+
+
+def interrupted_signature(code: int | None, *, stopped: bool, launcher_died: bool) -> str | None:
+    """The signature of an attempt whose agent vanished without an exit status or a result while the
+    dispatcher that launched it was dead (it never released its lease); None when that is not the case.
+    An agent the supervisor stopped on purpose (`stopped`) was judged, not interrupted."""
+    if code is None and not stopped and launcher_died:
+        return f"{INTERRUPTED}: its dispatcher died before it ended (no exit status, no result)"
+    return None
+
+
+def counted(attempts: Sequence[Attempt]) -> list[Attempt]:
+    """The attempts budgets count: all but the interrupted ones."""
+    return [a for a in attempts if not interrupted(a)]
+
+
+def ran_to_end(a: Attempt) -> bool:
+    """Ended on its own with an exit status (0, a failure, a cap): what an escalation may count."""
+    return a.ended_at is not None and not died(a)
+
+
 def clean(a: Attempt) -> bool:
     return a.exit_code == 0
 
@@ -261,7 +291,8 @@ def plan(inp: DispatchInput, rules: RetryRules) -> DispatchPlan:
         if inp.live.get(tid, 0) > 0:
             waiting.append(Waiting(tid, RUNNING))
             continue
-        atts = list(inp.attempts.get(tid, ()))
+        every = list(inp.attempts.get(tid, ()))
+        atts = counted(every)
         props = list(inp.proposals.get(tid, ()))
 
         if t.state == lifecycle.REVIEW:
@@ -291,7 +322,7 @@ def plan(inp: DispatchInput, rules: RetryRules) -> DispatchPlan:
                 stops.append(Stop(tid, lifecycle.NEEDS_HUMAN, "spinning",
                                   f"{spins} resumes on the same state without a new commit"))
                 continue
-            run = resumable(atts, inp.now, rules.session_ttl)
+            run = resumable(every, inp.now, rules.session_ttl)
             want = Launch(tid, RESUME, run_id=run) if run else Launch(tid, LAUNCH)
 
         if len(atts) >= rules.max_launches:

@@ -21,6 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from healer import lifecycle
+from healer.core.dispatch import counted, ran_to_end
 from healer.core.model import AgentView, Finding, Snapshot, WorktreeView
 from healer.records import Ticket
 
@@ -41,6 +42,22 @@ _SEV_RANK = {"critical": 0, "warning": 1, "info": 2}
 
 def order_key(f: Finding) -> tuple:
     return (_SEV_RANK.get(f.severity, 3), KIND_ORDER.get(f.kind, 99), f.subject)
+
+
+def dispatcher_up(s: Snapshot, policy) -> bool:
+    """The dispatcher is running: its lease holder's pid is alive here, or (another host, no lease) it passed recently."""
+    if s.dispatcher_alive:
+        return True
+    last = s.last_dispatch_tick
+    return last is not None and s.now - last < policy.sentinels.dispatcher_silent
+
+
+def reaped_by_dispatcher(v: AgentView, s: Snapshot, policy) -> bool:
+    """Reap before you judge: an agent that ended with an exit status or a result, or one a running dispatcher
+    launched, is the dispatcher's to record (and to resume); nobody may call it lost first."""
+    if v.exit_code is not None:
+        return True
+    return (v.agent.data or {}).get("launched_by") == "dispatch" and dispatcher_up(s, policy)
 
 
 def is_live(v: AgentView) -> bool:
@@ -107,6 +124,8 @@ def agents(s: Snapshot, policy, ix: Index) -> list[Finding]:
             t = ix.tickets.get(a.ticket_id) if a.ticket_id else None
             if t is None or t.state != lifecycle.IN_PROGRESS:
                 continue  # nothing to resume: frozen/escalated tickets are other findings' business
+            if reaped_by_dispatcher(v, s, policy):
+                continue
             since = max(a.heartbeat_at or 0.0, a.started_at or 0.0)
             prev = dead.get(subject)
             if prev is None or (a.started_at, a.id) > (prev[0].agent.started_at, prev[0].agent.id):
@@ -128,7 +147,7 @@ def agents(s: Snapshot, policy, ix: Index) -> list[Finding]:
     for subject, (v, since) in dead.items():
         a = v.agent
         wt = ix.worktree_by_path.get(a.worktree) if a.worktree else None
-        attempts = s.attempts.get(a.ticket_id, ()) if a.ticket_id else ()
+        attempts = counted(s.attempts.get(a.ticket_id, ())) if a.ticket_id else ()
         budget = _budget_spent(attempts, policy)
         t = ix.tickets.get(a.ticket_id) if a.ticket_id else None
         out.append(Finding("agent_dead", subject, since, {
@@ -190,7 +209,7 @@ def tickets(s: Snapshot, policy, ix: Index) -> list[Finding]:
                     "ticket": t.id, "labels": dict(sorted(due.items())), "last_activity": act,
                 }, SEVERITY["stale_label"]))
         merged = t.id in s.merged_tickets or (t.data.get("merged_commit") if t.data else None)
-        if merged and not (t.state == lifecycle.REVIEW and t.id in ix.open_proposal_tickets):
+        if merged and t.id not in s.reopened and not (t.state == lifecycle.REVIEW and t.id in ix.open_proposal_tickets):
             lv = sorted(live, key=lambda v: v.agent.id)
             out.append(Finding("zombie_ticket", t.id, t.updated_at, {
                 "ticket": t.id, "expect": t.state, "merged_commit": (t.data or {}).get("merged_commit"),
@@ -200,11 +219,13 @@ def tickets(s: Snapshot, policy, ix: Index) -> list[Finding]:
         t = ix.tickets.get(tid)
         if t is None or t.state in _NO_REPUSH_CHECK or len(atts) < 2:
             continue
+        if t.state == lifecycle.REVIEW and tid in ix.open_proposal_tickets:
+            continue  # its proposal is being gated: judging it now races the merge
         groups: dict[tuple, list] = {}
         hit = None
         for at in atts:
-            if not at.head:
-                continue
+            if not at.head or not ran_to_end(at):
+                continue  # a killed or interrupted run pushed nothing: only runs that ended count
             g = groups.setdefault((at.head, at.state_hash), [])
             g.append(at)
             if len(g) == 2 and hit is None:

@@ -22,6 +22,7 @@ class AgentView:
     alive: bool | None  # None: could not tell (fail-open: not dead)
     paused: bool = False  # SIGSTOPped process or paused container
     last_commit_at: float | None = None
+    exit_code: int | None = None  # a process that ended and said how (its exit status or result file): not dead
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class Snapshot:
     proposals: tuple[Proposal, ...] = ()
     attempts: dict[str, tuple[Attempt, ...]] = field(default_factory=dict)
     merged_tickets: frozenset[str] = frozenset()  # tickets whose work is already on main
+    reopened: frozenset[str] = frozenset()  # tickets moved out of done since their merge (a human's reopen)
     main_status: str = "green"  # green | red | unknown
     main_red_since: float | None = None
     dispatch_paused: bool = False
@@ -51,6 +53,8 @@ class Snapshot:
     last_open_at: float | None = None  # last proposal opened
     last_close_at: float | None = None  # last proposal merged or rejected, or ticket done
     last_supervisor_tick: float | None = None
+    last_dispatch_tick: float | None = None
+    dispatcher_alive: bool | None = None  # the dispatcher lease holder's pid on this host (None: cannot tell)
     unknown_files: tuple[str, ...] = ()  # in managed areas outside worktrees, relative to the fleet root
     halted: bool = False  # .healer/HALT present: observe only
     failed_sources: frozenset[str] = frozenset()  # data sources that raised: dependent sentinels say unknown

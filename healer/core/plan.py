@@ -107,7 +107,10 @@ def _text(f: Finding, now: float) -> str:
     ev = f.evidence
     what = {
         "agent_idle": f"agent {ev.get('agent')} shows no heartbeat or progress",
-        "dispatch_frozen": f"no launch while {ev.get('ready')} ticket(s) are ready and "
+        "dispatch_frozen": ("no dispatcher pass (its process is gone): nothing is launched, reaped or merged, and "
+                            "nobody re-checks main" + (", dispatch paused" if ev.get("dispatch_paused") else ""))
+                           if ev.get("dispatcher") == "silent" else
+                           f"no launch while {ev.get('ready')} ticket(s) are ready and "
                            f"{ev.get('pool_size', 0) - ev.get('live_agents', 0)} slot(s) free",
         "pool_saturated": f"pool full ({ev.get('live_agents')}/{ev.get('pool_size')}) with {ev.get('ready')} ticket(s) waiting",
         "no_closes": f"{ev.get('open')} proposal(s) open, none closed",

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from healer import conventions as cv
 from healer import lifecycle
-from healer.core.findings import SEVERITY, Index, is_live
+from healer.core.findings import SEVERITY, Index, dispatcher_up, is_live
 from healer.core.fleet import supervisor_silent
 from healer.core.model import UNKNOWN, Finding, Snapshot
 
@@ -30,6 +30,9 @@ SOURCES: dict[str, tuple[str, ...]] = {
 }
 SUBJECT = cv.SENTINEL_SUBJECT
 key = cv.sentinel_key  # the one alert key of a sentinel (`main_red:main`)
+
+
+_DISPATCHED = frozenset({lifecycle.QUEUED, lifecycle.IN_PROGRESS, lifecycle.REVIEW})  # work a dispatcher moves on
 
 
 def _ready(s: Snapshot, ix: Index, wait: frozenset[str] = frozenset()) -> list:
@@ -57,8 +60,17 @@ def sentinels(s: Snapshot, policy, ix: Index) -> list[Finding]:
         ready = _ready(s, ix, frozenset(policy.fleet.wait_labels))
         live = [v for v in s.agents if is_live(v)]
         waiting_since = min((t.updated_at for t in ready), default=None)
+        # a dead dispatcher freezes the fleet whatever the pause says: nobody re-checks main, reaps or merges
+        dead = ("dispatch_frozen" not in unknown and s.last_dispatch_tick is not None and not dispatcher_up(s, policy)
+                and any(t.state in _DISPATCHED for t in s.tickets))
+        if dead:
+            out.append(Finding("dispatch_frozen", "dispatch", s.last_dispatch_tick, {
+                "dispatcher": "silent", "last_pass_at": s.last_dispatch_tick, "dispatch_paused": s.dispatch_paused,
+                "main_status": s.main_status, "ready": len(ready), "live_agents": len(live), "pool_size": s.pool_size,
+                "oldest_ready": sorted(t.id for t in ready)[:10],
+            }, SEVERITY["dispatch_frozen"]))
         # a red main is its own alarm and pauses dispatch on purpose: no second alarm for the same silence
-        if (ready and "dispatch_frozen" not in unknown and not s.dispatch_paused and s.main_status != "red"
+        elif (ready and "dispatch_frozen" not in unknown and not s.dispatch_paused and s.main_status != "red"
                 and len(live) < s.pool_size):
             since = max(waiting_since, s.last_launch_at) if s.last_launch_at is not None else waiting_since
             if now - since >= cfg.dispatch_frozen:

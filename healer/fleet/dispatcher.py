@@ -38,7 +38,8 @@ from healer.clock import Clock, SystemClock, iso, system
 from healer.core import dispatch as core
 from healer.core import fleet as rules
 from healer.fleet.gates import PASS, run_gates
-from healer.fleet.proposals import DEFERRED, MERGED, gate_proposal, sweep_scratch
+from healer.fleet.proposals import DEFERRED, MERGED, WITHHELD, gate_proposal, sweep_scratch
+from healer.fleet.results import read_result as _read_result
 from healer.fleet.runtime import EXITED, GONE, RUNNING, Handle, LaunchSpec, Runtime
 from healer.loop import gitops
 from healer.records import Agent, Attempt, Proposal, Ticket, Worktree
@@ -50,6 +51,10 @@ ACTOR = cv.DISPATCH_ACTOR
 LEASE = cv.DISPATCH_LEASE
 NEEDS_HUMAN_LABEL = cv.NEEDS_HUMAN_LABEL
 branch_for, worktree_for, result_path = cv.branch_for, cv.worktree_for, cv.result_path
+
+
+def agent_id_for(ticket_id: str, attempt_id: int) -> str:
+    return f"agent-{ticket_id}-{attempt_id}"
 
 
 def ours(a: Agent) -> bool:
@@ -147,6 +152,7 @@ class Dispatcher:
         self.holder = f"dispatch@{self.host}:{os.getpid()}"
         self.policy_path = Path(policy_path).resolve() if policy_path else None
         self._stopping = False
+        self._watching_since: float | None = None  # first pass: silence before it was our own downtime
         from healer.errors import UsageError
 
         if not git.is_repo(self.root):
@@ -159,14 +165,21 @@ class Dispatcher:
     def tick(self) -> TickReport:
         now = self.clock.now()
         rep = TickReport(at=now)
+        if self._watching_since is None:
+            self._watching_since = now
         ttl = max(3 * self.policy.fleet.dispatch_tick, 90.0)
         from healer.store.sqlite import pid_alive
 
+        before = self.store.lease(LEASE)
         lease = self.store.acquire_lease(LEASE, self.holder, os.getpid(), self.host, ttl, pid_alive=pid_alive)
         if lease is None:
             held = self.store.lease(LEASE)
             rep.skipped = f"another dispatcher ({held.holder if held else '?'}) holds the fleet"
             return rep
+        if before is not None and before.holder != self.holder:
+            # it never released the lease: it died (SIGKILL, a host crash), and agents that vanished with it were interrupted
+            crashed = list(self.store.get_setting(keys.DISPATCH_CRASHED) or [])
+            self.store.set_setting(keys.DISPATCH_CRASHED, [*crashed, before.holder][-50:])
         left = sweep_scratch(self.root)  # we hold the lease: any scratch worktree is a crashed pass's leftover
         if left:
             self.store.append("dispatch.scratch_swept", "", {"paths": left})
@@ -198,9 +211,12 @@ class Dispatcher:
     def watch_supervisor(self) -> None:
         """Who watches the watcher: a supervisor that ticked once and then fell silent is a finding
         the supervisor itself cannot report, so the dispatcher raises it (one notification per cooldown)."""
+        now = self.clock.now()
         last = self.store.get_setting(keys.SUPERVISOR_LAST_TICK)
         threshold = self.policy.sentinels.supervisor_silent
-        silent = rules.supervisor_silent(last, self.clock.now(), threshold)
+        # a watcher judges only the silence it watched: a restart's downtime is not the supervisor's
+        watched = None if last is None else max(float(last), self._watching_since or float(last))
+        silent = rules.supervisor_silent(watched, now, threshold)
         if silent is not None:
             from healer import durations
             from healer.notify import notify
@@ -234,7 +250,7 @@ class Dispatcher:
             for a, code in ended:
                 self._ended(a, code)
         # agents someone else already recorded as lost (the supervisor's bookkeeping) still owe us their attempt
-        for a in self.store.agents(states=["lost", "stopped"]):
+        for a in self.store.agents(states=["lost", "stopped", "exited"]):
             if ours(a) and a.host == self.host and not a.data.get("reaped"):
                 self._ended(a, a.exit_code, record_agent=False)
                 done.append(a.id)
@@ -252,9 +268,40 @@ class Dispatcher:
             moves = [] if open_atts else self.store.events(kinds=["ticket.moved"], subject=t.id)
             if not rules.owns_orphan(False, len(open_atts), moves[-1].payload.get("actor") if moves else None):
                 continue  # a human or another tool put it in progress: the supervisor's rules judge it
+            if any(self._adopt(t, x) for x in open_atts):
+                continue
             for x in open_atts:
                 self.store.finish_attempt(x.id, failure_signature="lost: no agent registered")
             self._move(t.id, lifecycle.QUEUED, "in progress without a live agent", expect=lifecycle.IN_PROGRESS)
+
+    def _adopt(self, t: Ticket, att: Attempt) -> bool:
+        """A dispatcher killed between starting an agent and registering it left it running unseen:
+        find it by the agent id in its environment and register it, rather than start a second one."""
+        import psutil
+
+        agent_id = agent_id_for(t.id, att.id)
+        for p in psutil.process_iter(["pid"]):
+            try:
+                env = p.environ()
+                started = p.create_time()
+            except (psutil.Error, OSError):
+                continue
+            if env.get("HEALER_AGENT_ID") != agent_id or env.get("HEALER_ROOT") != str(self.root):
+                continue
+            if env.get("HEALER_RUN_ID") != att.run_id or env.get("HEALER_TREE") is None:
+                continue
+            now = self.clock.now()
+            wt = worktree_for(self.root, t.id)
+            self.store.upsert_agent(Agent(
+                id=agent_id, ticket_id=t.id, state="running", kind="process", pid=p.pid, host=self.host,
+                run_id=att.run_id, worktree=str(wt), started_at=now, heartbeat_at=now, progress_at=now,
+                data={"launched_by": ACTOR, "attempt": att.id, "marker": env.get("HEALER_TREE"), "launch": att.kind,
+                      "log": str(self.root / ".healer" / "logs" / "agents" / f"{agent_id}.log"), "head": att.head,
+                      "dispatcher": self.holder, "adopted": True, "process_started": started},
+            ))
+            self.store.append("dispatch.adopted", t.id, {"agent": agent_id, "pid": p.pid, "attempt": att.id})
+            return True
+        return False
 
     def _ended(self, a: Agent, code: int | None, record_agent: bool = True) -> None:
         res = _read_result(a.worktree, a.run_id)
@@ -262,20 +309,30 @@ class Dispatcher:
             code = res["exit_code"]
         head, state_hash = gitops.state(a.worktree) if a.worktree else (None, None)
         sig = (res or {}).get("failure_signature") or rules.signature(code)
+        sig = core.interrupted_signature(code, stopped=a.state == "stopped",
+                                         launcher_died=a.data.get("dispatcher") in self._crashed()) or sig
         if code == 0:
             sig = None
         tail = _tail_text((res or {}).get("gate_log_tail")) or _log_tail(a.data.get("log"), self.policy.fleet.evidence_lines)
         now = self.clock.now()
         att_id = a.data.get("attempt")
-        if att_id is not None and any(x.id == att_id and x.ended_at is None for x in self.store.attempts(a.ticket_id)):
-            self.store.finish_attempt(att_id, ended_at=now, exit_code=code, failure_signature=sig, state_hash=state_hash,
-                                      head=head, gate_log_tail=tail)
-        if record_agent:
-            self.store.update_agent(a.id, state=rules.agent_end_state(code), ended_at=now, exit_code=code)
-        self.store.update_agent(a.id, data={**a.data, "reaped": True})
+        # one transaction: a dispatcher killed halfway leaves the agent unreaped (reaped again), never half-recorded
+        with self.store.tx():
+            if att_id is not None and any(x.id == att_id and x.ended_at is None for x in self.store.attempts(a.ticket_id)):
+                self.store.finish_attempt(att_id, ended_at=now, exit_code=code, failure_signature=sig, state_hash=state_hash,
+                                          head=head, gate_log_tail=tail)
+            if record_agent:
+                self.store.update_agent(a.id, state=rules.agent_end_state(code), ended_at=now, exit_code=code)
+            self.store.update_agent(a.id, data={**a.data, "reaped": True})
+            self._close_ticket_of(a, code, head, sig)
         forget = getattr(self.runtime, "forget", None)
         if forget:
             forget(self._handle(a))
+
+    def _crashed(self) -> set[str]:
+        return set(self.store.get_setting(keys.DISPATCH_CRASHED) or [])
+
+    def _close_ticket_of(self, a: Agent, code: int | None, head: str | None, sig: str | None) -> None:
         try:
             t = self.store.ticket(a.ticket_id)
         except Exception:  # noqa: BLE001 - the ticket was deleted by hand; the agent is closed anyway
@@ -357,7 +414,11 @@ class Dispatcher:
                 continue
             if last.state != "open":
                 continue
-            v = gate_proposal(self.root, self.policy, last, self.real)
+            v = gate_proposal(self.root, self.policy, last, self.real, still_wanted=lambda t=t, p=last: self._unwanted(t, p))
+            if v.outcome == WITHHELD:
+                self.store.decide_proposal(last.id, "rejected", v.log)
+                self.store.append("proposal.withheld", t.id, {"proposal": last.id, "why": v.log.splitlines()[-1:]})
+                continue
             if v.outcome == DEFERRED:
                 self.store.append("proposal.deferred", t.id, {"proposal": last.id, "why": v.log.splitlines()[-1:] })
                 continue
@@ -368,6 +429,16 @@ class Dispatcher:
                     rep.merged.append(t.id)
             elif rep:
                 rep.rejected.append(t.id)
+
+    def _unwanted(self, t: Ticket, p: Proposal) -> str | None:
+        """Compare-and-set before main advances: the ticket must still be in review with this proposal open."""
+        now = self.store.ticket(t.id)
+        if now.state != lifecycle.REVIEW:
+            return f"{t.id} moved to {now.state} while its merge gates ran"
+        cur = next((x for x in self.store.proposals(t.id) if x.id == p.id), None)
+        if cur is None or cur.state != "open":
+            return f"proposal {p.id} is {cur.state if cur else 'gone'} now"
+        return None
 
     def _done(self, t: Ticket, p: Proposal, merged_as: str | None) -> None:
         self.store.set_ticket_data(t.id, merged_commit=p.commit, merged_as=merged_as, proposal=p.id)
@@ -413,7 +484,7 @@ class Dispatcher:
         if not self._move(t.id, lifecycle.IN_PROGRESS, launch.kind, expect=t.state):
             return False
         att = self.store.add_attempt(t.id, launch.kind, run_id=run_id, head=git.rev(wt))
-        agent_id = f"agent-{t.id}-{att.id}"
+        agent_id = agent_id_for(t.id, att.id)
         log = self.root / ".healer" / "logs" / "agents" / f"{agent_id}.log"
         env = {"HEALER_AGENT_ID": agent_id, "HEALER_ROOT": str(self.root), "HEALER_TICKET": t.id, "HEALER_RUN_ID": run_id,
                "HEALER_DB": str(self.root / ".healer" / "healer.db")}
@@ -430,7 +501,7 @@ class Dispatcher:
             id=agent_id, ticket_id=t.id, state="running", kind=h.kind, pid=h.pid, host=self.host, container=h.container,
             run_id=run_id, worktree=str(wt), started_at=now, heartbeat_at=now, progress_at=now,
             data={"launched_by": ACTOR, "attempt": att.id, "marker": h.marker, "launch": launch.kind, "log": str(log),
-                  "head": att.head, "argv": list(argv)},
+                  "head": att.head, "argv": list(argv), "dispatcher": self.holder},
         ))
         self.store.set_ticket_data(t.id, worktree=str(wt), branch=branch, run_id=run_id, agent=agent_id)
         failpoints.hit(FP_AFTER_LAUNCH)
@@ -515,6 +586,9 @@ class Dispatcher:
         self._wake.set()
         self._reaped.set()
 
+    def release(self) -> None:
+        self.store.release_lease(LEASE, self.holder)
+
     def run_forever(self, on_tick=None) -> None:
         """Tick every `fleet.dispatch_tick` (schedule), and at once when an agent we launched exits (the runtime's
         exit watch wakes us), until `stop()`; agents keep running when the dispatcher ends."""
@@ -524,8 +598,8 @@ class Dispatcher:
         period = max(1, int(round(self.policy.fleet.dispatch_tick)))
 
         def job() -> None:
-            rep = self.tick()
-            if on_tick:
+            rep = self.pass_once()
+            if on_tick and rep is not None:
                 on_tick(rep)
 
         sched.every(period).seconds.do(job)
@@ -553,7 +627,26 @@ class Dispatcher:
             self._wake.set()
             if reaper is not None:
                 reaper.join(30)
-        self.store.release_lease(LEASE, self.holder)
+        try:
+            self.store.release_lease(LEASE, self.holder)
+        except Exception:  # noqa: BLE001 - a store we cannot write keeps its lease until the ttl: harmless
+            pass
+
+    def pass_once(self) -> TickReport | None:
+        """One tick that a failing git call or a full disk cannot end: one line, an event, the next pass retries.
+        A lost store (deleted, replaced, read-only) ends the daemon (StoreLost): carrying on would split the fleet."""
+        from healer.errors import StoreLost, transient
+
+        try:
+            self.store.check()
+            return self.tick()
+        except (failpoints.FailpointError, StoreLost):
+            raise
+        except Exception as e:  # noqa: BLE001 - judged below; the daemon goes on
+            if not transient(e) and "readonly" in str(e):
+                raise StoreLost(f"{self.store.path}: the store is read-only now ({e}); stopping") from e
+            report_failed_pass(self.store, "dispatch", e)
+            return None
 
     def _board_watch(self) -> None:
         """LISTEN on the board from a connection of its own: a ticket added or requeued by another host (or a human)
@@ -603,6 +696,21 @@ class Dispatcher:
                 self._reaped.set()
 
 
+def report_failed_pass(store, who: str, e: BaseException) -> None:
+    """One line on stderr and, if the store takes it, one `<who>.error` event; never raises."""
+    from loguru import logger
+
+    line = f"{who} pass failed ({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else '-'}); retrying next pass"
+    try:
+        logger.error(line)
+    except Exception:  # noqa: BLE001 - logging must not end the daemon either
+        pass
+    try:
+        store.append(f"{who}.error", who, {"error": f"{type(e).__name__}: {e}"[:2000]})
+    except Exception:  # noqa: BLE001 - a full disk refuses the event too; the line above told the story
+        pass
+
+
 def install_signal_handlers(d: Dispatcher) -> None:
     signal.signal(signal.SIGTERM, d.stop)
     signal.signal(signal.SIGINT, d.stop)
@@ -644,21 +752,6 @@ _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 def _subst(text: str, values: dict[str, str]) -> str:
     """Replace the known {placeholders} only; any other brace (a `python -c` snippet, JSON) stays as written."""
     return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), text)
-
-
-def _read_result(worktree: str | None, run_id: str | None) -> dict | None:
-    if not worktree or not run_id:
-        return None
-    p = result_path(worktree, run_id)
-    try:
-        import json
-
-        data = json.loads(p.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("run_id") not in (None, run_id):
-        return None
-    return data
 
 
 def _tail_text(v: Any) -> str:

@@ -23,6 +23,7 @@ FP_AFTER_MERGE = failpoints.declare("dispatch.after_merge", "healer/fleet/propos
 MERGED = "merged"
 REJECTED = "rejected"
 DEFERRED = "deferred"  # could not decide now (main moved, checkout busy); gated again next tick
+WITHHELD = "withheld"  # gates passed, but the ticket left review meanwhile: never merged behind the board's back
 
 LOG_LINES = 200
 
@@ -53,7 +54,11 @@ def merge_message(p: Proposal) -> str:
     return f"healer: merge {p.branch} ({p.ticket_id})\n\nHealer-Ticket: {p.ticket_id}"
 
 
-def gate_proposal(root: Path, policy, p: Proposal, clock: Clock) -> Verdict:
+def gate_proposal(root: Path, policy, p: Proposal, clock: Clock, still_wanted=None) -> Verdict:
+    """Merge `p` onto main in a scratch worktree, run the merge gates, advance main on a pass.
+
+    `still_wanted()` is asked right before main advances (compare-and-set on the board): a reason
+    it returns (the ticket was escalated or moved while the gates ran) withholds the merge."""
     main = policy.fleet.main_branch
     old = git.rev(root, f"refs/heads/{main}")
     if old is None:
@@ -80,6 +85,9 @@ def gate_proposal(root: Path, policy, p: Proposal, clock: Clock) -> Verdict:
         if res.outcome != PASS:
             return Verdict(REJECTED, log or f"merge gate {res.failed}: {res.outcome}", old)
         failpoints.hit(FP_BEFORE_MERGE)
+        why = still_wanted() if still_wanted is not None else None
+        if why:
+            return Verdict(WITHHELD, f"{log}\nnot merged: {why}".strip(), old)
         try:
             git.advance(root, main, old, new)
         except git.GitError as e:

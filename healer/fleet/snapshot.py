@@ -13,6 +13,7 @@ from pathlib import Path
 
 from healer import git, lifecycle, procs
 from healer.core.model import AgentView, Snapshot, WorktreeView
+from healer.fleet.results import result_exit
 from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, Handle
 from healer.store import keys
 
@@ -45,6 +46,27 @@ def liveness(agent, runtime=None, host: str = HOST) -> tuple[bool | None, bool]:
     if not agent.pid:
         return None, False
     return _pid_state(agent.pid)
+
+
+def ended_with(agent, runtime=None) -> int | None:
+    """How an ended agent ended, if anyone can tell: its runtime's exit status (our own child), else
+    the result file its loop left. None: it vanished without a word (killed, or nothing recorded)."""
+    if runtime is not None and getattr(runtime, "kind", agent.kind) == agent.kind:
+        try:
+            st = runtime.status(handle_of(agent))
+        except Exception:  # noqa: BLE001 - no answer is no exit status, never a crash
+            st = None
+        if st is not None and st.state == EXITED and st.exit_code is not None and st.exit_code >= 0:
+            return st.exit_code
+    return result_exit(agent.worktree, agent.run_id)
+
+
+def _lease_alive(store, name: str, host: str) -> bool | None:
+    """Is the process holding lease `name` alive? None when nobody holds it or it runs on another host."""
+    lease = store.lease(name)
+    if lease is None or lease.host != host or not lease.pid:
+        return None
+    return procs.alive(lease.pid)
 
 
 def _pid_state(pid: int) -> tuple[bool, bool]:
@@ -124,6 +146,7 @@ class _Board:
         self.props: dict[str, list] = {}
         self.atts: dict[str, list] = {}  # non-terminal tickets only, as the core needs them
         self.resets: dict[str, float] = {}
+        self.reopened: set[str] = set()  # tickets a human moved out of done (their merge is history)
         self.seen = 0
         self.full_at: float | None = None
         self.ordered: tuple = ()
@@ -141,10 +164,13 @@ class _Board:
             self.props.setdefault(p.ticket_id, []).append(p)
         self.atts = store.all_attempts(skip_ticket_states=sorted(lifecycle.TERMINAL))
         self.resets = {}
+        self.reopened = set()
         for e in store.events(kinds=["ticket.moved"], contains='"to":"queued"'):
             at = _reset_at(e)
             if at is not None:
                 self.resets[e.subject] = max(self.resets.get(e.subject, 0.0), at)
+                if e.payload.get("from") == lifecycle.DONE:
+                    self.reopened.add(e.subject)
         self.proposals = tuple(sorted((p for ps in self.props.values() for p in ps), key=lambda p: p.id))
         self.budget = {tid: _window(a, self.resets.get(tid)) for tid, a in self.atts.items()}
         self.full_at = mono
@@ -166,6 +192,8 @@ class _Board:
                 at = _reset_at(e)
                 if at is not None:
                     self.resets[e.subject] = max(self.resets.get(e.subject, 0.0), at)
+                    if e.payload.get("from") == lifecycle.DONE:
+                        self.reopened.add(e.subject)
         props_moved = False
         for tid in changed:
             try:
@@ -302,12 +330,15 @@ def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str 
     def _agents():
         views = []
         for a in store.agents():
+            code = None
             if a.state == "running":
                 alive, paused = liveness(a, runtime, host)
+                if alive is False:
+                    code = ended_with(a, runtime)
             else:
                 alive, paused = False, False
             last_commit = (a.data or {}).get("last_commit_at")
-            views.append(AgentView(a, alive, paused, float(last_commit) if last_commit else None))
+            views.append(AgentView(a, alive, paused, float(last_commit) if last_commit else None, code))
         return views
 
     agents = src.get("agents", _agents, [])
@@ -346,7 +377,7 @@ def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str 
     def _settings():
         return {k: store.get_setting(k) for k in (
             keys.DISPATCH_PAUSED, keys.DISPATCH_PAUSED_REASON, keys.MAIN_STATUS, keys.MAIN_RED_SINCE, keys.DISPATCH_LAST_LAUNCH,
-            keys.SUPERVISOR_LAST_TICK)}
+            keys.SUPERVISOR_LAST_TICK, keys.DISPATCH_LAST_TICK)}
 
     settings = src.get("dispatch", _settings, None)
     if settings is None:
@@ -371,6 +402,8 @@ def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str 
         proposals=tuple(proposals),
         attempts=dict(attempts),  # the board keeps changing; a snapshot must not
         merged_tickets=merged,
+        # a human's reopen (done -> queued) makes the merge history, not a zombie; merged again, it is done again
+        reopened=frozenset(t for t in (board.reopened if board else ()) if t in by_id and by_id[t].state != lifecycle.DONE),
         main_status=main_status,
         main_red_since=settings.get(keys.MAIN_RED_SINCE),
         dispatch_paused=bool(settings.get(keys.DISPATCH_PAUSED)),
@@ -380,6 +413,8 @@ def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str 
         last_open_at=max(opened) if opened else None,
         last_close_at=max(closed) if closed else None,
         last_supervisor_tick=settings.get(keys.SUPERVISOR_LAST_TICK),
+        last_dispatch_tick=settings.get(keys.DISPATCH_LAST_TICK),
+        dispatcher_alive=src.get("dispatch", lambda: _lease_alive(store, "dispatcher", host), None),
         unknown_files=tuple(loose),
         halted=halted,
         failed_sources=frozenset(src.failed),

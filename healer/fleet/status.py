@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from healer import lifecycle, procs
+from healer import lifecycle
 from healer.core import dispatch as core
-from healer.fleet.dispatcher import gather, ours
+from healer.fleet.dispatcher import gather
+from healer.fleet.snapshot import ended_with, liveness
 from healer.store import keys
 
 
@@ -19,13 +20,18 @@ def fleet_status(store, policy, now: float) -> dict[str, Any]:
     inp = gather(store, policy, now)
     plan = core.plan(inp, core.RetryRules.of(policy))
     by_state = Counter(t.state for t in inp.tickets)
-    agents = []
+    agents, ended = [], []
     for a in store.agents(states=["running"]):
-        agents.append({
+        alive, _ = liveness(a)
+        row = {
             "id": a.id, "ticket": a.ticket_id, "pid": a.pid, "kind": a.kind, "host": a.host, "run_id": a.run_id,
             "launched_by": a.data.get("launched_by", "?"), "age": now - a.started_at,
-            "heartbeat_age": now - a.heartbeat_at, "alive": procs.alive(a.pid) if a.kind == "process" and a.pid else None,
-        })
+            "heartbeat_age": now - a.heartbeat_at, "alive": alive,
+        }
+        if alive is False:  # its process is gone; the dispatcher has not recorded its end yet
+            ended.append({**row, "exit_code": ended_with(a)})
+        else:
+            agents.append(row)
     queue = [{"ticket": w.ticket_id, "reason": w.reason, "kind": w.kind, "eligible_at": w.eligible_at, "detail": w.detail}
              for w in plan.waiting if w.reason != core.RUNNING]
     queue = [{"ticket": x.ticket_id, "reason": "ready", "kind": x.kind, "eligible_at": now, "detail": ""} for x in plan.launches] + queue
@@ -33,7 +39,8 @@ def fleet_status(store, policy, now: float) -> dict[str, Any]:
         "now": now,
         "tickets": {s: by_state.get(s, 0) for s in lifecycle.STATES},
         "agents": agents,
-        "pool": {"used": sum(1 for a in store.agents(states=["running"]) if ours(a)), "size": policy.fleet.pool_size},
+        "ended_agents": ended,
+        "pool": {"used": sum(1 for a in agents if a["launched_by"] == "dispatch"), "size": policy.fleet.pool_size},
         "queue": queue,
         "stops": [{"ticket": s.ticket_id, "to": s.to, "reason": s.reason, "detail": s.detail} for s in plan.stops],
         "cycles": [list(c) for c in plan.cycles],

@@ -173,6 +173,9 @@ class Runner:
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             self._old_handlers[sig] = signal.signal(sig, handler)
+        from healer import early
+
+        self.stop_signal = self.stop_signal or early.received  # one that came while the CLI was still loading
 
     def _restore_signals(self) -> None:
         for sig, old in self._old_handlers.items():

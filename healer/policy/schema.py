@@ -173,6 +173,8 @@ class Sentinels(Strict):
     no_closes: Duration = "90m"
     main_red: Duration = Field("0s", description="alarm once main has been red this long")
     supervisor_silent: Duration = Field("5m", description="no supervisor tick for this long")
+    dispatcher_silent: Duration = Field("5m", description="no dispatcher pass for this long and its process is gone: "
+                                                          "dispatch is frozen whatever the pause says")
     cooldown: Duration = Field("4h", description="one notification per key per window")
 
 

@@ -37,7 +37,7 @@ from healer import failpoints, git, lifecycle, procs, switches
 from healer.clock import Clock
 from healer.core.model import PlannedAction
 from healer.errors import HealerError, NotFound
-from healer.fleet.snapshot import HOST, handle_of, liveness
+from healer.fleet.snapshot import HOST, ended_with, handle_of, liveness
 from healer.policy.schema import ACTIONS
 from healer.remedy import limits
 from healer.remedy import quarantine as qmod
@@ -151,12 +151,22 @@ def _no_live_agent(ctx: Context, tid: str, *, exclude: str | None = None) -> Non
         raise Abort(f"{tid} has a live agent: {desc}")
 
 
-def _mark_dead_agents(ctx: Context, tid: str) -> list[str]:
-    """Agents the store still calls running but that are gone: record them as lost (bookkeeping only)."""
-    lost = []
+def _not_reaped(ctx: Context, tid: str) -> None:
+    """Reap before you judge: an agent that ended with an exit status or a result is the dispatcher's to record."""
     for a in ctx.store.agents(states=("running",), ticket_id=tid):
         alive, _ = liveness(a, ctx.runtime, ctx.host)
         if alive is False:
+            code = ended_with(a, ctx.runtime)
+            if code is not None:
+                raise Abort(f"agent {a.id} ended with exit {code}; the dispatcher records it (it is not lost)")
+
+
+def _mark_dead_agents(ctx: Context, tid: str) -> list[str]:
+    """Agents the store still calls running but that are gone without a word: record them as lost (bookkeeping only)."""
+    lost = []
+    for a in ctx.store.agents(states=("running",), ticket_id=tid):
+        alive, _ = liveness(a, ctx.runtime, ctx.host)
+        if alive is False and ended_with(a, ctx.runtime) is None:
             ctx.store.update_agent(a.id, state="lost", ended_at=ctx.now())
             lost.append(a.id)
     return lost
@@ -265,6 +275,7 @@ def _requeue_check(ctx: Context, t: Target) -> None:
     if tk.state != lifecycle.IN_PROGRESS:
         raise Abort(f"{t.ticket} is {tk.state}, not in_progress")
     _no_live_agent(ctx, t.ticket)
+    _not_reaped(ctx, t.ticket)
 
 
 def _requeue_apply(ctx: Context, t: Target, intent: int) -> dict:
@@ -286,6 +297,9 @@ def _resume_check(ctx: Context, t: Target) -> None:
         raise Abort(f"agent {a.id} is alive")
     if a.ticket_id is None:
         raise Abort(f"agent {a.id} has no ticket")
+    code = ended_with(a, ctx.runtime)
+    if code is not None:
+        raise Abort(f"agent {a.id} ended with exit {code}; the dispatcher records it (it is not lost)")
     # an agent that just exited is the dispatcher's to reap (it records the exit and resumes by itself);
     # the supervisor steps in only when that has not happened within two dispatcher periods
     grace = 2 * max(ctx.policy.fleet.dispatch_tick, ctx.policy.fleet.heartbeat)

@@ -92,11 +92,12 @@ def open_url(url: str, clock: Clock | None = None, root: str | Path | None = Non
     return PgStore(url, clock, root=str(root) if root is not None else None, migrate=migrate)
 
 
-def open_store(root: str | Path = ".", clock: Clock | None = None) -> SqliteStore:
+def open_store(root: str | Path = ".", clock: Clock | None = None, *, readonly: bool = False) -> SqliteStore:
+    """`readonly`: for commands that only read (status, plan, journal); works on a read-only .healer/."""
     root = Path(root).resolve()
     url = os.environ.get(ENV_URL) or read_config(root).get("store")
     if not url:
-        return SqliteStore(db_path(root), clock, root=root)
+        return SqliteStore(db_path(root), clock, root=root, readonly=readonly)
     return open_url(str(url), clock, root=root)
 
 

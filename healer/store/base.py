@@ -34,6 +34,9 @@ class Store(Protocol):
     def close(self) -> None: ...
 
     # events (append-only)
+    def check(self) -> None:
+        """Raise healer.errors.StoreLost when the store under this process was deleted, replaced or made read-only."""
+
     def append(self, kind: str, subject: str = "", payload: dict[str, Any] | None = None, at: float | None = None) -> int: ...
     def events(self, *, after: int = 0, kinds: Iterable[str] | None = None, subject: str | None = None,
                since: float | None = None, limit: int | None = None, prefix: str | None = None,

@@ -1,6 +1,7 @@
 """Names of the store's settings: kept here for old imports; the one list is healer/conventions.py."""
 
 from healer.conventions import (  # noqa: F401 - re-exported
+    DISPATCH_CRASHED,
     DISPATCH_CYCLES,
     DISPATCH_LAST_LAUNCH,
     DISPATCH_LAST_TICK,

@@ -20,7 +20,7 @@ from typing import Any
 from healer import failpoints, lifecycle
 from healer.clock import Clock, system
 from healer.conventions import ticket_id_problem
-from healer.errors import HealerError, NotFound, StaleLease
+from healer.errors import HealerError, NotFound, StaleLease, StoreLost
 from healer.records import Agent, Attempt, Comment, Event, Intent, Lease, OutboxItem, Proposal, Ticket, Worktree
 from healer.store.migrations import CURRENT, MIGRATIONS
 
@@ -61,21 +61,41 @@ class _Where:
 
 class SqliteStore:
     def __init__(self, path: str | Path, clock: Clock | None = None, *, root: str | Path | None = None,
-                 migrate: bool = True) -> None:
+                 migrate: bool = True, readonly: bool = False) -> None:
         self.path = str(path)
         self.root = str(root if root is not None else Path(path).resolve().parent.parent)
         self.clock = clock or system()
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.readonly = readonly
         self._lock = threading.RLock()
         self._fence: Lease | None = None
-        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        self._depth = 0  # nesting of tx() on this connection (under _lock)
+        if readonly:
+            self._db = _connect_readonly(self.path)
+        else:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA busy_timeout=30000")
-        self._retry(lambda: self._db.execute("PRAGMA journal_mode=WAL"))
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=OFF")
-        if migrate:
-            self._migrate()
+        if not readonly:
+            self._retry(lambda: self._db.execute("PRAGMA journal_mode=WAL"))
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=OFF")
+            if migrate:
+                self._migrate()
+        elif self.version() > CURRENT:
+            raise HealerError(f"{self.path}: store schema version {self.version()} is newer than this healer ({CURRENT}); upgrade healer")
+        self._identity = _identity(self.path)
+
+    def check(self) -> None:
+        """Raise StoreLost when the file this connection writes is no longer the fleet's store:
+        deleted (with its folder), replaced by another file, or its folder made read-only."""
+        now = _identity(self.path)
+        if now is None:
+            raise StoreLost(f"{self.path}: the store was deleted under this process; stopping (restart once it is back)")
+        if now != self._identity:
+            raise StoreLost(f"{self.path}: the store was replaced by another file under this process; stopping")
+        if not self.readonly and _read_only_mount(self.path):
+            raise StoreLost(f"{self.path}: the store is on a read-only file system now; stopping")
 
     # -- plumbing ---------------------------------------------------------------
     def _retry(self, fn, attempts: int = 50):
@@ -93,9 +113,19 @@ class SqliteStore:
     @contextmanager
     def tx(self, *, fenced: bool = True) -> Iterator[sqlite3.Connection]:
         """One write transaction. While this store holds a lease (`hold`), the transaction first checks
-        the lease's fencing token and is refused if another holder has taken it over since."""
+        the lease's fencing token and is refused if another holder has taken it over since. Nested calls
+        join the outer one, so a caller can make several store operations atomic (`with store.tx(): ...`):
+        a crash halfway leaves none of them."""
         with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self._db
+                finally:
+                    self._depth -= 1
+                return
             self._retry(lambda: self._db.execute("BEGIN IMMEDIATE"))
+            self._depth = 1
             try:
                 if fenced and self._fence is not None:
                     self._check_fence(self._db)
@@ -105,11 +135,14 @@ class SqliteStore:
             except _Fenced as e:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
+                self._depth = 0
                 raise self._refused(e) from None
             except BaseException:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
+            finally:
+                self._depth = 0
 
     # -- fencing ---------------------------------------------------------------
     def hold(self, lease: Lease | None) -> None:
@@ -781,6 +814,39 @@ class _Fenced(Exception):
     def __init__(self, lease: Lease, holder: str | None, token: int | None) -> None:
         super().__init__(lease.name)
         self.lease, self.holder, self.token = lease, holder, token
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _read_only_mount(path: str) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _connect_readonly(path: str) -> sqlite3.Connection:
+    """A connection that never writes: for status, plan and journal on a read-only .healer/.
+
+    A WAL database opened read-only needs its -shm file or the right to create it; on a
+    read-only folder without one, the file is read as immutable (nothing writes it anyway)."""
+    if not os.path.exists(path):
+        raise NotFound(f"{path}: no store here")
+    uri = Path(path).resolve().as_uri()
+    for q in ("?mode=ro", "?mode=ro&immutable=1"):
+        db = sqlite3.connect(uri + q, uri=True, timeout=30, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+            return db
+        except sqlite3.OperationalError:
+            db.close()
+    raise HealerError(f"{path}: cannot open the store, even read-only")
 
 
 def pid_alive(pid: int) -> bool:
