@@ -393,6 +393,20 @@ class RealSpec(Strict):
                                                                        "({gameday_dir} allowed)")
 
 
+class StormSpec(Strict):
+    """A restart storm (chaos/storm.py): a real fleet whose `healer up` is SIGKILLed again and again, then left to finish."""
+
+    tickets: int = Field(30, ge=1)
+    kills: int = Field(20, ge=0, description="how many times `healer up` is SIGKILLed, each time restarted")
+    with_runners: float = Field(0.5, ge=0, le=1, description="share of the kills that take the loop runners down too "
+                                                             "(a host crash); 1: every kill does")
+    pool_size: int = Field(4, ge=1)
+    agent_delay: Duration = Field("1s", description="each agent run takes this long, so kills land mid-flight")
+    uptime: list[Duration] = Field(default_factory=lambda: ["200ms", "3s"],
+                                   description="[min, max]: how long `up` runs (once up) before each kill, drawn from the seed")
+    finish_within: Duration = Field("5m", description="after the last restart, the wall-clock cap for every ticket to end")
+
+
 class Scenario(Strict):
     name: str = Field(min_length=1)
     description: str = ""
@@ -419,6 +433,7 @@ class Scenario(Strict):
     expect: list[Checker] = Field(min_length=1)
     timeout: Duration = Field("120s", description="real mode: wall-clock cap on the whole scenario")
     real: RealSpec = Field(default_factory=RealSpec, description="real mode: which real processes run, when it ends")
+    storm: StormSpec | None = Field(None, description="real mode: a restart storm (chaos/storm.py) instead of timed faults")
 
     # set by load(), not part of the YAML
     source: str = Field("", exclude=True)
@@ -657,8 +672,11 @@ def discover(paths: list[str | Path] | None = None) -> list[Path]:
             out.append(p)
         else:
             named = SCENARIO_DIR / f"{p.name}.yaml"
+            long = SCENARIO_DIR / "campaigns" / f"{p.name}.yaml"  # long campaigns: run by name, not in the standard suite
             if named.exists():
                 out.append(named)
+            elif long.exists():
+                out.append(long)
             else:
                 raise InvalidInput(f"{raw}: no such scenario file or folder")
     return out

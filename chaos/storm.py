@@ -76,6 +76,8 @@ class StormRun:
     root: Path = field(init=False)
     marker: str = field(init=False)
     outputs: list[str] = field(default_factory=list)
+    overrides: dict[str, Any] = field(default_factory=dict)  # deep-merged onto the storm's policy
+    logs: Path | None = None  # where `up` writes its output (default: workdir; elsewhere when workdir is a tiny disk)
     kills_done: list[dict[str, Any]] = field(default_factory=list)
     final_code: int | None = None
 
@@ -107,7 +109,9 @@ class StormRun:
             "loop": {"kill_grace": "1s"},
             "notify": {"notifiers": [{"kind": "jsonl", "path": ".healer/notifications.jsonl"}]},
         }
-        (r / "healer.yaml").write_text(yaml.safe_dump(policy, sort_keys=False))
+        from chaos.scenario import deep_merge
+
+        (r / "healer.yaml").write_text(yaml.safe_dump(deep_merge(policy, self.overrides), sort_keys=False))
         s = open_store(r)
         try:
             for i in range(1, self.cfg.tickets + 1):
@@ -122,7 +126,7 @@ class StormRun:
         return e
 
     def start_up(self, n: int) -> tuple[subprocess.Popen, Path]:
-        log = self.workdir / f"up-{n:02d}.log"
+        log = (self.logs or self.workdir) / f"up-{n:02d}.log"
         out = open(log, "wb")  # noqa: SIM115 - handed to the child, closed below
         try:
             proc, _ = procs.spawn([sys.executable, "-m", "healer", "up", "-C", str(self.root)], cwd=self.root,
@@ -283,3 +287,44 @@ def problems(f: dict[str, Any]) -> list[str]:
     if f["tracebacks"]:
         out.append(f"{f['tracebacks']} traceback(s) in `up` output")
     return out
+
+
+class StormEngine:
+    """A restart-storm scenario (`storm:` in the YAML) as a game day: the same Result, checkers and reports."""
+
+    def __init__(self, scenario, workdir: Path, *, seed: int | None = None, disabled: bool = False,
+                 overrides: dict | None = None, progress=None, wall: Clock | None = None) -> None:
+        from chaos.scenario import deep_merge, seconds
+
+        self.sc = scenario
+        self.seed = scenario.seed if seed is None else seed
+        self.wall = wall or system()
+        st = scenario.storm
+        self.cfg = StormConfig(seed=self.seed, tickets=st.tickets, kills=st.kills, with_runners=st.with_runners,
+                               pool_size=st.pool_size, agent_delay=seconds(st.agent_delay),
+                               uptime=(seconds(st.uptime[0]), seconds(st.uptime[-1])), finish_timeout=seconds(st.finish_within))
+        over = deep_merge(scenario.overrides, scenario.disable if disabled else {})
+        self.overrides = deep_merge(over, overrides or {})
+        self.disabled = disabled
+        self.workdir = Path(workdir)
+        self.progress = progress
+
+    def run(self):
+        from chaos.checkers import History
+        from chaos.engine import Result, finish
+        from healer.store import open_store
+
+        res = Result(self.sc, "error", seed=self.seed, disabled=self.disabled, workdir=str(self.workdir))
+        res.started = self.wall.now()
+        storm = StormRun(self.cfg, self.workdir, self.wall, overrides=self.overrides)
+        facts = storm.run()
+        s = open_store(storm.root)
+        try:
+            events, tickets, intents = s.events(), {t.id: t for t in s.tickets()}, s.intents()
+        finally:
+            s.close()
+        history = History(events, tickets, intents, start=events[0].at if events else res.started, end=self.wall.now(),
+                          extra=facts)
+        res.stats.update({k: facts[k] for k in ("kills", "runner_kills", "runners_killed", "interrupted", "events")})
+        res.steady_after = {"done": facts["done"], "total": facts["total"]}
+        return finish(res, history, self.wall)

@@ -129,6 +129,8 @@ def run(scenario: Scenario, workdir: str | Path | None = None, *, seed: int | No
     clock = clock or system()
     if scenario.mode == "simulated":
         from chaos.engine.sim import SimEngine as Engine
+    elif scenario.storm is not None:
+        from chaos.storm import StormEngine as Engine  # type: ignore[assignment]
     else:
         from chaos.engine.real import RealEngine as Engine  # type: ignore[assignment]
     started = clock.now()

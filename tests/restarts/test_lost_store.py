@@ -1,0 +1,149 @@
+"""Full disk, deleted .healer/, replaced or read-only store: `up` survives what passes, stops on what is lost.
+
+A small tmpfs (root needed: skipped elsewhere, required under CI=true) is filled while a real `healer up`
+runs a real fleet: every pass that fails says so in one line and the next pass retries; once space is back
+every ticket ends done exactly once and no traceback was printed. A deleted `.healer/` stops `up` with one
+line (exit 70) instead of a split brain; read-only commands work on a read-only `.healer/`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from chaos.storm import StormConfig, StormRun, problems
+from healer.errors import StoreLost
+from healer.store import open_store
+from tests.conftest import wait_until
+
+ROOT = os.geteuid() == 0
+
+
+def _need_root() -> None:
+    if not ROOT or not shutil.which("mount"):
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI runs as root with mount(8): this test must run there")
+        pytest.skip(reason="needs root and mount(8) for a tmpfs / read-only bind mount")
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    _need_root()
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk)], check=True)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+        if os.path.ismount(disk):
+            subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def _fill(path) -> None:
+    """Write until the disk refuses one more byte."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for size in (1 << 20, 4096, 1):
+            while True:
+                try:
+                    os.write(fd, b"\0" * size)
+                except OSError:
+                    break
+    finally:
+        os.close(fd)
+
+
+def test_a_full_disk_costs_passes_not_tickets(tiny_disk, tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    run = StormRun(StormConfig(seed=1, tickets=4, kills=0, pool_size=2, agent_delay=0.5, finish_timeout=240), tiny_disk,
+                   logs=logs, overrides={"retry": {"max_launches": 12}})
+    run.setup()
+    proc, log = run.start_up(0)
+    try:
+        run.wait_started(proc, log)
+        ballast = tiny_disk / "ballast"
+        _fill(ballast)
+        wait_until(lambda: b"pass failed" in log.read_bytes(), 60, "a pass to fail on the full disk")
+        for _ in range(4):  # several passes on a full disk: `up` stays up
+            assert proc.poll() is None, log.read_text()
+            run.wall.sleep(1)
+        ballast.unlink()
+        s = open_store(run.root)
+        try:
+            wait_until(lambda: all(t.state == "done" for t in s.tickets()), 240, "every ticket done once space is back")
+        finally:
+            s.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        run.cleanup()
+    out = log.read_text()
+    assert "Traceback" not in out, out
+    run.outputs.append(out)
+    facts = run.facts()
+    assert problems(facts) == [], facts
+
+
+def test_a_deleted_healer_folder_stops_up_with_one_line(tmp_path):
+    run = StormRun(StormConfig(seed=1, tickets=2, kills=0, pool_size=1, agent_delay=5), tmp_path)
+    run.setup()
+    proc, log = run.start_up(0)
+    try:
+        run.wait_started(proc, log)
+        shutil.rmtree(run.root / ".healer")
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        run.cleanup()
+    out = log.read_text()
+    assert code == 70, out
+    assert "Traceback" not in out
+    lines = [x for x in out.splitlines() if x.startswith("healer:")]
+    assert len(lines) == 1 and "deleted" in lines[0], out
+    assert not (run.root / ".healer" / "healer.db").exists(), "a fresh store was created behind the lost one"
+
+
+def test_a_replaced_store_is_detected(tmp_path):
+    (tmp_path / ".healer").mkdir()
+    s = open_store(tmp_path)
+    s.add_ticket("x")
+    s.check()
+    db = tmp_path / ".healer" / "healer.db"
+    shutil.copy(db, tmp_path / "copy.db")
+    os.replace(tmp_path / "copy.db", db)
+    with pytest.raises(StoreLost, match="replaced"):
+        s.check()
+    s.close()
+
+
+@pytest.fixture
+def read_only_healer(tmp_path):
+    _need_root()
+    run = StormRun(StormConfig(seed=1, tickets=3, kills=0), tmp_path)
+    run.setup()
+    h = run.root / ".healer"
+    subprocess.run(["mount", "--bind", str(h), str(h)], check=True)
+    try:
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(h)], check=True)
+        yield run.root
+    finally:
+        subprocess.run(["umount", str(h)], check=False)
+
+
+@pytest.mark.parametrize("cmd", [["status"], ["status", "--json"], ["plan"], ["journal", "-n", "5"]])
+def test_read_only_commands_work_on_a_read_only_healer_folder(read_only_healer, cmd):
+    env = {k: v for k, v in os.environ.items() if k not in ("HEALER_ROOT", "HEALER_FAILPOINTS")}
+    r = subprocess.run([sys.executable, "-m", "healer", *cmd, "-C", str(read_only_healer)], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
