@@ -179,7 +179,12 @@ class Courier:
             try:
                 self.step()
             except Exception as e:  # noqa: BLE001 - the courier outlives a bad row or a locked store; rows stay owed
-                logger.exception("notification courier pass failed: {}", e)
+                # one line (a full disk fails every pass: a traceback each second would bury the story)
+                first = str(e).strip().splitlines()[0] if str(e).strip() else "-"
+                try:
+                    logger.error("notification courier pass failed ({}: {}); retrying", type(e).__name__, first)
+                except Exception:  # noqa: BLE001
+                    pass
                 self._stop.wait(1.0)
 
     def start(self) -> Courier:

@@ -204,6 +204,10 @@ class PgStore(SqliteStore):
         else:
             self._load_meta()
 
+    def check(self) -> None:
+        """A server store cannot be deleted under this process; a lost connection raises StoreUnavailable."""
+        return None
+
     # -- plumbing ---------------------------------------------------------------
     def _open(self):
         import psycopg
