@@ -128,6 +128,10 @@ class SafeFile:
         self.path = Path(path)
         self.rotate_bytes = rotate_bytes
         self.failing = False
+        try:
+            self.path.touch()  # the file exists from the start, as loguru's own file sink does
+        except OSError:
+            pass
 
     def write(self, message: str) -> None:
         try:

@@ -329,7 +329,7 @@ def journal(
             raise KeyboardInterrupt  # SIGTERM ends a follow cleanly (exit 0); Ctrl-C is a stop (exit 4)
 
         signal.signal(signal.SIGTERM, _term)
-    store = store_for(root, readonly=True)
+    store = store_for(root, readonly=not follow)  # a follower must see new writes: a plain connection
     try:
         last = store.last_event_id()
         if limit == 0:

@@ -151,11 +151,6 @@ def counted(attempts: Sequence[Attempt]) -> list[Attempt]:
     return [a for a in attempts if not interrupted(a)]
 
 
-def ran_to_end(a: Attempt) -> bool:
-    """Ended on its own with an exit status (0, a failure, a cap): what an escalation may count."""
-    return a.ended_at is not None and not died(a)
-
-
 def clean(a: Attempt) -> bool:
     return a.exit_code == 0
 

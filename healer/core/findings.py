@@ -21,7 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from healer import lifecycle
-from healer.core.dispatch import counted, ran_to_end
+from healer.core.dispatch import counted, died
 from healer.core.model import AgentView, Finding, Snapshot, WorktreeView
 from healer.records import Ticket
 
@@ -224,8 +224,8 @@ def tickets(s: Snapshot, policy, ix: Index) -> list[Finding]:
         groups: dict[tuple, list] = {}
         hit = None
         for at in atts:
-            if not at.head or not ran_to_end(at):
-                continue  # a killed or interrupted run pushed nothing: only runs that ended count
+            if not at.head or died(at):
+                continue  # a killed, lost or interrupted run pushed nothing: only launches and runs that ended count
             g = groups.setdefault((at.head, at.state_hash), [])
             g.append(at)
             if len(g) == 2 and hit is None:

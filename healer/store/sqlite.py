@@ -834,12 +834,14 @@ def _read_only_mount(path: str) -> bool:
 def _connect_readonly(path: str) -> sqlite3.Connection:
     """A connection that never writes: for status, plan and journal on a read-only .healer/.
 
-    A WAL database opened read-only needs its -shm file or the right to create it; on a
-    read-only folder without one, the file is read as immutable (nothing writes it anyway)."""
+    Without a -wal file no writer is connected (SQLite removes it with the last connection) and
+    the file is read as immutable: nothing is created beside it, so a read changes no byte and
+    works on a read-only folder. With one, a plain read-only connection sees the writer's latest."""
     if not os.path.exists(path):
         raise NotFound(f"{path}: no store here")
     uri = Path(path).resolve().as_uri()
-    for q in ("?mode=ro", "?mode=ro&immutable=1"):
+    order = ("?mode=ro", "?mode=ro&immutable=1") if os.path.exists(path + "-wal") else ("?mode=ro&immutable=1",)
+    for q in order:
         db = sqlite3.connect(uri + q, uri=True, timeout=30, isolation_level=None, check_same_thread=False)
         try:
             db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
