@@ -270,8 +270,9 @@ class Dispatcher:
                 continue  # a human or another tool put it in progress: the supervisor's rules judge it
             if any(self._adopt(t, x) for x in open_atts):
                 continue
-            for x in open_atts:
-                self.store.finish_attempt(x.id, failure_signature="lost: no agent registered")
+            for x in open_atts:  # its dispatcher died mid-launch: the run never started, no budget counts it
+                self.store.finish_attempt(x.id, failure_signature=f"{core.INTERRUPTED}: no agent registered "
+                                                                  "(its dispatcher died mid-launch)")
             self._move(t.id, lifecycle.QUEUED, "in progress without a live agent", expect=lifecycle.IN_PROGRESS)
 
     def _adopt(self, t: Ticket, att: Attempt) -> bool:
@@ -475,10 +476,14 @@ class Dispatcher:
             git.ensure_excluded(self.root)
             created = git.add_worktree(self.root, wt, branch, fleet.main_branch)
         except git.GitError as e:
+            if host_trouble(e):
+                raise  # a full disk is the host's failure, not the ticket's: the pass fails, the next one retries
             self._failed_launch(t, launch, run_id, f"worktree: {e}")
             return False
         if created or not any(w.path == str(wt) for w in self.store.worktrees()):
             self.store.add_worktree(Worktree(str(wt), t.id, branch, now))
+        if not created:
+            self._stale_index_lock(t.id, wt)
         task = self._task_file(t, launch, run_id)
         argv = self._argv(t, launch, run_id, task, wt)
         if not self._move(t.id, lifecycle.IN_PROGRESS, launch.kind, expect=t.state):
@@ -492,7 +497,10 @@ class Dispatcher:
         try:
             h = self.runtime.launch(LaunchSpec(argv=argv, cwd=str(wt), env=env, labels=labels, log_path=str(log)))
         except Exception as e:  # noqa: BLE001 - a launch that cannot start counts as a failed attempt
-            self.store.finish_attempt(att.id, exit_code=70, failure_signature=f"launch_failed: {type(e).__name__}",
+            sig = f"launch_failed: {type(e).__name__}"
+            if host_trouble(e):  # the host's failure (a full disk): resumed later, counted by no budget
+                sig = f"{core.INTERRUPTED}: the host could not start it ({type(e).__name__})"
+            self.store.finish_attempt(att.id, exit_code=None if host_trouble(e) else 70, failure_signature=sig,
                                       gate_log_tail=str(e))
             self._move(t.id, lifecycle.QUEUED, f"launch failed: {e}", expect=lifecycle.IN_PROGRESS)
             self.store.append("dispatch.launch_failed", t.id, {"error": str(e), "argv": list(argv)})
@@ -510,6 +518,26 @@ class Dispatcher:
                                        "worktree": str(wt), "proposal": launch.proposal_id})
         self.store.set_setting(keys.DISPATCH_LAST_LAUNCH, now)
         return True
+
+    def _stale_index_lock(self, tid: str, wt: Path) -> None:
+        """An agent killed mid-commit leaves the worktree's index.lock behind, and every later run on the
+        ticket would fail on it. Nobody else can hold it (no live agent on the ticket, nothing working in
+        the worktree): it is renamed aside in git's own folder (kept, restorable), never deleted."""
+        try:
+            lock = Path(git.run(wt, "rev-parse", "--git-path", "index.lock").stdout)
+        except git.GitError:
+            return
+        lock = lock if lock.is_absolute() else wt / lock
+        if not lock.exists():
+            return
+        from healer import procs
+
+        if procs.busy_pids(wt):
+            return
+        aside = lock.with_name(f"index.lock.stale-{int(self.real.now())}")
+        lock.rename(aside)
+        self.store.append("dispatch.stale_lock_moved", tid, {"path": str(lock), "to": str(aside),
+                                                             "why": "left by an agent killed mid-commit"})
 
     def _failed_launch(self, t: Ticket, launch: core.Launch, run_id: str, why: str) -> None:
         att = self.store.add_attempt(t.id, launch.kind, run_id=run_id)
@@ -694,6 +722,17 @@ class Dispatcher:
                 continue
             if done:
                 self._reaped.set()
+
+
+def host_trouble(e: BaseException) -> bool:
+    """A failure of the host (a full disk, a quota, a read-only file system), not of the ticket's work."""
+    import errno
+
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+        return True
+    text = str(e)
+    return any(s in text for s in ("No space left on device", "Disk quota exceeded", "Read-only file system",
+                                   "database or disk is full"))
 
 
 def report_failed_pass(store, who: str, e: BaseException) -> None:

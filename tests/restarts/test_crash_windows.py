@@ -1,0 +1,55 @@
+"""Crash windows of the dispatcher that a restart storm hits: nothing started twice, nothing left stuck."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from healer import git, lifecycle, procs
+from tests.fleet.conftest import AGENT, scripted_policy
+
+
+def test_an_agent_started_but_not_registered_is_adopted_not_started_twice(fleet_factory):
+    f = fleet_factory(scripted_policy())
+    f.add("T-1", "success")
+    # the dispatcher died between spawning the agent and registering it
+    f.store.move_ticket("T-1", lifecycle.IN_PROGRESS, actor="dispatch", reason="launch")
+    att = f.store.add_attempt("T-1", "launch", run_id="T-1-01")
+    wt = f.root / ".healer" / "worktrees" / "T-1"
+    git.add_worktree(f.root, wt, "healer/T-1", "main")
+    task = f.root / "task.md"
+    task.write_text("behaviour: success\n")
+    env = {**os.environ, "HEALER_AGENT_ID": f"agent-T-1-{att.id}", "HEALER_ROOT": str(f.root), "HEALER_RUN_ID": "T-1-01",
+           "HEALER_TICKET": "T-1", "HEALER_FLEET_DELAY": "1.5"}
+    proc, _ = procs.spawn([sys.executable, str(AGENT), "--task", str(task), "--workdir", str(wt), "--run-id", "T-1-01"],
+                          cwd=wt, env=env)
+    try:
+        f.d.tick()
+        assert f.events("dispatch.adopted") and not f.events("dispatch.launched")
+        assert [a.pid for a in f.running("T-1")] == [proc.pid]
+        proc.wait(timeout=60)
+        f.d.tick()
+        assert f.state("T-1") == lifecycle.DONE
+        assert len(f.store.attempts("T-1")) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_a_stale_index_lock_from_an_agent_killed_mid_commit_is_quarantined(fleet_factory):
+    f = fleet_factory(scripted_policy(backoff=["1s"]))
+    f.add("T-1", "fail,success")
+    f.d.tick()
+    f.settle()
+    f.d.tick()
+    assert f.state("T-1") == lifecycle.QUEUED
+    wt = f.root / ".healer" / "worktrees" / "T-1"
+    lock = wt / git.run(wt, "rev-parse", "--git-path", "index.lock").stdout
+    lock.write_text("")  # what `git commit` leaves when SIGKILLed
+    f.clock.advance(2)
+    f.d.tick()
+    assert f.events("dispatch.stale_lock_moved") and not lock.exists()
+    assert list(lock.parent.glob("index.lock.stale-*"))  # kept aside, not deleted
+    f.settle()
+    f.d.tick()
+    assert f.state("T-1") == lifecycle.DONE
