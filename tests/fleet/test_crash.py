@@ -83,9 +83,8 @@ def test_in_progress_without_agent_after_a_crash_mid_launch_is_requeued(fleet_fa
     f.add("T-3", "success")
     f.store.move_ticket("T-3", "in_progress", actor="human", reason="working on it")
     rep = f.d.tick()
-    assert rep.launched == [("T-1", "launch")]  # no attempt had started: a plain launch
-    assert f.store.attempts("T-2")[0].failure_signature.startswith("lost")
-    assert f.state("T-2") == "queued"  # the lost attempt counts: resumed after the backoff
-    f.clock.advance(300)
-    assert f.d.tick().launched == [("T-2", "resume")]
+    # T-1: no attempt had started, a plain launch; T-2: its run never started because its dispatcher died
+    # (interrupted, issue 13): resumed at once, no backoff, no budget spent
+    assert rep.launched == [("T-1", "launch"), ("T-2", "resume")]
+    assert f.store.attempts("T-2")[0].failure_signature.startswith("interrupted")
     assert f.state("T-3") == "in_progress" and not f.running("T-3")  # not ours to judge
