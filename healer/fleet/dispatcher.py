@@ -715,10 +715,8 @@ class Dispatcher:
             try:
                 with self._reap_lock:
                     done = self.reap(orphans=False, workers=4)
-            except Exception:  # noqa: BLE001 - the next tick reaps what this pass could not
-                from loguru import logger
-
-                logger.exception("reaper pass failed")
+            except Exception as e:  # noqa: BLE001 - the next tick reaps what this pass could not
+                report_failed_pass(self.store, "reaper", e)
                 continue
             if done:
                 self._reaped.set()
