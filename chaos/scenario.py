@@ -193,7 +193,10 @@ INVARIANT_NAMES = ("one_live_agent_per_ticket", "no_user_file_deleted", "intents
 InvariantName = Literal[INVARIANT_NAMES]  # type: ignore[valid-type]
 # what `state:` can look at (the engines' observations of the final world)
 STATE_KEYS = ("dispatch_paused", "ticks", "failpoints_left", "failpoints_missed", "failpoints_fired", "outside_unchanged",
-              "unregistered_worktrees", "git_worktrees", "main")
+              "unregistered_worktrees", "git_worktrees", "main",
+              # the restart storm's facts (chaos/storm.py)
+              "merged_twice", "never_merged", "unmerged_done", "off_board_merges", "escalations", "left", "integrity",
+              "tracebacks")
 
 
 class Events(Strict):

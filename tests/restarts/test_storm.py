@@ -21,6 +21,12 @@ def test_the_schedule_is_a_function_of_the_seed():
     assert all(k.runners for k in schedule(3, 20, 1.0))
 
 
+def test_the_campaign_scenarios_load():
+    for name in ("restart-storm", "restart-storm-host-crash"):
+        sc = load(discover([name])[0])
+        assert sc.storm is not None and sc.storm.tickets == 30 and sc.storm.kills == 20
+
+
 def test_a_short_storm_loses_nothing(tmp_path):
     run = StormRun(StormConfig(seed=5, tickets=5, kills=3, with_runners=0.67, pool_size=3, agent_delay=0.5,
                                uptime=(0.5, 2.0), finish_timeout=240), tmp_path)
