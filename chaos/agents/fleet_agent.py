@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--behaviour")
     ap.add_argument("--commit", action="store_true")
     ap.add_argument("--hang-max", type=float, default=120.0)
+    ap.add_argument("--think", type=float, default=0.0, help="seconds to 'think' before acting (a run that lasts)")
     args = ap.parse_args(argv)
 
     workdir = Path(args.workdir)
@@ -91,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     what = what.split("+")[0]
     (run_dir / "started").write_text(f"{os.getpid()} {what}\n")
     print(f"fleet_agent: run {args.run_id} (#{n + 1}) behaviour={what} resume={args.resume}", flush=True)
+    threading.Event().wait(args.think)
 
     def result(code: int, reason: str, signature: str | None = None, gate_log: list[str] | None = None) -> int:
         head = git(workdir, "rev-parse", "HEAD")

@@ -37,6 +37,7 @@ from healer import failpoints, git, lifecycle
 from healer.clock import Clock, SystemClock, iso, system
 from healer.core import dispatch as core
 from healer.core import fleet as rules
+from healer.fleet import shared
 from healer.fleet.gates import PASS, run_gates
 from healer.fleet.proposals import DEFERRED, MERGED, WITHHELD, gate_proposal, sweep_scratch
 from healer.fleet.results import read_result as _read_result
@@ -160,6 +161,9 @@ class Dispatcher:
         if git.rev(self.root, f"refs/heads/{policy.fleet.main_branch}") is None:
             raise UsageError(f"{self.root}: no branch {policy.fleet.main_branch!r} with a commit (fleet.main_branch); "
                              "commit something on it or set fleet.main_branch")
+        self.shared = policy.fleet.shared_remote  # several hosts: merge by pushing to one shared repository
+        if self.shared and (why := shared.check_remote(self.root, self.shared)):
+            raise UsageError(why)
 
     # -- one pass -------------------------------------------------------------------
     def tick(self) -> TickReport:
@@ -342,6 +346,8 @@ class Dispatcher:
             return  # someone else (a human, the supervisor) took the ticket elsewhere; respect it
         move = rules.exit_move(a.id, code, head, sig)
         if self._move(t.id, move.to, move.reason, expect=lifecycle.IN_PROGRESS) and move.propose:
+            if self.shared and head and not shared.publish(a.worktree, branch_for(t.id), head, self.shared):
+                self.store.append("dispatch.publish_failed", t.id, {"remote": self.shared, "commit": head})
             self.store.add_proposal(t.id, branch_for(t.id), head)
 
     # -- heartbeats -----------------------------------------------------------------
@@ -361,7 +367,7 @@ class Dispatcher:
     def check_main(self) -> str:
         fleet = self.policy.fleet
         prev = self.store.get_setting(keys.MAIN_STATUS, "unknown")
-        head = git.rev(self.root, f"refs/heads/{fleet.main_branch}")
+        head = git.rev(self.root, self._main_ref())
         if not fleet.main_gates:
             verdict, log = PASS, ""
         elif head == self.store.get_setting(keys.MAIN_CHECKED) and prev == "green":
@@ -399,6 +405,17 @@ class Dispatcher:
 
                 notify(self.store, self.policy, e.key, e.value, severity=e.severity, evidence=e.payload)
 
+    def _main_ref(self) -> str:
+        """Where main is: the local branch, or (shared repository) the shared main, fetched now."""
+        main = self.policy.fleet.main_branch
+        if not self.shared:
+            return main
+        try:
+            shared.fetch(self.root, main, self.shared)
+        except git.GitError as e:  # the shared repository is unreachable: work from what was fetched last
+            self.store.append("dispatch.fetch_failed", "", {"remote": self.shared, "error": str(e)[-300:]})
+        return shared.main_ref(main, self.shared)
+
     # -- proposals ------------------------------------------------------------------
     def review(self, rep: TickReport | None = None) -> None:
         for t in self.store.tickets(states=[lifecycle.REVIEW]):
@@ -415,7 +432,9 @@ class Dispatcher:
                 continue
             if last.state != "open":
                 continue
-            v = gate_proposal(self.root, self.policy, last, self.real, still_wanted=lambda t=t, p=last: self._unwanted(t, p))
+            wanted = lambda t=t, p=last: self._unwanted(t, p)  # noqa: E731
+            v = (shared.gate_shared(self.root, self.policy, last, self.real, self.shared, still_wanted=wanted) if self.shared
+                 else gate_proposal(self.root, self.policy, last, self.real, still_wanted=wanted))
             if v.outcome == WITHHELD:
                 self.store.decide_proposal(last.id, "rejected", v.log)
                 self.store.append("proposal.withheld", t.id, {"proposal": last.id, "why": v.log.splitlines()[-1:]})
@@ -464,7 +483,6 @@ class Dispatcher:
 
     # -- launches -------------------------------------------------------------------
     def _launch(self, launch: core.Launch) -> bool:
-        fleet = self.policy.fleet
         t = self.store.ticket(launch.ticket_id)
         if t.state not in (lifecycle.QUEUED, lifecycle.REVIEW):
             return False
@@ -474,7 +492,7 @@ class Dispatcher:
         run_id = launch.run_id if launch.kind == core.RESUME else f"{t.id}-{len(self.store.attempts(t.id)) + 1:02d}"
         try:
             git.ensure_excluded(self.root)
-            created = git.add_worktree(self.root, wt, branch, fleet.main_branch)
+            created = git.add_worktree(self.root, wt, branch, self._main_ref())
         except git.GitError as e:
             if host_trouble(e):
                 raise  # a full disk is the host's failure, not the ticket's: the pass fails, the next one retries

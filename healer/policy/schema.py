@@ -265,6 +265,9 @@ class Rule(Strict):
 class Fleet(Strict):
     pool_size: PosInt = Field(4, description="live agents at most")
     main_branch: str = "main"
+    shared_remote: str | None = Field(
+        None, description="several hosts: the git remote (of the fleet root) of the shared bare repository; worktrees "
+                          "start from its main and proposals are pushed to it with a compare-and-swap (docs/scale.md)")
     main_gates: list[Gate] = Field(default_factory=list, description="run on main; failing = red, pauses dispatch")
     merge_gates: list[Gate] = Field(default_factory=list, description="run on the merge result of a proposal")
     dispatch_tick: Duration = "30s"
