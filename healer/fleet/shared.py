@@ -99,6 +99,8 @@ def gate_shared(root: Path, policy, p, clock, remote: str, tries: int = 10, stil
             git.run(root, "fetch", "-q", remote, f"+refs/heads/{p.branch}:refs/remotes/{remote}/{p.branch}", check=False)
         if git.rev(root, p.commit) is None:
             return pr.Verdict(pr.REJECTED, f"commit {p.commit} is neither in {root} nor on {remote}/{p.branch}", old)
+        if git.is_ancestor(root, p.commit, old):
+            return pr.Verdict(pr.MERGED, f"{p.commit[:12]} is already on {remote}/{main}", old, old)
         scratch = pr.scratch_dir(root, f"{p.ticket_id}-p{p.id}")
         git.remove_worktree(scratch, root, check=False)
         scratch.parent.mkdir(parents=True, exist_ok=True)
