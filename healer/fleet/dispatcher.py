@@ -418,7 +418,10 @@ class Dispatcher:
 
     # -- proposals ------------------------------------------------------------------
     def review(self, rep: TickReport | None = None) -> None:
-        for t in self.store.tickets(states=[lifecycle.REVIEW]):
+        reviewing = self.store.tickets(states=[lifecycle.REVIEW])
+        if reviewing:
+            self._stale_main_locks()
+        for t in reviewing:
             props = self.store.proposals(t.id)
             last = props[-1] if props else None
             if last is None:
@@ -556,6 +559,27 @@ class Dispatcher:
         lock.rename(aside)
         self.store.append("dispatch.stale_lock_moved", tid, {"path": str(lock), "to": str(aside),
                                                              "why": "left by an agent killed mid-commit"})
+
+    def _stale_main_locks(self) -> None:
+        """A dispatcher killed mid-merge (a fast-forward of the checked-out main, a ref update) leaves git's lock
+        files in the fleet root, and every later merge would be deferred on them for good. A lock no process
+        has open is stale: renamed aside (kept, restorable), never deleted. A git command that runs holds its
+        lock file open, so a human's git at work is never touched."""
+        from healer import procs
+
+        try:
+            paths = git.run(self.root, "rev-parse", "--git-path", "index.lock", "--git-path",
+                            f"refs/heads/{self.policy.fleet.main_branch}.lock").stdout.splitlines()
+        except git.GitError:
+            return
+        for raw in paths:
+            lock = Path(raw) if Path(raw).is_absolute() else self.root / raw
+            if not lock.exists() or procs.busy_pids(lock):
+                continue
+            aside = lock.with_name(f"{lock.name}.stale-{int(self.real.now())}")
+            lock.rename(aside)
+            self.store.append("dispatch.stale_lock_moved", "main", {"path": str(lock), "to": str(aside),
+                                                                    "why": "left by a dispatcher killed mid-merge"})
 
     def _failed_launch(self, t: Ticket, launch: core.Launch, run_id: str, why: str) -> None:
         att = self.store.add_attempt(t.id, launch.kind, run_id=run_id)

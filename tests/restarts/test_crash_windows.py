@@ -53,3 +53,18 @@ def test_a_stale_index_lock_from_an_agent_killed_mid_commit_is_quarantined(fleet
     f.settle()
     f.d.tick()
     assert f.state("T-1") == lifecycle.DONE
+
+
+def test_git_locks_left_in_the_fleet_root_by_a_dispatcher_killed_mid_merge_are_moved_aside(fleet_factory):
+    f = fleet_factory(scripted_policy())
+    f.add("T-1", "success")
+    f.d.tick()
+    f.settle()
+    locks = [f.root / ".git" / "index.lock", f.root / ".git" / "refs" / "heads" / "main.lock"]
+    for lock in locks:  # what a SIGKILL during `git merge --ff-only` / `git update-ref` leaves
+        lock.write_text("")
+    f.d.tick()
+    assert f.state("T-1") == lifecycle.DONE
+    assert not any(lock.exists() for lock in locks)
+    assert len(f.events("dispatch.stale_lock_moved")) == 2
+    assert list((f.root / ".git").glob("index.lock.stale-*"))  # kept aside, not deleted
