@@ -30,6 +30,7 @@ from healer import failpoints, procs
 from healer.clock import Clock, stamp, system
 from healer.core.model import Decision, Memory, Snapshot
 from healer.fleet import snapshot as snapmod
+from healer.fleet.ports import REAL as REAL_PORTS
 from healer.remedy import actions as remedy
 from healer.remedy import limits
 from healer.store import keys
@@ -146,7 +147,9 @@ def with_external_attempts(memory: Memory, store, policy, now: float, actor: str
 
 class Supervisor:
     def __init__(self, root: str | Path, policy, store, clock: Clock | None = None, runtime=None, *,
-                 dry_run: bool = False, holder: str | None = None, metrics=None, repair_async: bool = False) -> None:
+                 dry_run: bool = False, holder: str | None = None, metrics=None, repair_async: bool = False,
+                 ports=None, host: str | None = None, pid: int | None = None) -> None:
+        self.ports = ports or REAL_PORTS
         self.root = Path(root).resolve()
         self.policy = policy
         self.store = store
@@ -160,8 +163,8 @@ class Supervisor:
                 logger.warning("no agent runtime ({}); judging liveness by pid", e)
         self.runtime = runtime
         self.dry_run = dry_run
-        self.host = snapmod.HOST
-        self.pid = os.getpid()
+        self.host = host or snapmod.HOST
+        self.pid = pid or os.getpid()
         self.holder = holder or f"supervisor@{self.host}:{self.pid}:{uuid.uuid4().hex[:6]}"
         self.metrics = metrics
         self.repair_async = repair_async
@@ -171,14 +174,15 @@ class Supervisor:
         self.gatherer = snapmod.Gatherer()  # incremental between ticks; a full read first and every FULL_EVERY
 
     def context(self, batch: str | None = None) -> remedy.Context:
-        return remedy.Context(self.root, self.store, self.policy, self.clock, self.runtime, ACTOR, batch=batch, host=self.host)
+        return remedy.Context(self.root, self.store, self.policy, self.clock, self.runtime, ACTOR, batch=batch, host=self.host,
+                              processes=self.ports.processes if self.ports is not REAL_PORTS else None)
 
     # -- one tick ---------------------------------------------------------------------
     def plan(self) -> TickReport:
         """Snapshot and decide; write nothing (healer plan, --dry-run)."""
         rep = TickReport(at=self.clock.now(), dry_run=True)
         t0 = self.clock.monotonic()
-        rep.snapshot = snapmod.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host)
+        rep.snapshot = snapmod.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host, ports=self.ports)
         memory = with_external_attempts(load_memory(self.store), self.store, self.policy, rep.snapshot.now)
         rep.decision = decide(rep.snapshot, self.policy, memory)
         rep.duration = self.clock.monotonic() - t0
@@ -213,7 +217,7 @@ class Supervisor:
             self.store.append("supervisor.recovered", LEASE, {"holder": self.holder, "intents": [o.intent_id for o in rep.recovered],
                                                                "outcomes": by})
 
-        snap = self.gatherer.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host)
+        snap = self.gatherer.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host, ports=self.ports)
         # this tick is a supervisor tick: the downtime before it (a restart) is no silence to page about
         rep.snapshot = snap = replace(snap, last_supervisor_tick=now)
         memory = with_external_attempts(load_memory(self.store), self.store, self.policy, snap.now)
@@ -252,7 +256,7 @@ class Supervisor:
         """
         if not d.repair:
             return None
-        from healer.repair import launcher
+        launcher = self.ports.launcher
         if self._repair_thread is not None and self._repair_thread.is_alive():
             return "repair agent already running"
         reason = getattr(d, "repair_reason", "") or "blockage persisted past every ceiling"

@@ -28,26 +28,26 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from chaos.agents.behaviours import Behaviour, Run, make
 from chaos.checkers import STANDARD, History
 from chaos.engine import Activity, Result, finish
 from chaos.scenario import Fault, Scenario, deep_merge, match
+from healer import conventions as cv
 from healer import lifecycle
 from healer.clock import Clock, VirtualClock, system
-from healer.core.model import AgentView, Memory, Snapshot, WorktreeView
+from healer.fleet.gates import FAIL, PASS, GateResult
+from healer.fleet.proposals import MERGED, REJECTED, Verdict
 from healer.fleet.snapshot import HOST
 from healer.records import Agent, Worktree
-from healer.store import open_store
 
 START = 1_700_000_000.0  # a fixed epoch start: a run is reproducible to the second
-PAUSED_KEY = "dispatch.paused"  # the settings healer/fleet/dispatcher.py and the executor use
-PAUSED_BY_KEY = "dispatch.paused_by"
-PAUSED_REASON = "dispatch.paused_reason"
-MAIN_STATUS = "main.status"
+PAUSED_KEY = cv.DISPATCH_PAUSED
+MAIN_STATUS = cv.MAIN_STATUS
 PID_BASE = 50_000_000  # virtual pids: above any Linux pid_max, so never a real process
-VIEW_PARTS = {"tickets": ("tickets", "labels"), "running": ("agents",), "worktrees": ("worktrees",),
-              "attempts": ("attempts",), "proposals": ("proposals",), "settings": ("settings",)}  # what view() reads
-VIEW_TABLES = tuple(t for ts in VIEW_PARTS.values() for t in ts)
+SIM_HOST = "simulated-supervisor-host"  # the supervisor's lease host: its holder pids are virtual too
+ITERATION = 300.0  # a virtual governed loop heart-beats once per iteration (5 min)
 SIM_NOTIFIERS = {"notify": {"notifiers": [{"kind": "jsonl", "path": ".healer/notifications.jsonl"}]}}
 
 
@@ -63,6 +63,8 @@ class Proc:
     gen: int = 0
     pid: int = 0
     exit_code: int | None = None
+    worktree: str | None = None
+    run_id: str | None = None
 
 
 class SimEngine:
@@ -81,8 +83,12 @@ class SimEngine:
         if self.root.exists():
             shutil.rmtree(self.root)
         (self.root / ".healer").mkdir(parents=True)
-        self.store = open_store(self.root, self.clock)
-        self._watch_changes()
+        from chaos.engine.simstore import CachedStore
+        from healer.store import db_path
+
+        self.store = CachedStore(db_path(self.root), self.clock, root=self.root.resolve())
+        self.store.no_fsync()
+        self.pid_n = 0
         self.heap: list[tuple[float, int, str, tuple]] = []
         self.seq = itertools.count()
         self.procs: dict[str, Proc] = {}
@@ -101,7 +107,6 @@ class SimEngine:
         self.behaviours: dict[str, Behaviour] = {}
         self.runs: dict[str, int] = {}
         self.heads: dict[str, str] = {}
-        self.merged: set[str] = set()
         self.broken: set[str] = set()
         self.broken_since: dict[str, float] = {}  # a merge before the fault was of good work
         self.main = scenario.fleet.main
@@ -111,13 +116,9 @@ class SimEngine:
         self.supervisor_paused = False
         self.dispatcher_up = True
         self.dispatcher_paused = False
-        self.memory = Memory()
         self.holder_n = 1
+        self.repair_n = 0
         self.files: dict[str, set[str]] = {}  # worktree path -> unknown files in it (relative)
-        self.last_tick: float | None = None
-        self.last_launch: float | None = None
-        self.last_open: float | None = None
-        self.last_close: float | None = None
         self.activities: list[Activity] = []
         self.rollbacks: list[Activity] = []
         self.ticks = 0
@@ -136,16 +137,12 @@ class SimEngine:
                         self.fp_queue.append((d.name, "raise", f.hit))
         self.fired: set[int] = set()
         self.tick = scenario.tick or self.policy.supervisor.tick
-        self.reap_gone = True
         self.dispatch_tick = self.policy.fleet.dispatch_tick
         self.pool = scenario.fleet.pool_size or self.policy.fleet.pool_size
-        from healer.core import decide  # the real core; the engine fails loudly if it is missing
+        from healer.fleet.ports import Ports
 
-        self.decide = decide
-        from healer.core import dispatch
-
-        self.dispatch = dispatch
-        self.rules = dispatch.RetryRules.of(self.policy)
+        self.ports = Ports(SimGit(self), SimGates(self), SimProcesses(self), SimLauncher(self))
+        self.main_commit = self._main_commit()
 
     # -- time -------------------------------------------------------------------
     @property
@@ -154,6 +151,10 @@ class SimEngine:
 
     def at(self, t: float, what: str, *args: Any) -> None:
         heapq.heappush(self.heap, (t, next(self.seq), what, args))
+
+    def _main_commit(self) -> str:
+        self.main_n = getattr(self, "main_n", 0) + 1
+        return hashlib.sha1(f"main:{self.main_n}:{self.seed}".encode()).hexdigest()
 
     def sim_now(self) -> float:
         return self.clock.now() - self.offset - START
@@ -183,27 +184,35 @@ class SimEngine:
                 self.runs[tid] = 0
                 self._backdate(tid, created, spec.labels)
                 if spec.merged:
-                    self.merged.add(tid)
+                    self.store.set_ticket_data(tid, merged_commit=self.main_commit)
                 if spec.state == lifecycle.IN_PROGRESS:
                     wt = None
                     if spec.worktree:
                         wt = self._worktree(tid, created)
                     elif spec.agent != "none":  # its agent worked in a worktree that is no longer on disk
-                        wt = str(self.root / "worktrees" / tid)
+                        wt = str(cv.worktree_for(self.root, tid))
                     if spec.agent != "none":
                         self.n_agents += 1
                         aid = f"a-{self.n_agents}"
                         # started before this dispatcher (another shell, a crashed host): not ours to reap
-                        self.store.upsert_agent(Agent(aid, tid, "running", pid=PID_BASE + self.n_agents, host=HOST,
+                        self.pid_n += 1
+                        self.store.upsert_agent(Agent(aid, tid, "running", pid=PID_BASE + self.pid_n, host=HOST,
                                                       run_id=f"run-{tid}-0", worktree=wt, started_at=created,
                                                       heartbeat_at=created, progress_at=created,
                                                       data={"launched_by": "legacy"}))
                         if spec.agent == "live":
-                            self._spawn(aid, tid)
+                            self._spawn(aid, tid, PID_BASE + self.pid_n)
                     self.runs[tid] = 1
                 if spec.state == lifecycle.REVIEW:
                     self._worktree(tid, created)
         self.store.set_setting(MAIN_STATUS, "unknown")
+        from healer.fleet.dispatcher import Dispatcher
+
+        policy_file = self.root / ".healer" / "policy.gameday.yaml"
+        policy_file.write_text(yaml.safe_dump(self.policy.model_dump(mode="json", by_alias=True), sort_keys=False))
+        self.dispatcher = Dispatcher(self.root, self.policy, self.store, self.clock, self.runtime, policy_path=policy_file,
+                                     ports=self.ports, host=HOST)
+        self.supervisor = self._new_supervisor()
 
     def add_ticket(self, tid: str, behaviour: str = "succeeds", params: dict | None = None, priority: int = 2) -> None:
         """A ticket filed mid-run (a human, or a stateful test): queued now, seen by the next dispatch."""
@@ -214,31 +223,45 @@ class SimEngine:
 
     def _backdate(self, tid: str, created: float, labels: dict[str, float]) -> None:
         # scenarios start mid-story: tickets created (and labels added) in the past
-        with self.store.tx() as db:
-            db.execute("UPDATE tickets SET created_at=?, updated_at=? WHERE id=?", (created, created, tid))
-            for label, age in labels.items():
-                db.execute("INSERT OR REPLACE INTO labels VALUES (?,?,?)", (tid, label, START - age))
+        self.store.backdate_ticket(tid, created, actor="gameday")
+        for label, age in labels.items():
+            self.store.label(tid, label, actor="gameday", at=START - age)
 
     def _worktree(self, tid: str, created: float | None = None) -> str:
-        path = str(self.root / "worktrees" / tid)
+        path = str(cv.worktree_for(self.root, tid))
         existing = [w for w in self.store.worktrees() if w.path == path]
         if not existing:
             Path(path).mkdir(parents=True, exist_ok=True)
-            self.store.add_worktree(Worktree(path, tid, f"healer/{tid}", created if created is not None else self.now))
+            self.store.add_worktree(Worktree(path, tid, cv.branch_for(tid), created if created is not None else self.now))
             self.files.setdefault(path, set())
         return path
 
     # -- processes ----------------------------------------------------------------
-    def _spawn(self, aid: str, tid: str) -> Proc:
+    def _spawn(self, aid: str, tid: str, pid: int) -> Proc:
         n = self.runs.get(tid, 0)
         run = self.behaviours[tid].plan(n, self.rng)
-        p = Proc(aid, tid, run, self.now, pid=PID_BASE + int(aid.split("-")[-1]))
+        p = Proc(aid, tid, run, self.now, pid=pid)
         self.procs[aid] = p
         self.by_pid[p.pid] = p
         self.store.append("chaos.proc.started", aid, {"ticket": tid, "outcome": run.outcome})
         if run.outcome != "hang":
             self.at(self.sim_now() + run.duration, "proc_end", aid, p.gen)
+        self.at(self.sim_now() + ITERATION, "beat", aid, p.gen)
         return p
+
+    def launch(self, spec) -> int:
+        """A process the dispatcher started (SimRuntime.launch): the ticket's behaviour decides its run."""
+        from healer.errors import HealerError
+
+        tid, aid = spec.labels.get("healer.ticket"), spec.env.get("HEALER_AGENT_ID")
+        if tid not in self.behaviours:
+            raise HealerError(f"no behaviour for ticket {tid!r}")
+        self.pid_n += 1
+        self.n_agents += 1
+        p = self._spawn(aid, tid, PID_BASE + self.pid_n)
+        p.worktree, p.run_id = spec.cwd, spec.labels.get("healer.run")
+        self.runs[tid] = self.runs.get(tid, 0) + 1
+        return p.pid
 
     def _proc_end(self, aid: str, gen: int) -> None:
         p = self.procs.get(aid)
@@ -254,6 +277,12 @@ class SimEngine:
             self.heads[tid] = hashlib.sha1(f"{tid}:{self.runs.get(tid, 0)}:{self.seed}".encode()).hexdigest()[:12]
         if p.run.outcome != "die":
             p.exit_code = 0 if p.run.outcome in ("success", "broken", "noop") else 1
+            if p.exit_code and p.run.signature and p.worktree and p.run_id and Path(p.worktree).is_dir():
+                # what the governed loop leaves for the dispatcher: its own failure signature
+                res = cv.result_path(p.worktree, p.run_id)
+                res.parent.mkdir(parents=True, exist_ok=True)
+                res.write_text(json.dumps({"run_id": p.run_id, "exit_code": p.exit_code,
+                                           "failure_signature": p.run.signature}))
         self.store.append("chaos.proc.ended", aid, {"ticket": tid, "outcome": p.run.outcome})
         self.at(self.sim_now(), "dispatch")
 
@@ -274,303 +303,39 @@ class SimEngine:
         except Exception:  # noqa: BLE001 - a missing ticket is simply not there
             return None
 
-    # -- the dispatcher: healer/fleet/dispatcher.py's shell without git, around the real plan()
+    # -- the product: the real Dispatcher and Supervisor over this world's ports -----------
     def _dispatch(self) -> None:
         if not self.dispatcher_up or self.dispatcher_paused or self.frozen:
             return
-        d = self.dispatch
-        self._reap()
-        main = self._check_main()
-        if main != "red":
-            self._review()
-        v = self.view()
-        tickets = v["tickets"]
-        if not any(t.state in (lifecycle.QUEUED, lifecycle.REVIEW) for t in tickets):
-            self._own_event("dispatch.tick", "", {"launched": 0, "main": main, "live": len(v["running"])})
+        self.dispatcher.tick()
+
+    def _beat(self, aid: str, gen: int) -> None:
+        """The governed loop inside a virtual process: one iteration, one heartbeat (progress unless it hangs)."""
+        p = self.procs.get(aid)
+        if p is None or not p.alive or p.gen != gen:
             return
-        attempts = dict(v["attempts"])
-        proposals = dict(v["proposals"])
-        for tid, c in v["cuts"].items():
-            attempts[tid] = [a for a in attempts.get(tid, []) if a.at > c]
-            proposals[tid] = [p for p in proposals.get(tid, []) if p.created_at > c]
-        live: dict[str, int] = {}
-        for a in v["running"]:
-            if a.ticket_id:
-                live[a.ticket_id] = live.get(a.ticket_id, 0) + 1
-        paused = v["paused"]
-        inp = d.DispatchInput(self.now, tickets, attempts, proposals, live, self.pool, main, paused)
-        plan = d.plan(inp, self.rules)
-        for s in plan.stops:
-            self._stop(s, attempts.get(s.ticket_id, []))
-        for launch in plan.launches:
-            self._launch(launch.ticket_id, launch.kind)
-        self._own_event("dispatch.tick", "", {"launched": len(plan.launches), "main": main, "live": plan.live_total})
-
-    def _budget_cuts(self) -> dict[str, float]:
-        # a human handing a ticket back to the queue gives it a fresh budget (as budget_window does)
-        # incremental: the log is append-only, so only the moves since the last read are new
-        evs = self.store.events(after=self._cuts_seen, kinds=["ticket.moved"])
-        for e in evs:
-            if e.payload.get("to") == lifecycle.QUEUED and e.payload.get("from") in (lifecycle.NEEDS_HUMAN, lifecycle.BLOCKED,
-                                                                                     lifecycle.DONE, lifecycle.CLOSED):
-                self._cuts[e.subject] = e.at
-        if evs:
-            self._cuts_seen = evs[-1].id
-        return dict(self._cuts)
-
-    def _reap(self) -> None:
-        from healer.fleet.runtime import EXITED, GONE, Handle
-
-        for a in self.view()["running"]:
-            if (a.data or {}).get("launched_by") != "dispatch":
-                continue
-            st = self.runtime.status(Handle("process", pid=a.pid))
-            if st.state not in (EXITED, GONE):
-                continue
-            if st.state == GONE and a.id in self.procs and not self.reap_gone:
-                continue  # a vanished process: the real dispatcher only notices after its own poll; the supervisor may first
-            code = st.exit_code if st.state == EXITED else None
-            self._ended(a, code)
-
-    def _ended(self, a: Agent, code: int | None) -> None:
-        p = self.procs.get(a.id)
-        tid = a.ticket_id
-        head = self.heads.get(tid or "")
-        sig = None if code == 0 else (p.run.signature if (p and p.run.signature) else ("died" if code is None else f"exit {code}"))
-        att_id = (a.data or {}).get("attempt")
-        if att_id is not None:
-            self.store.finish_attempt(att_id, exit_code=code, failure_signature=sig, head=head,
-                                      state_hash=hashlib.sha1(f"{head}".encode()).hexdigest()[:12])
-        self.store.update_agent(a.id, state="exited" if code is not None else "lost", ended_at=self.now, exit_code=code)
-        t = self._ticket(tid) if tid else None
-        if t is None or t.state != lifecycle.IN_PROGRESS:
+        self.at(self.sim_now() + ITERATION, "beat", aid, gen)
+        if p.paused:
             return
-        if code == 0 and p is not None and p.run.outcome in ("success", "broken") and head:
-            self.store.move_ticket(tid, lifecycle.REVIEW, actor="dispatch", reason=f"agent {a.id} exited 0", expect=lifecycle.IN_PROGRESS)
-            self.store.add_proposal(tid, f"healer/{tid}", head)
-            self.last_open = self.now
-        else:
-            why = "agent died" if code is None else f"agent exited {code}"
-            self.store.move_ticket(tid, lifecycle.QUEUED, actor="dispatch", reason=f"{why} ({sig})", expect=lifecycle.IN_PROGRESS)
-
-    def _check_main(self) -> str:
-        prev = self.store.get_setting(MAIN_STATUS, "unknown")
-        status = self.main if self.policy.fleet.main_gates else "green"  # no main gates: nothing can see red
-        if status == prev:
-            return status
-        self.world_v += 1
-        self.store.set_setting(MAIN_STATUS, status)
-        if status == "red":
-            self.store.set_setting("main.red_since", self.now)
-            self.store.append("main.red", "main", {})
-            paused = self.policy.fleet.pause_on_red_main
-            if paused and not self.store.get_setting(PAUSED_KEY, False):
-                self.store.set_setting(PAUSED_REASON, "main_red")
-                self.store.set_setting(PAUSED_KEY, True, event="dispatch.paused")
-            from healer.core.sentinels import key as sentinel_key
-            from healer.notify import notify
-
-            notify(self.store, self.policy, sentinel_key("main_red"),
-                   "main branch main is red" + (": dispatch paused" if paused else ""), severity="critical")
-        elif prev == "red":
-            self.store.set_setting("main.red_since", None)
-            self.store.append("main.green", "main", {})
-            if self.store.get_setting(PAUSED_REASON) == "main_red":
-                self.store.set_setting(PAUSED_REASON, None)
-                self.store.set_setting(PAUSED_KEY, False, event="dispatch.resumed_dispatch")
-        return status
-
-    def _review(self) -> None:
-        for t in [t for t in self.view()["tickets"] if t.state == lifecycle.REVIEW]:  # the store's order, as a query
-            props = self.store.proposals(t.id)
-            last = props[-1] if props else None
-            if last is None:
-                self.store.move_ticket(t.id, lifecycle.QUEUED, actor="dispatch", reason="in review without a proposal")
-                continue
-            if last.state != "open":
-                continue
-            if t.id in self.broken or self.behaviours[t.id].__class__.__name__ == "BrokenProposal":
-                self.store.decide_proposal(last.id, "rejected", "merge gate 'tests' failed on the merge result")
-            else:
-                self.store.decide_proposal(last.id, "merged", "merge gates passed")
-                self.store.set_ticket_data(t.id, merged_commit=last.commit, proposal=last.id)
-                self.store.move_ticket(t.id, lifecycle.DONE, actor="dispatch", reason=f"proposal {last.id} merged", expect=lifecycle.REVIEW)
-                self.merged.add(t.id)
-            self.last_close = self.now
-
-    def _stop(self, s, atts: list) -> None:
-        t = self._ticket(s.ticket_id)
-        if t is None or t.state == s.to:
-            return
-        evidence = {"reason": s.reason, "detail": s.detail, "attempts": len(atts), "exit_codes": [a.exit_code for a in atts],
-                    "failure_signatures": sorted({a.failure_signature for a in atts if a.failure_signature}),
-                    "heads": [a.head for a in atts], "state_hashes": [a.state_hash for a in atts]}
-        if s.to == lifecycle.NEEDS_HUMAN:
-            self.store.label(t.id, "needs-human", actor="dispatch")
-        self.store.comment(t.id, f"healer stopped this ticket: {s.detail}\n```json\n{json.dumps(evidence, indent=1)}\n```", author="healer")
-        self.store.move_ticket(t.id, s.to, actor="dispatch", reason=f"{s.reason}: {s.detail}", expect=t.state)
-        self.store.append("dispatch.budget_exhausted" if s.to == lifecycle.NEEDS_HUMAN else "dispatch.blocked", t.id,
-                          {"reason": s.reason, "detail": s.detail, "attempts": len(atts), "to": s.to})
-        if s.to == lifecycle.NEEDS_HUMAN:
-            from healer.notify import notify
-
-            notify(self.store, self.policy, f"needs_human:{t.id}", f"{t.id} needs a human: {s.detail}",
-                   evidence={"ticket": t.id, "reason": s.reason})
-
-    def _all_attempts(self):
-        rows = self.store._q("SELECT * FROM attempts ORDER BY id")
-        return [self.store._att(r) for r in rows]
-
-    def _launch(self, tid: str, kind: str) -> None:
-        t = self._ticket(tid)
-        if t is None or t.state not in (lifecycle.QUEUED, lifecycle.REVIEW):
-            return
-        wt = self._worktree(tid)
-        self.store.move_ticket(tid, lifecycle.IN_PROGRESS, actor="dispatch", reason=kind, expect=t.state)
-        self.n_agents += 1
-        aid = f"a-{self.n_agents}"
-        run_id = f"run-{tid}-{self.runs.get(tid, 0)}"
-        att = self.store.add_attempt(tid, kind, run_id=run_id, head=self.heads.get(tid))
-        self.store.upsert_agent(Agent(aid, tid, "running", pid=PID_BASE + self.n_agents, host=HOST, run_id=run_id, worktree=wt,
-                                      started_at=self.now, heartbeat_at=self.now, progress_at=self.now,
-                                      data={"launched_by": "dispatch", "attempt": att.id, "launch": kind}))
-        if t.data.get("resume"):
-            self.store.set_ticket_data(tid, resume=False)
-        event = {"launch": "dispatch.launched", "resume": "dispatch.resumed", "replay": "dispatch.replayed"}[kind]
-        self.store.append(event, tid, {"agent": aid, "kind": kind, "run_id": run_id, "attempt": att.id})
-        self.last_launch = self.now
-        self.store.set_setting("dispatch.last_launch_at", self.now)
-        self._spawn(aid, tid)
-        self.runs[tid] = self.runs.get(tid, 0) + 1
-
-    # -- the supervisor -------------------------------------------------------------
-    def view(self) -> dict[str, Any]:
-        """The store's state, each part re-read only when a table it shows was written since the last read
-        (`_changes`). This is what keeps 24 h of fleet in seconds."""
-        counts = self._changes()
-        if self._view is not None and counts == self._view_key:
-            return self._view
-        old = self._view_key or {}
-        v = dict(self._view or {})  # a new dict: a caller holding the last view keeps its own
-
-        def stale(part: str) -> bool:
-            return self._view is None or any(counts.get(t) != old.get(t) for t in VIEW_PARTS[part])
-
-        if stale("tickets"):
-            v["tickets"] = self.store.tickets()
-            v["cuts"] = self._budget_cuts()
-        if stale("running"):
-            v["running"] = self.store.agents(states=["running"])
-        if stale("worktrees"):
-            v["worktrees"] = self.store.worktrees()
-        if stale("attempts"):
-            attempts: dict[str, list] = {}
-            for a in self._all_attempts():
-                attempts.setdefault(a.ticket_id, []).append(a)
-            v["attempts"] = attempts
-        if stale("proposals"):
-            all_proposals = self.store.proposals()
-            proposals: dict[str, list] = {}
-            for p in all_proposals:
-                proposals.setdefault(p.ticket_id, []).append(p)
-            v["proposals"], v["all_proposals"] = proposals, all_proposals
-        if stale("settings"):
-            v["main_status"] = self.store.get_setting(MAIN_STATUS, "unknown") or "unknown"
-            v["main_red_since"] = self.store.get_setting("main.red_since", None)
-            v["paused"] = bool(self.store.get_setting(PAUSED_KEY, False))
-            v["paused_by"] = _paused_by(self.store.get_setting(PAUSED_BY_KEY, None))
-        self._view, self._view_key = v, counts
-        return v
-
-    def _watch_changes(self) -> None:
-        # Count the writes to each table the view shows, with TEMP triggers: they live on this connection only
-        # (the engine's single one; the executor and notify share it), never in the store file. Events, intents,
-        # leases and cooldowns do not count, so a tick that only logs forces no re-read; ticket moves (the budget
-        # cuts) always come with a write to tickets.
-        self.store._db.execute("PRAGMA synchronous=OFF")  # a throwaway store: no fsync at WAL checkpoints
-        with self.store.tx() as db:
-            db.execute("CREATE TEMP TABLE sim_changes(tbl TEXT PRIMARY KEY, n INTEGER NOT NULL)")
-            for table in VIEW_TABLES:
-                db.execute("INSERT INTO temp.sim_changes VALUES (?, 0)", (table,))
-                for op in ("INSERT", "UPDATE", "DELETE"):
-                    db.execute(f"CREATE TEMP TRIGGER sim_{table}_{op.lower()} AFTER {op} ON main.{table} "
-                               f"BEGIN UPDATE sim_changes SET n = n + 1 WHERE tbl = '{table}'; END")
-
-    def _changes(self) -> dict[str, int]:
-        return {r[0]: r[1] for r in self.store._q("SELECT tbl, n FROM temp.sim_changes")}
-
-    def _own_event(self, kind: str, subject: str, payload: dict) -> None:
-        self.store.append(kind, subject, payload)
-
-    def snapshot(self) -> Snapshot:
-        now = self.now
-        v = self.view()
-        views = []
-        for a in v["running"]:
-            p = self.procs.get(a.id)
-            alive = bool(p and p.alive)
-            paused = bool(p and p.paused)
-            if p and alive:
-                beating = p.run.heartbeats or now < p.started + p.run.duration
-                hb = now if (beating and not paused) else max(a.heartbeat_at, p.started + (p.run.duration if not p.run.heartbeats else 0))
-                progress = now if (p.run.outcome != "hang" and not paused) else max(a.progress_at, p.started)
-                a = replace(a, heartbeat_at=hb, progress_at=progress)
-            views.append(AgentView(a, alive, paused))
-        wts = []
-        holders: dict[str, list[int]] = {}  # ticket -> virtual pids of its live procs (one pass, not one per worktree)
-        for i, p in enumerate(self.procs.values(), 1):
-            if p.alive:
-                holders.setdefault(p.ticket, []).append(i)
-        for w in v["worktrees"]:
-            exists = os.path.exists(w.path)
-            busy = tuple(holders.get(w.ticket_id, ())) if w.ticket_id is not None else ()
-            wts.append(WorktreeView(w, exists, busy, tuple(sorted(self.files.get(w.path, ()))) if exists else (),
-                                    self.heads.get(w.ticket_id or "")))
-        attempts = {k: tuple(x) for k, x in v["attempts"].items()}
-        return Snapshot(
-            now=now, tickets=tuple(v["tickets"]), agents=tuple(views), worktrees=tuple(wts),
-            proposals=tuple(v["all_proposals"]), attempts=attempts, merged_tickets=frozenset(self.merged),
-            main_status=v["main_status"], main_red_since=v["main_red_since"],
-            dispatch_paused=v["paused"], dispatch_paused_by=v["paused_by"],
-            pool_size=self.pool, last_launch_at=self.last_launch, last_open_at=self.last_open,
-            last_close_at=self.last_close, last_supervisor_tick=self.last_tick,
-        )
+        beating = p.run.heartbeats or self.now < p.started + p.run.duration
+        if beating:
+            self.store.heartbeat(aid, progress=p.run.outcome != "hang")
 
     def _supervise(self) -> None:
         self.at(self.sim_now() + self.tick, "supervise")
         if not self.supervisor_up or self.supervisor_paused:
             return
-        holder = f"sim-supervisor-{self.holder_n}"
-        lease = self.store.acquire_lease("supervisor", holder, 1000 + self.holder_n, "sim", self.policy.supervisor.lease_ttl)
-        if lease is None:
-            self.store.append("supervisor.lease_wait", holder, {})
-            return
-        from healer.remedy import actions as remedy
+        rep = self.supervisor.tick()
+        if rep.skipped is None:
+            self.ticks += 1
 
-        ctx = remedy.Context(self.root, self.store, self.policy, self.clock, runtime=self.runtime, actor="supervisor",
-                             batch=f"tick-{self.ticks}")
-        remedy.recover(ctx)
-        snap = self.snapshot()
-        decision = self.decide(snap, self.policy, self.memory)
-        self.memory = decision.memory
-        for action in decision.actions:
-            remedy.execute(ctx, action)
-        for action, why in decision.deferred:
-            self.store.append("supervisor.deferred", action.subject, {"action": action.action, "why": why})
-        from healer.notify import notify
+    def _new_supervisor(self):
+        from healer.supervisor import Supervisor
 
-        for alert in decision.alerts:
-            notify(self.store, self.policy, alert.key, alert.text, severity=alert.severity, evidence=alert.evidence)
-        if decision.repair:
-            self._repair(decision)
-        self.ticks += 1
-        self.last_tick = self.now
-        self._own_event("supervisor.tick", holder, {"findings": len(decision.findings), "actions": len(decision.actions),
-                                                      "alerts": len(decision.alerts)})
-
-    def _repair(self, decision) -> None:
-        self.memory = replace(self.memory, repair_runs=[*self.memory.repair_runs, self.now])
-        self.store.append("repair.launched", "repair", {"reason": decision.repair_reason})
+        # a virtual pid (never a live process) on a host of its own: a crashed holder's lease is taken over
+        # as the product does it, deterministically
+        return Supervisor(self.root, self.policy, self.store, self.clock, self.runtime, holder=f"sim-supervisor-{self.holder_n}",
+                          ports=self.ports, host=SIM_HOST, pid=PID_BASE - self.holder_n)
 
     # -- faults -----------------------------------------------------------------------
     def _fault(self, f: Fault) -> None:
@@ -613,8 +378,7 @@ class SimEngine:
                     p.gen += 1
             return f"{k} on {len(ps)} agent(s)"
         if k == "kill_supervisor":
-            self.supervisor_up = False
-            self.memory = Memory()  # its memory died with it
+            self.supervisor_up = False  # its memory lives on in the store (the product persists it every tick)
             self.at(self.sim_now() + float(f.params.get("restart_after", self.tick)), "restart_supervisor")
             return "supervisor killed"
         if k == "stop_supervisor":
@@ -641,10 +405,12 @@ class SimEngine:
         if k == "red_main":
             self.main = "red"
             self.main_red_since = self.now
+            self.main_commit = self._main_commit()
             return "main is red"
         if k == "green_main":
             self.main = "green"
             self.main_red_since = None
+            self.main_commit = self._main_commit()
             return "main is green"
         if k == "stale_labels":
             n = 0
@@ -675,9 +441,10 @@ class SimEngine:
                     n += 1
             return f"{n} worktree(s) deleted"
         if k == "zombie_ticket":
-            for tid in [t.id for t in self.store.tickets() if match(f.target or "*", t.id)]:
-                self.merged.add(tid)
-            return "ticket work marked merged"
+            ids = [t.id for t in self.store.tickets() if match(f.target or "*", t.id)]
+            for tid in ids:
+                self.store.set_ticket_data(tid, merged_commit=self.main_commit)
+            return f"{len(ids)} ticket(s) whose work is already on main"
         if k == "broken_proposal":
             for tid in [t.id for t in self.store.tickets() if match(f.target or "*", t.id)]:
                 self.broken.add(tid)
@@ -778,7 +545,6 @@ class SimEngine:
                 name = self.fp_queue.pop(0)[0] if self.fp_queue else "?"
                 self.store.append("chaos.crash", "supervisor", {"failpoint": name, "error": str(e)})
                 self.supervisor_up = False
-                self.memory = Memory()
                 self._arm_failpoint()
                 self.at(self.sim_now() + self.tick, "restart_supervisor")
         elif what == "dispatch":
@@ -788,11 +554,14 @@ class SimEngine:
             self._dispatch()
         elif what == "proc_end":
             self._proc_end(*args)
+        elif what == "beat":
+            self._beat(*args)
         elif what == "fault":
             self._fault(args[0])
         elif what == "restart_supervisor":
             self.supervisor_up = True
             self.holder_n += 1
+            self.supervisor = self._new_supervisor()
             self.store.append("chaos.restart", "supervisor", {"holder": f"sim-supervisor-{self.holder_n}"})
         elif what == "restart_dispatcher":
             self.dispatcher_up = True
@@ -924,7 +693,7 @@ class SimEngine:
 
 
 class SimRuntime:
-    """The Runtime port over virtual processes: what the real executor and liveness checks talk to."""
+    """The Runtime port over virtual processes: what the real dispatcher, snapshot and executor talk to."""
 
     kind = "process"
 
@@ -934,8 +703,10 @@ class SimRuntime:
     def _proc(self, handle) -> Proc | None:
         return self.e.by_pid.get(handle.pid or -1)
 
-    def launch(self, spec):  # pragma: no cover - the sim dispatcher spawns directly
-        raise NotImplementedError
+    def launch(self, spec):
+        from healer.fleet.runtime import Handle
+
+        return Handle("process", pid=self.e.launch(spec))
 
     def status(self, handle):
         from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, Status
@@ -958,10 +729,101 @@ class SimRuntime:
         return self.status(handle)
 
 
-def _paused_by(v: Any) -> str | None:
-    if isinstance(v, dict):
-        return "healer" if v.get("actor") in ("supervisor", "healer") else v.get("actor")
-    return v
+class SimGit:
+    """The Git port: main's head and each ticket's head are the world's; a worktree is a plain folder."""
+
+    def __init__(self, eng: SimEngine) -> None:
+        self.e = eng
+        self.wt_base = cv.worktree_for(eng.root, "x").parent
+
+    def _ticket_of(self, path) -> str | None:
+        p = Path(path)
+        return p.name if p.parent == self.wt_base else None
+
+    def is_repo(self, path) -> bool:
+        return True
+
+    def rev(self, path, ref="HEAD"):
+        if Path(path) == self.e.root:
+            main = f"refs/heads/{self.e.policy.fleet.main_branch}"
+            if ref in (main, "HEAD"):
+                return self.e.main_commit
+            if ref.startswith("refs/heads/" + cv.BRANCH_PREFIX):
+                return self.e.heads.get(ref[len("refs/heads/" + cv.BRANCH_PREFIX):])
+            return None
+        tid = self._ticket_of(path)
+        return self.e.heads.get(tid) if tid and Path(path).is_dir() else None
+
+    def ensure_excluded(self, root) -> None:
+        pass
+
+    def add_worktree(self, root, path, branch, base) -> bool:
+        new = not Path(path).is_dir()
+        Path(path).mkdir(parents=True, exist_ok=True)
+        self.e.files.setdefault(str(path), set())
+        return new
+
+    def state(self, worktree):
+        if not Path(worktree).is_dir():
+            return None, None
+        head = self.rev(worktree)
+        return head, hashlib.sha1(f"{head}".encode()).hexdigest()[:12]
+
+    def sweep_scratch(self, root) -> list[str]:
+        return []
+
+    def untracked(self, path) -> list[str]:
+        return sorted(self.e.files.get(str(path), ()))
+
+    def is_toplevel(self, path) -> bool:
+        return self._ticket_of(path) is not None
+
+
+class SimGates:
+    """The Gates port: main's colour and each proposal's verdict are the world's (faults change them)."""
+
+    def __init__(self, eng: SimEngine) -> None:
+        self.e = eng
+
+    def main(self, root, policy, head, clock) -> GateResult:
+        if self.e.main == "red":
+            return GateResult(FAIL, "tests", "$ python -m pytest  # gate tests\nE: main is red\ngate tests: exit 1")
+        return GateResult(PASS, None, "gate tests: exit 0")
+
+    def proposal(self, root, policy, p, clock, *, still_wanted=None) -> Verdict:
+        tid = p.ticket_id
+        if tid in self.e.broken or self.e.behaviours[tid].__class__.__name__ == "BrokenProposal":
+            return Verdict(REJECTED, "merge gate 'tests' failed on the merge result", self.e.main_commit)
+        return Verdict(MERGED, "merge gates passed", self.e.main_commit, self.e.main_commit)
+
+
+class SimProcesses:
+    """The process table: the world's real holder processes (busy_worktree) are the only ones that can hold a folder."""
+
+    def __init__(self, eng: SimEngine) -> None:
+        self.e = eng
+
+    def busy(self, paths):
+        if not self.e.busy_procs:
+            return {p: () for p in paths}
+        from healer.fleet.snapshot import busy_map
+
+        return busy_map(list(paths))
+
+
+class SimLauncher:
+    """The repair launcher port: a run is recorded as the real launcher records it; no agent process is started."""
+
+    def __init__(self, eng: SimEngine) -> None:
+        self.e = eng
+
+    def launch(self, root, policy, store, clock, *, reason, blockages):
+        self.e.repair_n += 1
+        run_id = f"sim-repair-{self.e.repair_n}"
+        store.append("repair.started", run_id, {"agent": "simulated", "reason": reason, "blockages": blockages})
+        store.append("repair.launched", "repair", {"reason": reason, "run": run_id})
+        store.append("repair.ended", run_id, {"exit_code": 0, "timed_out": False})
+        return None
 
 
 def _files(root: Path) -> dict[str, str]:

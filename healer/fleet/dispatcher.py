@@ -37,12 +37,12 @@ from healer import failpoints, git, lifecycle
 from healer.clock import Clock, SystemClock, iso, system
 from healer.core import dispatch as core
 from healer.core import fleet as rules
-from healer.fleet import shared
-from healer.fleet.gates import PASS, run_gates
-from healer.fleet.proposals import DEFERRED, MERGED, WITHHELD, gate_proposal, sweep_scratch
+from healer.fleet import budget, shared
+from healer.fleet.gates import PASS
+from healer.fleet.ports import REAL, Ports
+from healer.fleet.proposals import DEFERRED, MERGED, WITHHELD
 from healer.fleet.results import read_result as _read_result
 from healer.fleet.runtime import EXITED, GONE, RUNNING, Handle, LaunchSpec, Runtime
-from healer.loop import gitops
 from healer.records import Agent, Attempt, Proposal, Ticket, Worktree
 from healer.store import keys
 
@@ -64,14 +64,7 @@ def ours(a: Agent) -> bool:
 
 # -- gathering what the pure core needs --------------------------------------------
 
-def budget_window(store, ticket_id: str) -> tuple[list[Attempt], list[Proposal]]:
-    """Attempts and proposals since the ticket was last handed back to the queue (a fresh budget; core/fleet.py)."""
-    atts = store.attempts(ticket_id)
-    props = store.proposals(ticket_id)
-    if not atts and not props:
-        return [], []
-    cut = rules.budget_cuts(store.events(kinds=["ticket.moved"], subject=ticket_id, contains='"to":"queued"')).get(ticket_id)
-    return rules.in_window(atts, cut), rules.in_window(props, cut, at="created_at")
+budget_window = budget.window  # one ticket's attempts and proposals since its budget was last reset
 
 
 def live_counts(store) -> Counter:
@@ -80,11 +73,8 @@ def live_counts(store) -> Counter:
 
 def gather(store, policy, now: float) -> core.DispatchInput:
     tickets = store.tickets()
-    atts: dict[str, list[Attempt]] = {}
-    props: dict[str, list[Proposal]] = {}
-    for t in tickets:
-        if t.state in (lifecycle.QUEUED, lifecycle.REVIEW):
-            atts[t.id], props[t.id] = budget_window(store, t.id)
+    want = [t.id for t in tickets if t.state in (lifecycle.QUEUED, lifecycle.REVIEW)]
+    atts, props = budget.windows(store, want) if want else ({}, {})
     return core.DispatchInput(
         now=now, tickets=tickets, attempts=atts, proposals=props, live=dict(live_counts(store)),
         pool_size=policy.fleet.pool_size, main_status=store.get_setting(keys.MAIN_STATUS, "unknown") or "unknown",
@@ -132,8 +122,10 @@ def preflight(policy) -> None:
 
 class Dispatcher:
     def __init__(self, root: str | Path, policy, store, clock: Clock | None = None, runtime: Runtime | None = None, *,
-                 policy_path: str | Path | None = None) -> None:
+                 policy_path: str | Path | None = None, ports: Ports | None = None, host: str | None = None) -> None:
         self.root = Path(root).resolve()
+        self.ports = ports or REAL
+        self.git = self.ports.git
         self.policy = policy
         self.store = store
         self.clock = clock or system()
@@ -149,16 +141,16 @@ class Dispatcher:
         if hasattr(runtime, "on_exit"):
             runtime.on_exit(lambda _who: self._wake.set())
         self.rules = core.RetryRules.of(policy)
-        self.host = socket.gethostname()
+        self.host = host or socket.gethostname()
         self.holder = f"dispatch@{self.host}:{os.getpid()}"
         self.policy_path = Path(policy_path).resolve() if policy_path else None
         self._stopping = False
         self._watching_since: float | None = None  # first pass: silence before it was our own downtime
         from healer.errors import UsageError
 
-        if not git.is_repo(self.root):
+        if not self.git.is_repo(self.root):
             raise UsageError(f"{self.root}: the fleet root must be a git repository (branch {policy.fleet.main_branch})")
-        if git.rev(self.root, f"refs/heads/{policy.fleet.main_branch}") is None:
+        if self.git.rev(self.root, f"refs/heads/{policy.fleet.main_branch}") is None:
             raise UsageError(f"{self.root}: no branch {policy.fleet.main_branch!r} with a commit (fleet.main_branch); "
                              "commit something on it or set fleet.main_branch")
         self.shared = policy.fleet.shared_remote  # several hosts: merge by pushing to one shared repository
@@ -184,7 +176,7 @@ class Dispatcher:
             # it never released the lease: it died (SIGKILL, a host crash), and agents that vanished with it were interrupted
             crashed = list(self.store.get_setting(keys.DISPATCH_CRASHED) or [])
             self.store.set_setting(keys.DISPATCH_CRASHED, [*crashed, before.holder][-50:])
-        left = sweep_scratch(self.root)  # we hold the lease: any scratch worktree is a crashed pass's leftover
+        left = self.git.sweep_scratch(self.root)  # we hold the lease: any scratch worktree is a crashed pass's leftover
         if left:
             self.store.append("dispatch.scratch_swept", "", {"paths": left})
         with self._reap_lock:
@@ -312,7 +304,7 @@ class Dispatcher:
         res = _read_result(a.worktree, a.run_id)
         if code is None and res is not None and isinstance(res.get("exit_code"), int):
             code = res["exit_code"]
-        head, state_hash = gitops.state(a.worktree) if a.worktree else (None, None)
+        head, state_hash = self.git.state(a.worktree) if a.worktree else (None, None)
         sig = (res or {}).get("failure_signature") or rules.signature(code)
         sig = core.interrupted_signature(code, stopped=a.state == "stopped",
                                          launcher_died=a.data.get("dispatcher") in self._crashed()) or sig
@@ -357,7 +349,7 @@ class Dispatcher:
                 continue
             if self.runtime.status(self._handle(a)).state != RUNNING:
                 continue  # a SIGSTOPped (paused) agent gets no heartbeat: the supervisor must see it idle
-            head = git.rev(a.worktree) if a.worktree and Path(a.worktree).is_dir() else None
+            head = self.git.rev(a.worktree) if a.worktree and Path(a.worktree).is_dir() else None
             moved = head is not None and head != a.data.get("head")
             self.store.heartbeat(a.id, progress=moved)
             if moved:
@@ -367,7 +359,7 @@ class Dispatcher:
     def check_main(self) -> str:
         fleet = self.policy.fleet
         prev = self.store.get_setting(keys.MAIN_STATUS, "unknown")
-        head = git.rev(self.root, self._main_ref())
+        head = self.git.rev(self.root, self._main_ref())
         if not fleet.main_gates:
             verdict, log = PASS, ""
         elif head == self.store.get_setting(keys.MAIN_CHECKED) and prev == "green":
@@ -375,14 +367,7 @@ class Dispatcher:
         elif head is None:
             verdict, log = "unknown", f"branch {fleet.main_branch} does not exist"
         else:
-            scratch = self.root / ".healer" / "scratch" / "main"
-            git.remove_worktree(scratch, self.root, check=False)
-            scratch.parent.mkdir(parents=True, exist_ok=True)
-            git.run(self.root, "worktree", "add", "--detach", str(scratch), head)
-            try:
-                res = run_gates(fleet.main_gates, scratch, grace=self.policy.loop.kill_grace, clock=self.real)
-            finally:
-                git.remove_worktree(scratch, self.root, check=False)
+            res = self.ports.gates.main(self.root, self.policy, head, self.real)
             verdict, log = res.outcome, res.tail(self.policy.fleet.evidence_lines)
         status = rules.main_status(prev, verdict, bool(fleet.main_gates))
         self.store.set_setting(keys.MAIN_CHECKED, head)
@@ -425,7 +410,7 @@ class Dispatcher:
             props = self.store.proposals(t.id)
             last = props[-1] if props else None
             if last is None:
-                head = git.rev(worktree_for(self.root, t.id)) or git.rev(self.root, f"refs/heads/{branch_for(t.id)}")
+                head = self.git.rev(worktree_for(self.root, t.id)) or self.git.rev(self.root, f"refs/heads/{branch_for(t.id)}")
                 if head is None:
                     self._move(t.id, lifecycle.QUEUED, "in review without a proposal or a branch", expect=lifecycle.REVIEW)
                     continue
@@ -437,7 +422,7 @@ class Dispatcher:
                 continue
             wanted = lambda t=t, p=last: self._unwanted(t, p)  # noqa: E731
             v = (shared.gate_shared(self.root, self.policy, last, self.real, self.shared, still_wanted=wanted) if self.shared
-                 else gate_proposal(self.root, self.policy, last, self.real, still_wanted=wanted))
+                 else self.ports.gates.proposal(self.root, self.policy, last, self.real, still_wanted=wanted))
             if v.outcome == WITHHELD:
                 self.store.decide_proposal(last.id, "rejected", v.log)
                 self.store.append("proposal.withheld", t.id, {"proposal": last.id, "why": v.log.splitlines()[-1:]})
@@ -494,8 +479,8 @@ class Dispatcher:
         now = self.clock.now()
         run_id = launch.run_id if launch.kind == core.RESUME else f"{t.id}-{len(self.store.attempts(t.id)) + 1:02d}"
         try:
-            git.ensure_excluded(self.root)
-            created = git.add_worktree(self.root, wt, branch, self._main_ref())
+            self.git.ensure_excluded(self.root)
+            created = self.git.add_worktree(self.root, wt, branch, self._main_ref())
         except git.GitError as e:
             if host_trouble(e):
                 raise  # a full disk is the host's failure, not the ticket's: the pass fails, the next one retries
@@ -509,7 +494,7 @@ class Dispatcher:
         argv = self._argv(t, launch, run_id, task, wt)
         if not self._move(t.id, lifecycle.IN_PROGRESS, launch.kind, expect=t.state):
             return False
-        att = self.store.add_attempt(t.id, launch.kind, run_id=run_id, head=git.rev(wt))
+        att = self.store.add_attempt(t.id, launch.kind, run_id=run_id, head=self.git.rev(wt))
         agent_id = agent_id_for(t.id, att.id)
         log = self.root / ".healer" / "logs" / "agents" / f"{agent_id}.log"
         env = {"HEALER_AGENT_ID": agent_id, "HEALER_ROOT": str(self.root), "HEALER_TICKET": t.id, "HEALER_RUN_ID": run_id,

@@ -11,7 +11,8 @@ import os
 import socket
 from pathlib import Path
 
-from healer import git, lifecycle, procs
+from healer import lifecycle, procs
+from healer.core import fleet as budget_rules
 from healer.core.model import AgentView, Snapshot, WorktreeView
 from healer.fleet.results import result_exit
 from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, Handle
@@ -100,7 +101,6 @@ def _over(by_id: dict, wt) -> bool:
     t = by_id.get(wt.ticket_id) if wt.ticket_id else None
     return t is None or t.state in lifecycle.TERMINAL
 
-_RESET_FROM = frozenset({lifecycle.NEEDS_HUMAN, lifecycle.BLOCKED, lifecycle.DONE, lifecycle.CLOSED})
 WORKTREES_DIR = ".healer/worktrees"
 MAX_LOOSE_FILES = 200  # unknown files reported per tick outside worktrees: a flood is still a finding, not a stall
 FULL_EVERY = 300.0  # seconds between full re-reads of the board by a long-lived Gatherer (the safety net)
@@ -125,13 +125,11 @@ class _Sources:
 
 def _reset_at(e) -> float | None:
     """When a ticket.moved event handed the ticket back to the queue from a human's state (a fresh budget)."""
-    if e.payload.get("to") == lifecycle.QUEUED and e.payload.get("from") in _RESET_FROM:
-        return e.at
-    return None
+    return e.at if budget_rules.is_reset(e.payload.get("from"), e.payload.get("to")) else None
 
 
 def _window(atts, cut: float | None) -> tuple:
-    return tuple(atts) if cut is None else tuple(a for a in atts if a.at > cut)
+    return tuple(budget_rules.in_window(atts, cut))  # the one definition (healer/core/fleet.py)
 
 
 class _Board:
@@ -237,7 +235,7 @@ def _budget_attempts(store) -> dict[str, tuple]:
     return b.budget
 
 
-def _busy_map(paths: list[Path]) -> dict[Path, tuple[int, ...]]:
+def busy_map(paths: list[Path]) -> dict[Path, tuple[int, ...]]:
     """Pids with a cwd or an open file inside each path: one pass over the process table for all of them."""
     from healer import switches
 
@@ -285,9 +283,9 @@ def _loose_files(root: Path, registered: set[Path]) -> tuple[str, ...]:
     return tuple(out[:MAX_LOOSE_FILES])
 
 
-def gather(root, store, policy, clock, runtime=None, *, host: str = HOST) -> Snapshot:
+def gather(root, store, policy, clock, runtime=None, *, host: str = HOST, ports=None) -> Snapshot:
     """Build the Snapshot the core decides on from a full read. Never raises for a data source that fails."""
-    return Gatherer(full_every=0.0).gather(root, store, policy, clock, runtime, host=host)
+    return Gatherer(full_every=0.0).gather(root, store, policy, clock, runtime, host=host, ports=ports)
 
 
 class Gatherer:
@@ -312,12 +310,14 @@ class Gatherer:
         self.board = b
         return b
 
-    def gather(self, root, store, policy, clock, runtime=None, *, host: str = HOST) -> Snapshot:
-        return _gather(self, root, store, policy, clock, runtime, host=host)
+    def gather(self, root, store, policy, clock, runtime=None, *, host: str = HOST, ports=None) -> Snapshot:
+        return _gather(self, root, store, policy, clock, runtime, host=host, ports=ports)
 
 
-def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str = HOST) -> Snapshot:
+def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str = HOST, ports=None) -> Snapshot:
     root = Path(root).resolve()
+    if ports is None:
+        from healer.fleet.ports import REAL as ports
     src = _Sources()
     now = clock.now()
     board = src.get("tickets", lambda: g._board(store, clock), None)
@@ -354,7 +354,7 @@ def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str 
             t = by_id.get(wt.ticket_id) if wt.ticket_id else None
             if (t is None or t.state in lifecycle.TERMINAL) and _norm(wt.path) not in live_wt and os.path.isdir(wt.path):
                 cand.append(Path(wt.path).resolve())
-        busy = _busy_map(cand)
+        busy = ports.processes.busy(cand) if cand else {}
         for wt in wts:
             exists = os.path.exists(wt.path)
             files: tuple[str, ...] = ()
@@ -364,7 +364,7 @@ def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str 
                 pids = busy.get(rp, ())
                 if rp in busy:
                     try:
-                        files = tuple(git.untracked(rp)) if git.is_toplevel(rp) else ()
+                        files = tuple(ports.git.untracked(rp)) if ports.git.is_toplevel(rp) else ()
                     except Exception:  # noqa: BLE001 - one unreadable worktree says nothing about the rest
                         src.failed.add("worktrees")
             views.append(WorktreeView(wt, exists, pids, files))

@@ -67,9 +67,17 @@ class Context:
     actor: str = "supervisor"
     batch: str | None = None  # actions of one batch (one tick, one repair run) are one attempt on a ticket
     host: str = HOST
+    processes: Any = None  # healer.fleet.ports.Processes (the process table); None: this machine's
 
     def __post_init__(self) -> None:
         self.root = Path(self.root).resolve()
+
+    def busy_pids(self, path: Path) -> list[int]:
+        """Processes with a cwd or an open file inside `path`."""
+        if self.processes is None:
+            return procs.busy_pids(path)
+        p = Path(path).resolve()
+        return list(self.processes.busy([p]).get(p, ()))
 
     def now(self) -> float:
         return self.clock.now()
@@ -401,7 +409,7 @@ def _q_why_not(ctx: Context, p: Path) -> str | None:
         return f"{rel} is a folder; quarantine its files one by one"
     if not p.is_symlink() and git.tracked(p):
         return f"{rel} is tracked by git; healer never moves tracked files"
-    busy = procs.busy_pids(p) if not p.is_symlink() else []
+    busy = ctx.busy_pids(p) if not p.is_symlink() else []
     if busy:
         return f"{rel} is open by pid {', '.join(map(str, busy))}"
     return None
@@ -494,7 +502,7 @@ def _wt_check(ctx: Context, t: Target) -> None:
             alive, _ = liveness(a, ctx.runtime, ctx.host)
             if alive is not False:
                 raise Abort(f"agent {a.id} works in {t.subject}")
-    busy = procs.busy_pids(p)
+    busy = ctx.busy_pids(p)
     if busy:
         raise Abort(f"{t.subject} is in use by pid {', '.join(map(str, busy))} (cwd or open file)")
 
@@ -517,7 +525,7 @@ def _wt_apply(ctx: Context, t: Target, intent: int) -> dict:
                                         ctx.clock, intent=intent)
             _journal_quarantine(ctx, ents)
             detail["quarantined"] = [e.id for e in ents]
-        busy = procs.busy_pids(p)  # once more, right before the point of no return
+        busy = ctx.busy_pids(p)  # once more, right before the point of no return
         if busy:
             raise Abort(f"{t.subject} became busy (pid {', '.join(map(str, busy))}); quarantined files stay restorable")
         if is_git:

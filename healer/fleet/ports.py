@@ -1,0 +1,140 @@
+"""The fleet shell's ports besides the store and the runtime: git, the gates, the process table,
+the repair launcher. The dispatcher, the supervisor and the snapshot gatherer talk to these
+only, so the simulated game-day world (chaos/engine/sim.py) runs the very same shell over
+simulated ports (FoundationDB-style: swap the world, never the logic).
+
+`REAL` is the machine: healer/git.py, the gates as child processes, psutil, the real
+repair launcher.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from healer.clock import Clock
+from healer.fleet.gates import GateResult
+from healer.fleet.proposals import Verdict
+from healer.records import Proposal
+
+
+class Git(Protocol):
+    def is_repo(self, path: str | Path) -> bool: ...
+    def rev(self, path: str | Path, ref: str = "HEAD") -> str | None: ...
+    def ensure_excluded(self, root: str | Path) -> None: ...
+    def add_worktree(self, root: str | Path, path: str | Path, branch: str, base: str) -> bool: ...
+    def state(self, worktree: str | Path) -> tuple[str | None, str | None]:
+        """(HEAD, state hash) of a worktree; (None, None) when it is gone."""
+    def sweep_scratch(self, root: Path) -> list[str]: ...
+    def untracked(self, path: str | Path) -> list[str]: ...
+    def is_toplevel(self, path: str | Path) -> bool: ...
+
+
+class Gates(Protocol):
+    def main(self, root: Path, policy: Any, head: str, clock: Clock) -> GateResult:
+        """Run the main gates on `head` (in a scratch checkout)."""
+    def proposal(self, root: Path, policy: Any, p: Proposal, clock: Clock, *, still_wanted: Any = None) -> Verdict:
+        """Gate a proposal on its merge result; merge it (fast-forward) when they pass."""
+
+
+class Processes(Protocol):
+    def busy(self, paths: Sequence[Path]) -> dict[Path, tuple[int, ...]]:
+        """Pids with a cwd or an open file inside each path."""
+
+
+class Launcher(Protocol):
+    def launch(self, root: Path, policy: Any, store: Any, clock: Clock, *, reason: str, blockages: list[str]) -> Any: ...
+
+
+# -- the machine ----------------------------------------------------------------------
+
+class RealGit:
+    def is_repo(self, path):
+        from healer import git
+
+        return git.is_repo(path)
+
+    def rev(self, path, ref="HEAD"):
+        from healer import git
+
+        return git.rev(path, ref)
+
+    def ensure_excluded(self, root):
+        from healer import git
+
+        git.ensure_excluded(root)
+
+    def add_worktree(self, root, path, branch, base):
+        from healer import git
+
+        return git.add_worktree(root, path, branch, base)
+
+    def state(self, worktree):
+        from healer.loop import gitops
+
+        return gitops.state(worktree)
+
+    def sweep_scratch(self, root):
+        from healer.fleet.proposals import sweep_scratch
+
+        return sweep_scratch(root)
+
+    def untracked(self, path):
+        from healer import git
+
+        return git.untracked(path)
+
+    def is_toplevel(self, path):
+        from healer import git
+
+        return git.is_toplevel(path)
+
+
+class RealGates:
+    def main(self, root, policy, head, clock):
+        from healer import conventions as cv
+        from healer import git
+        from healer.fleet.gates import run_gates
+
+        scratch = cv.scratch_dir(root, "main")
+        git.remove_worktree(scratch, root, check=False)
+        scratch.parent.mkdir(parents=True, exist_ok=True)
+        git.run(root, "worktree", "add", "--detach", str(scratch), head)
+        try:
+            return run_gates(policy.fleet.main_gates, scratch, grace=policy.loop.kill_grace, clock=clock)
+        finally:
+            git.remove_worktree(scratch, root, check=False)
+
+    def proposal(self, root, policy, p, clock, *, still_wanted=None):
+        from healer.fleet.proposals import gate_proposal
+
+        return gate_proposal(root, policy, p, clock, still_wanted=still_wanted)
+
+
+class RealProcesses:
+    def busy(self, paths):
+        from healer.fleet.snapshot import busy_map
+
+        return busy_map(list(paths))
+
+
+class RealLauncher:
+    def launch(self, root, policy, store, clock, *, reason, blockages):
+        from healer.repair import launcher
+
+        return launcher.launch(root, policy, store, clock, reason=reason, blockages=blockages)
+
+
+class Ports:
+    """The shell's ports, bundled (the store and the runtime are passed on their own)."""
+
+    def __init__(self, git: Git | None = None, gates: Gates | None = None, processes: Processes | None = None,
+                 launcher: Launcher | None = None) -> None:
+        self.git: Git = git or RealGit()
+        self.gates: Gates = gates or RealGates()
+        self.processes: Processes = processes or RealProcesses()
+        self.launcher: Launcher = launcher or RealLauncher()
+
+
+REAL = Ports()
