@@ -5,6 +5,10 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
+# the ports and their conformance file: every adapter satisfies its Protocol (mypy, structural)
+MYPY_PORTS := --follow-imports=silent --ignore-missing-imports --no-error-summary \
+	healer/store/base.py healer/fleet/ports.py healer/fleet/runtime.py healer/clock.py tests/typing/ports_conform.py
+
 .PHONY: run test campaigns bench lint images clean install
 
 $(STAMP): pyproject.toml
@@ -30,6 +34,7 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check healer chaos tests bench
+	$(VENV)/bin/mypy $(MYPY_PORTS)
 
 images: $(STAMP)
 	$(PY) -m healer.fleet.images

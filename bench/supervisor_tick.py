@@ -1,6 +1,6 @@
 """Benchmark: the supervisor's decision (issue 5, acceptance 7). Prints SPEC §11 JSON lines.
 
-- core_eval_ms_{1k,10k}: `healer.core.decide` alone on a synthetic fleet (healer.core.synth.fleet):
+- core_eval_ms_{1k,10k}: `healer.core.decide` alone on a synthetic fleet (tests.synth.fleet):
   1,000 / 10,000 tickets, 100 / 1,000 agents, 100 / 1,000 worktrees, about 1% of every finding kind.
 - growth_ratio_10x: core_eval_ms_10k / core_eval_ms_1k (target <= 12 for 10x the fleet).
 - *_cpu_*: the same, in CPU time of this process (the machine is shared; wall time includes waiting for a core).
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from healer.clock import VirtualClock  # noqa: E402
 from healer.core import decide  # noqa: E402
 from healer.core.model import Memory  # noqa: E402
-from healer.core.synth import fleet  # noqa: E402
+from tests.synth import fleet  # noqa: E402
 from healer.policy.schema import Policy  # noqa: E402
 from healer.store import (
     keys,  # noqa: E402

@@ -421,7 +421,12 @@ class RealEngine:
         return [w for w in self.store.worktrees() if match(f.target or "*", w.ticket_id or "") and Path(w.path).exists()]
 
     def inject(self, f: Fault) -> str:  # noqa: C901 - one branch per fault kind reads best as a table
+        from chaos.faults.registry import REAL, unsupported
+
         k = f.fault
+        why = unsupported(k, REAL)
+        if why:
+            return why
         if k in ("kill_supervisor", "stop_supervisor", "continue_supervisor"):
             c = self.sup
             if c is None:
@@ -531,8 +536,6 @@ class RealEngine:
             r = run_command(pr["command"], undo=pr.get("undo"), cwd=pr.get("cwd") or str(self.root), timeout=float(pr.get("timeout", 60)),
                             journal=self.undo)
             return f"exit {r['status']}"
-        if k in ("clock_jump", "broken_proposal", "same_commit_repush"):
-            return f"{k}: simulated mode only (or a ticket behaviour in real mode); ignored"
         return f"unknown fault {k}"
 
     def event_faults(self) -> None:

@@ -350,6 +350,8 @@ class SimEngine:
         return [p for p in self.procs.values() if p.alive and match(f.target or "*", p.ticket)]
 
     def inject(self, f: Fault) -> str:
+        from chaos.faults.registry import SIM, unsupported
+
         k = f.fault
         if k == "command":  # a real command even in a simulated world: its undo is journaled first, as in real mode
             from chaos.faults.command import inject as run_command
@@ -358,6 +360,9 @@ class SimEngine:
             r = run_command(pr["command"], undo=pr.get("undo"), cwd=pr.get("cwd"), timeout=float(pr.get("timeout", 60)),
                             journal=self.undo)
             return f"exit {r['status']}"
+        why = unsupported(k, SIM) if k != "failpoint" else None
+        if why:
+            return why
         if k == "kill_agent":
             ps = self._targets(f)
             for p in ps:
@@ -500,9 +505,7 @@ class SimEngine:
             n = len(self.busy_procs)
             self.busy_procs.clear()
             return f"{n} holder process(es) ended"
-        if k in ("index_lock", "failpoint"):
-            return f"{k}: only meaningful in real mode, ignored"
-        return f"unknown fault {k}"
+        return f"{k}: armed before the run" if k == "failpoint" else f"unknown fault {k}"
 
     def _event_faults(self) -> None:
         if not self.event_faults:

@@ -15,10 +15,22 @@ gameday_app = typer.Typer(help="Chaos game days: break the fleet on purpose and 
 @gameday_app.command("list")
 def list_cmd(paths: list[Path] = typer.Argument(None, help="Scenario files or folders (default: the standard suite)."),
              as_json: bool = JsonOpt,
-             switches: bool = typer.Option(False, "--switches", help="List the product switches `disable:` may turn off.")) -> None:
-    """List scenarios: name, mode, what each proves."""
+             switches: bool = typer.Option(False, "--switches", help="List the product switches `disable:` may turn off."),
+             faults: bool = typer.Option(False, "--faults", help="List the faults a scenario can inject, and in which worlds.")) -> None:
+    """List scenarios: name, mode, what each proves (--faults: every fault; --switches: the product switches)."""
     from rich.table import Table
 
+    if faults:
+        from chaos.faults.registry import FAULTS
+
+        if as_json:
+            print_json([{"fault": f.name, "what": f.what, "undo": f.undo, "worlds": list(f.worlds)} for f in FAULTS.values()])
+            return
+        ft = Table("fault", "worlds", "what it does", "undone by")
+        for f in FAULTS.values():
+            ft.add_row(f.name, ", ".join(f.worlds), f.what, f.undo)
+        console.print(ft)
+        return
     from chaos.runner import load_all
 
     scs = load_all([str(p) for p in paths] if paths else None)

@@ -14,7 +14,7 @@ from healer import __version__
 from healer.clock import VirtualClock
 from healer.core import decide
 from healer.core.model import Memory, Snapshot
-from healer.core.synth import T0, ticket
+from tests.synth import T0, ticket
 from healer.fleet.proposals import MERGED, gate_proposal
 from healer.policy.schema import Policy
 from healer.records import Proposal

@@ -8,7 +8,7 @@ from healer.core import decide
 from healer.core import memory as memmod
 from healer.core.limits import BlastRadius, First, Halt, QuietPeriod, RateLimit, Tally
 from healer.core.model import Memory, PlannedAction, Snapshot
-from healer.core.synth import T0, agent, ticket
+from tests.synth import T0, agent, ticket
 from healer.policy.schema import Policy
 
 FROZEN_AT = T0 + 600  # frozen_in_progress is due 10 min after T0
@@ -177,7 +177,7 @@ def test_repair_trigger_runs_on_the_same_memory():
 
 
 def every_kind() -> Snapshot:
-    from healer.core.synth import attempt, worktree
+    from tests.synth import attempt, worktree
     from healer.records import Proposal
 
     now = T0 + 100_000
@@ -230,7 +230,7 @@ def test_same_decision_across_processes_whatever_the_hash_seed():
     import sys
 
     code = ("import json,dataclasses;from healer.core import decide;from healer.core.model import Memory;"
-            "from healer.core.synth import fleet;from healer.core.memory import dump;from healer.policy.schema import Policy;"
+            "from tests.synth import fleet;from healer.core.memory import dump;from healer.policy.schema import Policy;"
             "d=decide(fleet(2000,200,200),Policy.model_validate({'remediation':{'max_actions_per_tick':500}}),Memory());"
             "print(json.dumps([[dataclasses.asdict(f) for f in d.findings],[dataclasses.asdict(a) for a in d.actions],"
             "[[dataclasses.asdict(a),w] for a,w in d.deferred],[dataclasses.asdict(a) for a in d.alerts],dump(d.memory)],"

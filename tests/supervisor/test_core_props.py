@@ -12,7 +12,7 @@ from healer.core import decide
 from healer.core import memory as memmod
 from healer.core.model import Memory, Snapshot
 from healer.core.rules import NON_REMEDIATING
-from healer.core.synth import T0, agent, attempt, ticket, worktree
+from tests.synth import T0, agent, attempt, ticket, worktree
 from healer.policy.schema import ACTIONS, Policy
 from healer.records import Proposal
 

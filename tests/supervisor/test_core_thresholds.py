@@ -7,7 +7,7 @@ import pytest
 from healer.clock import VirtualClock
 from healer.core import decide, detect
 from healer.core.model import Memory, Snapshot
-from healer.core.synth import T0, agent, attempt, ticket, worktree
+from tests.synth import T0, agent, attempt, ticket, worktree
 from healer.policy.schema import Policy
 
 P = Policy.model_validate({"sentinels": {"main_red": "10m"}})

@@ -7,7 +7,7 @@ from collections import Counter
 from healer.clock import VirtualClock
 from healer.core import decide
 from healer.core.model import Memory, Snapshot
-from healer.core.synth import T0, ticket
+from tests.synth import T0, ticket
 from healer.policy.schema import Policy
 
 DAY = 86_400
@@ -47,7 +47,7 @@ def test_a_condition_that_never_clears_alerts_once_per_cooldown():
 
 
 def test_relaunch_storm_is_stopped_after_the_second_identical_launch():
-    from healer.core.synth import agent, attempt, worktree
+    from tests.synth import agent, attempt, worktree
 
     def world(now):
         n = 1 + int((now - T0) // 600)  # the dispatcher relaunches every 10 min on the same head

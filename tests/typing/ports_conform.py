@@ -1,0 +1,45 @@
+"""Checked by mypy (`make lint`), never run: each adapter structurally satisfies its port.
+
+A method a caller needs that an adapter lacks (or spells differently) fails the lint here,
+before any test runs. Add a line when a new adapter appears (e.g. the PostgreSQL store).
+"""
+
+from __future__ import annotations
+
+from chaos.engine.sim import SimGates, SimGit, SimLauncher, SimProcesses, SimRuntime
+from chaos.engine.simstore import CachedStore
+from healer.clock import Clock, SystemClock, VirtualClock
+from healer.fleet.ports import Gates, Git, Launcher, Processes, RealGates, RealGit, RealLauncher, RealProcesses
+from healer.fleet.process_runtime import ProcessRuntime
+from healer.fleet.runtime import Runtime
+from healer.store.base import Store
+from healer.store.postgres import PgStore
+from healer.store.sqlite import SqliteStore
+
+
+def stores(a: SqliteStore, b: PgStore, c: CachedStore) -> list[Store]:
+    return [a, b, c]
+
+
+def clocks(a: SystemClock, b: VirtualClock) -> list[Clock]:
+    return [a, b]
+
+
+def runtimes(a: ProcessRuntime, b: SimRuntime) -> list[Runtime]:
+    return [a, b]
+
+
+def gits(a: RealGit, b: SimGit) -> list[Git]:
+    return [a, b]
+
+
+def gates(a: RealGates, b: SimGates) -> list[Gates]:
+    return [a, b]
+
+
+def processes(a: RealProcesses, b: SimProcesses) -> list[Processes]:
+    return [a, b]
+
+
+def launchers(a: RealLauncher, b: SimLauncher) -> list[Launcher]:
+    return [a, b]
