@@ -28,8 +28,8 @@ from bench.supervisor_tick import median_ms, populate  # noqa: E402
 from healer.clock import VirtualClock  # noqa: E402
 from healer.core import decide  # noqa: E402
 from healer.core.model import Memory  # noqa: E402
-from healer.core.synth import fleet  # noqa: E402
 from healer.policy.schema import Policy  # noqa: E402
+from tests.synth import fleet  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 BENCH = "store_backends"

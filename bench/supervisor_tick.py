@@ -28,12 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from healer.clock import VirtualClock  # noqa: E402
 from healer.core import decide  # noqa: E402
 from healer.core.model import Memory  # noqa: E402
-from tests.synth import fleet  # noqa: E402
 from healer.policy.schema import Policy  # noqa: E402
 from healer.store import (
     keys,  # noqa: E402
     open_store,  # noqa: E402
 )
+from tests.synth import fleet  # noqa: E402
 
 QUICK = "--quick" in sys.argv
 

@@ -14,12 +14,12 @@ from healer import __version__
 from healer.clock import VirtualClock
 from healer.core import decide
 from healer.core.model import Memory, Snapshot
-from tests.synth import T0, ticket
 from healer.fleet.proposals import MERGED, gate_proposal
 from healer.policy.schema import Policy
 from healer.records import Proposal
 from healer.store import open_store
 from tests.conftest import PY, git, healer, make_repo, wait_until
+from tests.synth import T0, ticket
 
 
 def _fleet(tmp_path, policy: str = ""):

@@ -8,8 +8,8 @@ from healer.core import decide
 from healer.core import memory as memmod
 from healer.core.limits import BlastRadius, First, Halt, QuietPeriod, RateLimit, Tally
 from healer.core.model import Memory, PlannedAction, Snapshot
-from tests.synth import T0, agent, ticket
 from healer.policy.schema import Policy
+from tests.synth import T0, agent, ticket
 
 FROZEN_AT = T0 + 600  # frozen_in_progress is due 10 min after T0
 
@@ -177,8 +177,8 @@ def test_repair_trigger_runs_on_the_same_memory():
 
 
 def every_kind() -> Snapshot:
-    from tests.synth import attempt, worktree
     from healer.records import Proposal
+    from tests.synth import attempt, worktree
 
     now = T0 + 100_000
     old = T0

@@ -12,9 +12,9 @@ from healer.core import decide
 from healer.core import memory as memmod
 from healer.core.model import Memory, Snapshot
 from healer.core.rules import NON_REMEDIATING
-from tests.synth import T0, agent, attempt, ticket, worktree
 from healer.policy.schema import ACTIONS, Policy
 from healer.records import Proposal
+from tests.synth import T0, agent, attempt, ticket, worktree
 
 TICKET_ACTIONS = {"close_dead_ticket", "drop_label", "requeue_ticket", "resume_agent", "stop_agent"}
 IDS = [f"T-{i}" for i in range(8)]

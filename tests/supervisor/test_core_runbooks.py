@@ -9,9 +9,9 @@ from healer.core import decide
 from healer.core.model import Memory, Snapshot
 from healer.core.rules import DEFAULT_RULES, effective
 from healer.core.runbooks import check, parse, rules_from_runbooks, template, with_rules
-from tests.synth import T0, ticket
 from healer.policy.schema import Policy
 from tests.conftest import REPO, healer
+from tests.synth import T0, ticket
 
 SHIPPED = REPO / "runbooks"
 

@@ -7,8 +7,8 @@ import pytest
 from healer.clock import VirtualClock
 from healer.core import decide, detect
 from healer.core.model import Memory, Snapshot
-from tests.synth import T0, agent, attempt, ticket, worktree
 from healer.policy.schema import Policy
+from tests.synth import T0, agent, attempt, ticket, worktree
 
 P = Policy.model_validate({"sentinels": {"main_red": "10m"}})
 H, S = P.health, P.sentinels

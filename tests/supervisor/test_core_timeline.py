@@ -7,8 +7,8 @@ from collections import Counter
 from healer.clock import VirtualClock
 from healer.core import decide
 from healer.core.model import Memory, Snapshot
-from tests.synth import T0, ticket
 from healer.policy.schema import Policy
+from tests.synth import T0, ticket
 
 DAY = 86_400
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from healer.core import decide, detect
 from healer.core.findings import index
 from healer.core.model import Memory, Snapshot
-from tests.synth import T0, agent, ticket, worktree
 from healer.core.waitfor import build
 from healer.policy.schema import Policy
+from tests.synth import T0, agent, ticket, worktree
 
 P = Policy()
 
