@@ -241,6 +241,10 @@ def busy_map(paths: list[Path]) -> dict[Path, tuple[int, ...]]:
 
     if not paths or not switches.enabled("busy_check"):  # a game day proving busy-worktree can fail
         return {}
+    from healer import switches
+
+    if not switches.enabled("busy_check"):  # the same switch as procs.busy_pids: a game day proving busy-worktree can fail
+        return {p: () for p in paths}
     import psutil
 
     prefixes = [(p, str(p).rstrip("/") + "/") for p in paths]
