@@ -11,6 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from chaos import engine, explore
@@ -30,6 +31,7 @@ def _replay_hint(schedule: dict) -> str:
     return f"reproduce with: healer gameday replay --seed {schedule['seed']} {path}\nschedule: {json.dumps(schedule)}"
 
 
+@pytest.mark.campaign  # the simulated world runs the real dispatcher and supervisor (issue 12): minutes, not seconds
 @CI
 @given(explore.schedules())
 def test_generated_schedules_hold_the_invariants(schedule):

@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -91,4 +92,4 @@ class Fleet(RuleBasedStateMachine):
 Fleet.TestCase.settings = settings(max_examples=int(os.environ.get("HEALER_EXPLORE_EXAMPLES", "30")),
                                    stateful_step_count=25, deadline=None, database=None,
                                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-TestFleet = Fleet.TestCase
+TestFleet = pytest.mark.campaign(Fleet.TestCase)  # the real dispatcher and supervisor each step (issue 12): a campaign
