@@ -748,8 +748,8 @@ class SimGit:
 
     def rev(self, path, ref="HEAD"):
         if Path(path) == self.e.root:
-            main = f"refs/heads/{self.e.policy.fleet.main_branch}"
-            if ref in (main, "HEAD"):
+            main = self.e.policy.fleet.main_branch
+            if ref in (main, f"refs/heads/{main}", "HEAD"):
                 return self.e.main_commit
             if ref.startswith("refs/heads/" + cv.BRANCH_PREFIX):
                 return self.e.heads.get(ref[len("refs/heads/" + cv.BRANCH_PREFIX):])
