@@ -45,8 +45,20 @@ def sweep_scratch(root: Path) -> list[str]:
     base = root / ".healer" / "scratch"
     left = sorted(p for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
     for p in left:
-        git.remove_worktree(p, root, check=False)
+        clear_scratch(p, root)
     return [str(p) for p in left]
+
+
+def clear_scratch(p: Path, root: Path) -> None:
+    """Remove a scratch worktree; a folder git does not know (a `worktree add` killed halfway) is moved
+    aside to .healer/scratch-stale/ (kept), or every later merge of that proposal would fail on it."""
+    git.remove_worktree(p, root, check=False)
+    if p.exists():
+        import uuid
+
+        stale = root / ".healer" / "scratch-stale"
+        stale.mkdir(parents=True, exist_ok=True)
+        p.rename(stale / f"{p.name}.{uuid.uuid4().hex[:8]}")
 
 
 def merge_message(p: Proposal) -> str:
@@ -69,7 +81,7 @@ def gate_proposal(root: Path, policy, p: Proposal, clock: Clock, still_wanted=No
         return Verdict(MERGED, f"{p.commit[:12]} is already on {main}", old, old)
 
     scratch = scratch_dir(root, f"{p.ticket_id}-p{p.id}")
-    git.remove_worktree(scratch, root, check=False)
+    clear_scratch(scratch, root)
     scratch.parent.mkdir(parents=True, exist_ok=True)
     git.run(root, "worktree", "add", "--detach", str(scratch), old)
     try:

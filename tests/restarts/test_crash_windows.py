@@ -68,3 +68,17 @@ def test_git_locks_left_in_the_fleet_root_by_a_dispatcher_killed_mid_merge_are_m
     assert not any(lock.exists() for lock in locks)
     assert len(f.events("dispatch.stale_lock_moved")) == 2
     assert list((f.root / ".git").glob("index.lock.stale-*"))  # kept aside, not deleted
+
+
+def test_a_half_made_scratch_worktree_does_not_block_the_merge(fleet_factory):
+    f = fleet_factory(scripted_policy())
+    f.add("T-1", "success")
+    f.d.tick()
+    f.settle()
+    prop_id = 1
+    half = f.root / ".healer" / "scratch" / f"T-1-p{prop_id}"  # `git worktree add` SIGKILLed halfway: unknown to git
+    half.mkdir(parents=True)
+    (half / "README.md").write_text("half checked out\n")
+    f.d.tick()
+    assert f.state("T-1") == lifecycle.DONE
+    assert not half.exists() and list((f.root / ".healer" / "scratch-stale").iterdir())  # kept aside
