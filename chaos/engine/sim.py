@@ -305,8 +305,11 @@ class SimEngine:
 
     # -- the product: the real Dispatcher and Supervisor over this world's ports -----------
     def _dispatch(self) -> None:
-        if not self.dispatcher_up or self.dispatcher_paused or self.frozen:
+        if not self.dispatcher_up or self.dispatcher_paused:
             return
+        # frozen: the field incident's dispatcher is alive and passing, it just launches nothing (its launch
+        # loop sees a stop request), so the sentinel that must fire is dispatch_frozen, not a dead dispatcher
+        self.dispatcher._stopping = self.frozen
         self.dispatcher.tick()
 
     def _beat(self, aid: str, gen: int) -> None:
@@ -832,7 +835,10 @@ class SimLauncher:
 def _files(root: Path) -> dict[str, str]:
     out = {}
     for p in root.rglob("*"):
-        if p.is_file() and ".healer" not in p.relative_to(root).parts:
+        parts = p.relative_to(root).parts
+        # the user's files: outside healer's folder, or inside a ticket's worktree (the product keeps them in .healer/worktrees)
+        user = ".healer" not in parts or (parts[:2] == (".healer", "worktrees") and ".healer" not in parts[2:])
+        if p.is_file() and user:
             out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
 
