@@ -55,7 +55,7 @@ expect:
   - name: stale label dropped
     labels: {match: Z-1, label: to-review, present: false}
   - name: the flood stays within quota
-    notifications: {key: "flood:*", max_per_window: 1, max: 3}
+    notifications: {key: "flood:*", window: 4h, max_per_window: 1, max: 3}
   - invariant: one_live_agent_per_ticket
   - invariant: intents_settled
   - invariant: no_leftovers
