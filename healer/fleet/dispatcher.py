@@ -344,16 +344,21 @@ class Dispatcher:
 
     # -- heartbeats -----------------------------------------------------------------
     def heartbeat(self) -> None:
+        beats = []
         for a in self.store.agents(states=["running"]):
             if not ours(a) or a.host != self.host:
                 continue
             if self.runtime.status(self._handle(a)).state != RUNNING:
                 continue  # a SIGSTOPped (paused) agent gets no heartbeat: the supervisor must see it idle
             head = self.git.rev(a.worktree) if a.worktree and Path(a.worktree).is_dir() else None
-            moved = head is not None and head != a.data.get("head")
-            self.store.heartbeat(a.id, progress=moved)
-            if moved:
-                self.store.update_agent(a.id, data={**a.data, "head": head})
+            beats.append((a, head, head is not None and head != a.data.get("head")))
+        # one write transaction for the whole fleet, taken after the runtime and git calls so it holds the lock briefly
+        if beats:
+            with self.store.tx():
+                for a, head, moved in beats:
+                    self.store.heartbeat(a.id, progress=moved)
+                    if moved:
+                        self.store.update_agent(a.id, data={**a.data, "head": head})
 
     # -- main's status --------------------------------------------------------------
     def check_main(self) -> str:

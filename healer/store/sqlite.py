@@ -412,7 +412,14 @@ class SqliteStore:
                                f"BEGIN UPDATE changes SET n = n + 1 WHERE tbl = '{table}'; END")
 
     def changes(self) -> dict[str, int]:
-        return {r[0]: r[1] for r in self._q("SELECT tbl, n FROM temp.changes")}
+        # no row changed on this connection since the last call (SQLite's own count): the counters are the same
+        total = self._db.total_changes
+        last = getattr(self, "_changes_seen", None)
+        if last is not None and last[0] == total:
+            return dict(last[1])
+        got = {r[0]: r[1] for r in self._q("SELECT tbl, n FROM temp.changes")}
+        self._changes_seen = (total, got)
+        return dict(got)
 
     def no_fsync(self) -> None:
         """A throwaway store (a simulated game day): no fsync at WAL checkpoints."""
@@ -460,8 +467,20 @@ class SqliteStore:
     _AGENT_COLS = ("id", "ticket_id", "state", "kind", "pid", "host", "container", "run_id", "worktree",
                    "started_at", "heartbeat_at", "progress_at", "ended_at", "exit_code")
 
+    _AGENT_CACHE_MAX = 4096
+
     def _agent_from(self, r: sqlite3.Row) -> Agent:
-        return Agent(**{c: r[c] for c in self._AGENT_COLS}, data=json.loads(r["data"]))
+        # The board is read every tick and most agent rows are unchanged since the last read: an Agent is
+        # frozen, so one built from the very same row values (the row's version) is handed out again
+        # instead of decoding its JSON anew. Callers never mutate `data` in place (they write the store).
+        key = tuple(r)
+        cache = self.__dict__.setdefault("_agent_cache", {})  # lazily: the PostgreSQL store shares this method
+        a = cache.get(key)
+        if a is None:
+            if len(cache) >= self._AGENT_CACHE_MAX:
+                cache.clear()
+            a = cache[key] = Agent(**{c: r[c] for c in self._AGENT_COLS}, data=json.loads(r["data"]))
+        return a
 
     def upsert_agent(self, agent: Agent) -> None:
         vals = [getattr(agent, c) for c in self._AGENT_COLS] + [_j(agent.data)]
