@@ -45,7 +45,9 @@ def test_killed_around_the_merge_then_restarted(tmp_path, point):
         assert t.state == "done" and [p.state for p in s.proposals("T-1")] == ["merged"]
         s.close()
         assert git(root, "merge-base", "--is-ancestor", t.data["merged_commit"], "main") == ""
-        assert git(root, "rev-list", "--count", f"{base}..main") == "1"  # merged exactly once
+        # merged exactly once: one merge commit on main's first-parent line, one ticket trailer
+        assert git(root, "rev-list", "--count", "--first-parent", f"{base}..main") == "1"
+        assert git(root, "log", "--format=%(trailers:key=Healer-Ticket,valueonly)", f"{base}..main").split() == ["T-1"]
         assert not list((root / ".healer" / "scratch").glob("*"))
     finally:
         stop_all(root)
