@@ -51,7 +51,10 @@ def sweep_scratch(root: Path) -> list[str]:
 
 def clear_scratch(p: Path, root: Path) -> None:
     """Remove a scratch worktree; a folder git does not know (a `worktree add` killed halfway) is moved
-    aside to .healer/scratch-stale/ (kept), or every later merge of that proposal would fail on it."""
+    aside to .healer/scratch-stale/ (kept), or every later merge of that proposal would fail on it.
+    A `worktree add` killed halfway also leaves git's entry locked ("initializing"), which neither
+    remove nor prune clears: scratch worktrees are healer's own, so it is unlocked first."""
+    git.run(root, "worktree", "unlock", str(p), check=False)
     git.remove_worktree(p, root, check=False)
     if p.exists():
         import uuid

@@ -82,3 +82,18 @@ def test_a_half_made_scratch_worktree_does_not_block_the_merge(fleet_factory):
     f.d.tick()
     assert f.state("T-1") == lifecycle.DONE
     assert not half.exists() and list((f.root / ".healer" / "scratch-stale").iterdir())  # kept aside
+
+
+def test_a_locked_missing_scratch_worktree_does_not_block_the_merge(fleet_factory):
+    # `git worktree add` SIGKILLed after registering the worktree: git's entry stays locked ("initializing")
+    # and every later `worktree add` of that path fails, which remove and prune alone do not clear.
+    f = fleet_factory(scripted_policy())
+    f.add("T-1", "success")
+    f.d.tick()
+    f.settle()
+    half = f.root / ".healer" / "scratch" / "T-1-p1"
+    git.run(f.root, "worktree", "add", "--detach", str(half), "main")
+    git.run(f.root, "worktree", "lock", "--reason", "initializing", str(half))
+    half.rename(f.root / "moved-away")  # the folder gone, the locked entry left
+    f.d.tick()
+    assert f.state("T-1") == lifecycle.DONE
