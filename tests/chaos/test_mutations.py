@@ -8,7 +8,8 @@ import pytest
 
 from chaos import engine
 from chaos.scenario import discover, load
-from healer.core import dispatch, rules, sentinels, waitfor
+from healer import conventions
+from healer.core import dispatch, rules, waitfor
 
 
 def _no_wait_labels(mp):
@@ -34,7 +35,7 @@ MUTANTS = {
     "supervisor cannot pause on red main": ("red-main", lambda mp: mp.setitem(rules.APPLICABLE, "main_red",
                                                                               frozenset({"notify"})),
                                             "dispatch paused by the supervisor"),
-    "two keys for one red main": ("notification-storm", lambda mp: mp.setattr(sentinels, "key", lambda kind: kind),
+    "two keys for one red main": ("notification-storm", lambda mp: mp.setattr(conventions, "sentinel_key", lambda kind: kind),
                                   "one page per condition (no second key for the same red main)"),
 }
 
