@@ -194,6 +194,7 @@ InvariantName = Literal[INVARIANT_NAMES]  # type: ignore[valid-type]
 # what `state:` can look at (the engines' observations of the final world)
 STATE_KEYS = ("dispatch_paused", "ticks", "failpoints_left", "failpoints_missed", "failpoints_fired", "outside_unchanged",
               "unregistered_worktrees", "git_worktrees", "main",
+              "containers_paused", "containers_left",  # the real engine with the container runtime (chaos/engine/real.py)
               # the restart storm's facts (chaos/storm.py)
               "merged_twice", "never_merged", "unmerged_done", "off_board_merges", "escalations", "left", "integrity",
               "tracebacks")
