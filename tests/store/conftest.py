@@ -24,7 +24,7 @@ BACKENDS = ["sqlite", "postgresql"]
 def _no_server(reason: str):
     if CI:
         pytest.fail(f"CI=true but {reason}: .ci/run must start PostgreSQL and export HEALER_TEST_PG_URL", pytrace=False)
-    pytest.skip(reason)
+    pytest.skip(reason=reason)
 
 
 def _start_cluster():
