@@ -395,14 +395,8 @@ class PgStore(SqliteStore):
             return super().wait_for_events(after, timeout, poll)  # the server is away: poll until it is back
         return self.last_event_id()
 
-    def follow(self, after: int = 0, poll: float = 0.5) -> Iterator:
-        while True:
-            batch = self.events(after=after, limit=500)
-            for e in batch:
-                after = e.id
-                yield e
-            if not batch:
-                self.wait_for_events(after, poll * 10)
+    def _idle(self, after: int, poll: float) -> None:
+        self.wait_for_events(after, poll * 10)  # woken by NOTIFY; the timeout is only a safety net
 
     # -- introspection (doctor, store migrate) -----------------------------------
     def journal_mode(self) -> str:

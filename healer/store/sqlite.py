@@ -255,7 +255,11 @@ class SqliteStore:
                 after = e.id
                 yield e
             if not batch:
-                self.clock.sleep(poll)
+                self._idle(after, poll)
+
+    def _idle(self, after: int, poll: float) -> None:
+        """What `follow` does when nothing is new: sleep here; PostgreSQL waits for a NOTIFY instead."""
+        self.clock.sleep(poll)
 
     def wait_for_events(self, after: int, timeout: float, poll: float = 0.1) -> int:
         """Block until an event newer than `after` exists or `timeout` passes; return the last event id.
