@@ -30,14 +30,32 @@ _warned: set[str] = set()
 SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock")
 
 
+def socket_masks() -> list[str]:
+    """bwrap arguments that put /dev/null over each daemon socket present. By real path: bwrap
+    resolves a destination inside the new root and cannot create a mount point through the
+    /var/run -> /run link ("Can't create file at /var/run/docker.sock"), and the same socket
+    reached by two names is masked once."""
+    seen: list[str] = []
+    for s in SOCKETS:
+        if os.path.exists(s):
+            real = os.path.realpath(s)
+            if real not in seen:
+                seen.append(real)
+    out: list[str] = []
+    for real in seen:
+        out += ["--ro-bind", "/dev/null", real]
+    return out
+
+
 def unavailable() -> str | None:
-    """Why bubblewrap cannot sandbox here (None when it can). Probed once per process."""
+    """Why bubblewrap cannot sandbox here (None when it can). Probed once per process, with the
+    same socket masks a real run uses, so `auto` never picks a sandbox that would not start."""
     exe = shutil.which("bwrap")
     if exe is None:
         return "bubblewrap (bwrap) is not installed (Debian: apt-get install bubblewrap)"
     if exe not in _probe:
         try:
-            r = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "true"],
+            r = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *socket_masks(), "true"],
                                capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
             _probe[exe] = None if r.returncode == 0 else f"bwrap does not run here: {r.stderr.strip()[-200:]}"
         except (OSError, subprocess.TimeoutExpired) as e:
@@ -104,9 +122,7 @@ class Profile:
             a += ["--ro-bind", str(p), str(p)]
         for p in self.rw_last:
             a += ["--bind", str(p), str(p)]
-        for s in SOCKETS:
-            if os.path.exists(s):
-                a += ["--ro-bind", "/dev/null", s]
+        a += socket_masks()
         if self.tmpdir is not None:
             t = str(self.tmpdir)
             a += ["--tmpfs", t, "--setenv", "TMPDIR", t, "--setenv", "TMP", t, "--setenv", "TEMP", t]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import tempfile
 import threading
 
@@ -59,3 +60,31 @@ def test_auto_warns_once_and_bwrap_refused_without_bubblewrap(monkeypatch):
     with pytest.raises(InvalidInput) as e:
         sandbox.resolve("bwrap")
     assert e.value.exit_code == 65 and "bwrap" in str(e.value)
+
+
+def test_daemon_socket_reached_through_a_link_is_masked_and_the_sandbox_still_starts(tmp_path, monkeypatch):
+    """CI regression: with dockerd running, /var/run/docker.sock (a link to /run) made every
+    sandboxed agent fail to start ("Can't create file at /var/run/docker.sock") and the loop
+    ran its iterations on an agent that never ran. Masks go on real paths, once each."""
+    need_bwrap()
+    import subprocess
+
+    real_dir = tmp_path / "run"
+    real_dir.mkdir()
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "run").symlink_to(real_dir)
+    sock_path = real_dir / "daemon.sock"
+    srv = socket.socket(socket.AF_UNIX)
+    srv.bind(str(sock_path))
+    srv.listen(1)
+    try:
+        monkeypatch.setattr(sandbox, "SOCKETS", (str(tmp_path / "var" / "run" / "daemon.sock"), str(sock_path)))
+        monkeypatch.setattr(sandbox, "_probe", {})
+        assert sandbox.unavailable() is None
+        prof = sandbox.Profile(workdir=tmp_path)
+        probe = ("import socket,sys\ns=socket.socket(socket.AF_UNIX)\n"
+                 f"try:\n s.connect({str(sock_path)!r}); sys.exit(9)\nexcept OSError: sys.exit(0)\n")
+        r = subprocess.run(prof.wrap([sys.executable, "-c", probe]), capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr  # started, and the socket is not reachable inside
+    finally:
+        srv.close()
