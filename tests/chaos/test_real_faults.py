@@ -40,8 +40,8 @@ faults:
   - {at: 1s, fault: stale_labels, target: Z-1}
   - {at: 1s, fault: alert_flood, count: 30, params: {keys: 3}}
   - {at: 5s, fault: red_main}
-  - {at: 8s, fault: green_main}
-  - {at: 9s, fault: index_lock, target: A-2}
+  - {on_event: main.red, fault: green_main}   # main goes green only once the dispatcher saw it red
+  - {on_event: dispatch.launched, subject: A-2, fault: index_lock, target: A-2}
   - {at: 9s, fault: clock_jump, seconds: 1h}
 expect:
   - name: both tickets done in the end
