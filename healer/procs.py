@@ -326,7 +326,7 @@ def resolve_python(argv: Sequence[str], path: str | None = None) -> list[str]:
 
 def spawn(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None = None, stdout=None, stderr=None,
           stdin=subprocess.DEVNULL, marker: str | None = None,
-          adopt_orphans: bool = False) -> tuple[subprocess.Popen, ProcessTree]:
+          adopt_orphans: bool = False, pass_fds: Sequence[int] = ()) -> tuple[subprocess.Popen, ProcessTree]:
     """Start argv (never through a shell) in its own session, tagged with a tree marker."""
     marker = marker or uuid.uuid4().hex
     full_env = dict(os.environ if env is None else env)
@@ -336,7 +336,7 @@ def spawn(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None
     full_env[MARKER] = marker
     proc = subprocess.Popen(resolve_python(argv, full_env.get("PATH")), cwd=str(cwd), env=full_env, stdout=stdout,
                             stderr=stderr, stdin=stdin,
-                            start_new_session=True, close_fds=True)
+                            start_new_session=True, close_fds=True, pass_fds=tuple(pass_fds))
     tree = ProcessTree(proc.pid, marker, adopt_orphans=adopt_orphans)
     tree.popen = proc
     return proc, tree
@@ -388,7 +388,7 @@ class Completed:
 def run(argv: Sequence[str], *, cwd: str | Path, timeout: float, grace: float, clock: Clock | None = None,
         env: Mapping[str, str] | None = None, stdout=None, stderr=None, stdin=subprocess.DEVNULL,
         should_stop=None, poll: float = 0.05, marker: str | None = None, on_spawn=None,
-        adopt_orphans: bool = False) -> Completed:
+        adopt_orphans: bool = False, pass_fds: Sequence[int] = ()) -> Completed:
     """Run argv under a deadline around the whole tree; leave no descendant alive.
 
     `should_stop()` (e.g. SIGTERM received, kill switch) ends the run early like a deadline;
@@ -398,7 +398,7 @@ def run(argv: Sequence[str], *, cwd: str | Path, timeout: float, grace: float, c
     clock = clock or system()
     start = clock.monotonic()
     proc, tree = spawn(argv, cwd=cwd, env=env, stdout=stdout, stderr=stderr, stdin=stdin, marker=marker,
-                       adopt_orphans=adopt_orphans)
+                       adopt_orphans=adopt_orphans, pass_fds=pass_fds)
     if on_spawn is not None:
         on_spawn(proc, tree)
     deadline = start + timeout

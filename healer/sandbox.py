@@ -9,22 +9,45 @@ lists. The repository's hooks, config, info/ and other refs stay read-only. Netw
 optional (`--unshare-net`). The Docker socket is masked. Enforced by the kernel's mount
 namespaces, not by a promise the agent is asked to keep.
 
+`container`: the same writable set bind-mounted into a Docker container of the offline
+`healer-python` image (an empty root, the host's /usr, Python and healer mounted read-only, /etc
+and $HOME read-only), a read-only root, every capability dropped, a private /tmp tmpfs, no network
+unless `sandbox_network: true`, the host's uid:gid so files keep their owner. One container per
+program (the agent, each gate); the loop's deadline stops it and it is always removed.
+
 `auto` uses bubblewrap when it works on this machine (probed once per process), else runs
 unconfined and warns once; `none` runs unconfined (the loop then reports the writes it can
-see outside the worktree, see healer/loop/watch.py).
+see outside the worktree, see healer/loop/guard.py).
+
+A sandbox that fails to start its program must never look like a program that ran: each run
+is settled (`Launch.settle`) from what the sandbox itself reports. bubblewrap writes
+`{"child-pid": N}` on `--json-status-fd` right after clone(), BEFORE it sets the mounts up
+(a failed mount still shows a child-pid), and `{"exit-code": N}` only when the program it
+exec'd has exited: no exit-code, bwrap not killed, means bwrap failed (its one `bwrap: ...`
+line says why). Docker: a container that never started (State.StartedAt unset) or was never
+created. Either is `SandboxFailed` (exit 69); a program that does not exist inside is exit 127,
+as unsandboxed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import csv
+import io
+import json
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+import uuid
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from healer.errors import InvalidInput
+from healer.errors import InvalidInput, Unavailable
 
-MODES = ("auto", "bwrap", "none")
+MODES = ("auto", "bwrap", "container", "none")
+CONTAINER_LABEL = "healer.kind"
+CONTAINER_KIND = "loop-sandbox"
+WORKDIR_LABEL = "healer.loop.workdir"
 _probe: dict[str, str | None] = {}
 _warned: set[str] = set()
 SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock")
@@ -55,7 +78,8 @@ def unavailable() -> str | None:
         return "bubblewrap (bwrap) is not installed (Debian: apt-get install bubblewrap)"
     if exe not in _probe:
         try:
-            r = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *socket_masks(), "true"],
+            r = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *socket_masks(),
+                                "--json-status-fd", "1", "true"],
                                capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
             _probe[exe] = None if r.returncode == 0 else f"bwrap does not run here: {r.stderr.strip()[-200:]}"
         except (OSError, subprocess.TimeoutExpired) as e:
@@ -63,11 +87,15 @@ def unavailable() -> str | None:
     return _probe[exe]
 
 
-def resolve(mode: str, where: str = "loop.sandbox") -> tuple[str, str | None]:
-    """(effective mode "bwrap" | "none", a warning to show once or None). `bwrap` that cannot
-    run is an invalid policy for this machine (exit 65)."""
+def resolve(mode: str, where: str = "loop.sandbox", image: str = "healer-python") -> tuple[str, str | None]:
+    """(effective mode "bwrap" | "container" | "none", a warning to show once or None). `bwrap`
+    that cannot run is an invalid policy for this machine (exit 65); `container` without a
+    Docker engine that answers is an unavailable service (exit 69)."""
     if mode == "none":
         return "none", None
+    if mode == "container":
+        container_ready(image, where)
+        return "container", None
     why = unavailable()
     if why is None:
         return "bwrap", None
@@ -78,6 +106,40 @@ def resolve(mode: str, where: str = "loop.sandbox") -> tuple[str, str | None]:
         _warned.add(why)
         warn = f"healer: warning: {where}: auto: {why}; the agent runs unsandboxed (writes outside its worktree are reported)"
     return "none", warn
+
+
+def container_ready(image: str, where: str = "loop.sandbox") -> None:
+    """The docker CLI, an engine that answers and the image (healer's own is built offline on demand)."""
+    if shutil.which("docker") is None:
+        raise Unavailable(f"{where}: container: the docker command is not installed (Debian: apt-get install docker.io)")
+    from healer.fleet import images
+    from healer.fleet.container_runtime import connect
+
+    try:
+        client = connect()
+    except Unavailable as e:
+        raise Unavailable(f"{where}: container: {e}") from None
+    images.ensure(client, image)
+
+
+class SandboxFailed(Unavailable):
+    """The sandbox did not start the program: exit 69 (an environment healer needs is broken),
+    never an iteration of an agent that did not run."""
+
+    def __init__(self, mode: str, what: str, detail: str) -> None:
+        self.mode, self.what, self.detail = mode, what, detail
+        line = " ".join(detail.split())[:300] or "no message"
+        super().__init__(f"sandbox {mode} failed to start {what}: {line}")
+
+
+def _tail(path: Path, n: int = 8192) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - n))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -110,10 +172,19 @@ class Profile:
     rw_last: list[Path] = field(default_factory=list)  # writable inside a read-only folder (the branch's ref folder)
     network: bool = True
     tmpdir: Path | None = None
+    kind: str = "bwrap"  # or "container"
+    image: str = "healer-python"
 
-    def wrap(self, argv: list[str]) -> list[str]:
+    def launch(self, argv: list[str], env: dict[str, str] | None = None, what: str = "the program") -> Launch:
+        if self.kind == "container":
+            return ContainerLaunch(self, argv, env or {}, what)
+        return BwrapLaunch(self, argv, what)
+
+    def wrap(self, argv: list[str], status_fd: int | None = None) -> list[str]:
         exe = shutil.which("bwrap") or "bwrap"
         a = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        if status_fd is not None:
+            a += ["--json-status-fd", str(status_fd)]
         if not self.network:
             a.append("--unshare-net")
         for p in self.rw:
@@ -130,15 +201,212 @@ class Profile:
         return a
 
 
+class Launch:
+    """One program run in the sandbox: `argv` to spawn with `pass_fds` kept open, then `settle()`
+    the result from what the sandbox reports, then `close()`."""
+
+    argv: list[str]
+    pass_fds: tuple[int, ...] = ()
+    env: dict[str, str] | None = None  # for the spawned process; None: the caller's
+    mode = "bwrap"
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def settle(self, res, log: Path):
+        return res
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> Launch:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class BwrapLaunch(Launch):
+    mode = "bwrap"
+
+    def __init__(self, profile: Profile, argv: list[str], what: str) -> None:
+        super().__init__(what)
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        self.argv = profile.wrap(argv, status_fd=self._w)
+        self.pass_fds = (self._w,)
+
+    def status(self) -> list[dict]:
+        """The JSON documents bwrap wrote (it has exited: they are all in the pipe)."""
+        buf = b""
+        while True:
+            try:
+                chunk = os.read(self._r, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            buf += chunk
+        docs = []
+        for line in buf.decode("utf-8", "replace").splitlines():
+            with contextlib.suppress(ValueError):
+                d = json.loads(line)
+                if isinstance(d, dict):
+                    docs.append(d)
+        return docs
+
+    def settle(self, res, log: Path):
+        if self._w >= 0:
+            os.close(self._w)
+            self._w = -1
+        ran = any("exit-code" in d for d in self.status())
+        if ran or res.timed_out or res.stopped or res.exit_code is None or res.exit_code < 0:
+            return res  # the program ran and ended, or bwrap was killed (the deadline, a stop, the agent itself)
+        text = _tail(log)
+        said = [ln for ln in text.splitlines() if ln.startswith("bwrap: ")]
+        if said and said[-1].startswith("bwrap: execvp "):
+            return replace(res, exit_code=127)  # the program does not exist (yet): a failure of it, as unsandboxed
+        raise SandboxFailed("bwrap", self.what, (said[-1] if said else text.strip()[-300:]) or f"bwrap exited {res.exit_code}")
+
+    def close(self) -> None:
+        for fd in (self._r, self._w):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._r = self._w = -1
+
+
+def _mount(src: Path | str, dst: Path | str, ro: bool) -> list[str]:
+    row = ["type=bind", f"source={src}", f"target={dst}"] + (["readonly"] if ro else [])
+    out = io.StringIO()
+    csv.writer(out, lineterminator="").writerow(row)  # docker parses --mount as CSV: a comma in a path is quoted
+    return ["--mount", out.getvalue()]
+
+
+_NEVER_STARTED = "0001-01-01T00:00:00Z"
+_KEEP_OUT = ("DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CONTEXT", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY")
+
+
+class ContainerLaunch(Launch):
+    """`docker run` of the program in a fresh container, named so the loop can settle and remove it
+    whatever happened to the docker client (killed at the deadline with the rest of the tree)."""
+
+    mode = "container"
+
+    def __init__(self, profile: Profile, argv: list[str], env: dict[str, str], what: str) -> None:
+        super().__init__(what)
+        from healer.fleet import images
+        from healer.fleet.container_runtime import init_argv
+
+        self.name = f"healer-loop-{uuid.uuid4().hex[:16]}"
+        mounts: dict[str, tuple[str, bool]] = {}  # target -> (source, read-only); later entries win
+        for p, spec in images.python_mounts().items():
+            mounts[p] = (p, spec.get("mode") == "ro")
+        for extra in ("/etc", os.path.expanduser("~")):
+            if extra not in ("/", "") and os.path.isdir(extra):
+                mounts.setdefault(os.path.realpath(extra), (os.path.realpath(extra), True))
+        for p in profile.rw:
+            mounts[str(p)] = (str(p), False)
+        for p in profile.ro:
+            mounts[str(p)] = (str(p), True)
+        for p in profile.rw_last:
+            mounts[str(p)] = (str(p), False)
+        tmp = str(profile.tmpdir) if profile.tmpdir is not None else "/tmp"
+        a = ["docker", "run", "-i", "--name", self.name, "--label", f"{CONTAINER_LABEL}={CONTAINER_KIND}",
+             "--label", f"{WORKDIR_LABEL}={profile.workdir}",
+             "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--pids-limit", "4096",
+             "--user", f"{os.getuid()}:{os.getgid()}", "--network", "host" if profile.network else "none",
+             "--tmpfs", "/tmp:exec", "--workdir", str(profile.workdir)]
+        if tmp != "/tmp":
+            a += ["--tmpfs", f"{tmp}:exec"]
+        for target in sorted(mounts, key=lambda t: (t.count("/"), t)):
+            src, ro = mounts[target]
+            a += _mount(src, target, ro)
+        # values travel in the docker client's own environment (`-e NAME`), never on its command line
+        # the tree's marker too (set by procs.spawn on the client): the loop's tree kill, and a resumed
+        # run's kill of a dead runner's leftovers, find the container's processes by it
+        from healer.procs import ANCESTORS, MARKER
+
+        self.env = {**env, "TMPDIR": tmp, "TMP": tmp, "TEMP": tmp}
+        for k in sorted({*self.env, MARKER, ANCESTORS}):
+            if k not in _KEEP_OUT and "=" not in k:
+                a += ["-e", k]
+        self.argv = [*a, profile.image, *init_argv(argv)]
+
+    def settle(self, res, log: Path):
+        import docker.errors
+
+        from healer.fleet.container_runtime import connect, signal_exit
+
+        try:
+            client = connect()
+            state = client.api.inspect_container(self.name).get("State") or {}
+        except docker.errors.NotFound:
+            state = None
+        except Unavailable as e:
+            raise SandboxFailed("container", self.what, str(e)) from None
+        if res.timed_out or res.stopped:
+            return res
+        if state is None:  # never created: the client says why (an invalid mount, no image, ...)
+            raise SandboxFailed("container", self.what, _docker_said(_tail(log)) or f"docker exited {res.exit_code}")
+        if state.get("StartedAt", _NEVER_STARTED).startswith("0001-"):
+            err = state.get("Error") or _docker_said(_tail(log))
+            if "exec:" in err and ("no such file or directory" in err or "executable file not found" in err):
+                return replace(res, exit_code=127)
+            raise SandboxFailed("container", self.what, err or "the container never started")
+        code = signal_exit(state.get("ExitCode"))
+        return replace(res, exit_code=code)
+
+    def close(self) -> None:
+        remove_container(self.name)
+
+
+def _docker_said(text: str) -> str:
+    lines = [ln for ln in text.splitlines() if ln.startswith("docker: ") or "Error response from daemon" in ln]
+    return lines[-1] if lines else ""
+
+
+def remove_leftovers(workdir: Path) -> list[str]:
+    """Containers of a runner that was SIGKILLed in this worktree (the loop holds the worktree's lock,
+    so every loop container labelled with it is a leftover). Returns their names."""
+    try:
+        from healer.fleet.container_runtime import connect
+
+        client = connect()
+        found = client.api.containers(all=True, filters={"label": [f"{CONTAINER_LABEL}={CONTAINER_KIND}",
+                                                                   f"{WORKDIR_LABEL}={Path(workdir).resolve()}"]})
+    except Exception:  # noqa: BLE001 - no engine: nothing of ours can be running in it
+        return []
+    names = [(c.get("Names") or ["?"])[0].lstrip("/") for c in found]
+    for n in names:
+        remove_container(n)
+    return names
+
+
+def remove_container(name: str) -> None:
+    """Stop (SIGKILL) and remove a loop container; gone already is fine."""
+    with contextlib.suppress(Exception):
+        import docker.errors
+
+        from healer.fleet.container_runtime import connect
+
+        with contextlib.suppress(docker.errors.NotFound):
+            connect().api.remove_container(name, force=True)
+
+
 def _mk(p: Path) -> Path:
     p.mkdir(parents=True, exist_ok=True)
     return p
 
 
-def loop_profile(workdir: Path, writable: list[str], network: bool) -> Profile:
-    """The loop's agent and gates: the worktree, its branch in git, a private temp dir, `writable`."""
+def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind: str = "bwrap",
+                 image: str = "healer-python") -> Profile:
+    """The loop's agent and gates: the worktree, its branch in git, a private temp dir, `writable`.
+    `network` None: the mode's default (bwrap on, container off)."""
     workdir = workdir.resolve()
-    prof = Profile(workdir=workdir, network=network)
+    if network is None:
+        network = kind != "container"
+    prof = Profile(workdir=workdir, network=network, kind=kind, image=image)
     prof.rw.append(workdir)
     own = workdir / ".healer"
     own.mkdir(exist_ok=True)

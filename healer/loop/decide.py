@@ -147,6 +147,7 @@ EXIT_WORDS = {
     errors.STOPPED: "stopped",
     errors.USAGE: "usage error",
     errors.INVALID_INPUT: "invalid input",
+    errors.UNAVAILABLE: "unavailable",
     errors.INTERNAL: "internal error",
 }
 

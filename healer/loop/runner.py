@@ -251,7 +251,7 @@ class Runner:
             raise InvalidInput(f"{st.policy_file or 'policy'}: loop.gates: expected at least one gate (the only judge of "
                                "success), got none")
         self._check_gates(st)
-        self.sbx_mode, warn = sandbox.resolve(self.loop_policy.sandbox)
+        self.sbx_mode, warn = sandbox.resolve(self.loop_policy.sandbox, image=self.loop_policy.sandbox_image)
         if warn:
             import sys
 
@@ -333,9 +333,10 @@ class Runner:
             return
         tree = procs.ProcessTree.adopt(inf["marker"], inf.get("pid"), inf.get("create_time"))
         killed = tree.kill(self.loop_policy.kill_grace, self.clock)
+        gone = sandbox.remove_leftovers(self.workdir) if self.sbx_mode == "container" else []
         st.inflight = None
-        if killed:
-            self._event("loop.leftovers_killed", {"iteration": inf.get("n"), "killed": killed})
+        if killed or gone:
+            self._event("loop.leftovers_killed", {"iteration": inf.get("n"), "killed": killed, "containers": gone})
 
     # -- helpers ---------------------------------------------------------------------
     def _event(self, kind: str, payload: dict) -> None:
@@ -381,6 +382,8 @@ class Runner:
                 done = self._settle_pending_commit()
             except _Interrupted:
                 return self._finish(errors.STOPPED, f"{self.stop_signal} received while verifying a pending commit")
+            except sandbox.SandboxFailed as e:
+                return self._sandbox_failed(e, len(st.history))
             if done is not None:
                 return done
         while True:
@@ -395,6 +398,10 @@ class Runner:
                 self._guard_protected(self._before, f"iteration {n} interrupted")
                 return self._finish(errors.STOPPED, f"{self.stop_signal} received during iteration {n} "
                                                     f"(iteration discarded; --resume {st.run_id} redoes it)")
+            except sandbox.SandboxFailed as e:
+                st.inflight = None
+                self._guard_protected(self._before, f"iteration {n}: sandbox failed")
+                return self._sandbox_failed(e, n)
             prev = st.history[-1].state_hash if st.history else None
             st.history.append(rec)
             if rec.output_key and rec.output_key not in st.outputs:
@@ -413,6 +420,12 @@ class Runner:
                 return self._commit(n, verdict.reason)
             if not verdict.go_on:
                 return self._finish(verdict.exit_code, verdict.reason)
+
+    def _sandbox_failed(self, e: sandbox.SandboxFailed, n: int) -> Outcome:
+        """The sandbox never ran the program: no iteration is recorded (an agent that did not run
+        must not look like one that made no progress); the loop ends with exit 69 and the sandbox's words."""
+        self._event("loop.sandbox_failed", {"n": n, "mode": e.mode, "what": e.what, "stderr": e.detail[-4000:]})
+        return self._finish(e.exit_code, f"{e} (iteration {n} discarded; fix the sandbox, then --resume {self.st.run_id})")
 
     def _guard_protected(self, reference: str | None, why: str) -> None:
         """Undo changes to protected paths made since `reference` (a snapshot) outside a
@@ -439,17 +452,15 @@ class Runner:
     def _iterate(self, n: int) -> IterationRecord:
         """One iteration, inside a fresh sandbox session (its own private temp dir) when sandboxed,
         with the git common dir and the outside world compared before and after."""
-        L = self.loop_policy
         self._gsnap = guard.git_capture(self.workdir)
         watch = self.sbx_mode == "none"
         roots = guard.outside_roots(self.workdir, self.req.fleet_root, self._gsnap.common if self._gsnap else None) \
             if watch else []
         seen = guard.scan(roots) if watch else {}
         try:
-            if self.sbx_mode != "bwrap":
+            if self.sbx_mode == "none":
                 return self._iterate_body(n)
-            prof = sandbox.loop_profile(self.workdir, L.sandbox_writable, L.sandbox_network)
-            with sandbox.Session(prof) as p:
+            with sandbox.Session(self._loop_profile()) as p:
                 self._profile = p
                 return self._iterate_body(n)
         finally:
@@ -474,10 +485,20 @@ class Runner:
         self._event("loop.outside_write", {"n": idir.name, "sandbox": self.sbx_mode, "count": 1,
                                            "paths": [str(self.paths.dir)], "area": "loop state deleted by the agent"})
 
-    def _wrap(self, argv: list[str]) -> list[str]:
+    def _loop_profile(self) -> sandbox.Profile:
+        L = self.loop_policy
+        return sandbox.loop_profile(self.workdir, L.sandbox_writable, L.sandbox_network, self.sbx_mode, L.sandbox_image)
+
+    def _run(self, argv: list[str], log: Path, what: str, **kw) -> procs.Completed:
+        """procs.run, in the sandbox when there is one; a sandbox that did not start it raises SandboxFailed."""
         if self._profile is None:
-            return list(argv)
-        return self._profile.wrap(procs.resolve_python(argv, os.environ.get("PATH")))
+            return procs.run(argv, **kw)
+        argv = procs.resolve_python(argv, os.environ.get("PATH"))
+        with self._profile.launch(argv, dict(kw.get("env") or os.environ), what) as launch:
+            if launch.env is not None:
+                kw["env"] = launch.env
+            res = procs.run(launch.argv, pass_fds=launch.pass_fds, **kw)
+            return launch.settle(res, log)
 
     def _note(self, text: str) -> None:
         with open(self.workdir / "progress.md", "a") as f:
@@ -545,7 +566,7 @@ class Runner:
         with open(out_p, "wb") as out, open(err_p, "wb") as err, \
                 (open(pf, "rb") if agents.prompt_on_stdin(self.spec, argv) else open(os.devnull, "rb")) as stdin:
             try:
-                res = procs.run(self._wrap(argv), cwd=self.workdir, timeout=max(0.0, deadline - clock.monotonic()), grace=L.kill_grace,
+                res = self._run(argv, err_p, "the agent", cwd=self.workdir, timeout=max(0.0, deadline - clock.monotonic()), grace=L.kill_grace,
                                 clock=clock, env=env, stdout=out, stderr=err, stdin=stdin, should_stop=self._should_stop,
                                 marker=marker, on_spawn=on_spawn, adopt_orphans=self.subreaper)
             except OSError as e:
@@ -625,7 +646,7 @@ class Runner:
             log = idir / f"gate-{i}-{_safe(g.name)}.log"
             with open(log, "wb") as f:
                 try:
-                    res = procs.run(self._wrap(g.run), cwd=self.workdir, timeout=min(g.timeout, remaining), grace=L.kill_grace,
+                    res = self._run(g.run, log, f"gate {g.name}", cwd=self.workdir, timeout=min(g.timeout, remaining), grace=L.kill_grace,
                                     clock=clock, env=env, stdout=f, stderr=subprocess.STDOUT,
                                     should_stop=self._should_stop, adopt_orphans=self.subreaper)
                 except OSError as e:
@@ -769,9 +790,8 @@ class Runner:
         idir = self.paths.iteration(n) / "verify"
         idir.mkdir(parents=True, exist_ok=True)
         deadline = self.clock.monotonic() + self.loop_policy.iteration_timeout
-        if self.sbx_mode == "bwrap":  # the gates run the agent's code: sandboxed here too
-            L = self.loop_policy
-            with sandbox.Session(sandbox.loop_profile(self.workdir, L.sandbox_writable, L.sandbox_network)) as p:
+        if self.sbx_mode != "none":  # the gates run the agent's code: sandboxed here too
+            with sandbox.Session(self._loop_profile()) as p:
                 self._profile = p
                 try:
                     gates, _ = self._gates(idir, deadline)

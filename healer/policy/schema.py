@@ -128,12 +128,17 @@ class Loop(Strict):
     max_diff_lines: PosInt = 400
     max_diff_bytes: PosInt = Field(4_000_000, description="bytes of changed files per iteration (binary files count by "
                                                            "size); above it the iteration is rolled back like for lines")
-    sandbox: Literal["auto", "bwrap", "none"] = Field(
+    sandbox: Literal["auto", "bwrap", "container", "none"] = Field(
         "auto", description="how the agent and the gates run: bwrap (bubblewrap: read-only filesystem except the "
-                            "worktree, its branch in git, a private temp dir and sandbox_writable), none (unconfined; "
-                            "writes outside the worktree are reported as loop.outside_write), auto (bwrap when it "
-                            "works here, else none with one warning)")
-    sandbox_network: bool = Field(True, description="false: the sandboxed agent and gates get no network (bwrap)")
+                            "worktree, its branch in git, a private temp dir and sandbox_writable), container (the "
+                            "same writable set in a Docker container of sandbox_image: read-only root, no "
+                            "capabilities, no network by default), none (unconfined; writes outside the worktree are "
+                            "reported as loop.outside_write), auto (bwrap when it works here, else none with one "
+                            "warning). A sandbox that fails to start ends the loop: exit 69, loop.sandbox_failed")
+    sandbox_network: bool | None = Field(None, description="network inside the sandbox; null: the mode's default "
+                                                           "(bwrap: on, container: none)")
+    sandbox_image: str = Field("healer-python", description="the image of sandbox: container (healer-python: built "
+                                                            "offline, the host's /usr and Python mounted read-only)")
     sandbox_writable: list[str] = Field(default_factory=list, description="more paths the sandboxed agent may write "
                                                                           "(e.g. ~/.claude); ~ is expanded")
     kill_switch: str = ".healer/STOP"

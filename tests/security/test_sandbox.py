@@ -3,17 +3,23 @@ falling back with one warning, `bwrap` refused where it cannot run."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import socket
 import sys
 import tempfile
 import threading
+from pathlib import Path
 
 import pytest
+import yaml
 
 from healer import sandbox
 from healer.errors import InvalidInput
-from tests.security.conftest import need_bwrap, policy, run, target_repo
+from healer.policy.schema import Policy
+from tests.conftest import healer
+from tests.security.conftest import events, need_bwrap, policy, run, target_repo
 
 
 def test_network_off_and_private_tmp(tmp_path):
@@ -88,3 +94,77 @@ def test_daemon_socket_reached_through_a_link_is_masked_and_the_sandbox_still_st
         assert r.returncode == 0, r.stderr  # started, and the socket is not reachable inside
     finally:
         srv.close()
+
+
+# -- a sandbox that fails to start is never an agent that ran ------------------------------------
+
+def _witness_policy(mode: str, witness: Path, **loop):
+    """An agent that only leaves a witness file: it ran, or it did not."""
+    from tests.security.conftest import PY
+
+    return Policy.model_validate({"version": 1, "loop": {
+        "max_iterations": 3, "iteration_timeout": "60s", "kill_grace": "1s", "sandbox": mode,
+        "sandbox_writable": [str(witness.parent)],
+        "agent": {"command": [PY, "-c", f"open({str(witness)!r}, 'a').write('ran\\n')"]},
+        "gates": [{"name": "never", "run": [PY, "-c", "raise SystemExit(1)"], "timeout": "30s"}], **loop}})
+
+
+def test_bwrap_that_cannot_set_up_ends_the_loop_with_69(tmp_path, monkeypatch):
+    """CI regression, with the real bwrap: a mount it cannot make (as /var/run/docker.sock was) used to
+    look like an agent that made no progress, and the loop burned its iterations until "stalled"."""
+    need_bwrap()
+    assert sandbox.unavailable() is None  # probed before the breakage: `bwrap` is chosen
+    monkeypatch.setattr(sandbox, "socket_masks", lambda: ["--ro-bind", "/dev/null", "/var/run/healer-no-such.sock"])
+    repo = target_repo(tmp_path / "repo")
+    witness = tmp_path / "w" / "witness"
+    out, lines = run(repo, _witness_policy("bwrap", witness))
+    assert out.exit_code == 69 and out.iterations == 0, (out, lines)
+    assert not witness.exists()  # the agent never ran
+    assert lines[-1].startswith(f"loop {out.run_id}: exit 69") and "Can't create file" in lines[-1], lines
+    ev = events(repo, "loop.sandbox_failed")
+    assert len(ev) == 1 and ev[0].payload["mode"] == "bwrap" and ev[0].payload["what"] == "the agent"
+    assert "bwrap: Can't create file at /var/run/healer-no-such.sock" in ev[0].payload["stderr"]
+    assert events(repo, "loop.iteration") == []
+    assert json.loads(out.result_path.read_text())["exit_code"] == 69
+
+
+def test_shimmed_bwrap_failing_like_ci_is_one_line_and_69(tmp_path):
+    """The CLI, with a `bwrap` on PATH that passes the probe and then fails every real run exactly as
+    the real one did in CI: one line on stderr, exit 69, no traceback, no iteration."""
+    need_bwrap()
+    real = shutil.which("bwrap")
+    shim = tmp_path / "bin" / "bwrap"
+    shim.parent.mkdir()
+    shim.write_text(f"#!/bin/sh\ncase \" $* \" in *' --chdir '*) ;; *) exec {real} \"$@\" ;; esac\n"
+                    "echo \"bwrap: Can't create file at /var/run/docker.sock: No such file or directory\" >&2\n"
+                    "exit 1\n")
+    shim.chmod(0o755)
+    repo = target_repo(tmp_path / "repo")
+    witness = tmp_path / "w" / "witness"
+    pol = tmp_path / "policy.yaml"
+    pol.write_text(yaml.safe_dump(_witness_policy("bwrap", witness).model_dump(mode="json")))
+    task = tmp_path / "task.md"
+    task.write_text("make tests pass\n")
+    env = {**os.environ, "PATH": f"{shim.parent}:{os.environ['PATH']}"}
+    r = healer("loop", "run", "--workdir", str(repo), "--policy", str(pol), "--task", str(task), env=env)
+    assert r.returncode == 69, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and not witness.exists()
+    assert "sandbox bwrap failed to start the agent: bwrap: Can't create file at /var/run/docker.sock" in r.stdout + r.stderr
+    assert "iteration 1/" not in r.stdout
+
+
+def test_missing_gate_program_in_bwrap_is_a_failing_gate_not_a_broken_sandbox(tmp_path):
+    """`bwrap: execvp ./check.sh` is the program's absence (the agent may write it later): exit 127 for
+    that gate, as unsandboxed; an agent that kills its own bwrap is a killed agent. The loop goes on."""
+    need_bwrap()
+    repo = target_repo(tmp_path / "repo")
+    witness = tmp_path / "w" / "witness"
+    pol = _witness_policy("bwrap", witness, max_iterations=2,
+                          gates=[{"name": "check", "run": ["./check.sh"], "timeout": "30s"}],
+                          agent={"command": ["sh", "-c", f"echo ran >> {witness}; kill -9 $PPID"]})
+    out, lines = run(repo, pol)
+    assert out.exit_code in (2, 3) and out.iterations == 2, (out, lines)
+    assert witness.read_text() == "ran\nran\n"
+    assert events(repo, "loop.sandbox_failed") == []
+    it = events(repo, "loop.iteration")[0].payload
+    assert it["gates"][0]["exit_code"] == 127 and it["agent_exit"] == -9
