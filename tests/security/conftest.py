@@ -18,7 +18,9 @@ from tests.conftest import git, make_repo
 PY = sys.executable
 HOSTILE = str(Path(__file__).resolve().parents[2] / "chaos" / "agents" / "hostile.py")
 CHECK = "from pathlib import Path\n\n\ndef test_answer():\n    assert Path('solution.txt').read_text().strip() == '42'\n"
-MODES = ("bwrap", "none")
+# every attack under each mode; in a container (a few seconds per run) only in `make campaigns`,
+# `make test` keeps the short container tests of test_container.py
+MODES = ("bwrap", "none", pytest.param("container", marks=pytest.mark.campaign))
 
 
 def need_bwrap() -> None:
@@ -30,10 +32,33 @@ def need_bwrap() -> None:
     pytest.skip(reason=f"needs bubblewrap: {why}")
 
 
+_DOCKER: dict[str, str | None] = {}
+
+
+def need_docker() -> None:
+    """A Docker engine and the healer-python image (built offline), or skip with a reason / FAIL under CI=true."""
+    if "why" not in _DOCKER:
+        from healer.errors import HealerError
+
+        try:
+            sandbox.container_ready("healer-python", "test")
+            _DOCKER["why"] = None
+        except HealerError as e:
+            _DOCKER["why"] = str(e)
+    why = _DOCKER["why"]
+    if why is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true and {why}: .ci/run starts dockerd")
+    pytest.skip(reason=f"needs a Docker engine: {why}")
+
+
 @pytest.fixture(params=MODES)
 def mode(request) -> str:
     if request.param == "bwrap":
         need_bwrap()
+    if request.param == "container":
+        need_docker()
     return request.param
 
 
