@@ -5,6 +5,7 @@ world, so a missed event or a crash between ticks is harmless):
 
     lease        one supervisor per fleet (holder, pid, host, expiry); not ours -> skip
     recover      finish or roll back intents a dead process left half-done
+    hosts        several hosts: a host whose lease expired is lost; fence it, requeue its tickets (healer/fleet/hosts.py)
     snapshot     healer.fleet.snapshot.Gatherer (fail-open per data source; incremental by event id)
     core         healer.core.decide(snapshot, policy, memory)
     execute      healer.remedy.actions.execute, at most remediation.max_actions_per_tick
@@ -216,6 +217,13 @@ class Supervisor:
                 by[o.status] = by.get(o.status, 0) + 1
             self.store.append("supervisor.recovered", LEASE, {"holder": self.holder, "intents": [o.intent_id for o in rep.recovered],
                                                                "outcomes": by})
+
+        if self.policy.fleet.shared_remote:  # several hosts: the leader takes back what a lost host held
+            from healer.fleet import hosts
+
+            taken = hosts.reclaim(self.store, self.store.now(), self.host, self.holder)
+            if taken:
+                logger.warning("took back {} ticket(s) of lost host(s): {}", len(taken), taken)
 
         snap = self.gatherer.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host, ports=self.ports)
         # this tick is a supervisor tick: the downtime before it (a restart) is no silence to page about

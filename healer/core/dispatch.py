@@ -73,6 +73,7 @@ class DispatchInput:
     proposals: Mapping[str, Sequence[Proposal]] = field(default_factory=dict)  # idem
     live: Mapping[str, int] = field(default_factory=dict)  # ticket -> live dispatched agents
     pool_size: int = 4
+    pool_used: int | None = None  # several hosts: this host's live agents (the pool is per host); None: all of `live`
     main_status: str = "green"  # green | red | unknown (unknown is fail-open: dispatch goes on)
     paused: bool = False
 
@@ -271,7 +272,7 @@ def plan(inp: DispatchInput, rules: RetryRules) -> DispatchPlan:
     on_cycle = {n for c in cyc for n in c}
     missing = tuple(sorted((t.id, d) for t in inp.tickets if t.state not in lifecycle.TERMINAL
                            for d in t.blocked_by if d not in by_id))
-    live_total = sum(inp.live.values())
+    live_total = sum(inp.live.values()) if inp.pool_used is None else inp.pool_used
     slots = max(0, inp.pool_size - live_total)
     hold = inp.paused or (inp.main_status == "red" and rules.pause_on_red_main)
 

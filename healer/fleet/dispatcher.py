@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import sys
 import threading
 from collections import Counter
@@ -37,8 +36,11 @@ from healer import failpoints, git, lifecycle
 from healer.clock import Clock, SystemClock, iso, system
 from healer.core import dispatch as core
 from healer.core import fleet as rules
+from healer.core import hosts
+from healer.errors import StaleLease
 from healer.fleet import budget, shared
 from healer.fleet.gates import PASS
+from healer.fleet.hosts import host_id
 from healer.fleet.ports import REAL, Ports
 from healer.fleet.proposals import DEFERRED, MERGED, WITHHELD
 from healer.fleet.results import read_result as _read_result
@@ -71,13 +73,15 @@ def live_counts(store) -> Counter:
     return Counter(a.ticket_id for a in store.agents(states=["running"]) if ours(a) and a.ticket_id)
 
 
-def gather(store, policy, now: float) -> core.DispatchInput:
+def gather(store, policy, now: float, host: str | None = None) -> core.DispatchInput:
+    """`host` (several hosts): the pool is that host's; a ticket with a live agent on any host still waits."""
     tickets = store.tickets()
     want = [t.id for t in tickets if t.state in (lifecycle.QUEUED, lifecycle.REVIEW)]
     atts, props = budget.windows(store, want) if want else ({}, {})
+    running = [a for a in store.agents(states=["running"]) if ours(a) and a.ticket_id]
     return core.DispatchInput(
-        now=now, tickets=tickets, attempts=atts, proposals=props, live=dict(live_counts(store)),
-        pool_size=policy.fleet.pool_size, main_status=store.get_setting(keys.MAIN_STATUS, "unknown") or "unknown",
+        now=now, tickets=tickets, attempts=atts, proposals=props, live=dict(Counter(a.ticket_id for a in running)),
+        pool_size=policy.fleet.pool_size, pool_used=None if host is None else sum(a.host == host for a in running), main_status=store.get_setting(keys.MAIN_STATUS, "unknown") or "unknown",
         paused=bool(store.get_setting(keys.DISPATCH_PAUSED, False)),
     )
 
@@ -141,7 +145,7 @@ class Dispatcher:
         if hasattr(runtime, "on_exit"):
             runtime.on_exit(lambda _who: self._wake.set())
         self.rules = core.RetryRules.of(policy)
-        self.host = host or socket.gethostname()
+        self.host = host or host_id()
         self.holder = f"dispatch@{self.host}:{os.getpid()}"
         self.policy_path = Path(policy_path).resolve() if policy_path else None
         self._stopping = False
@@ -166,37 +170,51 @@ class Dispatcher:
         ttl = max(3 * self.policy.fleet.dispatch_tick, 90.0)
         from healer.store.sqlite import pid_alive
 
-        before = self.store.lease(LEASE)
-        lease = self.store.acquire_lease(LEASE, self.holder, os.getpid(), self.host, ttl, pid_alive=pid_alive)
+        # several hosts: this host's own lease (its heartbeat, and the fence on every write it makes) guards its agents;
+        # the board's duties (main, merges, stops) stay with whichever host holds the board's lease
+        mine = hosts.lease_name(self.host) if self.shared else LEASE
+        if self.shared:
+            ttl = self.policy.fleet.host_ttl
+        before = self.store.lease(mine)
+        lease = self.store.acquire_lease(mine, self.holder, os.getpid(), self.host, ttl, pid_alive=pid_alive)
         if lease is None:
-            held = self.store.lease(LEASE)
-            rep.skipped = f"another dispatcher ({held.holder if held else '?'}) holds the fleet"
+            held = self.store.lease(mine)
+            rep.skipped = f"another dispatcher ({held.holder if held else '?'}) holds the {'host' if self.shared else 'fleet'}"
             return rep
-        if before is not None and before.holder != self.holder:
+        if self.shared:
+            self.store.hold(lease)  # fenced: once the leading supervisor has given this host up, its late writes are refused
+        if before is not None and before.holder != self.holder and not before.holder.startswith(hosts.FENCED):
             # it never released the lease: it died (SIGKILL, a host crash), and agents that vanished with it were interrupted
             crashed = list(self.store.get_setting(keys.DISPATCH_CRASHED) or [])
             self.store.set_setting(keys.DISPATCH_CRASHED, [*crashed, before.holder][-50:])
+        board = not self.shared or self.store.acquire_lease(LEASE, self.holder, os.getpid(), self.host, ttl,
+                                                            pid_alive=pid_alive) is not None
         left = self.git.sweep_scratch(self.root)  # we hold the lease: any scratch worktree is a crashed pass's leftover
         if left:
             self.store.append("dispatch.scratch_swept", "", {"paths": left})
         with self._reap_lock:
             rep.reaped = self.reap()
         self.heartbeat()
-        rep.main = self.check_main()
-        if rep.main != "red":
-            self.review(rep)
-        plan = core.plan(gather(self.store, self.policy, self.clock.now()), self.rules)
+        if board:
+            rep.main = self.check_main()
+            if rep.main != "red":
+                self.review(rep)
+        else:
+            rep.main = self.store.get_setting(keys.MAIN_STATUS, "unknown") or "unknown"
+        plan = core.plan(gather(self.store, self.policy, self.clock.now(), self.host if self.shared else None), self.rules)
         rep.plan = plan
-        self._note_cycles(plan)
-        for s in plan.stops:
-            self._stop(s)
-            rep.stopped.append((s.ticket_id, s.to))
+        if board:
+            self._note_cycles(plan)
+            for s in plan.stops:
+                self._stop(s)
+                rep.stopped.append((s.ticket_id, s.to))
         for launch in plan.launches:
             if self._stopping:
                 break
             if self._launch(launch):
                 rep.launched.append((launch.ticket_id, launch.kind))
-        self.watch_supervisor()
+        if board:
+            self.watch_supervisor()
         self.store.set_setting(keys.DISPATCH_LAST_TICK, self.clock.now())
         self.store.append("dispatch.tick", "", {"launched": len(rep.launched), "reaped": len(rep.reaped), "main": rep.main,
                                                 "live": plan.live_total + len(rep.launched), "pool": plan.pool_size,
@@ -247,6 +265,9 @@ class Dispatcher:
                 self._ended(a, code)
         # agents someone else already recorded as lost (the supervisor's bookkeeping) still owe us their attempt
         for a in self.store.agents(states=["lost", "stopped", "exited"]):
+            if ours(a) and a.host == self.host and a.data.get("reaped_by") and not a.data.get("stopped_here"):
+                self._stop_reclaimed(a)
+                continue
             if ours(a) and a.host == self.host and not a.data.get("reaped"):
                 self._ended(a, a.exit_code, record_agent=False)
                 done.append(a.id)
@@ -254,12 +275,24 @@ class Dispatcher:
             self._reconcile_orphans()
         return done
 
+    def _stop_reclaimed(self, a: Agent) -> None:
+        """This host was given up (lost, its lease expired) and its tickets requeued: an agent of it that still runs
+        works for nobody now and must not race the ticket's new attempt in this worktree."""
+        running = self.runtime.status(self._handle(a)).state == RUNNING
+        if running:
+            self.runtime.stop(self._handle(a), self.policy.loop.kill_grace)
+        self.store.update_agent(a.id, data={**a.data, "stopped_here": True})
+        self.store.append("dispatch.reclaimed_agent_stopped", a.ticket_id or a.id, {"agent": a.id, "was_running": running,
+                                                                                     "reclaimed_by": a.data.get("reaped_by")})
+
     def _reconcile_orphans(self) -> None:
         """An in-progress ticket this dispatcher took but that has no live agent (a crash mid-launch) goes back to the queue."""
         live = {a.ticket_id for a in self.store.agents(states=["running"])}
         for t in self.store.tickets(states=[lifecycle.IN_PROGRESS]):
             if t.id in live:
                 continue
+            if self.shared and (t.data or {}).get("host", self.host) != self.host:
+                continue  # another host's claim (its launch may be in flight): its dispatcher, or the supervisor once it is lost
             open_atts = [x for x in self.store.attempts(t.id) if x.ended_at is None]
             moves = [] if open_atts else self.store.events(kinds=["ticket.moved"], subject=t.id)
             if not rules.owns_orphan(False, len(open_atts), moves[-1].payload.get("actor") if moves else None):
@@ -336,6 +369,9 @@ class Dispatcher:
             return
         if t.state != lifecycle.IN_PROGRESS:
             return  # someone else (a human, the supervisor) took the ticket elsewhere; respect it
+        att_id = a.data.get("attempt")
+        if att_id is not None and (atts := self.store.attempts(t.id)) and atts[-1].id != att_id:
+            return  # a later attempt (requeued meanwhile, maybe on another host) owns the ticket now
         move = rules.exit_move(a.id, code, head, sig)
         if self._move(t.id, move.to, move.reason, expect=lifecycle.IN_PROGRESS) and move.propose:
             if self.shared and head and not shared.publish(a.worktree, branch_for(t.id), head, self.shared):
@@ -483,13 +519,22 @@ class Dispatcher:
         branch = branch_for(t.id)
         now = self.clock.now()
         run_id = launch.run_id if launch.kind == core.RESUME else f"{t.id}-{len(self.store.attempts(t.id)) + 1:02d}"
+        att: Attempt | None = None
+        if self.shared:  # several hosts: claim first (SKIP LOCKED), so a host that lost the race builds nothing
+            claimed = self._claim(t, launch, wt)
+            if claimed is None:
+                return False
+            att, run_id = claimed
         try:
             self.git.ensure_excluded(self.root)
             created = self.git.add_worktree(self.root, wt, branch, self._main_ref())
         except git.GitError as e:
+            if att is not None:
+                self._unclaim(t, att, f"worktree: {e}", host=host_trouble(e))
             if host_trouble(e):
                 raise  # a full disk is the host's failure, not the ticket's: the pass fails, the next one retries
-            self._failed_launch(t, launch, run_id, f"worktree: {e}")
+            if att is None:
+                self._failed_launch(t, launch, run_id, f"worktree: {e}")
             return False
         if created or not any(w.path == str(wt) for w in self.store.worktrees()):
             self.store.add_worktree(Worktree(str(wt), t.id, branch, now))
@@ -497,9 +542,10 @@ class Dispatcher:
             self._stale_index_lock(t.id, wt)
         task = self._task_file(t, launch, run_id)
         argv = self._argv(t, launch, run_id, task, wt)
-        if not self._move(t.id, lifecycle.IN_PROGRESS, launch.kind, expect=t.state):
-            return False
-        att = self.store.add_attempt(t.id, launch.kind, run_id=run_id, head=self.git.rev(wt))
+        if att is None:
+            if not self._move(t.id, lifecycle.IN_PROGRESS, launch.kind, expect=t.state):
+                return False
+            att = self.store.add_attempt(t.id, launch.kind, run_id=run_id, head=self.git.rev(wt))
         agent_id = agent_id_for(t.id, att.id)
         log = self.root / ".healer" / "logs" / "agents" / f"{agent_id}.log"
         env = {"HEALER_AGENT_ID": agent_id, "HEALER_ROOT": str(self.root), "HEALER_TICKET": t.id, "HEALER_RUN_ID": run_id,
@@ -516,12 +562,16 @@ class Dispatcher:
             self._move(t.id, lifecycle.QUEUED, f"launch failed: {e}", expect=lifecycle.IN_PROGRESS)
             self.store.append("dispatch.launch_failed", t.id, {"error": str(e), "argv": list(argv)})
             return False
-        self.store.upsert_agent(Agent(
-            id=agent_id, ticket_id=t.id, state="running", kind=h.kind, pid=h.pid, host=self.host, container=h.container,
-            run_id=run_id, worktree=str(wt), started_at=now, heartbeat_at=now, progress_at=now,
-            data={"launched_by": ACTOR, "attempt": att.id, "marker": h.marker, "launch": launch.kind, "log": str(log),
-                  "head": att.head, "argv": list(argv), "dispatcher": self.holder},
-        ))
+        try:
+            self.store.upsert_agent(Agent(
+                id=agent_id, ticket_id=t.id, state="running", kind=h.kind, pid=h.pid, host=self.host, container=h.container,
+                run_id=run_id, worktree=str(wt), started_at=now, heartbeat_at=now, progress_at=now,
+                data={"launched_by": ACTOR, "attempt": att.id, "marker": h.marker, "launch": launch.kind, "log": str(log),
+                      "head": att.head, "argv": list(argv), "dispatcher": self.holder},
+            ))
+        except StaleLease:  # this host was given up while it launched: the ticket is another host's now
+            self.runtime.stop(h, self.policy.loop.kill_grace)
+            raise
         self.store.set_ticket_data(t.id, worktree=str(wt), branch=branch, run_id=run_id, agent=agent_id)
         failpoints.hit(FP_AFTER_LAUNCH)
         kind = {core.LAUNCH: "dispatch.launched", core.RESUME: "dispatch.resumed", core.REPLAY: "dispatch.replayed"}[launch.kind]
@@ -529,6 +579,32 @@ class Dispatcher:
                                        "worktree": str(wt), "proposal": launch.proposal_id})
         self.store.set_setting(keys.DISPATCH_LAST_LAUNCH, now)
         return True
+
+    def _claim(self, t: Ticket, launch: core.Launch, wt: Path) -> tuple[Attempt, str] | None:
+        """Several hosts: take the ticket and open its attempt in one transaction, the claim skipping a ticket another
+        host's claim holds (PostgreSQL: FOR UPDATE SKIP LOCKED); None when another host was first. The ticket records
+        which host holds it, so no other host's dispatcher calls it an orphan, and the leading supervisor knows whose
+        it is if this host is lost."""
+        head = self.git.rev(wt) if wt.is_dir() else self.git.rev(self.root, self._main_ref())
+        with self.store.tx():
+            if t.state == lifecycle.QUEUED:
+                if self.store.claim_ticket(actor=ACTOR, among=[t.id], reason=launch.kind) is None:
+                    return None
+            elif not self._move(t.id, lifecycle.IN_PROGRESS, launch.kind, expect=t.state):
+                return None
+            run_id = launch.run_id if launch.kind == core.RESUME else f"{t.id}-{len(self.store.attempts(t.id)) + 1:02d}"
+            self.store.set_ticket_data(t.id, host=self.host)
+            att = self.store.add_attempt(t.id, launch.kind, run_id=run_id, head=head, host=self.host)
+        return att, run_id
+
+    def _unclaim(self, t: Ticket, att: Attempt, why: str, *, host: bool) -> None:
+        """A claimed ticket whose worktree could not be made goes back to the queue; a host's failure (a full disk)
+        counts against no budget."""
+        sig = f"{core.INTERRUPTED}: the host could not make the worktree" if host else "launch_failed"
+        with self.store.tx():
+            self.store.finish_attempt(att.id, exit_code=None if host else 70, failure_signature=sig, gate_log_tail=why)
+            self._move(t.id, lifecycle.QUEUED, f"launch failed: {why}", expect=lifecycle.IN_PROGRESS)
+        self.store.append("dispatch.launch_failed", t.id, {"error": why})
 
     def _stale_index_lock(self, tid: str, wt: Path) -> None:
         """An agent killed mid-commit leaves the worktree's index.lock behind, and every later run on the

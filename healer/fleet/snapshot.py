@@ -8,17 +8,17 @@ tick and the sentinels that depend on it report `unknown`.
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 from healer import lifecycle, procs
 from healer.core import fleet as budget_rules
 from healer.core.model import AgentView, Snapshot, WorktreeView
+from healer.fleet.hosts import host_id
 from healer.fleet.results import result_exit
 from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, Handle
 from healer.store import keys
 
-HOST = socket.gethostname()
+HOST = host_id()  # $HEALER_HOST_ID, else the host name
 _PROC = os.path.isdir("/proc/self")
 
 
@@ -28,6 +28,8 @@ def handle_of(agent) -> Handle:
 
 def liveness(agent, runtime=None, host: str = HOST) -> tuple[bool | None, bool]:
     """(alive, paused) of an agent; alive is None when nobody can tell (another host, runtime error)."""
+    if agent.host and agent.host != host:
+        return None, False  # this host's runtime and process table say nothing about another host's agent
     if runtime is not None and getattr(runtime, "kind", agent.kind) == agent.kind:
         try:
             st = runtime.status(handle_of(agent))
@@ -42,16 +44,17 @@ def liveness(agent, runtime=None, host: str = HOST) -> tuple[bool | None, bool]:
         return None, False
     if agent.kind != "process":
         return None, False
-    if agent.host and agent.host != host:
-        return None, False
     if not agent.pid:
         return None, False
     return _pid_state(agent.pid)
 
 
-def ended_with(agent, runtime=None) -> int | None:
+def ended_with(agent, runtime=None, host: str | None = None) -> int | None:
     """How an ended agent ended, if anyone can tell: its runtime's exit status (our own child), else
-    the result file its loop left. None: it vanished without a word (killed, or nothing recorded)."""
+    the result file its loop left. None: it vanished without a word (killed, or nothing recorded), or it
+    ran on another host than `host` (its files are that host's)."""
+    if host is not None and agent.host and agent.host != host:
+        return None
     if runtime is not None and getattr(runtime, "kind", agent.kind) == agent.kind:
         try:
             st = runtime.status(handle_of(agent))
@@ -338,7 +341,7 @@ def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str 
             if a.state == "running":
                 alive, paused = liveness(a, runtime, host)
                 if alive is False:
-                    code = ended_with(a, runtime)
+                    code = ended_with(a, runtime, host)
             else:
                 alive, paused = False, False
             last_commit = (a.data or {}).get("last_commit_at")

@@ -273,6 +273,9 @@ class Fleet(Strict):
     shared_remote: str | None = Field(
         None, description="several hosts: the git remote (of the fleet root) of the shared bare repository; worktrees "
                           "start from its main and proposals are pushed to it with a compare-and-swap (docs/scale.md)")
+    host_ttl: Duration = Field(
+        "90s", description="several hosts (shared_remote): a host whose dispatcher has not renewed its host lease for this "
+                           "long is lost; the leading supervisor requeues its tickets (docs/scale.md)")
     main_gates: list[Gate] = Field(default_factory=list, description="run on main; failing = red, pauses dispatch")
     merge_gates: list[Gate] = Field(default_factory=list, description="run on the merge result of a proposal")
     dispatch_tick: Duration = "30s"

@@ -586,12 +586,15 @@ class SqliteStore:
         return Attempt(r["id"], r["ticket_id"], r["kind"], r["at"], r["run_id"], r["ended_at"], r["exit_code"],
                        r["failure_signature"], r["state_hash"], r["head"], r["gate_log_tail"])
 
-    def add_attempt(self, ticket_id: str, kind: str, run_id: str | None = None, head: str | None = None) -> Attempt:
+    def add_attempt(self, ticket_id: str, kind: str, run_id: str | None = None, head: str | None = None,
+                    host: str | None = None) -> Attempt:
+        """`host` (several hosts) is recorded in the `attempt.started` event: which host runs it."""
         with self.tx() as db:
             cur = db.execute("INSERT INTO attempts(ticket_id, kind, at, run_id, head) VALUES (?,?,?,?,?)",
                              (ticket_id, kind, self.now(), run_id, head))
             aid = cur.lastrowid
-            self._event(db, "attempt.started", ticket_id, {"attempt": aid, "kind": kind, "run_id": run_id})
+            self._event(db, "attempt.started", ticket_id, {"attempt": aid, "kind": kind, "run_id": run_id,
+                                                           **({"host": host} if host else {})})
         return self._att(self._q("SELECT * FROM attempts WHERE id=?", (aid,))[0])
 
     def finish_attempt(self, id: int, **fields: Any) -> None:

@@ -1,9 +1,12 @@
-"""The real product on several hosts: two fleet roots, each its own clone of one shared bare repository,
-one PostgreSQL board, two real `healer dispatch` processes (fleet.shared_remote: origin) with the scripted
-agent. The dispatcher holding the fleet is SIGKILLed mid-run; the other one finishes the work.
+"""The real product on several hosts: two fleet roots, each its own clone of one shared bare repository and
+its own host id ($HEALER_HOST_ID), one PostgreSQL board, two real `healer up` processes (fleet.shared_remote:
+origin) with the scripted agent. Both hosts claim and run tickets at once; one host's `healer up` is SIGKILLed
+with an agent running: once its host lease expires the leading supervisor (the other host's) fences it and
+requeues its tickets; the host comes back (as a service manager would restart it) with a new token.
 
-Outcomes checked: every ticket done; each ticket merged on the shared main exactly once (its trailer);
-never two live attempts (nor two running agents) of one ticket."""
+Outcomes checked: every ticket done; each ticket merged on the shared main exactly once (its trailer) with
+its work; both hosts ran agents at the same time; never two live attempts of one ticket; the lost host's
+ticket was taken back by the leader after the host ttl, not before."""
 
 from __future__ import annotations
 
@@ -14,24 +17,28 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import psutil
 import yaml
 
-from healer import conventions as cv
 from healer import lifecycle
+from healer.core import hosts
 from healer.store import open_url
 from tests.conftest import git, make_repo, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT = REPO / "chaos" / "agents" / "fleet_agent.py"
 TICKETS = 6
+HOST_TTL = 4.0
 
 
 def _policy() -> dict:
     cmd = [sys.executable, str(AGENT), "--task", "{task_file}", "--workdir", "{workdir}", "--run-id", "{run_id}",
-           "--think", "1.0"]
+           "--think", "1.5"]
     has_readme = "import os, sys; sys.exit(0 if os.path.exists('README.md') else 1)"
     return {"fleet": {"pool_size": 2, "dispatch_tick": "1s", "shared_remote": "origin", "loop_command": cmd,
+                      "host_ttl": f"{HOST_TTL:g}s",
                       "merge_gates": [{"name": "tree", "run": [sys.executable, "-c", has_readme], "timeout": "30s"}]},
+            "supervisor": {"tick": "1s", "lease_ttl": "4s"},
             "loop": {"kill_grace": "1s"}, "notify": {"notifiers": [{"kind": "jsonl", "path": ".healer/notes.jsonl"}]}}
 
 
@@ -50,10 +57,10 @@ def _hosts(tmp_path: Path) -> tuple[Path, list[Path]]:
     return bare, roots
 
 
-def _dispatch(root: Path, url: str) -> subprocess.Popen:
-    env = {**os.environ, "HEALER_STORE_URL": url}
-    log = open(root / ".healer" / "dispatch.log", "ab")  # noqa: SIM115 - closed with the process by the OS
-    return subprocess.Popen([sys.executable, "-m", "healer", "dispatch", "--root", str(root)], env=env, stdout=log,
+def _up(root: Path, url: str) -> subprocess.Popen:
+    env = {**os.environ, "HEALER_STORE_URL": url, "HEALER_HOST_ID": root.name}
+    log = open(root / ".healer" / "up.log", "ab")  # noqa: SIM115 - closed with the process by the OS
+    return subprocess.Popen([sys.executable, "-m", "healer", "up", "--root", str(root)], env=env, stdout=log,
                             stderr=subprocess.STDOUT)
 
 
@@ -62,31 +69,48 @@ def _overlaps(spans: list[tuple[float, float | None]]) -> bool:
     return any(a_end is None or a_end > b_start for (_, a_end), (b_start, _) in zip(spans, spans[1:], strict=False))
 
 
-def test_two_real_dispatchers_share_one_board_and_one_repository(pg_url, tmp_path):
+def _kill_leftovers(roots: list[Path]) -> None:
+    """Agents of a SIGKILLed `healer up` outlive it (their own session): never leave one behind."""
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if p.environ().get("HEALER_ROOT") in {str(r.resolve()) for r in roots}:
+                p.kill()
+        except (psutil.Error, OSError):
+            pass
+
+
+def test_two_real_healer_up_share_one_board_and_one_repository(pg_url, tmp_path):
     bare, roots = _hosts(tmp_path)
     store = open_url(pg_url, root=roots[0])
     for i in range(TICKETS):
         store.add_ticket(f"ticket {i}", id=f"T-{i}", body="behaviour: success\n")
-    procs = {r.name: _dispatch(r, pg_url) for r in roots}
+    procs = {r.name: _up(r, pg_url) for r in roots}
     try:
-        # the holder of the fleet runs a ticket or two, then its healer is SIGKILLed with agents still running
-        wait_until(lambda: any(t.state == lifecycle.DONE for t in store.tickets())
-                   and store.agents(states=["running"]), 90, "a ticket done and another running")
-        lease = store.lease(cv.DISPATCH_LEASE)
-        victim = next(name for name, p in procs.items() if p.pid == lease.pid)
+        # both hosts run agents at once; then one host's healer is SIGKILLed while an agent of it runs
+        def both_busy():
+            return {a.host for a in store.agents(states=["running"])} == set(procs)
+
+        wait_until(both_busy, 90, "both hosts running an agent at once")
+        victim = next(a.host for a in store.agents(states=["running"]))
         procs[victim].kill()
         procs[victim].wait(10)
         killed_at = store.clock.now()
-        survivor = next(p for name, p in procs.items() if name != victim)
+        held = [a.ticket_id for a in store.agents(states=["running"]) if a.host == victim]
+
+        wait_until(lambda: store.events(kinds=["host.reclaimed"]), 60, "the leader taking the lost host's tickets back")
+        reclaimed = store.events(kinds=["host.reclaimed"])
+        assert {e.payload["host"] for e in reclaimed} == {victim}
+        assert all(e.at - killed_at >= HOST_TTL - 1.0 for e in reclaimed), "a host was given up before its lease expired"
+        procs[victim] = _up(next(r for r in roots if r.name == victim), pg_url)  # its service manager restarts it
 
         def all_done():
             return all(t.state == lifecycle.DONE for t in store.tickets())
 
         wait_until(all_done, 120, lambda: f"every ticket done: {Counter(t.state for t in store.tickets())}")
-        assert survivor.poll() is None, "the surviving dispatcher exited"
-        assert store.lease(cv.DISPATCH_LEASE).pid == survivor.pid
-        assert any(e.at > killed_at for e in store.events(kinds=["ticket.moved"], contains='"to":"done"')), \
-            "nothing was finished after the kill"
+        assert all(p.poll() is None for p in procs.values()), "a healer up exited"
+        fenced = store.events(kinds=["lease.taken_over"], subject=hosts.lease_name(victim))
+        assert any(e.payload["to"].startswith(hosts.FENCED) for e in fenced), "the lost host was not fenced"
+        assert held, "the victim held no ticket when it was killed"
     finally:
         for p in procs.values():
             if p.poll() is None:
@@ -97,12 +121,7 @@ def test_two_real_dispatchers_share_one_board_and_one_repository(pg_url, tmp_pat
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
-        for a in store.agents(states=["running"]):  # none expected; never leave an agent behind
-            if a.pid:
-                try:
-                    os.kill(a.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        _kill_leftovers(roots)
 
     # the shared main: each ticket merged exactly once, with its work in the tree
     log = git(bare, "log", "main", "--format=%B%x00")
@@ -111,13 +130,11 @@ def test_two_real_dispatchers_share_one_board_and_one_repository(pg_url, tmp_pat
     files = git(bare, "ls-tree", "-r", "--name-only", "main").splitlines()
     for i in range(TICKETS):
         assert any(f.startswith(f"work/T-{i}-") for f in files), f"T-{i}'s work is not on the shared main"
-    # never two live attempts (nor two running agents) of one ticket
+    # never two live attempts of one ticket; both hosts ran agents
     for i in range(TICKETS):
-        tid = f"T-{i}"
-        atts = store.attempts(tid)
+        atts = store.attempts(f"T-{i}")
         assert atts and not _overlaps([(a.at, a.ended_at) for a in atts]), [(a.at, a.ended_at) for a in atts]
-        ags = [a for a in store.agents() if a.ticket_id == tid]
-        assert not _overlaps([(a.started_at, a.ended_at) for a in ags]), [(a.started_at, a.ended_at) for a in ags]
+    assert {a.host for a in store.agents()} == set(procs)
     store.close()
 
 

@@ -1,0 +1,64 @@
+"""Several hosts on one board (fleet.shared_remote): which hosts are lost, and what of theirs to take back.
+
+Each host's dispatcher renews a lease of its own (`host:<id>`, ttl `fleet.host_ttl`); the lease is the
+host's heartbeat. A host whose lease expired is lost: nobody else can see its processes, so its agents
+are lost with it and its in-progress tickets go back to the queue. A host that stopped cleanly released
+its lease: it is not lost, its agents keep running and it adopts them when it comes back.
+
+Pure: the shell (healer/fleet/hosts.py) gathers the leases and the board, applies the plan with
+compare-and-sets, and fences the lost host (a new token on its lease) first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from healer import lifecycle
+
+LEASE_PREFIX = "host:"
+FENCED = "fenced-by:"  # holder of a lost host's lease once the supervisor has fenced it
+
+
+def lease_name(host: str) -> str:
+    return f"{LEASE_PREFIX}{host}"
+
+
+def lost(leases: Mapping[str, object | None], now: float) -> frozenset[str]:
+    """Hosts (by id) whose host lease exists and has expired; `leases` maps a host id to its Lease or None."""
+    return frozenset(h for h, lease in leases.items() if lease is not None and lease.expires_at <= now)
+
+
+@dataclass(frozen=True)
+class Reclaim:
+    ticket: str
+    host: str
+    agents: tuple[str, ...]  # running agents of the lost host on this ticket: recorded as lost
+    attempts: tuple[int, ...]  # its open attempts on this ticket: ended (interrupted: the host was lost)
+
+
+def reclaims(dead: frozenset[str], tickets: Iterable, agents: Iterable, open_attempts: Mapping[str, Iterable[int]],
+             me: str) -> list[Reclaim]:
+    """The in-progress tickets a lost host held (its agents, or its claim with no agent yet), and only those:
+    a ticket with a running agent on a host that is not lost is that host's business."""
+    dead = frozenset(dead) - {me}
+    if not dead:
+        return []
+    running: dict[str, list] = {}
+    for a in agents:
+        if a.state == "running" and a.ticket_id:
+            running.setdefault(a.ticket_id, []).append(a)
+    out = []
+    for t in tickets:
+        if t.state != lifecycle.IN_PROGRESS:
+            continue
+        ags = running.get(t.id, [])
+        if any(a.host not in dead for a in ags):
+            continue
+        holder = (t.data or {}).get("host")
+        hosts = {a.host for a in ags} | ({holder} if holder in dead else set())
+        if not hosts:
+            continue
+        out.append(Reclaim(t.id, sorted(hosts)[0], tuple(sorted(a.id for a in ags)),
+                           tuple(sorted(open_attempts.get(t.id, ())))))
+    return out
