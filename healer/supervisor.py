@@ -172,6 +172,7 @@ class Supervisor:
         self._repair_thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self.ticks = 0
+        self._hosts_seen: dict[str, float] = {}  # several hosts: when this leader first saw each host's lease expired
         self.gatherer = snapmod.Gatherer()  # incremental between ticks; a full read first and every FULL_EVERY
 
     def context(self, batch: str | None = None) -> remedy.Context:
@@ -201,6 +202,7 @@ class Supervisor:
         # a partition) and overtaken has its late writes refused and recorded (lease.stale_write_refused)
         self.store.hold(lease)
         if lease is None:
+            self._hosts_seen.clear()  # a leader judges only the silence it watched itself
             cur = self.store.lease(LEASE)
             rep.skipped = f"lease held by {cur.holder}" if cur else "lease not available"
             self.store.append("supervisor.skipped", LEASE, {"holder": self.holder, "reason": rep.skipped})
@@ -221,7 +223,8 @@ class Supervisor:
         if self.policy.fleet.shared_remote:  # several hosts: the leader takes back what a lost host held
             from healer.fleet import hosts
 
-            taken = hosts.reclaim(self.store, self.store.now(), self.host, self.holder)
+            taken = hosts.reclaim(self.store, self.store.now(), self.host, self.holder, self._hosts_seen,
+                                  self.policy.fleet.host_ttl / 2)
             if taken:
                 logger.warning("took back {} ticket(s) of lost host(s): {}", len(taken), taken)
 
@@ -306,11 +309,13 @@ class Supervisor:
 
         sched = schedule.Scheduler()
         period = max(1, int(round(self.policy.supervisor.tick)))
+        retry_at: list[float] = []  # a standby wakes when the leader's lease expires, not at its next tick: takeover within the ttl
 
         def job() -> None:
             from healer.errors import StoreLost, transient
             from healer.fleet.dispatcher import report_failed_pass
 
+            retry_at.clear()
             try:
                 self.store.check()
                 rep = self.tick()
@@ -321,6 +326,9 @@ class Supervisor:
                     raise StoreLost(f"{self.store.path}: the store is read-only now ({e}); stopping") from e
                 report_failed_pass(self.store, "supervisor", e)
                 return
+            cur = self.store.lease(LEASE) if rep.skipped else None
+            if cur is not None:
+                retry_at.append(self.clock.monotonic() + max(0.05, cur.expires_at - self.store.now() + 0.05))
             if on_tick:
                 on_tick(rep)
 
@@ -335,6 +343,8 @@ class Supervisor:
                     last_woken = self.clock.monotonic()
                     job()
                     changes.absorb()  # our own writes do not wake us
+                if retry_at and self.clock.monotonic() >= retry_at[0]:
+                    job()
                 sched.run_pending()
                 idle = sched.idle_seconds
                 pause = min(WAKE_POLL, max(0.02, idle if idle is not None else WAKE_POLL))

@@ -24,9 +24,17 @@ def lease_name(host: str) -> str:
     return f"{LEASE_PREFIX}{host}"
 
 
-def lost(leases: Mapping[str, object | None], now: float) -> frozenset[str]:
+def expired(leases: Mapping[str, object | None], now: float) -> frozenset[str]:
     """Hosts (by id) whose host lease exists and has expired; `leases` maps a host id to its Lease or None."""
     return frozenset(h for h, lease in leases.items() if lease is not None and lease.expires_at <= now)
+
+
+def lost(expired_now: frozenset[str], seen: Mapping[str, float], now: float, grace: float) -> tuple[frozenset[str], dict[str, float]]:
+    """Hosts the leader has itself watched expired for `grace` seconds (a new `seen`: when each was first seen
+    expired). The grace spares a herd: after the database was paused (or the leader itself was cut off) every
+    lease looks expired at once, and every live host renews its own within a second or two."""
+    first = {h: seen.get(h, now) for h in expired_now}
+    return frozenset(h for h, t in first.items() if now - t >= grace), first
 
 
 @dataclass(frozen=True)

@@ -813,10 +813,27 @@ class Dispatcher:
         finally:
             watcher.close()
 
+    def _renew_host(self) -> None:
+        """Several hosts: renew this host's lease every second, not only at each pass (a pass that merges and
+        gates for longer than fleet.host_ttl must not get a healthy host given up). Only a lease we hold is renewed:
+        one the supervisor fenced is taken back by the next pass, which fences the writes with the new token."""
+        from healer.store.sqlite import pid_alive
+
+        try:
+            name = hosts.lease_name(self.host)
+            cur = self.store.lease(name)
+            if cur is not None and cur.holder == self.holder:
+                self.store.acquire_lease(name, self.holder, os.getpid(), self.host, self.policy.fleet.host_ttl,
+                                         pid_alive=pid_alive)
+        except Exception:  # noqa: BLE001 - the pass renews it too; a store outage is the pass's to report
+            pass
+
     def _reaper(self) -> None:
         """Close the attempt of an agent that exited within the second, even while the main pass is busy merging."""
         while not self._stopping:
             self._wake.wait(1.0)
+            if self.shared and not self._stopping:
+                self._renew_host()
             if self._stopping or not self._wake.is_set():
                 continue
             self._wake.clear()

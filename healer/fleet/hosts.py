@@ -27,16 +27,21 @@ def known_hosts(store) -> set[str]:
     return hosts
 
 
-def dead_hosts(store, now: float, me: str) -> frozenset[str]:
-    return rules.lost({h: store.lease(rules.lease_name(h)) for h in known_hosts(store) if h != me}, now)
+def dead_hosts(store, now: float, me: str, seen: dict[str, float], grace: float) -> frozenset[str]:
+    """Lost hosts; `seen` (the leader's memory: when it first saw each host expired) is updated in place."""
+    gone = rules.expired({h: store.lease(rules.lease_name(h)) for h in known_hosts(store) if h != me}, now)
+    dead, first = rules.lost(gone, seen, now, grace)
+    seen.clear()
+    seen.update(first)
+    return dead
 
 
-def reclaim(store, now: float, me: str, holder: str) -> list[dict]:
+def reclaim(store, now: float, me: str, holder: str, seen: dict[str, float] | None = None, grace: float = 0.0) -> list[dict]:
     """Fence each lost host (its lease passes to `fenced-by:<holder>`, expired at once: its late writes are
     refused, and it takes its lease back, with a new token, when it returns), then, per ticket it held and in
     one transaction each: its agents recorded as lost (and reaped: the host is not there to), its open attempts
     ended as interrupted, the ticket moved back to the queue, compare-and-set on in_progress."""
-    dead = dead_hosts(store, now, me)
+    dead = dead_hosts(store, now, me, {} if seen is None else seen, grace)
     if not dead:
         return []
     for h in sorted(dead):
