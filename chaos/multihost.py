@@ -5,17 +5,17 @@ Each host runs the product as an operator would (`healer up`, HEALER_STORE_URL, 
 fleet.shared_remote: origin), with the scripted agent (chaos/agents/fleet_agent.py) as every ticket's loop.
 The runner is the hosts' service manager: a host's `healer up` that exits is started again a second later.
 Faults: SIGKILL of the leading host's `healer up` (kept down until another host leads, then restarted), the
-leading host cut from the database for 30 s while an agent of it runs (a blackholing TCP proxy per host is its
-network path to the database), PostgreSQL SIGSTOPped for 10 s.
+leading host cut from the database for 30 s while an agent of it runs, PostgreSQL SIGSTOPped for 10 s.
 
 Then the history is checked (Jepsen-style, over the event log and the shared repository): at most one supervisor
 whose writes are accepted at any instant (every leader write comes from the holder granted last, in commit
 order); never two live attempts of one ticket; takeover within the lease ttl; every ticket done, its work merged
 on the shared main exactly once.
 
-Why a proxy and not network namespaces: the hosts share this machine's file system (their clones, the shared
-repository) and its process table; a proxy cuts exactly the database path, on any machine, without root. A
-namespace partition would also cut git's file path only if the repository were served over the network.
+A host's network path to the database: when this machine allows it (root, iproute2), each host runs in a
+network namespace of its own, linked by a veth pair, and the partition sets that link down (packets dropped in
+the kernel); elsewhere a blackholing TCP proxy per host stands for it (`--partition-by`, the facts say which).
+Only the database path is cut: the hosts share this machine's file system (clones, the shared repository).
 """
 
 from __future__ import annotations
@@ -64,11 +64,11 @@ class Proxy:
     """127.0.0.1:port → the database. `cut()` stops forwarding (bytes are held, new connections hang),
     like packets dropped on a partition; `heal()` lets them through again."""
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, bind: str = "127.0.0.1") -> None:
         self.target = ("127.0.0.1", target_port)
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind((bind, 0))
         self.sock.listen(64)
         self.port = self.sock.getsockname()[1]
         self.open = threading.Event()
@@ -97,6 +97,7 @@ class Proxy:
         except OSError:
             c.close()
             return
+        u.settimeout(None)  # an idle connection (a LISTEN waiting for NOTIFY) is not a dead one
         for a, b in ((c, u), (u, c)):
             threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
 
@@ -123,6 +124,87 @@ class Proxy:
         self.sock.close()
 
 
+# -- a database partition: a network namespace per host, its veth link cut ------------------------------
+
+
+class Netns:
+    """A host in a network namespace of its own, linked to this machine's by a veth pair (10.X.N.1 here,
+    10.X.N.2 there). Its database path is a forwarder on 10.X.N.1 (the cluster listens on 127.0.0.1 only);
+    `cut()` sets the link down: packets are dropped in the kernel, TCP retransmits into the void, as on a real
+    partition; `heal()` sets it up again. Root and iproute2 only (`available()`)."""
+
+    PREFIX = "hlmh-"
+
+    def __init__(self, n: int, target_port: int, net: int) -> None:
+        tag = f"{os.getpid() % 100000}{n}"
+        self.ns = f"{self.PREFIX}{os.getpid()}-{n}"
+        self.here, self.there = f"hm{tag}a", f"hm{tag}b"
+        self.addr_here, self.addr_there = f"10.{net}.{n}.1", f"10.{net}.{n}.2"
+        ip = self._ip
+        ip("netns", "add", self.ns)
+        try:
+            ip("link", "add", self.here, "type", "veth", "peer", "name", self.there)
+            ip("link", "set", self.there, "netns", self.ns)
+            ip("addr", "add", f"{self.addr_here}/30", "dev", self.here)
+            ip("link", "set", self.here, "up")
+            ip("-n", self.ns, "addr", "add", f"{self.addr_there}/30", "dev", self.there)
+            ip("-n", self.ns, "link", "set", self.there, "up")
+            ip("-n", self.ns, "link", "set", "lo", "up")
+            self.proxy = Proxy(target_port, bind=self.addr_here)
+        except Exception:
+            self.close()
+            raise
+        self.port = self.proxy.port
+
+    @staticmethod
+    def _ip(*args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True, text=True, timeout=30)
+
+    @classmethod
+    def available(cls) -> str | None:
+        """None when namespaces can be made here, else why not."""
+        import shutil
+
+        if os.geteuid() != 0:
+            return "not root"
+        if shutil.which("ip") is None:
+            return "no iproute2 (ip)"
+        probe = f"{cls.PREFIX}{os.getpid()}-probe"
+        try:
+            cls._ip("netns", "add", probe)
+            cls._ip("netns", "del", probe)
+        except (subprocess.SubprocessError, OSError) as e:
+            return f"ip netns add failed: {getattr(e, 'stderr', '') or e}".strip()
+        return None
+
+    @classmethod
+    def sweep(cls) -> None:
+        """Namespaces a killed game day left behind (its pid is gone): deleted with their links."""
+        r = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30)
+        for line in r.stdout.splitlines():
+            name = line.split()[0] if line.split() else ""
+            if not name.startswith(cls.PREFIX):
+                continue
+            pid = name[len(cls.PREFIX):].split("-")[0]
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
+
+    def argv(self, cmd: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.ns, *cmd]
+
+    def cut(self) -> None:
+        self._ip("link", "set", self.here, "down")
+
+    def heal(self) -> None:
+        self._ip("link", "set", self.here, "up")
+
+    def close(self) -> None:
+        if getattr(self, "proxy", None) is not None:
+            self.proxy.close()
+        subprocess.run(["ip", "link", "del", self.here], capture_output=True, timeout=30)  # its peer goes with it
+        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True, timeout=30)
+
+
 # -- the runner --------------------------------------------------------------------------------------
 
 
@@ -133,21 +215,22 @@ class Report:
     facts: dict = field(default_factory=dict)
 
 
-def _with_port(url: str, port: int) -> str:
+def _with_port(url: str, port: int, host: str = "127.0.0.1") -> str:
     from urllib.parse import urlsplit, urlunsplit
 
     u = urlsplit(url)
     auth = u.netloc.rsplit("@", 1)[0] + "@" if "@" in u.netloc else ""
-    return urlunsplit((u.scheme, f"{auth}127.0.0.1:{port}", u.path, u.query, u.fragment))
+    return urlunsplit((u.scheme, f"{auth}{host}:{port}", u.path, u.query, u.fragment))
 
 
 class Hosts:
     """The hosts' `healer up` processes and their service manager (restart a second after an exit)."""
 
-    def __init__(self, url: str, work_dir: Path, bare: Path, port: int) -> None:
-        self.url, self.work_dir, self.bare, self.port = url, work_dir, bare, port
+    def __init__(self, url: str, work_dir: Path, bare: Path, port: int, netns: bool) -> None:
+        self.url, self.work_dir, self.bare, self.port, self.netns = url, work_dir, bare, port, netns
         self.procs: dict[str, subprocess.Popen] = {}
-        self.proxies: dict[str, Proxy] = {}
+        self.proxies: dict[str, Proxy | Netns] = {}
+        self.net = 200 + os.getpid() % 50  # 10.<net>.N.0/30 per host: runs side by side do not collide
         self.down: set[str] = set()  # held down on purpose (the killed leader until the takeover)
         self.restarts: dict[str, int] = {}
         self.lock = threading.Lock()
@@ -167,10 +250,14 @@ class Hosts:
             git.run(root, "config", "user.email", "gameday@healer.invalid")
             git.run(root, "config", "user.name", "healer-gameday")
             (root / ".healer").mkdir()
-            self.proxies[name] = Proxy(self.port)
-        env = {**os.environ, "HEALER_STORE_URL": _with_port(self.url, self.proxies[name].port), "HEALER_HOST_ID": name}
+            n = len(self.proxies) + 1
+            self.proxies[name] = Netns(n, self.port, self.net) if self.netns else Proxy(self.port)
+        path = self.proxies[name]
+        url = _with_port(self.url, path.port, path.addr_here if isinstance(path, Netns) else "127.0.0.1")
+        env = {**os.environ, "HEALER_STORE_URL": url, "HEALER_HOST_ID": name}
+        cmd = [sys.executable, "-m", "healer", "up", "--root", str(root)]
         with open(self.logs / f"{name}.log", "ab") as log:
-            self.procs[name] = subprocess.Popen([sys.executable, "-m", "healer", "up", "--root", str(root)], env=env,
+            self.procs[name] = subprocess.Popen(path.argv(cmd) if isinstance(path, Netns) else cmd, env=env,
                                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill(self, name: str) -> None:
@@ -224,9 +311,10 @@ def _kill_agents(roots: list[Path]) -> None:
 
 def run(url: str, cluster, *, hosts: int = 3, tickets: int = 9, ttl: float = 3.0, work: float = 1.0,
         partition: float = 30.0, pause_db: float = 10.0, kill_leader: bool = True, timeout: float = 300.0,
-        workdir: Path | None = None) -> Report:
+        workdir: Path | None = None, netns: bool | None = None) -> Report:
     """Run the game day on the fleet schema `url` (empty); `cluster` (chaos.pgcluster.Cluster or None)
-    is what a `pause_db` fault SIGSTOPs. Returns the report; never raises for a failed expectation."""
+    is what a `pause_db` fault SIGSTOPs. `netns`: hosts in network namespaces (None: when this machine allows it,
+    else the proxy). Returns the report; never raises for a failed expectation."""
     from urllib.parse import urlsplit
 
     from healer.store import open_url
@@ -250,7 +338,12 @@ def run(url: str, cluster, *, hosts: int = 3, tickets: int = 9, ttl: float = 3.0
         git.run(seed, "push", "-q", "origin", "HEAD:refs/heads/main")
         for i in range(tickets):
             board.add_ticket(f"work item {i}", id=f"T-{i + 1}", priority=i % 3, body="behaviour: success\n")
-        fleet = Hosts(url, work_dir, bare, urlsplit(url).port or 5432)
+        why_not = Netns.available() if netns is not False else "not asked"
+        if netns and why_not:
+            raise HealerError(f"multihost: network namespaces asked for, but {why_not}")
+        if why_not is None:
+            Netns.sweep()
+        fleet = Hosts(url, work_dir, bare, urlsplit(url).port or 5432, netns=why_not is None)
         names = [f"h{i + 1}" for i in range(hosts)]
         for n in names:
             fleet.start(n)
@@ -319,6 +412,7 @@ def run(url: str, cluster, *, hosts: int = 3, tickets: int = 9, ttl: float = 3.0
             mark("gameday.fault_healed", fault="pause_db")
         finished = wait(all_done, max(5.0, timeout - (clock.monotonic() - t0)))
         rep.facts = {"hosts": hosts, "tickets": tickets, "ttl": ttl, "faults": faults, "finished": finished,
+                     "partition_by": "netns (veth link down)" if fleet.netns else f"proxy ({why_not})",
                      "restarts": dict(fleet.restarts), "seconds": round(clock.monotonic() - t0, 1)}
     finally:
         if fleet is not None:
@@ -407,6 +501,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--ttl", type=float, default=4.0, help="the supervisor lease ttl (hosts are lost after twice that)")
     r.add_argument("--partition", type=float, default=30.0)
     r.add_argument("--pause-db", type=float, default=10.0)
+    r.add_argument("--partition-by", choices=["auto", "netns", "proxy"], default="auto",
+                   help="a host's network path: its own network namespace (root, iproute2), or a blackholing proxy")
     a = ap.parse_args(argv)
     from chaos import pgcluster
 
@@ -417,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
         url = cluster.url
     try:
         rep = run(url, cluster, hosts=a.hosts, tickets=a.tickets, ttl=a.ttl, partition=a.partition, pause_db=a.pause_db,
-                  timeout=600)
+                  timeout=600, netns={"auto": None, "netns": True, "proxy": False}[a.partition_by])
     finally:
         if cluster is not None:
             cluster.stop()
