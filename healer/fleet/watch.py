@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import uuid
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from healer import errors, procs
 from healer.clock import Clock, system
+from healer.fleet.hosts import host_id
 from healer.records import Agent
 
 
@@ -40,7 +40,7 @@ def watch(store, argv: Sequence[str], *, ticket: str | None = None, timeout: flo
         raise errors.UsageError(f"watch: cannot run {argv[0]!r}: {e.strerror or e}") from e
     now = clock.now()
     store.upsert_agent(Agent(id=agent_id, ticket_id=ticket, state="running", kind="process", pid=proc.pid,
-                             host=socket.gethostname(), worktree=str(cwd), started_at=now, heartbeat_at=now, progress_at=now,
+                             host=host_id(), worktree=str(cwd), started_at=now, heartbeat_at=now, progress_at=now,
                              data={"launched_by": "watch", "argv": list(argv), "marker": tree.marker, "timeout": timeout}))
     store.append("watch.started", agent_id, {"ticket": ticket, "pid": proc.pid, "argv": list(argv), "timeout": timeout})
 
