@@ -50,6 +50,11 @@ def scratch_dir(root: str | Path, name: str) -> Path:
     return Path(root) / SCRATCH_DIR / name
 
 
+def set_aside_dir(root: str | Path, kind: str) -> Path:
+    """Where a half-made worktree is moved aside, kept (`scratch`, `worktrees`): .healer/<kind>-stale/."""
+    return Path(root) / HEALER_DIR / f"{kind}-stale"
+
+
 def halt_file(root: str | Path) -> Path:
     return Path(root) / HALT_FILE
 

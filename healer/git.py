@@ -280,12 +280,68 @@ def ensure_excluded(root: str | Path, pattern: str = ".healer/") -> None:
             f.write(("\n" if lines and lines[-1] else "") + pattern + "\n")
 
 
-def worktree_paths(root: str | Path) -> set[str]:
-    out = set()
+def worktree_entries(root: str | Path) -> dict[str, dict[str, str]]:
+    """git's worktree records: resolved path -> the porcelain attributes (`locked` holds the lock's reason)."""
+    out: dict[str, dict[str, str]] = {}
+    cur: dict[str, str] | None = None
     for line in run(root, "worktree", "list", "--porcelain").stdout.splitlines():
         if line.startswith("worktree "):
-            out.add(str(Path(line[len("worktree "):]).resolve()))
+            cur = out.setdefault(str(Path(line[len("worktree "):]).resolve()), {})
+        elif cur is not None and line:
+            key, _, value = line.partition(" ")
+            cur[key] = value
     return out
+
+
+def worktree_paths(root: str | Path) -> set[str]:
+    return set(worktree_entries(root))
+
+
+def half_made(root: str | Path, path: str | Path) -> str | None:
+    """Why the worktree at `path` is the leftover of a `git worktree add` killed halfway (None: it is not).
+
+    git registers the worktree and locks its entry ("initializing") before it checks the files out, and
+    unlocks it last: a kill in between leaves a locked entry over a partial checkout without an index,
+    whose `git status` shows every file deleted (an agent committing there would delete them on main).
+    A kill before registration leaves a folder git does not know, which every later `worktree add` refuses;
+    a locked entry whose folder is gone is refused too ("missing but locked worktree")."""
+    path = Path(path)
+    entry = worktree_entries(root).get(str(path.resolve()))
+    if entry is None:
+        return "a folder git does not know (a `git worktree add` killed before it registered it)" \
+            if path.exists() or path.is_symlink() else None
+    locked = entry.get("locked")
+    if locked is None:
+        return None
+    if not path.is_dir():
+        return f"git's entry is locked ({locked or 'no reason given'}) and its folder is gone"
+    if locked == "initializing" or not _has_index(path):
+        return f"git's entry is locked ({locked or 'no reason given'}) over a checkout without an index: " \
+               "a `git worktree add` killed halfway"
+    return None  # locked by someone on purpose, and whole: left alone
+
+
+def _has_index(worktree: Path) -> bool:
+    try:
+        text = (worktree / ".git").read_text()
+    except OSError:
+        return False
+    gitdir = Path(text.partition("gitdir:")[2].strip())
+    return (gitdir if gitdir.is_absolute() else worktree / gitdir).joinpath("index").exists()
+
+
+def set_aside(root: str | Path, path: str | Path, to: str | Path) -> Path | None:
+    """Undo what a killed `git worktree add` left at `path`, deleting nothing: git's entry is unlocked, the
+    folder (whatever it holds) is renamed to `to`, and the stale entry is pruned. Returns where it went."""
+    path, to = Path(path), Path(to)
+    run(root, "worktree", "unlock", str(path), check=False)
+    moved = None
+    if path.exists() or path.is_symlink():
+        to.parent.mkdir(parents=True, exist_ok=True)
+        path.rename(to)
+        moved = to
+    run(root, "worktree", "prune", check=False)
+    return moved
 
 
 def add_worktree(root: str | Path, path: str | Path, branch: str, base: str) -> bool:

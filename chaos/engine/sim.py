@@ -778,6 +778,12 @@ class SimGit:
     def sweep_scratch(self, root) -> list[str]:
         return []
 
+    def half_made(self, root, path) -> str | None:
+        return None  # a simulated `worktree add` is one mkdir: it is never left half-made
+
+    def set_aside(self, root, path, to) -> Path | None:
+        return None
+
     def untracked(self, path) -> list[str]:
         return sorted(self.e.files.get(str(path), ()))
 

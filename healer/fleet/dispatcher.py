@@ -527,6 +527,10 @@ class Dispatcher:
             att, run_id = claimed
         try:
             self.git.ensure_excluded(self.root)
+            if not self._repair_worktree(t.id, wt):
+                if att is not None:  # claimed: back to the queue, no budget spent (the next pass tries again)
+                    self._unclaim(t, att, "its half-made worktree is still in use", host=True)
+                return False
             created = self.git.add_worktree(self.root, wt, branch, self._main_ref())
         except git.GitError as e:
             if att is not None:
@@ -605,6 +609,25 @@ class Dispatcher:
             self.store.finish_attempt(att.id, exit_code=None if host else 70, failure_signature=sig, gate_log_tail=why)
             self._move(t.id, lifecycle.QUEUED, f"launch failed: {why}", expect=lifecycle.IN_PROGRESS)
         self.store.append("dispatch.launch_failed", t.id, {"error": why})
+
+    def _repair_worktree(self, tid: str, wt: Path) -> bool:
+        """A dispatcher killed during `git worktree add` leaves the ticket's worktree half-made: reused, its agent
+        would work on a checkout without an index (and commit every file's deletion); recreated, git refuses
+        the path for good. Nobody else creates it (we hold the fleet's lease): it is set aside (kept, never
+        deleted), git's entry unlocked and pruned, and the launch goes on with a fresh checkout of the branch
+        (its commits kept). False: something still works in the folder (a git child the kill missed), next pass."""
+        why = self.git.half_made(self.root, wt)
+        if why is None:
+            return True
+        if wt.exists() and any(self.ports.processes.busy([wt]).values()):
+            self.store.append("dispatch.worktree_busy", tid, {"path": str(wt), "why": why})
+            return False
+        import uuid
+
+        to = cv.set_aside_dir(self.root, "worktrees") / f"{wt.name}.{uuid.uuid4().hex[:8]}"
+        self.store.append("dispatch.worktree_set_aside", tid, {"path": str(wt), "to": str(to), "why": why})
+        self.git.set_aside(self.root, wt, to)
+        return True
 
     def _stale_index_lock(self, tid: str, wt: Path) -> None:
         """An agent killed mid-commit leaves the worktree's index.lock behind, and every later run on the

@@ -27,6 +27,10 @@ class Git(Protocol):
     def state(self, worktree: str | Path) -> tuple[str | None, str | None]:
         """(HEAD, state hash) of a worktree; (None, None) when it is gone."""
     def sweep_scratch(self, root: Path) -> list[str]: ...
+    def half_made(self, root: str | Path, path: str | Path) -> str | None:
+        """Why the worktree at `path` is a killed `git worktree add`'s leftover (None: it is not)."""
+    def set_aside(self, root: str | Path, path: str | Path, to: str | Path) -> Path | None:
+        """Unlock git's entry, move the folder to `to` (kept), prune the entry."""
     def untracked(self, path: str | Path) -> list[str]: ...
     def is_toplevel(self, path: str | Path) -> bool: ...
 
@@ -79,6 +83,16 @@ class RealGit:
         from healer.fleet.proposals import sweep_scratch
 
         return sweep_scratch(root)
+
+    def half_made(self, root, path):
+        from healer import git
+
+        return git.half_made(root, path)
+
+    def set_aside(self, root, path, to):
+        from healer import git
+
+        return git.set_aside(root, path, to)
 
     def untracked(self, path):
         from healer import git

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from healer import conventions as cv
 from healer import failpoints, git
 from healer.clock import Clock
 from healer.fleet.gates import PASS, run_gates
@@ -50,18 +51,16 @@ def sweep_scratch(root: Path) -> list[str]:
 
 
 def clear_scratch(p: Path, root: Path) -> None:
-    """Remove a scratch worktree; a folder git does not know (a `worktree add` killed halfway) is moved
-    aside to .healer/scratch-stale/ (kept), or every later merge of that proposal would fail on it.
-    A `worktree add` killed halfway also leaves git's entry locked ("initializing"), which neither
-    remove nor prune clears: scratch worktrees are healer's own, so it is unlocked first."""
+    """Remove a scratch worktree (healer's own throwaway checkout). What a `worktree add` killed halfway
+    left there (a folder git does not know, an entry locked "initializing") is set aside to
+    .healer/scratch-stale/ (kept) by the same repair as a ticket's worktree, or every later merge of that
+    proposal would fail on it."""
     git.run(root, "worktree", "unlock", str(p), check=False)
     git.remove_worktree(p, root, check=False)
     if p.exists():
         import uuid
 
-        stale = root / ".healer" / "scratch-stale"
-        stale.mkdir(parents=True, exist_ok=True)
-        p.rename(stale / f"{p.name}.{uuid.uuid4().hex[:8]}")
+        git.set_aside(root, p, cv.set_aside_dir(root, "scratch") / f"{p.name}.{uuid.uuid4().hex[:8]}")
 
 
 def merge_message(p: Proposal) -> str:

@@ -97,3 +97,90 @@ def test_a_locked_missing_scratch_worktree_does_not_block_the_merge(fleet_factor
     half.rename(f.root / "moved-away")  # the folder gone, the locked entry left
     f.d.tick()
     assert f.state("T-1") == lifecycle.DONE
+
+
+# -- a ticket worktree half-made by a `git worktree add` SIGKILLed with its dispatcher ---------------------------
+
+def _kill_worktree_add_mid_checkout(root, wt, tmp) -> None:
+    """A REAL `git worktree add -b healer/T-1` SIGKILLed (with its process group, as a host crash does) while it
+    checks the files out: a smudge filter holds the checkout until the kill lands, so the window is hit exactly."""
+    import signal
+    import subprocess
+
+    from tests.conftest import git as sh_git
+    from tests.conftest import wait_until
+
+    (root / ".gitattributes").write_text("slow.txt filter=slow\n")
+    (root / "slow.txt").write_text("checked out last\n")
+    (root / "keep.txt").write_text("must stay on main\n")
+    sh_git(root, "add", "-A")
+    sh_git(root, "commit", "-q", "-m", "files a half-made checkout misses")
+    inside = tmp / "in-filter"
+    hold = tmp / "hold.sh"
+    hold.write_text(f"#!/bin/sh\ntouch {inside}\nexec sleep 600\n")
+    hold.chmod(0o755)
+    wt.parent.mkdir(parents=True, exist_ok=True)
+    p = subprocess.Popen(["git", "-c", f"filter.slow.smudge={hold}", "-c", "filter.slow.required=true", "worktree", "add",
+                          "-b", "healer/T-1", str(wt), "main"], cwd=root, start_new_session=True,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until(inside.exists, 60, "git worktree add is checking out")
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+    # what the kill left: git's entry locked ("initializing"), a folder with some files, no index
+    assert "locked" in git.run(root, "worktree", "list", "--porcelain").stdout
+    assert wt.is_dir() and not (wt / "slow.txt").exists()
+
+
+def test_a_ticket_worktree_half_made_by_a_killed_worktree_add_is_set_aside_and_relaunched(fleet_factory, tmp_path):
+    f = fleet_factory(scripted_policy())
+    f.add("T-1", "success")
+    wt = f.root / ".healer" / "worktrees" / "T-1"
+    _kill_worktree_add_mid_checkout(f.root, wt, tmp_path)  # the dispatcher died in `_launch`: T-1 is still queued
+    f.d.tick()
+    assert f.events("dispatch.worktree_set_aside", "T-1")
+    assert not f.events("dispatch.launch_failed")
+    f.settle()
+    f.d.tick()
+    assert f.state("T-1") == lifecycle.DONE
+    assert len(f.store.attempts("T-1")) == 1
+    # the agent worked in a whole checkout: main keeps every file (a half-made index would have committed deletions)
+    tree = git.run(f.root, "ls-tree", "--name-only", "main").stdout.split()
+    assert {"keep.txt", "slow.txt", ".gitattributes"} <= set(tree)
+    # kept aside, never deleted; git's locked entry gone
+    stale = list((f.root / ".healer" / "worktrees-stale").iterdir())
+    assert len(stale) == 1 and (stale[0] / "keep.txt").exists()
+    assert "locked" not in git.run(f.root, "worktree", "list", "--porcelain").stdout
+
+
+def test_a_locked_entry_whose_folder_is_gone_does_not_fail_every_launch(fleet_factory):
+    # git's entry left locked by a killed `worktree add`, the folder gone since: every `worktree add` of that
+    # path fails ("missing but locked worktree"), which would spend the ticket's launch budget for nothing
+    f = fleet_factory(scripted_policy())
+    f.add("T-1", "success")
+    wt = f.root / ".healer" / "worktrees" / "T-1"
+    git.run(f.root, "worktree", "add", "-b", "healer/T-1", str(wt), "main")
+    git.run(f.root, "worktree", "lock", "--reason", "initializing", str(wt))
+    wt.rename(f.root / ".healer" / "elsewhere")
+    f.d.tick()
+    assert not f.events("dispatch.launch_failed")
+    f.settle()
+    f.d.tick()
+    assert f.state("T-1") == lifecycle.DONE
+
+
+def test_a_folder_git_does_not_know_at_the_worktree_path_is_set_aside_not_deleted(fleet_factory):
+    # killed before git registered it: a plain folder at the ticket's path makes every `worktree add` fail
+    f = fleet_factory(scripted_policy())
+    f.add("T-1", "success")
+    wt = f.root / ".healer" / "worktrees" / "T-1"
+    wt.mkdir(parents=True)
+    (wt / "notes.txt").write_text("whatever was there\n")
+    f.d.tick()
+    assert not f.events("dispatch.launch_failed")
+    f.settle()
+    f.d.tick()
+    assert f.state("T-1") == lifecycle.DONE
+    kept = list((f.root / ".healer" / "worktrees-stale").glob("*/notes.txt"))
+    assert [p.read_text() for p in kept] == ["whatever was there\n"]
