@@ -81,14 +81,60 @@ def _stat_key(paths: list[Path]) -> tuple:
     return tuple(out)
 
 
+@dataclass(frozen=True)
+class Layout:
+    """Where a working tree's git lives (absolute paths)."""
+    top: Path
+    git_dir: Path
+    common: Path
+    index: Path
+
+
+_layouts: dict[str, tuple[tuple, Layout]] = {}
+
+
+def _dot_git(top: Path) -> tuple:
+    try:
+        s = os.lstat(top / ".git")
+        return (s.st_dev, s.st_ino)
+    except OSError:
+        return ()
+
+
+def layout(cwd: str | Path) -> Layout | None:
+    """The working tree holding `cwd` and its git dirs, from one `rev-parse` (None outside a working
+    tree). Cached while the top's `.git` stays the same file or folder: the loop asks every iteration."""
+    key = str(cwd)
+    hit = _layouts.get(key)
+    if hit is not None and _dot_git(hit[1].top) == hit[0]:
+        return hit[1]
+    try:  # no driver override needed (rev-parse runs none), and asking for them would ask this again
+        p = subprocess.run(["git", *SAFE_CONFIG, "rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir",
+                            "--git-common-dir", "--git-path", "index"], cwd=key, capture_output=True, env=_env(None),
+                           stdin=subprocess.DEVNULL, timeout=TIMEOUT)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    parts = p.stdout.decode("utf-8", "surrogateescape").split("\n")
+    if p.returncode != 0 or len(parts) < 4 or not all(parts[:4]):
+        return None
+    lay = Layout(*(Path(x) for x in parts[:4]))
+    _layouts[key] = (_dot_git(lay.top), lay)
+    return lay
+
+
 def _config_files(cwd: str) -> list[Path]:
     """The repository-scope config files that git would read in `cwd` (cheap to stat)."""
     files = [Path(cwd) / ".git"]
-    p = subprocess.run(["git", *SAFE_CONFIG, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir"],
-                       cwd=cwd, capture_output=True, text=True, env=_env(None), stdin=subprocess.DEVNULL, timeout=TIMEOUT)
-    if p.returncode == 0:
-        gd, cd = (p.stdout.split("\n") + ["", ""])[:2]
-        files += [Path(cd) / "config", Path(gd) / "config.worktree", Path(cd) / "config.worktree"]
+    lay = layout(cwd)
+    if lay is not None:
+        files += [lay.common / "config", lay.git_dir / "config.worktree", lay.common / "config.worktree"]
+    else:  # not a working tree (a bare repository): its dirs still hold config
+        p = subprocess.run(["git", *SAFE_CONFIG, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir"],
+                           cwd=cwd, capture_output=True, text=True, env=_env(None), stdin=subprocess.DEVNULL,
+                           timeout=TIMEOUT)
+        if p.returncode == 0:
+            gd, cd = (p.stdout.split("\n") + ["", ""])[:2]
+            files += [Path(cd) / "config", Path(gd) / "config.worktree", Path(cd) / "config.worktree"]
     return files
 
 

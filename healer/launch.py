@@ -13,10 +13,10 @@ def _loop_run(argv: list[str]) -> int | None:
     kw = parse(argv)
     if kw is None:
         return None
-    from healer import errors, failpoints, log
+    from healer import errors, failpoints
 
-    debug = bool(os.environ.get("HEALER_DEBUG"))
-    log.setup(None, debug)
+    # no loguru here: nothing on the loop's path logs through it (its events go to the store,
+    # its lines to stdout), and configuring it costs more CPU than a short iteration's git work
     try:
         spec = os.environ.get(failpoints.ENV)
         if spec:

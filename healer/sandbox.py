@@ -156,11 +156,13 @@ class GitPaths:
 
 
 def git_paths(workdir: Path) -> GitPaths | None:
-    out = _git(workdir, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir").split("\n")
-    if len(out) < 2 or not out[0]:
+    from healer import git
+
+    lay = git.layout(workdir)
+    if lay is None:
         return None
     ref = _git(workdir, "symbolic-ref", "-q", "HEAD") or None
-    return GitPaths(Path(out[0]), Path(out[1]), ref)
+    return GitPaths(lay.git_dir, lay.common, ref)
 
 
 @dataclass
@@ -400,9 +402,11 @@ def _mk(p: Path) -> Path:
 
 
 def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind: str = "bwrap",
-                 image: str = "healer-python") -> Profile:
+                 image: str = "healer-python", gp: GitPaths | None = None) -> Profile:
     """The loop's agent and gates: the worktree, its branch in git, a private temp dir, `writable`.
-    `network` None: the mode's default (bwrap on, container off)."""
+    `network` None: the mode's default (bwrap on, container off). `gp`: the worktree's git paths
+    when the caller already knows them (the loop asks once per run: its guard puts back any change
+    to HEAD, so the branch cannot move under it)."""
     workdir = workdir.resolve()
     if network is None:
         network = kind != "container"
@@ -413,7 +417,7 @@ def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind:
     prof.ro.append(own)
     if (workdir / ".git").is_file():  # a linked worktree's pointer to its git dir
         prof.ro.append(workdir / ".git")
-    gp = git_paths(workdir)
+    gp = gp or git_paths(workdir)
     if gp is not None:
         cd, gd = gp.common, gp.git_dir
         rw_git: list[Path] = [_mk(cd / "objects")]
@@ -443,6 +447,14 @@ def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind:
         p = Path(os.path.expanduser(w)).resolve()
         p.mkdir(parents=True, exist_ok=True)
         prof.rw.append(p)
+    # healer's cache of validated policies (healer/policy/cache.py) stays read-only, even when
+    # the policy makes ~/.cache writable: an agent must not hand the next run a weaker policy
+    from healer.policy.cache import cache_dir
+
+    c = cache_dir().resolve()
+    if any(c == w or w in c.parents for w in prof.rw):
+        c.mkdir(parents=True, exist_ok=True)
+        prof.ro.append(c)
     return prof
 
 

@@ -6,8 +6,10 @@ Each area keeps its own fixtures in tests/<area>/conftest.py.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,16 @@ GIT_ENV = {
     "GIT_COMMITTER_EMAIL": "test@healer.invalid",
 }
 os.environ.update(GIT_ENV)
+# healer's cache of validated policies (healer/policy/cache.py): one private folder per test session,
+# removed at its end, so tests neither read a stale home cache nor leave one behind
+_CACHE_DIR = tempfile.mkdtemp(prefix="healer-test-cache-")
+os.environ["HEALER_CACHE_DIR"] = _CACHE_DIR
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache_dir():
+    yield
+    shutil.rmtree(_CACHE_DIR, ignore_errors=True)
 
 
 def git(cwd: Path, *args: str) -> str:

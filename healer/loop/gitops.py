@@ -22,15 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from healer.errors import HealerError
-from healer.git import GitError, raw, rev, run
+from healer.git import GitError, layout, raw, rev, run
 
 LOOP_FILES = ("progress.md", "lessons.md")
 HEALER_DIR = ".healer"
 COMMIT_SUBJECT = "loop: goal reached at iteration {n}"
 TIMEOUT = 300.0  # `add -A` of a large tree
-
-
-_git_dirs: dict[Path, tuple[Path, Path]] = {}
 
 
 def _read_ref(git_dir: Path, common: Path, ref: str) -> str | None:
@@ -53,11 +50,10 @@ def head(cwd: str | Path) -> str | None:
     files when they are plain (a loop reads HEAD often; a git process costs milliseconds)."""
     cwd = Path(cwd)
     try:
-        if cwd not in _git_dirs:
-            out = run(cwd, "rev-parse", "--git-dir", "--git-common-dir").stdout.split("\n")
-            gd, cd = (Path(x) if Path(x).is_absolute() else cwd / x for x in out[:2])
-            _git_dirs[cwd] = (gd, cd)
-        gd, cd = _git_dirs[cwd]
+        lay = layout(cwd)
+        if lay is None:
+            raise ValueError("not a working tree")
+        gd, cd = lay.git_dir, lay.common
         text = (gd / "HEAD").read_text().strip()
         if text.startswith("ref: "):
             sha = _read_ref(gd, cd, text[5:])
@@ -113,15 +109,15 @@ def _blob_id(path: Path) -> str:
     return h.hexdigest()
 
 
-_index_paths: dict[Path, Path] = {}
 _scratch_from: dict[Path, tuple | None] = {}
 
 
 def _index_path(cwd: Path) -> Path:
-    if cwd not in _index_paths:
-        p = Path(run(cwd, "rev-parse", "--git-path", "index").stdout)
-        _index_paths[cwd] = p if p.is_absolute() else cwd / p
-    return _index_paths[cwd]
+    lay = layout(cwd)
+    if lay is not None:
+        return lay.index
+    p = Path(run(cwd, "rev-parse", "--git-path", "index").stdout)
+    return p if p.is_absolute() else cwd / p
 
 
 def snapshot(cwd: str | Path) -> str:
@@ -150,11 +146,18 @@ def snapshot(cwd: str | Path) -> str:
     # the loop's files stay out: excluded from `add` (a tracked one keeps its indexed version,
     # so the loop writing it never moves the hash)
     own = [f for f in LOOP_FILES if (cwd / f).exists()]
-    r = run(cwd, "add", "-A", "--", ":/", *(f":(exclude,top){f}" for f in own), check=False, env=env, timeout=TIMEOUT)
+    r = run(cwd, "add", "-A", "--", ":/", *(_exclude(f) for f in own), check=False, env=env, timeout=TIMEOUT)
     if r.code != 0:
         # git refuses to name an ignored file even in an exclude; ignored files are not added anyway
         run(cwd, "add", "-A", "--", ":/", env=env, timeout=TIMEOUT)
     return run(cwd, "write-tree", env=env).stdout
+
+
+def _exclude(name: str) -> str:
+    """An exclude pathspec for the top-level file `name` written as a glob (`progres[s].md`): git
+    refuses a literal pathspec that names an ignored file, even to exclude it, and a refusal would
+    cost a second `add` per snapshot; a pattern is never refused and matches the same one path."""
+    return f":(exclude,top,glob){name[:-1]}[{name[-1]}]"
 
 
 def state(cwd: str | Path) -> tuple[str | None, str | None]:
@@ -174,10 +177,13 @@ def state(cwd: str | Path) -> tuple[str | None, str | None]:
 
 def changed_between(cwd: str | Path, before: str, after: str) -> list[str]:
     """Paths whose content differs between two snapshots (added, modified, deleted)."""
+    return sorted(p for p in _diff_paths(cwd, before, after) if not is_loop_file(p))
+
+
+def _diff_paths(cwd: str | Path, before: str, after: str) -> list[str]:
     if before == after:
         return []
-    out = raw(cwd, "diff-tree", "-r", "-z", "--name-only", "--no-renames", before, after)
-    return sorted(p for p in _split0(out) if not is_loop_file(p))
+    return _split0(raw(cwd, "diff-tree", "-r", "-z", "--name-only", "--no-renames", before, after))
 
 
 def diff_lines(cwd: str | Path, before: str, after: str) -> int:
@@ -359,8 +365,18 @@ class ProtectedChanged(HealerError):
                          f"(tree {tree[:12]} kept unreferenced for evidence)")
 
 
+_trees: dict[str, str] = {}
+
+
 def tree_of(cwd: str | Path, commit: str | None) -> str:
-    return run(cwd, "rev-parse", f"{commit}^{{tree}}").stdout if commit else EMPTY_TREE
+    if not commit:
+        return EMPTY_TREE
+    if commit not in _trees:  # a commit id names its tree for ever
+        tree = run(cwd, "rev-parse", f"{commit}^{{tree}}").stdout
+        if len(commit) not in (40, 64):
+            return tree  # a ref name moves: never cached
+        _trees[commit] = tree
+    return _trees[commit]
 
 
 def dirty_tracked(cwd: str | Path) -> list[str]:
@@ -391,10 +407,17 @@ def diff_size(cwd: str | Path, before: str, after: str) -> tuple[int, int]:
     """(lines added + removed, bytes) between two snapshots, in one git call (plus one for sizes).
     A binary file counts 1 line; bytes count every file by size: an added or modified file its
     new size, a deleted one its old size. Binary or not, a file is never free."""
+    return diff_stat(cwd, before, after)[1:]
+
+
+def diff_stat(cwd: str | Path, before: str, after: str) -> tuple[list[str], int, int]:
+    """(changed paths as `changed_between` lists them, lines, bytes as `diff_size` counts them):
+    the loop needs all three after each agent run, from one diff-tree (plus one for sizes)."""
     if before == after:
-        return 0, 0
+        return [], 0, 0
     recs = raw(cwd, "diff-tree", "-r", "-z", "--raw", "--numstat", "--no-renames", before, after).split(b"\0")
     blobs: list[str] = []
+    paths: list[str] = []
     lines = 0
     i = 0
     while i < len(recs):
@@ -404,16 +427,18 @@ def diff_size(cwd: str | Path, before: str, after: str) -> tuple[int, int]:
             path = recs[i].decode("utf-8", "surrogateescape") if i < len(recs) else ""
             i += 1
             om, nm, osha, nsha, status = rec[1:].split()[:5]
-            if not is_loop_file(path) and "160000" not in (om, nm):
-                blobs.append(osha if status.startswith("D") else nsha)
+            if path and not is_loop_file(path):
+                paths.append(path)
+                if "160000" not in (om, nm):
+                    blobs.append(osha if status.startswith("D") else nsha)
         elif rec:  # --numstat: added TAB removed TAB path
             parts = rec.split("\t", 2)
             if len(parts) == 3 and not is_loop_file(parts[2]):
                 lines += 1 if parts[0] == "-" else int(parts[0]) + int(parts[1])
     if not blobs:
-        return lines, 0
+        return sorted(paths), lines, 0
     out = raw(cwd, "cat-file", "--batch-check=%(objectsize)", input=("\n".join(blobs) + "\n").encode())
-    return lines, sum(int(x) for x in out.split() if x.isdigit())
+    return sorted(paths), lines, sum(int(x) for x in out.split() if x.isdigit())
 
 
 def diff_bytes(cwd: str | Path, before: str, after: str) -> int:
@@ -427,7 +452,7 @@ def commit_all(cwd: str | Path, message: str, patterns: Sequence[str] = ()) -> s
 
 
 def commit_changes(cwd: str | Path, message: str, since: str, base: str | None, patterns: Sequence[str],
-                   keep_staged: Sequence[str] = ()) -> str | None:
+                   keep_staged: Sequence[str] = (), measured: str | None = None) -> str | None:
     """Commit exactly what changed between snapshot `since` (the tree when the run began) and the
     tree now, on top of the run's base commit `base`: never the user's pre-existing changes, never
     the loop's own files, and what is committed is what was measured (the snapshot), not a fresh
@@ -435,24 +460,22 @@ def commit_changes(cwd: str | Path, message: str, since: str, base: str | None, 
     are checked equal to the base's: a mismatch raises ProtectedChanged (nothing committed).
     The branch moves by compare-and-swap from the commit HEAD points at now; the index is then
     brought in line with the commit, except the paths in `keep_staged` (the user's). Returns the
-    new commit, or None when there was nothing to commit."""
+    new commit, or None when there was nothing to commit. `measured`: the snapshot the gates passed
+    on, when the caller has it (it is then what is committed, without measuring again)."""
     cwd = Path(cwd)
-    now_tree = snapshot(cwd)
-    paths = changed_between(cwd, since, now_tree)
+    now_tree = measured or snapshot(cwd)
+    every = _diff_paths(cwd, since, now_tree)
+    paths = sorted(p for p in every if not is_loop_file(p))
     parent = head(cwd)
     base_tree = tree_of(cwd, base)
-    idx = cwd / HEALER_DIR / "commit.index"
-    idx.unlink(missing_ok=True)
-    env = {"GIT_INDEX_FILE": str(idx)}
-    run(cwd, "read-tree", base_tree, env=env)
-    if paths:
-        have = _entries(cwd, now_tree, paths)
-        lines = [f"{have[p][0]} {have[p][1]}\t{p}" if p in have else f"0 {'0' * 40}\t{p}" for p in paths]
-        raw(cwd, "update-index", "-z", "--index-info", input=("\0".join(lines) + "\0").encode("utf-8", "surrogateescape"),
-            env=env)
-    tree = run(cwd, "write-tree", env=env).stdout
-    idx.unlink(missing_ok=True)
-    bad = [p for p in changed_between(cwd, base_tree, tree) if protected(p, patterns)]
+    if since == base_tree and len(paths) == len(every):
+        # the run began on its base commit and the snapshot holds none of the loop's files: the
+        # tree below would be the snapshot itself, so it is used as is (four git calls fewer)
+        tree = now_tree
+        bad = [p for p in paths if protected(p, patterns)]
+    else:
+        tree = _overlay(cwd, base_tree, now_tree, paths)
+        bad = [p for p in changed_between(cwd, base_tree, tree) if protected(p, patterns)]
     if bad:
         raise ProtectedChanged(bad, tree, base or EMPTY_TREE)
     if tree == tree_of(cwd, parent):
@@ -472,3 +495,19 @@ def commit_changes(cwd: str | Path, message: str, since: str, base: str | None, 
     for i in range(0, len(resync), 200):
         run(cwd, "reset", "-q", "HEAD", "--", *(f":(literal){p}" for p in resync[i:i + 200]), check=False)
     return new
+
+
+def _overlay(cwd: Path, base_tree: str, now_tree: str, paths: list[str]) -> str:
+    """`base_tree` with `paths` as they are in `now_tree`, built in a scratch index."""
+    idx = cwd / HEALER_DIR / "commit.index"
+    idx.unlink(missing_ok=True)
+    env = {"GIT_INDEX_FILE": str(idx)}
+    run(cwd, "read-tree", base_tree, env=env)
+    if paths:
+        have = _entries(cwd, now_tree, paths)
+        lines = [f"{have[p][0]} {have[p][1]}\t{p}" if p in have else f"0 {'0' * 40}\t{p}" for p in paths]
+        raw(cwd, "update-index", "-z", "--index-info", input=("\0".join(lines) + "\0").encode("utf-8", "surrogateescape"),
+            env=env)
+    tree = run(cwd, "write-tree", env=env).stdout
+    idx.unlink(missing_ok=True)
+    return tree

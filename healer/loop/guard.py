@@ -82,12 +82,12 @@ _dirs: dict[Path, tuple[Path, Path]] = {}
 
 
 def _git_dirs(workdir: Path) -> tuple[Path, Path] | None:
+    # pinned once found: an agent that removes or replaces .git must not move what is compared
     if workdir not in _dirs:
-        o = git.run(workdir, "rev-parse", "--path-format=absolute", "--git-dir", "--git-common-dir", check=False)
-        parts = o.stdout.split("\n")
-        if o.code != 0 or len(parts) < 2:
+        lay = git.layout(workdir)
+        if lay is None:
             return None
-        _dirs[workdir] = (Path(parts[0]), Path(parts[1]))
+        _dirs[workdir] = (lay.git_dir, lay.common)
     return _dirs[workdir]
 
 

@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
@@ -35,13 +36,15 @@ from healer.errors import InvalidInput, UsageError
 from healer.loop import agents, decide, gitops, guard
 from healer.loop.decide import EXIT_WORDS, Facts, GateResult, IterationRecord, Limits, Verdict
 from healer.loop.state import RunPaths, RunState, bump_daily, check_run_id, daily_count, load, save, write_json_atomic
-from healer.policy.schema import Loop, Policy
 
 FP_BEFORE_AGENT = failpoints.declare("loop.before_agent", "healer/loop/runner.py: prompt written, agent not started yet")
 FP_AFTER_AGENT = failpoints.declare("loop.after_agent", "healer/loop/runner.py: agent tree ended or killed, nothing reverted yet")
 FP_BEFORE_GATES = failpoints.declare("loop.before_gates", "healer/loop/runner.py: protected paths and diff cap applied, gates not run")
 FP_BEFORE_COMMIT = failpoints.declare("loop.before_commit", "healer/loop/runner.py: gates green and persisted as pending commit, not committed")
 FP_AFTER_PERSIST = failpoints.declare("loop.after_persist", "healer/loop/runner.py: iteration record persisted (state.json renamed into place)")
+
+if TYPE_CHECKING:
+    from healer.policy.schema import Policy
 
 READ_CAP = 1 << 20  # bytes of agent output / gate log read back for hashing
 
@@ -53,7 +56,7 @@ class _Interrupted(Exception):
 @dataclass
 class LoopRequest:
     workdir: Path
-    policy: Policy | None = None
+    policy: Policy | None = None  # or healer.policy.cache's Frozen view of one: only read
     policy_file: str | None = None
     task: str | None = None
     task_file: str | None = None
@@ -115,10 +118,12 @@ class Runner:
         self._diff_bytes = 0
         self.sbx_mode = "none"
         self._profile: sandbox.Profile | None = None
+        self._gp: sandbox.GitPaths | None = None  # the worktree's git paths, asked once per run
 
     # -- setup ---------------------------------------------------------------------
     def run(self) -> Outcome:
-        top = git.toplevel(self.req.workdir)
+        lay = git.layout(self.req.workdir) if Path(self.req.workdir).is_dir() else None
+        top = lay.top if lay is not None else None
         if top is None:
             raise UsageError(f"--workdir {self.req.workdir}: expected a git working tree, found none")
         self.workdir = top.resolve()
@@ -219,11 +224,18 @@ class Runner:
             st.status, st.exit_code, st.reason = "running", None, ""
             if self.paths.pause.exists():
                 self.paths.pause.unlink()
+            from healer.policy.schema import Loop
+
             self.loop_policy = Loop.model_validate(st.loop)
             self._check_cap(st.max_iterations)
             self.spec = self._agent_spec(st)
         else:
-            policy = req.policy or Policy()
+            if req.policy is None:
+                from healer.policy.schema import Policy
+
+                policy = Policy()
+            else:
+                policy = req.policy
             if req.task is None:
                 raise UsageError("--task: expected a task file, got none")
             run_id = check_run_id(req.run_id) if req.run_id else self._fresh_id()
@@ -417,7 +429,7 @@ class Runner:
             failpoints.hit(FP_AFTER_PERSIST)
             self._beat(progress=rec.state_hash != prev)
             if verdict.kind == "success":
-                return self._commit(n, verdict.reason)
+                return self._commit(n, verdict.reason, measured=rec.tree_hash)
             if not verdict.go_on:
                 return self._finish(verdict.exit_code, verdict.reason)
 
@@ -487,7 +499,10 @@ class Runner:
 
     def _loop_profile(self) -> sandbox.Profile:
         L = self.loop_policy
-        return sandbox.loop_profile(self.workdir, L.sandbox_writable, L.sandbox_network, self.sbx_mode, L.sandbox_image)
+        if self._gp is None:
+            self._gp = sandbox.git_paths(self.workdir)
+        return sandbox.loop_profile(self.workdir, L.sandbox_writable, L.sandbox_network, self.sbx_mode, L.sandbox_image,
+                                    gp=self._gp)
 
     def _run(self, argv: list[str], log: Path, what: str, **kw) -> procs.Completed:
         """procs.run, in the sandbox when there is one; a sandbox that did not start it raises SandboxFailed."""
@@ -586,14 +601,14 @@ class Runner:
         wd = self.workdir
         self._check_git(n, "agent")
         after = gitops.snapshot(wd)
-        changed = gitops.changed_between(wd, before, after)
+        changed, lines, nbytes = gitops.diff_stat(wd, before, after)
         prot = [p for p in changed if gitops.protected(p, L.protected_paths)]
         quarantine = self.paths.quarantine(n)
         reverted = gitops.put_back(wd, before, prot, quarantine, f"loop {st.run_id} iteration {n}: protected path",
                                    clock) if prot else []
         if reverted:
             after = gitops.snapshot(wd)
-        lines, nbytes = gitops.diff_size(wd, before, after)
+            lines, nbytes = gitops.diff_size(wd, before, after)
         drift = lines > L.max_diff_lines or nbytes > L.max_diff_bytes
         self._diff_bytes = nbytes
         rolled = []
@@ -758,13 +773,15 @@ class Runner:
                                         "decision": decision})
 
     # -- endings -----------------------------------------------------------------------
-    def _commit(self, n: int, reason: str) -> Outcome:
+    def _commit(self, n: int, reason: str, measured: str | None = None) -> Outcome:
+        """`measured`: the snapshot the gates just passed on (committed as is); None measures again."""
         failpoints.hit(FP_BEFORE_COMMIT)
         st = self.st
         since = st.baseline_tree if st.allow_dirty else gitops.tree_of(self.workdir, st.start_head)
         try:
             sha = gitops.commit_changes(self.workdir, gitops.COMMIT_SUBJECT.format(n=n), since or gitops.EMPTY_TREE,
-                                        st.start_head, self.loop_policy.protected_paths, keep_staged=st.user_staged)
+                                        st.start_head, self.loop_policy.protected_paths, keep_staged=st.user_staged,
+                                        measured=measured)
         except gitops.ProtectedChanged as e:
             st.pending_commit = None
             self._event("loop.commit_refused", {"n": n, "paths": e.paths, "tree": e.tree, "base": e.base,

@@ -44,7 +44,7 @@ def start(*, policy: Path | None, task: Path | None, workdir: Path | None, agent
           allow_dirty: bool) -> int:
     from healer.loop import LoopRequest, run_loop
     from healer.loop.state import RunPaths
-    from healer.policy import load_policy
+    from healer.policy.cache import load as load_policy  # validated once per content, then remembered
 
     if agent_cmd and argv_after:
         raise UsageError("give the agent argv either with --agent-cmd or after `--`, not both")

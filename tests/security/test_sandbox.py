@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -168,3 +169,19 @@ def test_missing_gate_program_in_bwrap_is_a_failing_gate_not_a_broken_sandbox(tm
     assert events(repo, "loop.sandbox_failed") == []
     it = events(repo, "loop.iteration")[0].payload
     assert it["gates"][0]["exit_code"] == 127 and it["agent_exit"] == -9
+
+
+def test_policy_cache_stays_read_only_under_a_writable_cache_folder(tmp_path, monkeypatch):
+    """A policy that makes ~/.cache writable (pip, npm) must not let the agent write healer's cache
+    of validated policies: the next run would start from the agent's policy."""
+    need_bwrap()
+    dot_cache = tmp_path / "dotcache"
+    monkeypatch.setenv("HEALER_CACHE_DIR", str(dot_cache / "healer"))
+    repo = target_repo(tmp_path / "repo")
+    prof = sandbox.loop_profile(repo, [str(dot_cache)], True)
+    poisoned = dot_cache / "healer" / "policies.json"
+    with sandbox.Session(prof) as p:
+        subprocess.run(p.wrap(["sh", "-c", f"echo '{{}}' > {poisoned}; echo ok > {dot_cache}/pip-cache"]),
+                       capture_output=True, timeout=60)
+    assert not poisoned.exists()
+    assert (dot_cache / "pip-cache").read_text() == "ok\n"  # the rest of the writable folder stays writable
