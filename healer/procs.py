@@ -19,7 +19,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -328,7 +327,7 @@ def spawn(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None
           stdin=subprocess.DEVNULL, marker: str | None = None,
           adopt_orphans: bool = False, pass_fds: Sequence[int] = ()) -> tuple[subprocess.Popen, ProcessTree]:
     """Start argv (never through a shell) in its own session, tagged with a tree marker."""
-    marker = marker or uuid.uuid4().hex
+    marker = marker or os.urandom(16).hex()  # uuid4's randomness; `import uuid` costs more than a loop iteration's git
     full_env = dict(os.environ if env is None else env)
     outer = [m for m in (full_env.get(ANCESTORS, "").split(",") + [full_env.get(MARKER, "")]) if m]
     if outer:

@@ -22,7 +22,6 @@ import shutil
 import signal
 import subprocess
 import threading
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -311,7 +310,7 @@ class Runner:
                                "commit or stash them, or pass --allow-dirty (they are then never committed by the loop)")
 
     def _fresh_id(self) -> str:
-        return f"{stamp(self.clock.now())[:15]}-{uuid.uuid4().hex[:6]}"
+        return f"{stamp(self.clock.now())[:15]}-{os.urandom(3).hex()}"
 
     def _check_cap(self, n: int) -> None:
         if n > self.loop_policy.absolute_max:
@@ -567,7 +566,7 @@ class Runner:
         env = {k: v for k, v in os.environ.items() if k != failpoints.ENV}
         env.update({"HEALER_LOOP_RUN_ID": st.run_id, "HEALER_LOOP_ITERATION": str(n), "HEALER_PROMPT_FILE": str(pf),
                     "HEALER_WORKDIR": str(self.workdir)})
-        marker = uuid.uuid4().hex
+        marker = os.urandom(16).hex()
         failpoints.hit(FP_BEFORE_AGENT)
 
         def on_spawn(proc, tree) -> None:
