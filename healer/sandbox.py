@@ -38,7 +38,6 @@ import json
 import os
 import shutil
 import subprocess
-import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -300,7 +299,7 @@ class ContainerLaunch(Launch):
         from healer.fleet import images
         from healer.fleet.container_runtime import init_argv
 
-        self.name = f"healer-loop-{uuid.uuid4().hex[:16]}"
+        self.name = f"healer-loop-{os.urandom(8).hex()}"  # no `import uuid` on the loop's path
         mounts: dict[str, tuple[str, bool]] = {}  # target -> (source, read-only); later entries win
         for p, spec in images.python_mounts().items():
             mounts[p] = (p, spec.get("mode") == "ro")
