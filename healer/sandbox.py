@@ -112,10 +112,9 @@ def container_ready(image: str, where: str = "loop.sandbox") -> None:
     if shutil.which("docker") is None:
         raise Unavailable(f"{where}: container: the docker command is not installed (Debian: apt-get install docker.io)")
     from healer.fleet import images
-    from healer.fleet.container_runtime import connect
 
     try:
-        client = connect()
+        client = _docker()
     except Unavailable as e:
         raise Unavailable(f"{where}: container: {e}") from None
     images.ensure(client, image)
@@ -175,6 +174,7 @@ class Profile:
     tmpdir: Path | None = None
     kind: str = "bwrap"  # or "container"
     image: str = "healer-python"
+    pid_namespace: bool = False  # bwrap --unshare-pid (a container always has its own)
 
     def launch(self, argv: list[str], env: dict[str, str] | None = None, what: str = "the program") -> Launch:
         if self.kind == "container":
@@ -188,6 +188,8 @@ class Profile:
             a += ["--json-status-fd", str(status_fd)]
         if not self.network:
             a.append("--unshare-net")
+        if self.pid_namespace:
+            a.append("--unshare-pid")
         for p in self.rw:
             a += ["--bind", str(p), str(p)]
         for p in self.ro:
@@ -337,15 +339,16 @@ class ContainerLaunch(Launch):
     def settle(self, res, log: Path):
         import docker.errors
 
-        from healer.fleet.container_runtime import connect, signal_exit
+        from healer.fleet.container_runtime import signal_exit
 
         try:
-            client = connect()
+            client = _docker()
             state = client.api.inspect_container(self.name).get("State") or {}
         except docker.errors.NotFound:
             state = None
-        except Unavailable as e:
-            raise SandboxFailed("container", self.what, str(e)) from None
+        except Exception as e:  # noqa: BLE001 - the engine went away under the run: the sandbox failed
+            _client.clear()
+            raise SandboxFailed("container", self.what, f"the Docker engine: {type(e).__name__}: {e}") from None
         if res.timed_out or res.stopped:
             return res
         if state is None:  # never created: the client says why (an invalid mount, no image, ...)
@@ -362,6 +365,18 @@ class ContainerLaunch(Launch):
         remove_container(self.name)
 
 
+_client: list = []
+
+
+def _docker():
+    """One docker client per process (a ping per program run would add to every iteration)."""
+    if not _client:
+        from healer.fleet.container_runtime import connect
+
+        _client.append(connect())
+    return _client[0]
+
+
 def _docker_said(text: str) -> str:
     lines = [ln for ln in text.splitlines() if ln.startswith("docker: ") or "Error response from daemon" in ln]
     return lines[-1] if lines else ""
@@ -371,9 +386,7 @@ def remove_leftovers(workdir: Path) -> list[str]:
     """Containers of a runner that was SIGKILLed in this worktree (the loop holds the worktree's lock,
     so every loop container labelled with it is a leftover). Returns their names."""
     try:
-        from healer.fleet.container_runtime import connect
-
-        client = connect()
+        client = _docker()
         found = client.api.containers(all=True, filters={"label": [f"{CONTAINER_LABEL}={CONTAINER_KIND}",
                                                                    f"{WORKDIR_LABEL}={Path(workdir).resolve()}"]})
     except Exception:  # noqa: BLE001 - no engine: nothing of ours can be running in it
@@ -389,10 +402,8 @@ def remove_container(name: str) -> None:
     with contextlib.suppress(Exception):
         import docker.errors
 
-        from healer.fleet.container_runtime import connect
-
         with contextlib.suppress(docker.errors.NotFound):
-            connect().api.remove_container(name, force=True)
+            _docker().api.remove_container(name, force=True)
 
 
 def _mk(p: Path) -> Path:
@@ -401,7 +412,8 @@ def _mk(p: Path) -> Path:
 
 
 def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind: str = "bwrap",
-                 image: str = "healer-python", gp: GitPaths | None = None) -> Profile:
+                 image: str = "healer-python", gp: GitPaths | None = None,
+                 pid_namespace: bool = False) -> Profile:
     """The loop's agent and gates: the worktree, its branch in git, a private temp dir, `writable`.
     `network` None: the mode's default (bwrap on, container off). `gp`: the worktree's git paths
     when the caller already knows them (the loop asks once per run: its guard puts back any change
@@ -409,7 +421,7 @@ def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind:
     workdir = workdir.resolve()
     if network is None:
         network = kind != "container"
-    prof = Profile(workdir=workdir, network=network, kind=kind, image=image)
+    prof = Profile(workdir=workdir, network=network, kind=kind, image=image, pid_namespace=pid_namespace)
     prof.rw.append(workdir)
     own = workdir / ".healer"
     own.mkdir(exist_ok=True)

@@ -501,7 +501,7 @@ class Runner:
         if self._gp is None:
             self._gp = sandbox.git_paths(self.workdir)
         return sandbox.loop_profile(self.workdir, L.sandbox_writable, L.sandbox_network, self.sbx_mode, L.sandbox_image,
-                                    gp=self._gp)
+                                    gp=self._gp, pid_namespace=L.sandbox_pid_namespace)
 
     def _run(self, argv: list[str], log: Path, what: str, **kw) -> procs.Completed:
         """procs.run, in the sandbox when there is one; a sandbox that did not start it raises SandboxFailed."""

@@ -185,3 +185,31 @@ def test_policy_cache_stays_read_only_under_a_writable_cache_folder(tmp_path, mo
                        capture_output=True, timeout=60)
     assert not poisoned.exists()
     assert (dot_cache / "pip-cache").read_text() == "ok\n"  # the rest of the writable folder stays writable
+
+
+def test_pid_namespace_hides_the_runner_and_the_deadline_still_kills_the_tree(tmp_path):
+    """`sandbox_pid_namespace: true` (bwrap --unshare-pid): the agent sees only its own processes, and
+    the deadline still kills a hung agent that ignores SIGTERM and double-forks (the CLI runner, a
+    subreaper, as the fleet runs it): nothing is left with its cwd in the worktree."""
+    need_bwrap()
+    from healer import procs
+    from tests.security.conftest import PY
+
+    hang = Path(__file__).resolve().parents[2] / "chaos" / "agents" / "loop_hang.py"
+    repo = target_repo(tmp_path / "repo")
+    pol = tmp_path / "policy.yaml"
+    pol.write_text(yaml.safe_dump({"version": 1, "loop": {
+        "max_iterations": 1, "iteration_timeout": "3s", "kill_grace": "500ms", "sandbox": "bwrap",
+        "sandbox_pid_namespace": True,
+        "agent": {"command": ["sh", "-c", f"ls /proc > seen.txt; exec {PY} {hang} hang.pids"]},
+        "gates": [{"name": "never", "run": [PY, "-c", "raise SystemExit(1)"], "timeout": "30s"}]}}))
+    task = tmp_path / "task.md"
+    task.write_text("t\n")
+    r = healer("loop", "run", "--workdir", str(repo), "--policy", str(pol), "--task", str(task), "--run-id", "pidns")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    seen = [p for p in (repo / "seen.txt").read_text().split() if p.isdigit()]
+    assert len(seen) <= 4, seen  # bwrap's init, sh, ls: not the runner, not the machine
+    assert len((repo / "hang.pids").read_text().split()) >= 2  # the hung tree did start (namespace pids)
+    state = json.loads((repo / ".healer" / "runs" / "pidns" / "state.json").read_text())
+    assert state["history"][0]["timed_out"] is True
+    assert procs.busy_pids(repo) == []
