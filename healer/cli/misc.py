@@ -240,6 +240,16 @@ def _check_docker() -> Check:
     return Check("docker", "ok", f"engine {v.get('Version', '?')}, API {v.get('ApiVersion', '?')}")
 
 
+def _check_sandbox() -> Check:
+    """What `loop.sandbox: auto` will use here (informational: unsandboxed loops still run)."""
+    from healer import sandbox
+
+    why = sandbox.unavailable()
+    if why is None:
+        return Check("sandbox", "ok", "bubblewrap works: loop.sandbox auto confines agents and gates")
+    return Check("sandbox", "info", f"{why}; loop.sandbox auto runs agents unsandboxed (container needs Docker)")
+
+
 def _check_failpoints() -> Check:
     from healer import failpoints
 
@@ -254,7 +264,7 @@ def doctor(root: Path = RootOpt, as_json: bool = JsonOpt) -> None:
     r = find_root(root)
     fleet = r if (r / ".healer").is_dir() else None
     checks = [_check_python(), _check_git(), _check_sqlite(fleet), _check_policy(fleet), *_check_dispatch(fleet),
-              _check_docker(), _check_failpoints()]
+              _check_docker(), _check_sandbox(), _check_failpoints()]
     broken = [c for c in checks if c.required and c.status == "fail"]
     if as_json:
         print_json({"root": str(fleet) if fleet else None, "ok": not broken,
