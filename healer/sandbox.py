@@ -36,6 +36,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field, replace
@@ -69,6 +70,26 @@ def socket_masks() -> list[str]:
     return out
 
 
+_probing: dict[str, subprocess.Popen] = {}
+
+
+def _probe_argv(exe: str) -> list[str]:
+    return [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *socket_masks(), "--json-status-fd", "1", "true"]
+
+
+def probe_early() -> None:
+    """Start the probe now and let `unavailable()` collect it: `healer loop run` starts it before
+    its first git calls, so the probe's namespace set-up overlaps them instead of adding to them."""
+    exe = shutil.which("bwrap")
+    if exe is None or exe in _probe or exe in _probing:
+        return
+    try:
+        _probing[exe] = subprocess.Popen(_probe_argv(exe), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                         stdin=subprocess.DEVNULL)
+    except OSError:
+        pass  # `unavailable()` probes again and words the error
+
+
 def unavailable() -> str | None:
     """Why bubblewrap cannot sandbox here (None when it can). Probed once per process, with the
     same socket masks a real run uses, so `auto` never picks a sandbox that would not start."""
@@ -77,10 +98,15 @@ def unavailable() -> str | None:
         return "bubblewrap (bwrap) is not installed (Debian: apt-get install bubblewrap)"
     if exe not in _probe:
         try:
-            r = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *socket_masks(),
-                                "--json-status-fd", "1", "true"],
-                               capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
-            _probe[exe] = None if r.returncode == 0 else f"bwrap does not run here: {r.stderr.strip()[-200:]}"
+            proc = _probing.pop(exe, None) or subprocess.Popen(
+                _probe_argv(exe), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+            try:
+                _out, err = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                raise
+            _probe[exe] = None if proc.returncode == 0 else f"bwrap does not run here: {err.strip()[-200:]}"
         except (OSError, subprocess.TimeoutExpired) as e:
             _probe[exe] = f"bwrap does not run here: {e}"
     return _probe[exe]
@@ -146,6 +172,9 @@ def _git(cwd: Path, *args: str) -> str:
     return git.run(cwd, *args, check=False).stdout
 
 
+_PLAIN_BRANCH = re.compile(r"refs/heads/[A-Za-z0-9._/-]+")
+
+
 @dataclass(frozen=True)
 class GitPaths:
     git_dir: Path
@@ -159,6 +188,13 @@ def git_paths(workdir: Path) -> GitPaths | None:
     lay = git.layout(workdir)
     if lay is None:
         return None
+    try:  # the plain HEAD file says it without a git process; anything unusual asks git
+        head = (lay.git_dir / "HEAD").read_text()
+    except OSError:
+        head = ""
+    ref = head[5:-1] if head.startswith("ref: ") and head.endswith("\n") else ""
+    if _PLAIN_BRANCH.fullmatch(ref) and ".." not in ref and "//" not in ref and not ref.endswith((".lock", "/")):
+        return GitPaths(lay.git_dir, lay.common, ref)
     ref = _git(workdir, "symbolic-ref", "-q", "HEAD") or None
     return GitPaths(lay.git_dir, lay.common, ref)
 

@@ -60,6 +60,10 @@ def start(*, policy: Path | None, task: Path | None, workdir: Path | None, agent
     if pol_file is None and not resume and (wd / "healer.yaml").exists():
         pol_file = wd / "healer.yaml"
     pol = load_policy(pol_file) if (pol_file is not None or not resume) else None
+    if pol is None or pol.loop.sandbox in ("auto", "bwrap"):
+        from healer import sandbox
+
+        sandbox.probe_early()  # overlaps the runner's first git calls (collected when it resolves the mode)
     rid = resume or run_id
     is_resume = bool(resume)
     if is_resume and task is not None and not RunPaths(wd, rid).state.exists():
