@@ -398,7 +398,8 @@ class RealSpec(Strict):
 
 
 class StormSpec(Strict):
-    """A restart storm (chaos/storm.py): a real fleet whose `healer up` is SIGKILLed again and again, then left to finish."""
+    """A restart storm: a fleet whose `healer up` is killed again and again, then left to finish. Real mode: a real
+    fleet, `up` SIGKILLed (chaos/storm.py); simulated: the same in virtual time (chaos/engine/simstorm.py)."""
 
     tickets: int = Field(30, ge=1)
     kills: int = Field(20, ge=0, description="how many times `healer up` is SIGKILLed, each time restarted")
@@ -408,7 +409,11 @@ class StormSpec(Strict):
     agent_delay: Duration = Field("1s", description="each agent run takes this long, so kills land mid-flight")
     uptime: list[Duration] = Field(default_factory=lambda: ["200ms", "3s"],
                                    description="[min, max]: how long `up` runs (once up) before each kill, drawn from the seed")
-    finish_within: Duration = Field("5m", description="after the last restart, the wall-clock cap for every ticket to end")
+    finish_within: Duration = Field("5m", description="after the last restart, the cap (wall clock; simulated: virtual) "
+                                                      "for every ticket to end")
+    mid_step: float = Field(0.5, ge=0, le=1, description="simulated: share of the kills that land inside a step, at a "
+                                                         "random store commit of the dispatcher or the supervisor")
+    downtime: Duration = Field("5s", description="simulated: how long `up` stays down before its restart")
 
 
 class Scenario(Strict):
@@ -437,7 +442,8 @@ class Scenario(Strict):
     expect: list[Checker] = Field(min_length=1)
     timeout: Duration = Field("120s", description="real mode: wall-clock cap on the whole scenario")
     real: RealSpec = Field(default_factory=RealSpec, description="real mode: which real processes run, when it ends")
-    storm: StormSpec | None = Field(None, description="real mode: a restart storm (chaos/storm.py) instead of timed faults")
+    storm: StormSpec | None = Field(None, description="a restart storm (chaos/storm.py, chaos/engine/simstorm.py) "
+                                                      "instead of timed faults")
 
     # set by load(), not part of the YAML
     source: str = Field("", exclude=True)

@@ -217,7 +217,7 @@ class StormRun:
 
     # -- what the checkers read -----------------------------------------------------------
     def facts(self) -> dict[str, Any]:
-        from healer.store import open_store
+        from healer.store import db_path, open_store
 
         s = open_store(self.root)
         try:
@@ -226,48 +226,61 @@ class StormRun:
             intents = s.intents()
         finally:
             s.close()
-        merges = Counter(e.subject for e in events if e.kind == "proposal.merged")
-        state: dict[str, str] = {}
-        off_board = []
-        for e in events:
-            if e.kind == "ticket.created":
-                state[e.subject] = e.payload.get("state", lifecycle.QUEUED)
-            elif e.kind == "ticket.moved":
-                state[e.subject] = e.payload["to"]
-            elif e.kind == "proposal.merged" and state.get(e.subject) != lifecycle.REVIEW:
-                off_board.append(f"{e.subject} merged while {state.get(e.subject)}")
-        # a merge is followed by review -> done; a merge with the ticket moved elsewhere meanwhile is off the board
-        for tid, t in tickets.items():
-            if merges.get(tid) and t.state != lifecycle.DONE:
-                off_board.append(f"{tid} merged but {t.state}")
+        f = board_facts(events, tickets, intents)
         main = _git(self.root, "rev-parse", "main")
-        unmerged = [tid for tid, t in tickets.items() if t.state == lifecycle.DONE and
-                    (t.data.get("merged_commit") is None or
-                     subprocess.run(["git", "-C", str(self.root), "merge-base", "--is-ancestor", t.data["merged_commit"], main],
-                                    capture_output=True).returncode != 0)]
-        escal = [f"{e.subject} -> {e.payload['to']}" for e in events if e.kind == "ticket.moved"
-                 and e.payload.get("to") in (lifecycle.NEEDS_HUMAN, lifecycle.BLOCKED)]
-        escal += [f"{e.subject}: {e.kind}" for e in events if e.kind in ("dispatch.budget_exhausted", "dispatch.blocked")]
-        escal += [f"{i.subject}: escalate intent {i.state}" for i in intents if i.action == "escalate"]
-        db = sqlite3.connect(str(self.root / ".healer" / "healer.db"))
-        try:
-            integrity = db.execute("PRAGMA integrity_check").fetchone()[0]
-        finally:
-            db.close()
-        tracebacks = sum(o.count("Traceback (most recent call last)") for o in self.outputs)
-        return {
-            "total": len(tickets), "done": sum(1 for t in tickets.values() if t.state == lifecycle.DONE),
-            "not_done": sorted(f"{t.id}:{t.state}" for t in tickets.values() if t.state != lifecycle.DONE),
-            "merged_twice": sorted(tid for tid, n in merges.items() if n > 1),
-            "never_merged": sorted(tid for tid in tickets if not merges.get(tid)),
-            "off_board_merges": off_board, "unmerged_done": sorted(unmerged), "escalations": escal,
-            "left": list(getattr(self, "left", [])), "integrity": integrity, "tracebacks": tracebacks,
+        f["unmerged_done"] = sorted(tid for tid, t in tickets.items() if t.state == lifecycle.DONE and
+                                    (t.data.get("merged_commit") is None or
+                                     subprocess.run(["git", "-C", str(self.root), "merge-base", "--is-ancestor",
+                                                     t.data["merged_commit"], main], capture_output=True).returncode != 0))
+        f.update({
+            "left": list(getattr(self, "left", [])), "integrity": integrity(db_path(self.root)),
+            "tracebacks": sum(o.count("Traceback (most recent call last)") for o in self.outputs),
             "kills": len(self.kills_done), "runner_kills": sum(1 for k in self.kills_done if k["runners"]),
             "runners_killed": sum(k["runners_killed"] for k in self.kills_done), "final_exit": self.final_code,
-            "interrupted": sum(1 for e in events if e.kind == "attempt.ended"
-                               and str(e.payload.get("failure_signature") or "").startswith("interrupted")),
-            "events": len(events),
-        }
+        })
+        return f
+
+
+def board_facts(events, tickets: dict[str, Any], intents) -> dict[str, Any]:
+    """What the event log and the board say of a storm, whichever world it ran in (real or simulated):
+    the tickets done, each one's merges, merges off the board, escalations of any kind."""
+    merges = Counter(e.subject for e in events if e.kind == "proposal.merged")
+    state: dict[str, str] = {}
+    off_board = []
+    for e in events:
+        if e.kind == "ticket.created":
+            state[e.subject] = e.payload.get("state", lifecycle.QUEUED)
+        elif e.kind == "ticket.moved":
+            state[e.subject] = e.payload["to"]
+        elif e.kind == "proposal.merged" and state.get(e.subject) != lifecycle.REVIEW:
+            off_board.append(f"{e.subject} merged while {state.get(e.subject)}")
+    # a merge is followed by review -> done; a merge with the ticket moved elsewhere meanwhile is off the board
+    for tid, t in tickets.items():
+        if merges.get(tid) and t.state != lifecycle.DONE:
+            off_board.append(f"{tid} merged but {t.state}")
+    escal = [f"{e.subject} -> {e.payload['to']}" for e in events if e.kind == "ticket.moved"
+             and e.payload.get("to") in (lifecycle.NEEDS_HUMAN, lifecycle.BLOCKED)]
+    escal += [f"{e.subject}: {e.kind}" for e in events if e.kind in ("dispatch.budget_exhausted", "dispatch.blocked")]
+    escal += [f"{i.subject}: escalate intent {i.state}" for i in intents if i.action == "escalate"]
+    return {
+        "total": len(tickets), "done": sum(1 for t in tickets.values() if t.state == lifecycle.DONE),
+        "not_done": sorted(f"{t.id}:{t.state}" for t in tickets.values() if t.state != lifecycle.DONE),
+        "merged_twice": sorted(tid for tid, n in merges.items() if n > 1),
+        "never_merged": sorted(tid for tid in tickets if not merges.get(tid)),
+        "off_board_merges": off_board, "escalations": escal,
+        "interrupted": sum(1 for e in events if e.kind == "attempt.ended"
+                           and str(e.payload.get("failure_signature") or "").startswith("interrupted")),
+        "events": len(events),
+    }
+
+
+def integrity(db: Path) -> str:
+    """PRAGMA integrity_check of the store file ("ok" when intact)."""
+    con = sqlite3.connect(str(db))
+    try:
+        return str(con.execute("PRAGMA integrity_check").fetchone()[0])
+    finally:
+        con.close()
 
 
 def _git(root: Path, *args: str) -> str:

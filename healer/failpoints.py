@@ -3,7 +3,9 @@
     HEALER_FAILPOINTS="remedy.after_intent=kill@2;loop.before_gates=raise;x=sleep(200)"
 
 Actions: `kill` (SIGKILL this process), `raise` (raise FailpointError), `sleep(MS)`,
-`stop` (SIGSTOP this process), `exit(CODE)`. `@N` fires at the Nth hit only (1-based);
+`stop` (SIGSTOP this process), `exit(CODE)`, `crash` (raise FailpointCrash, a BaseException that no
+`except Exception` of the shell survives: a SIGKILL for a world simulated in-process, whose open
+transaction rolls back and whose objects are dropped). `@N` fires at the Nth hit only (1-based);
 without it, every hit fires. Unset, a hit is one dict lookup.
 
 Modules declare their points at import time with `declare(name, where)`; `healer
@@ -24,6 +26,11 @@ ENV = "HEALER_FAILPOINTS"
 
 class FailpointError(RuntimeError):
     pass
+
+
+class FailpointCrash(BaseException):  # noqa: N818 - named for what it stands for: the process dies here
+    """The `crash` action: unwinds through every handler but `finally` and transaction rollbacks, as a
+    SIGKILL would end the process there (the simulated world then drops the dead objects)."""
 
 
 @dataclass(frozen=True)
@@ -65,8 +72,9 @@ def parse_spec(text: str) -> dict[str, tuple[str, str, int | None]]:
         if not m:
             raise ValueError(f"{ENV}: cannot read {raw.strip()!r}; expected name=action[(arg)][@N]")
         name, action, arg, nth = m.groups()
-        if action not in {"kill", "raise", "sleep", "stop", "exit", "off"}:
-            raise ValueError(f"{ENV}: unknown action {action!r} for {name}; expected kill, raise, sleep(MS), stop, exit(CODE), off")
+        if action not in {"kill", "raise", "sleep", "stop", "exit", "crash", "off"}:
+            raise ValueError(f"{ENV}: unknown action {action!r} for {name}; expected kill, raise, sleep(MS), stop, exit(CODE), "
+                             "crash, off")
         out[name] = (action, arg or "", int(nth) if nth else None)
     return out
 
@@ -107,6 +115,8 @@ def hit(name: str) -> None:
         os.kill(os.getpid(), signal.SIGSTOP)
     elif action == "raise":
         raise FailpointError(f"failpoint {name} fired (hit {n})")
+    elif action == "crash":
+        raise FailpointCrash(f"failpoint {name} crashed the process (hit {n})")
     elif action == "sleep":
         from healer.clock import system
 

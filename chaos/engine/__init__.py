@@ -127,8 +127,10 @@ def run(scenario: Scenario, workdir: str | Path | None = None, *, seed: int | No
         undo.claim(wd)  # a SIGKILLed run's folder is then known dead to `healer gameday clean`
     keep = (not owned) if keep is None else keep
     clock = clock or system()
-    if scenario.mode == "simulated":
-        from chaos.engine.sim import SimEngine as Engine
+    if scenario.mode == "simulated" and scenario.storm is not None:
+        from chaos.engine.simstorm import SimStormEngine as Engine
+    elif scenario.mode == "simulated":
+        from chaos.engine.sim import SimEngine as Engine  # type: ignore[assignment]
     elif scenario.storm is not None:
         from chaos.storm import StormEngine as Engine  # type: ignore[assignment]
     else:

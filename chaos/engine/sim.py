@@ -83,11 +83,7 @@ class SimEngine:
         if self.root.exists():
             shutil.rmtree(self.root)
         (self.root / ".healer").mkdir(parents=True)
-        from chaos.engine.simstore import CachedStore
-        from healer.store import db_path
-
-        self.store = CachedStore(db_path(self.root), self.clock, root=self.root.resolve())
-        self.store.no_fsync()
+        self.store = self._open_store()
         self.pid_n = 0
         self.heap: list[tuple[float, int, str, tuple]] = []
         self.seq = itertools.count()
@@ -143,6 +139,14 @@ class SimEngine:
 
         self.ports = Ports(SimGit(self), SimGates(self), SimProcesses(self), SimLauncher(self))
         self.main_commit = self._main_commit()
+
+    def _open_store(self):
+        from chaos.engine.simstore import CachedStore
+        from healer.store import db_path
+
+        store = CachedStore(db_path(self.root), self.clock, root=self.root.resolve())
+        store.no_fsync()
+        return store
 
     # -- time -------------------------------------------------------------------
     @property
@@ -206,12 +210,9 @@ class SimEngine:
                 if spec.state == lifecycle.REVIEW:
                     self._worktree(tid, created)
         self.store.set_setting(MAIN_STATUS, "unknown")
-        from healer.fleet.dispatcher import Dispatcher
-
-        policy_file = self.root / ".healer" / "policy.gameday.yaml"
-        policy_file.write_text(yaml.safe_dump(self.policy.model_dump(mode="json", by_alias=True), sort_keys=False))
-        self.dispatcher = Dispatcher(self.root, self.policy, self.store, self.clock, self.runtime, policy_path=policy_file,
-                                     ports=self.ports, host=HOST)
+        self.policy_file = self.root / ".healer" / "policy.gameday.yaml"
+        self.policy_file.write_text(yaml.safe_dump(self.policy.model_dump(mode="json", by_alias=True), sort_keys=False))
+        self.dispatcher = self._new_dispatcher()
         self.supervisor = self._new_supervisor()
 
     def add_ticket(self, tid: str, behaviour: str = "succeeds", params: dict | None = None, priority: int = 2) -> None:
@@ -331,6 +332,12 @@ class SimEngine:
         rep = self.supervisor.tick()
         if rep.skipped is None:
             self.ticks += 1
+
+    def _new_dispatcher(self, pid: int | None = None):
+        from healer.fleet.dispatcher import Dispatcher
+
+        return Dispatcher(self.root, self.policy, self.store, self.clock, self.runtime, policy_path=self.policy_file,
+                          ports=self.ports, host=HOST, pid=pid)
 
     def _new_supervisor(self):
         from healer.supervisor import Supervisor
@@ -821,6 +828,14 @@ class SimProcesses:
         from healer.fleet.snapshot import busy_map
 
         return busy_map(list(paths))
+
+    def find_agent(self, root, agent_id, run_id):
+        from healer.fleet.ports import Found
+
+        p = self.e.procs.get(agent_id)  # a virtual process's environment is what its launch spec said
+        if p is None or not p.alive or p.run_id != run_id:
+            return None
+        return Found(p.pid, p.started, None)
 
 
 class SimLauncher:

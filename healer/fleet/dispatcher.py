@@ -126,7 +126,8 @@ def preflight(policy) -> None:
 
 class Dispatcher:
     def __init__(self, root: str | Path, policy, store, clock: Clock | None = None, runtime: Runtime | None = None, *,
-                 policy_path: str | Path | None = None, ports: Ports | None = None, host: str | None = None) -> None:
+                 policy_path: str | Path | None = None, ports: Ports | None = None, host: str | None = None,
+                 pid: int | None = None) -> None:
         self.root = Path(root).resolve()
         self.ports = ports or REAL
         self.git = self.ports.git
@@ -146,7 +147,8 @@ class Dispatcher:
             runtime.on_exit(lambda _who: self._wake.set())
         self.rules = core.RetryRules.of(policy)
         self.host = host or host_id()
-        self.holder = f"dispatch@{self.host}:{os.getpid()}"
+        self.pid = pid or os.getpid()  # whose lease it is (the simulated world gives each incarnation a virtual pid)
+        self.holder = f"dispatch@{self.host}:{self.pid}"
         self.policy_path = Path(policy_path).resolve() if policy_path else None
         self._stopping = False
         self._watching_since: float | None = None  # first pass: silence before it was our own downtime
@@ -176,7 +178,7 @@ class Dispatcher:
         if self.shared:
             ttl = self.policy.fleet.host_ttl
         before = self.store.lease(mine)
-        lease = self.store.acquire_lease(mine, self.holder, os.getpid(), self.host, ttl, pid_alive=pid_alive)
+        lease = self.store.acquire_lease(mine, self.holder, self.pid, self.host, ttl, pid_alive=pid_alive)
         if lease is None:
             held = self.store.lease(mine)
             rep.skipped = f"another dispatcher ({held.holder if held else '?'}) holds the {'host' if self.shared else 'fleet'}"
@@ -187,7 +189,7 @@ class Dispatcher:
             # it never released the lease: it died (SIGKILL, a host crash), and agents that vanished with it were interrupted
             crashed = list(self.store.get_setting(keys.DISPATCH_CRASHED) or [])
             self.store.set_setting(keys.DISPATCH_CRASHED, [*crashed, before.holder][-50:])
-        board = not self.shared or self.store.acquire_lease(LEASE, self.holder, os.getpid(), self.host, ttl,
+        board = not self.shared or self.store.acquire_lease(LEASE, self.holder, self.pid, self.host, ttl,
                                                             pid_alive=pid_alive) is not None
         left = self.git.sweep_scratch(self.root)  # we hold the lease: any scratch worktree is a crashed pass's leftover
         if left:
@@ -307,31 +309,21 @@ class Dispatcher:
     def _adopt(self, t: Ticket, att: Attempt) -> bool:
         """A dispatcher killed between starting an agent and registering it left it running unseen:
         find it by the agent id in its environment and register it, rather than start a second one."""
-        import psutil
-
         agent_id = agent_id_for(t.id, att.id)
-        for p in psutil.process_iter(["pid"]):
-            try:
-                env = p.environ()
-                started = p.create_time()
-            except (psutil.Error, OSError):
-                continue
-            if env.get("HEALER_AGENT_ID") != agent_id or env.get("HEALER_ROOT") != str(self.root):
-                continue
-            if env.get("HEALER_RUN_ID") != att.run_id or env.get("HEALER_TREE") is None:
-                continue
-            now = self.clock.now()
-            wt = worktree_for(self.root, t.id)
-            self.store.upsert_agent(Agent(
-                id=agent_id, ticket_id=t.id, state="running", kind="process", pid=p.pid, host=self.host,
-                run_id=att.run_id, worktree=str(wt), started_at=now, heartbeat_at=now, progress_at=now,
-                data={"launched_by": ACTOR, "attempt": att.id, "marker": env.get("HEALER_TREE"), "launch": att.kind,
-                      "log": str(self.root / ".healer" / "logs" / "agents" / f"{agent_id}.log"), "head": att.head,
-                      "dispatcher": self.holder, "adopted": True, "process_started": started},
-            ))
-            self.store.append("dispatch.adopted", t.id, {"agent": agent_id, "pid": p.pid, "attempt": att.id})
-            return True
-        return False
+        p = self.ports.processes.find_agent(self.root, agent_id, att.run_id)
+        if p is None:
+            return False
+        now = self.clock.now()
+        wt = worktree_for(self.root, t.id)
+        self.store.upsert_agent(Agent(
+            id=agent_id, ticket_id=t.id, state="running", kind="process", pid=p.pid, host=self.host,
+            run_id=att.run_id, worktree=str(wt), started_at=now, heartbeat_at=now, progress_at=now,
+            data={"launched_by": ACTOR, "attempt": att.id, "marker": p.marker, "launch": att.kind,
+                  "log": str(self.root / ".healer" / "logs" / "agents" / f"{agent_id}.log"), "head": att.head,
+                  "dispatcher": self.holder, "adopted": True, "process_started": p.started},
+        ))
+        self.store.append("dispatch.adopted", t.id, {"agent": agent_id, "pid": p.pid, "attempt": att.id})
+        return True
 
     def _ended(self, a: Agent, code: int | None, record_agent: bool = True) -> None:
         res = _read_result(a.worktree, a.run_id)
@@ -846,7 +838,7 @@ class Dispatcher:
             name = hosts.lease_name(self.host)
             cur = self.store.lease(name)
             if cur is not None and cur.holder == self.holder:
-                self.store.acquire_lease(name, self.holder, os.getpid(), self.host, self.policy.fleet.host_ttl,
+                self.store.acquire_lease(name, self.holder, self.pid, self.host, self.policy.fleet.host_ttl,
                                          pid_alive=pid_alive)
         except Exception:  # noqa: BLE001 - the pass renews it too; a store outage is the pass's to report
             pass

@@ -10,6 +10,7 @@ repair launcher.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -42,9 +43,21 @@ class Gates(Protocol):
         """Gate a proposal on its merge result; merge it (fast-forward) when they pass."""
 
 
+@dataclass(frozen=True)
+class Found:
+    """A live agent process found by its environment (HEALER_AGENT_ID, HEALER_ROOT, HEALER_RUN_ID)."""
+
+    pid: int
+    started: float  # the process's start time
+    marker: str | None  # its HEALER_TREE marker (the runtime's handle on its tree)
+
+
 class Processes(Protocol):
     def busy(self, paths: Sequence[Path]) -> dict[Path, tuple[int, ...]]:
         """Pids with a cwd or an open file inside each path."""
+    def find_agent(self, root: Path, agent_id: str, run_id: str | None) -> Found | None:
+        """The live process that runs `agent_id` for this fleet and run, if any (one a crashed dispatcher started
+        but never registered)."""
 
 
 class Launcher(Protocol):
@@ -131,6 +144,22 @@ class RealProcesses:
         from healer.fleet.snapshot import busy_map
 
         return busy_map(list(paths))
+
+    def find_agent(self, root, agent_id, run_id):
+        import psutil
+
+        for p in psutil.process_iter(["pid"]):
+            try:
+                env = p.environ()
+                started = p.create_time()
+            except (psutil.Error, OSError):
+                continue
+            if env.get("HEALER_AGENT_ID") != agent_id or env.get("HEALER_ROOT") != str(root):
+                continue
+            if env.get("HEALER_RUN_ID") != run_id or env.get("HEALER_TREE") is None:
+                continue
+            return Found(p.pid, started, env.get("HEALER_TREE"))
+        return None
 
 
 class RealLauncher:
