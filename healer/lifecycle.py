@@ -111,6 +111,7 @@ def mermaid() -> str:
 
 # -- agents: a registered agent process or container ------------------------------------
 AGENT_RUNNING, AGENT_EXITED, AGENT_LOST, AGENT_STOPPED = "running", "exited", "lost", "stopped"
+AGENT_ENDED = (AGENT_LOST, AGENT_STOPPED, AGENT_EXITED)  # every state an agent ends in
 AGENT = Machine("agent", (AGENT_RUNNING, AGENT_EXITED, AGENT_LOST, AGENT_STOPPED), {
     (AGENT_RUNNING, AGENT_EXITED): "exited",  # ended, exit code known
     (AGENT_RUNNING, AGENT_LOST): "lost",  # gone, no exit recorded (killed, vanished)

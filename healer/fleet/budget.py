@@ -18,11 +18,30 @@ def cuts(store, ticket_id: str | None = None) -> dict[str, float]:
     return rules.budget_cuts(store.events(kinds=["ticket.moved"], subject=ticket_id, contains=RESET_QUERY))
 
 
-def windows(store, ticket_ids: Iterable[str] | None = None, *, proposals: bool = True
+class Resets:
+    """`cuts(store)` kept between a long-lived caller's passes (the dispatcher's): only the moves logged since
+    the last pass are read and folded in. A ticket's cut is its latest reset, so folding new moves into the
+    old answer gives the answer of a full read; event ids only grow (the store's contract)."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+        self.cut: dict[str, float] = {}
+
+    def cuts(self, store) -> dict[str, float]:
+        last = store.last_event_id()  # first: whatever is logged up to it is in the read below
+        if last < self.seen:  # the log went back (a store restored from a copy): read it all again
+            self.seen, self.cut = 0, {}
+        for tid, at in rules.budget_cuts(store.events(after=self.seen, kinds=["ticket.moved"], contains=RESET_QUERY)).items():
+            self.cut[tid] = max(self.cut.get(tid, at), at)
+        self.seen = last
+        return dict(self.cut)
+
+
+def windows(store, ticket_ids: Iterable[str] | None = None, *, proposals: bool = True, resets: Resets | None = None,
             ) -> tuple[dict[str, list[Attempt]], dict[str, list[Proposal]]]:
     """ticket -> attempts and proposals within its budget window (tickets done or closed left out)."""
     want = None if ticket_ids is None else set(ticket_ids)
-    cut = cuts(store)
+    cut = resets.cuts(store) if resets is not None else cuts(store)
     atts: dict[str, list[Attempt]] = {}
     for tid, xs in store.all_attempts(skip_ticket_states=sorted(lifecycle.TERMINAL)).items():
         if want is None or tid in want:

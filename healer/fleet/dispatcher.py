@@ -73,11 +73,11 @@ def live_counts(store) -> Counter:
     return Counter(a.ticket_id for a in store.agents(states=["running"]) if ours(a) and a.ticket_id)
 
 
-def gather(store, policy, now: float, host: str | None = None) -> core.DispatchInput:
+def gather(store, policy, now: float, host: str | None = None, resets: budget.Resets | None = None) -> core.DispatchInput:
     """`host` (several hosts): the pool is that host's; a ticket with a live agent on any host still waits."""
     tickets = store.tickets()
     want = [t.id for t in tickets if t.state in (lifecycle.QUEUED, lifecycle.REVIEW)]
-    atts, props = budget.windows(store, want) if want else ({}, {})
+    atts, props = budget.windows(store, want, resets=resets) if want else ({}, {})
     running = [a for a in store.agents(states=["running"]) if ours(a) and a.ticket_id]
     return core.DispatchInput(
         now=now, tickets=tickets, attempts=atts, proposals=props, live=dict(Counter(a.ticket_id for a in running)),
@@ -152,6 +152,7 @@ class Dispatcher:
         self.policy_path = Path(policy_path).resolve() if policy_path else None
         self._stopping = False
         self._watching_since: float | None = None  # first pass: silence before it was our own downtime
+        self._resets = budget.Resets()  # budget resets read so far: each pass reads only the new moves
         from healer.errors import UsageError
 
         if not self.git.is_repo(self.root):
@@ -203,7 +204,8 @@ class Dispatcher:
                 self.review(rep)
         else:
             rep.main = self.store.get_setting(keys.MAIN_STATUS, "unknown") or "unknown"
-        plan = core.plan(gather(self.store, self.policy, self.clock.now(), self.host if self.shared else None), self.rules)
+        plan = core.plan(gather(self.store, self.policy, self.clock.now(), self.host if self.shared else None, self._resets),
+                         self.rules)
         rep.plan = plan
         if board:
             self._note_cycles(plan)
@@ -266,7 +268,7 @@ class Dispatcher:
             for a, code in ended:
                 self._ended(a, code)
         # agents someone else already recorded as lost (the supervisor's bookkeeping) still owe us their attempt
-        for a in self.store.agents(states=["lost", "stopped", "exited"]):
+        for a in self.store.agents_to_reap(self.host):
             if ours(a) and a.host == self.host and a.data.get("reaped_by") and not a.data.get("stopped_here"):
                 self._stop_reclaimed(a)
                 continue
@@ -378,7 +380,7 @@ class Dispatcher:
                 continue
             if self.runtime.status(self._handle(a)).state != RUNNING:
                 continue  # a SIGSTOPped (paused) agent gets no heartbeat: the supervisor must see it idle
-            head = self.git.rev(a.worktree) if a.worktree and Path(a.worktree).is_dir() else None
+            head = self.git.rev(a.worktree) if a.worktree and os.path.isdir(a.worktree) else None
             beats.append((a, head, head is not None and head != a.data.get("head")))
         # one write transaction for the whole fleet, taken after the runtime and git calls so it holds the lock briefly
         if beats:

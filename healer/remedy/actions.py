@@ -41,7 +41,7 @@ from healer.fleet.snapshot import HOST, ended_with, handle_of, liveness
 from healer.policy.schema import ACTIONS
 from healer.remedy import limits
 from healer.remedy import quarantine as qmod
-from healer.remedy.paths import UnsafePath, confine, relative
+from healer.remedy.paths import Resolver, UnsafePath, confine, relative
 from healer.store import keys
 
 FP_AFTER_INTENT = failpoints.declare("remedy.after_intent", "healer/remedy/actions.py: intent planned, preconditions not yet re-checked")
@@ -468,9 +468,10 @@ def _managed(ctx: Context, p: Path) -> bool:
 # -- remove_worktree ----------------------------------------------------------------
 
 def _wt_record(ctx: Context, p: Path):
+    real = Resolver()
     for wt in ctx.store.worktrees(states=None):
         try:
-            if Path(wt.path).resolve() == p:
+            if real(wt.path) == p:
                 return wt
         except OSError:
             continue
@@ -497,8 +498,9 @@ def _wt_check(ctx: Context, t: Target) -> None:
         return  # only the store still lists it: apply records the removal
     if not p.is_dir():
         raise Abort(f"{t.subject} is not a folder")
+    real = Resolver()
     for a in ctx.store.agents(states=("running",)):
-        if a.worktree and Path(a.worktree).resolve() == p:
+        if a.worktree and real(a.worktree) == p:
             alive, _ = liveness(a, ctx.runtime, ctx.host)
             if alive is not False:
                 raise Abort(f"agent {a.id} works in {t.subject}")

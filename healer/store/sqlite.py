@@ -12,9 +12,10 @@ import os
 import random
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from healer import failpoints, lifecycle
@@ -415,15 +416,17 @@ class SqliteStore:
                     db.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS watch_{table}_{op.lower()} AFTER {op} ON main.{table} "
                                f"BEGIN UPDATE changes SET n = n + 1 WHERE tbl = '{table}'; END")
 
-    def changes(self) -> dict[str, int]:
+    def changes(self) -> Mapping[str, int]:
+        """The write counters (read-only). Asked several times per store call by the simulated world's cache: a
+        view, not a copy."""
         # no row changed on this connection since the last call (SQLite's own count): the counters are the same
         total = self._db.total_changes
         last = getattr(self, "_changes_seen", None)
         if last is not None and last[0] == total:
-            return dict(last[1])
-        got = {r[0]: r[1] for r in self._q("SELECT tbl, n FROM temp.changes")}
+            return last[1]
+        got = MappingProxyType({r[0]: r[1] for r in self._q("SELECT tbl, n FROM temp.changes")})
         self._changes_seen = (total, got)
-        return dict(got)
+        return got
 
     def no_fsync(self) -> None:
         """A throwaway store (a simulated game day): no fsync at WAL checkpoints."""
@@ -533,6 +536,19 @@ class SqliteStore:
         w = _Where().among("state", states).add("ticket_id=?", ticket_id)
         sql, args = "SELECT * FROM agents" + w.sql(), w.args
         return [self._agent_from(r) for r in self._q(sql + " ORDER BY started_at, id", args)]
+
+    def agents_to_reap(self, host: str | None = None) -> list[Agent]:
+        """Ended agents (exited, lost, stopped), on `host` if given, that the dispatcher's reaper still owes something:
+        not reaped yet (`data.reaped` not true), or reaped by another host (`data.reaped_by`) and not yet stopped
+        here (`data.stopped_here` not true). It asks every pass, so the marks are matched in the store (on the
+        compact JSON text, as `events(contains=)` does) rather than the fleet's whole history of ended agents read
+        each time; the caller checks each mark again."""
+        w = _Where().among("state", lifecycle.AGENT_ENDED).add("host=?", host)
+        like = "data LIKE ? ESCAPE '\\'"
+        w.add(f"NOT ({like} AND (NOT {like} OR {like}))", '%"reaped":true%')
+        w.args += ['%"reaped\\_by":%', '%"stopped\\_here":true%']
+        rows = self._q("SELECT * FROM agents" + w.sql() + " ORDER BY started_at, id", w.args)
+        return [self._agent_from(r) for r in rows]
 
     # -- worktrees --------------------------------------------------------------
     def add_worktree(self, wt: Worktree) -> None:

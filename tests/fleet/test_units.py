@@ -52,3 +52,43 @@ def test_process_runtime_running_paused_exited_gone(tmp_path):
     assert adopted.status(h).state == "gone"
     h2 = rt.launch(LaunchSpec(argv=[sys.executable, "-c", "raise SystemExit(7)"], cwd=str(tmp_path)))
     assert rt.wait(h2, 10).exit_code == 7
+
+
+def test_budget_resets_read_incrementally_equal_a_full_read(tmp_path):
+    """The dispatcher keeps its budget cuts between passes, reading only the moves logged since: after any
+    sequence of moves (resets from needs-human, blocked, done; other moves; time going back), the same
+    cuts as a full read of the log."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from healer import lifecycle as lc
+    from healer.clock import VirtualClock
+    from healer.fleet import budget
+    from healer.store.sqlite import SqliteStore
+
+    moves = [(lc.QUEUED, lc.IN_PROGRESS), (lc.IN_PROGRESS, lc.NEEDS_HUMAN), (lc.NEEDS_HUMAN, lc.QUEUED),
+             (lc.IN_PROGRESS, lc.QUEUED), (lc.IN_PROGRESS, lc.BLOCKED), (lc.BLOCKED, lc.QUEUED)]
+    step = st.tuples(st.sampled_from(["T-1", "T-2", "T-3"]), st.integers(-100, 500), st.integers(0, 2), st.booleans())
+
+    @settings(max_examples=30, deadline=None)
+    @given(steps=st.lists(step, max_size=30))
+    def check(steps):
+        clock = VirtualClock(1000.0)
+        store = SqliteStore(tmp_path / f"h{len(list(tmp_path.iterdir()))}.db", clock)
+        try:
+            for tid in ("T-1", "T-2", "T-3"):
+                store.add_ticket(tid, id=tid)
+            resets = budget.Resets()
+            for tid, dt, pick, look in steps:
+                clock.set(clock.now() + dt)  # a clock jump back too
+                state = store.ticket(tid).state
+                tos = [b for a, b in moves if a == state]
+                if tos:
+                    store.move_ticket(tid, tos[pick % len(tos)], actor="t")
+                if look:
+                    assert resets.cuts(store) == budget.cuts(store)
+            assert resets.cuts(store) == budget.cuts(store)
+        finally:
+            store.close()
+
+    check()

@@ -90,6 +90,30 @@ def test_agents(store, vclock):
         store.agent("A-9")
 
 
+def test_agents_to_reap_are_the_ended_ones_the_reaper_still_owes(store, vclock):
+    """What the dispatcher's reaper asks every pass: ended agents not reaped yet, or reaped by another host
+    (a lost host's tickets were reclaimed) and not stopped here yet; per host."""
+    def agent(id, host, **data):
+        return Agent(id, "T-1", "running", pid=1, host=host, started_at=vclock.now(), data=data)
+
+    store.upsert_agent(agent("A-1", "h1", argv=['"reaped":true']))  # the text inside a string is no mark
+    store.upsert_agent(agent("A-2", "h1", reaped=False))
+    store.upsert_agent(agent("A-3", "h2"))
+    store.upsert_agent(agent("A-4", "h1"))
+    store.upsert_agent(agent("A-5", "h1"))
+    assert store.agents_to_reap() == []  # all running
+    for a in ("A-1", "A-2", "A-3", "A-5"):
+        store.update_agent(a, state="lost")
+    assert [a.id for a in store.agents_to_reap("h1")] == ["A-1", "A-2", "A-5"]
+    assert [a.id for a in store.agents_to_reap()] == ["A-1", "A-2", "A-3", "A-5"]
+    store.update_agent("A-2", data={"reaped": True, "x": 1})  # reaped here: owed nothing
+    store.update_agent("A-5", data={"reaped": True, "reaped_by": "h2"})  # reclaimed by another host: to stop here
+    store.update_agent("A-1", state="exited", exit_code=0)
+    assert [a.id for a in store.agents_to_reap("h1")] == ["A-1", "A-5"]
+    store.update_agent("A-5", data={"reaped": True, "reaped_by": "h2", "stopped_here": True})
+    assert [a.id for a in store.agents_to_reap("h1")] == ["A-1"]
+
+
 def test_worktrees_proposals_attempts(store):
     store.add_worktree(Worktree("/w/T-1", "T-1", "healer/T-1", 1.0))
     store.add_worktree(Worktree("/w/T-2", "T-2", "healer/T-2", 2.0))

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from healer.clock import VirtualClock
 from healer.remedy import quarantine as q
-from healer.remedy.paths import UnsafePath, confine
+from healer.remedy.paths import Resolver, UnsafePath, confine
 
 SEGMENT = st.sampled_from(["..", ".", "a", "b", "link_out", "link_in", ".healer", ".git", "", "x.txt", "/", "/etc"])
 
@@ -46,6 +46,24 @@ def test_confine_never_returns_a_path_outside_the_root(tmp_path, parts, absolute
         assert p.resolve().is_relative_to(real_root)
     rel = p.relative_to(real_root).as_posix()
     assert not rel.startswith(".git") and not rel.startswith(".healer/healer.db") and not rel.startswith(".healer/quarantine")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(paths=st.lists(st.tuples(st.lists(SEGMENT | st.just("loop"), min_size=1, max_size=5), st.booleans()), min_size=1, max_size=6))
+def test_the_resolver_answers_as_resolve_does(tmp_path, paths):
+    """The worktree search's cached resolve: the same path as Path.resolve() for any path (symlinks, '..', loops)."""
+    root, _ = _world(tmp_path)
+    if not (root / "loop").is_symlink():
+        os.symlink(root / "loop", root / "loop")
+    real = Resolver()
+    for parts, absolute in paths:
+        raw = "/".join(parts)
+        raw = str(root) + "/" + raw if absolute else raw
+        try:
+            want = Path(raw).resolve()
+        except (OSError, RuntimeError):
+            continue  # a symlink loop: resolve raises; no worktree is registered there
+        assert real(raw) == want, raw
 
 
 NAME = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_.", min_size=1, max_size=12).filter(lambda s: s not in (".", ".."))
