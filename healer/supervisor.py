@@ -149,7 +149,7 @@ def with_external_attempts(memory: Memory, store, policy, now: float, actor: str
 class Supervisor:
     def __init__(self, root: str | Path, policy, store, clock: Clock | None = None, runtime=None, *,
                  dry_run: bool = False, holder: str | None = None, metrics=None, repair_async: bool = False,
-                 ports=None, host: str | None = None, pid: int | None = None) -> None:
+                 ports=None, host: str | None = None, pid: int | None = None, lease_host: str | None = None) -> None:
         self.ports = ports or REAL_PORTS
         self.root = Path(root).resolve()
         self.policy = policy
@@ -164,7 +164,10 @@ class Supervisor:
                 logger.warning("no agent runtime ({}); judging liveness by pid", e)
         self.runtime = runtime
         self.dry_run = dry_run
-        self.host = host or snapmod.HOST
+        self.host = host or snapmod.HOST  # whose agents this supervisor can see (liveness, reclaims)
+        # the host its lease names (a holder on the same host is judged by pid); the simulated world gives its
+        # virtual holders a host of their own, whatever the agents' host
+        self.lease_host = lease_host or self.host
         self.pid = pid or os.getpid()
         self.holder = holder or f"supervisor@{self.host}:{self.pid}:{uuid.uuid4().hex[:6]}"
         self.metrics = metrics
@@ -196,7 +199,7 @@ class Supervisor:
         t0 = self.clock.monotonic()
         now = self.clock.now()
         rep = TickReport(at=now)
-        lease = self.store.acquire_lease(LEASE, self.holder, self.pid, self.host, self.policy.supervisor.lease_ttl,
+        lease = self.store.acquire_lease(LEASE, self.holder, self.pid, self.lease_host, self.policy.supervisor.lease_ttl,
                                          pid_alive=procs.alive)
         # every write of this tick carries the lease's fencing token: a holder paused past its ttl (SIGSTOP,
         # a partition) and overtaken has its late writes refused and recorded (lease.stale_write_refused)

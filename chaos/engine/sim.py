@@ -345,7 +345,7 @@ class SimEngine:
         # a virtual pid (never a live process) on a host of its own: a crashed holder's lease is taken over
         # as the product does it, deterministically
         return Supervisor(self.root, self.policy, self.store, self.clock, self.runtime, holder=f"sim-supervisor-{self.holder_n}",
-                          ports=self.ports, host=SIM_HOST, pid=PID_BASE - self.holder_n)
+                          ports=self.ports, host=HOST, lease_host=SIM_HOST, pid=PID_BASE - self.holder_n)
 
     # -- faults -----------------------------------------------------------------------
     def _fault(self, f: Fault) -> None:
