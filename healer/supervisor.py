@@ -254,13 +254,19 @@ class Supervisor:
 
         rep.repair = self._repair_hook(d)
 
-        self.store.set_setting(keys.SUPERVISOR_MEMORY, _dump(_without_untried(d.memory, rep, snap.now)))
+        self._checkpoint_memory(_dump(_without_untried(d.memory, rep, snap.now)))
         self.store.set_setting(keys.SUPERVISOR_LAST_TICK, now)
         rep.duration = self.clock.monotonic() - t0
         self.store.append("supervisor.tick", LEASE, {"holder": self.holder, **_event_summary(rep)})
         failpoints.hit(FP_AFTER_TICK)
         self._observe(rep, t0)
         return rep
+
+    def _checkpoint_memory(self, memory: dict) -> None:
+        """Persist the memory for the next tick (or the next supervisor); most ticks of a quiet fleet change
+        nothing in it, and what the store already holds is not written again."""
+        if memory != self.store.get_setting(keys.SUPERVISOR_MEMORY):
+            self.store.set_setting(keys.SUPERVISOR_MEMORY, memory)
 
     # -- repair trigger -----------------------------------------------------------------
     def _repair_hook(self, d: Decision) -> str | None:
