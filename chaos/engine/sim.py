@@ -748,24 +748,33 @@ class SimGit:
     def __init__(self, eng: SimEngine) -> None:
         self.e = eng
         self.wt_base = cv.worktree_for(eng.root, "x").parent
+        self._where: dict[str, tuple[bool, str | None]] = {}  # path text -> (the fleet root?, ticket of its worktree)
+
+    def _place(self, path) -> tuple[bool, str | None]:
+        # asked for the same few paths every pass (heartbeats): Path arithmetic once per path text
+        key = str(path)
+        got = self._where.get(key)
+        if got is None:
+            p = Path(key)
+            got = self._where[key] = (p == self.e.root, p.name if p.parent == self.wt_base else None)
+        return got
 
     def _ticket_of(self, path) -> str | None:
-        p = Path(path)
-        return p.name if p.parent == self.wt_base else None
+        return self._place(path)[1]
 
     def is_repo(self, path) -> bool:
         return True
 
     def rev(self, path, ref="HEAD"):
-        if Path(path) == self.e.root:
+        is_root, tid = self._place(path)
+        if is_root:
             main = self.e.policy.fleet.main_branch
             if ref in (main, f"refs/heads/{main}", "HEAD"):
                 return self.e.main_commit
             if ref.startswith("refs/heads/" + cv.BRANCH_PREFIX):
                 return self.e.heads.get(ref[len("refs/heads/" + cv.BRANCH_PREFIX):])
             return None
-        tid = self._ticket_of(path)
-        return self.e.heads.get(tid) if tid and Path(path).is_dir() else None
+        return self.e.heads.get(tid) if tid and os.path.isdir(path) else None
 
     def ensure_excluded(self, root) -> None:
         pass
@@ -777,7 +786,7 @@ class SimGit:
         return new
 
     def state(self, worktree):
-        if not Path(worktree).is_dir():
+        if not os.path.isdir(worktree):
             return None, None
         head = self.rev(worktree)
         return head, hashlib.sha1(f"{head}".encode()).hexdigest()[:12]
