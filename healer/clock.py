@@ -4,11 +4,16 @@ Every other module is handed a `Clock`. `SystemClock` reads the machine's clocks
 `VirtualClock` is moved by hand (tests, simulation, replay), so hours of fleet life
 can pass in microseconds and every decision stays a pure function of `now`.
 A test (tests/test_clock_only.py) fails if another module reads time directly.
+
+$HEALER_CLOCK_OFFSET_FILE (game days, chaos/faults/real_world.py's clock_jump): the system clock's wall
+time plus the seconds written in that file, re-read at most every 50 ms, so every process of a game day
+sees one wall-clock jump at once while monotonic time goes on. Unset (always, outside game days): no cost.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import os
 import threading
 import time as _time
 from typing import Protocol
@@ -87,7 +92,35 @@ def day_of(t: float) -> str:
     return _dt.datetime.fromtimestamp(t, tz=_dt.UTC).strftime("%Y-%m-%d")
 
 
-_default: Clock = SystemClock()
+OFFSET_ENV = "HEALER_CLOCK_OFFSET_FILE"
+
+
+class OffsetClock(SystemClock):
+    """The system clock, its wall time moved by the offset in a file (a missing or unreadable file: 0)."""
+
+    RECHECK = 0.05
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._offset = 0.0
+        self._checked: float | None = None
+
+    def offset(self) -> float:
+        m = _time.monotonic()
+        if self._checked is None or m - self._checked >= self.RECHECK:
+            self._checked = m
+            try:
+                with open(self.path) as f:
+                    self._offset = float(f.read().strip() or 0)
+            except (OSError, ValueError):
+                self._offset = 0.0
+        return self._offset
+
+    def now(self) -> float:
+        return _time.time() + self.offset()
+
+
+_default: Clock = OffsetClock(os.environ[OFFSET_ENV]) if os.environ.get(OFFSET_ENV) else SystemClock()
 
 
 def system() -> Clock:

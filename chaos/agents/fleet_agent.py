@@ -11,6 +11,8 @@ Behaviours (the outcome names of chaos/agents/behaviours.py):
   stall    exit 3 (stalled)                  budget  exit 2 (budget exhausted)
 `die` and `hang` commit first when given --commit (or the behaviour is `die+commit`).
 
+$HEALER_FLEET_SCRIPTS/$HEALER_TICKET (a file a game-day fault wrote: same_commit_repush, broken_proposal)
+overrides the task file's behaviour from the next run on.
 $HEALER_FLEET_DELAY (seconds) makes every run take that long before it acts (killable:
 restart storms need agents caught mid-flight). The behaviour comes from --behaviour, else $HEALER_FLEET_BEHAVIOUR, else a line
 `behaviour: NAME[,NAME...]` in the task file (the Nth run in this worktree takes
@@ -39,9 +41,24 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
 
 
+def scripted() -> str | None:
+    """A game-day fault's script for this ticket ($HEALER_FLEET_SCRIPTS/$HEALER_TICKET): it wins over the task."""
+    folder, ticket = os.environ.get("HEALER_FLEET_SCRIPTS"), os.environ.get("HEALER_TICKET")
+    if not folder or not ticket:
+        return None
+    try:
+        text = (Path(folder) / ticket).read_text().strip()
+    except OSError:
+        return None
+    return text or None
+
+
 def behaviour_for(args, workdir: Path, n: int) -> str:
     if args.behaviour:
         names = args.behaviour
+    elif scripted():
+        names = scripted() or "success"
+        n = 0  # a script plays from its first name on
     elif os.environ.get("HEALER_FLEET_BEHAVIOUR"):
         names = os.environ["HEALER_FLEET_BEHAVIOUR"]
     else:

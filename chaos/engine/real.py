@@ -45,7 +45,7 @@ from chaos.faults import process as pfault
 from chaos.faults import repo
 from chaos.faults.undo import UndoJournal, home
 from chaos.scenario import Fault, Scenario, deep_merge, match
-from healer import failpoints, lifecycle, procs
+from healer import clock, failpoints, lifecycle, procs
 from healer.clock import Clock, system
 from healer.fleet.snapshot import HOST
 from healer.policy.schema import Policy
@@ -55,6 +55,8 @@ from healer.store import keys, open_store
 AGENTS_DIR = Path(__file__).resolve().parents[1] / "agents"
 NOTIFIERS = {"notify": {"notifiers": [{"kind": "jsonl", "path": ".healer/notifications.jsonl"}]}}
 POLL = 0.05
+SCRIPTS_ENV = "HEALER_FLEET_SCRIPTS"  # chaos/agents/fleet_agent.py: a folder of per-ticket behaviours set by faults
+SEED_ENV = "HEALER_FLEET_SEED"  # chaos/agents/fleet_agent.py: its random choices come from the run's seed
 # failpoints a supervisor child can hit (the repair agent and quarantine run inside it)
 SUPERVISOR_SIDE = ("remedy.", "supervisor.", "quarantine.", "repair.", "store.")
 # events that mean the fleet changed (a tick without any is a quiet tick)
@@ -143,8 +145,32 @@ class RealEngine:
         # the run's marker: procs.spawn moves it among the ancestors' markers of each child's own tree
         env[procs.MARKER] = self.marker
         env.pop(procs.ANCESTORS, None)
+        # the run's clock (clock_jump) and its agents' scripts (same_commit_repush, broken_proposal): files the
+        # healer processes (healer/clock.py) and the scripted agents (chaos/agents/fleet_agent.py) read
+        env[clock.OFFSET_ENV] = str(self.gd / "clock-offset")
+        env[SCRIPTS_ENV] = str(self.gd / "scripts")
+        env[SEED_ENV] = str(self.seed)
         env.update(extra or {})
         return env
+
+    def jump_clock(self, seconds: float) -> float:
+        """Move the wall clock of every healer process of the run by `seconds` more; the total offset."""
+        path = self.gd / "clock-offset"
+        total = (float(path.read_text() or 0) if path.exists() else 0.0) + seconds
+        if not path.exists():
+            self.undo.register("remove_file", path=str(path), role="the run's clock offset")
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(f"{total}\n")
+        tmp.replace(path)  # atomic: a reader sees the old offset or the new one
+        return total
+
+    def script(self, ticket: str, behaviour: str) -> None:
+        """From its next run on, the ticket's scripted agent plays `behaviour` (chaos/agents/fleet_agent.py)."""
+        d = self.gd / "scripts"
+        d.mkdir(exist_ok=True)
+        tmp = d / f".{ticket}.tmp"
+        tmp.write_text(behaviour + "\n")
+        tmp.replace(d / ticket)
 
     def spawn(self, role: str, argv: list[str], extra_env: dict[str, str] | None = None) -> Child:
         self.children += 1
@@ -165,6 +191,8 @@ class RealEngine:
         if self.root.exists():
             shutil.rmtree(self.root)
         self.gd.mkdir(parents=True, exist_ok=True)
+        (self.gd / "clock-offset").unlink(missing_ok=True)  # an earlier run's clock and scripts in this folder are not ours
+        shutil.rmtree(self.gd / "scripts", ignore_errors=True)
         for rel, text in self.sc.real.outside.items():
             p = self.gd / rel
             p.parent.mkdir(parents=True, exist_ok=True)
@@ -355,10 +383,6 @@ class RealEngine:
         self.activities.append(Activity(f"fault {f.fault}" + (f" on {f.target}" if f.target else ""), "action", t0,
                                         self.wall.now(), status, out))
 
-    def _agents(self, f: Fault) -> list[Agent]:
-        return [a for a in self.store.agents(states=["running"])
-                if (a.pid or (a.kind == "container" and a.container)) and match(f.target or "*", a.ticket_id or "")]
-
     def docker(self) -> Any:
         if self._docker is None:
             from healer.fleet.container_runtime import connect
@@ -370,31 +394,6 @@ class RealEngine:
         from chaos.faults.containers import LABEL_FLEET
 
         return f"{LABEL_FLEET}={self.root}"
-
-    def container_fault(self, f: Fault) -> str:
-        """container_kill|pause|unpause|stop|restart on the fleet's containers, aimed by ticket glob (`target`),
-        `params.name` / `params.label`, at most `count` of them (seeded pick); the unpause of each pause is
-        journaled in the run's undo journal before it acts. States before/after come from the SDK."""
-        from chaos.faults import containers as cf
-
-        params = dict(f.params)
-        name, label = params.pop("name", None), params.pop("label", None)
-        out = cf.inject(f.fault, fleet=str(self.root), target=f.target, count=f.count, seed=self.seed, params=params,
-                        journal=self.undo, guard=False, client=self.docker(), store=self.store, name=name, label=label)
-        return _outcomes(f.fault, out)
-
-    def container_agent_fault(self, k: str, a: Agent) -> str:
-        """kill_agent / stop_agent / continue_agent on an agent that lives in a container (no pid on this host)."""
-        from chaos.faults import containers as cf
-
-        common = dict(name=a.container, label=self.fleet_label(), client=self.docker(), store=self.store)
-        if k == "kill_agent":
-            out = cf.kill("KILL", **common)
-        elif k == "continue_agent":
-            out = cf.unpause(**common)
-        else:  # stopped or hung: alive, silent, no progress -- a paused container
-            out = cf.pause(journal=self.undo, guard=False, **common)
-        return _outcomes(k, out)
 
     def container_alive(self, a: Agent) -> bool:
         """Running or paused, read through the SDK (an engine that does not answer: counted alive)."""
@@ -417,126 +416,10 @@ class RealEngine:
         except Exception as e:  # noqa: BLE001 - an engine gone at the end is a finding, not a crash
             return [f"cannot list the fleet's containers: {type(e).__name__}: {e}"]
 
-    def _worktrees(self, f: Fault) -> list[Worktree]:
-        return [w for w in self.store.worktrees() if match(f.target or "*", w.ticket_id or "") and Path(w.path).exists()]
+    def inject(self, f: Fault) -> str:
+        from chaos.faults.registry import REAL, inject
 
-    def inject(self, f: Fault) -> str:  # noqa: C901 - one branch per fault kind reads best as a table
-        from chaos.faults.registry import REAL, unsupported
-
-        k = f.fault
-        why = unsupported(k, REAL)
-        if why:
-            return why
-        if k in ("kill_supervisor", "stop_supervisor", "continue_supervisor"):
-            c = self.sup
-            if c is None:
-                return "no supervisor tick running"
-            if k == "kill_supervisor":
-                c.faulted = k
-                return f"SIGKILL {pfault.kill(c.proc.pid, c.tree.marker)}"
-            if k == "stop_supervisor":
-                return f"SIGSTOP {pfault.stop(self.undo, c.proc.pid, c.tree.marker, role='supervisor')}"
-            return f"SIGCONT {pfault.cont(c.proc.pid, c.tree.marker)}"
-        if k in ("kill_dispatcher", "stop_dispatcher", "continue_dispatcher", "frozen_dispatch", "thaw_dispatch"):
-            c = self.disp
-            if c is None:
-                return "no dispatcher running"
-            if k == "kill_dispatcher":  # the dispatcher only: its agents live in their own sessions and survive it
-                c.faulted = k
-                if f.params.get("restart_after") is not None:
-                    self.disp_restart_at = self.elapsed() + float(f.params["restart_after"])
-                return f"SIGKILL {pfault.kill(c.proc.pid, tree=False)}"
-            if k in ("stop_dispatcher", "frozen_dispatch"):
-                return f"SIGSTOP {pfault.stop(self.undo, c.proc.pid, tree=False, role='dispatcher')}"
-            return f"SIGCONT {pfault.cont(c.proc.pid, tree=False)}"
-        if k.startswith("container_"):
-            return self.container_fault(f)
-        if k in ("kill_agent", "stop_agent", "continue_agent", "hung_agent"):
-            done = []
-            boxed = []
-            for a in self._agents(f):
-                if not a.pid:
-                    boxed.append(self.container_agent_fault(k, a))
-                    continue
-                marker = (a.data or {}).get("marker")
-                if k == "kill_agent":
-                    done += pfault.kill(a.pid, marker)
-                elif k == "continue_agent":
-                    done += pfault.cont(a.pid, marker)
-                else:  # stopped or hung: alive, silent, no progress
-                    done += pfault.stop(self.undo, a.pid, marker, role=f"agent {a.id}")
-            sig = {"kill_agent": "SIGKILL", "continue_agent": "SIGCONT"}.get(k, "SIGSTOP")
-            return "; ".join([f"{k}: {sig} pids {done}"] * bool(done or not boxed) + boxed)
-        if k == "busy_worktree":
-            n = 0
-            for w in self._worktrees(f):
-                self.holders.append(pfault.hold(self.undo, w.path, env=self.env(), role="busy worktree holder", clock=self.wall))
-                n += 1
-            return f"{n} worktree(s) held by a live process (cwd inside)"
-        if k == "release_worktree":
-            n = len(self.holders)
-            for proc, tree in self.holders:
-                pfault.release(proc, tree, self.wall)
-            self.holders.clear()
-            return f"{n} holder process(es) ended"
-        if k == "orphan_worktree":
-            n = 0
-            for t in self.store.tickets():
-                if match(f.target or "*", t.id):
-                    wt = repo.add_worktree(self.root, t.id)
-                    self.store.add_worktree(Worktree(str(wt), t.id, f"healer/{t.id}", self.wall.now() - float(f.seconds or 3600)))
-                    n += 1
-            return f"{n} orphan worktree(s)"
-        if k == "unknown_files":
-            n = 0
-            for w in self._worktrees(f):
-                for p, digest in repo.unknown_files(Path(w.path), f.count, f"{w.ticket_id}-{self.run_id}").items():
-                    self.injected[str(p.relative_to(self.root))] = digest
-                    n += 1
-            return f"{n} unknown file(s)"
-        if k == "index_lock":
-            where = self.root
-            if f.target and f.target != "main":
-                wts = self._worktrees(f)
-                if not wts:
-                    return f"no worktree for {f.target}"
-                where = Path(wts[0].path)
-            lock = repo.index_lock(self.undo, where, self.run_id)
-            return f"stale {lock}" if lock else "an index.lock was already there; left alone"
-        if k in ("red_main", "green_main"):
-            return f"main at {repo.set_main(self.root, k == 'red_main')[:12]} is {'red' if k == 'red_main' else 'green'}"
-        if k == "delete_worktree":
-            moved = [str(repo.delete_worktree(Path(w.path), self.gd / "trash")) for w in self._worktrees(f)]
-            return f"{len(moved)} worktree(s) vanished (kept in {self.gd / 'trash'})"
-        if k == "stale_labels":
-            n = 0
-            label = f.params.get("label", "to-review")
-            for t in self.store.tickets():
-                if match(f.target or "*", t.id):
-                    with self.store.tx() as db:
-                        db.execute("INSERT OR REPLACE INTO labels VALUES (?,?,?)", (t.id, label, self.wall.now() - float(f.seconds or 3 * 3600)))
-                    n += 1
-            return f"{n} stale label(s)"
-        if k == "zombie_ticket":
-            ids = [t.id for t in self.store.tickets() if match(f.target or "*", t.id)]
-            for tid in ids:
-                self.store.set_ticket_data(tid, merged_commit=repo.head(self.root))
-            return f"{len(ids)} ticket(s) whose work is already on main"
-        if k == "alert_flood":
-            from healer.notify import notify
-
-            keys = int(f.params.get("keys", 5))
-            sent = sum(bool(notify(self.store, self.policy, f"flood:{i % keys}", f"external alert {i}", severity="warning"))
-                       for i in range(f.count))
-            return f"{f.count} alerts, {sent} notified"
-        if k == "command":
-            from chaos.faults.command import inject as run_command
-
-            pr = f.params
-            r = run_command(pr["command"], undo=pr.get("undo"), cwd=pr.get("cwd") or str(self.root), timeout=float(pr.get("timeout", 60)),
-                            journal=self.undo)
-            return f"exit {r['status']}"
-        return f"unknown fault {k}"
+        return inject(REAL, self, f)
 
     def event_faults(self) -> None:
         faults = [(i, f) for i, f in enumerate(self.sc.faults) if f.on_event and i not in self.fired]
@@ -773,12 +656,6 @@ def _seen(store, sel: dict[str, Any]) -> bool:
                 and all(e.payload.get(k) == v for k, v in (sel.get("payload") or {}).items()):
             return True
     return False
-
-
-def _outcomes(kind: str, out: list) -> str:
-    if not out:
-        return f"{kind}: no container to act on"
-    return f"{kind}: " + ", ".join(f"{o.name} {o.before}->{o.after}" + (f" ({o.error})" if o.error else "") for o in out)
 
 
 def _signame(rc: int | None) -> str | None:

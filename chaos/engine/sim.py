@@ -24,7 +24,7 @@ import json
 import os
 import random
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -356,166 +356,10 @@ class SimEngine:
         self.activities.append(Activity(f"fault {f.fault}" + (f" on {f.target}" if f.target else ""), "action", t0,
                                         self.wall.now(), "succeeded", out))
 
-    def _targets(self, f: Fault) -> list[Proc]:
-        return [p for p in self.procs.values() if p.alive and match(f.target or "*", p.ticket)]
-
     def inject(self, f: Fault) -> str:
-        from chaos.faults.registry import SIM, unsupported
+        from chaos.faults.registry import SIM, inject
 
-        k = f.fault
-        if k == "command":  # a real command even in a simulated world: its undo is journaled first, as in real mode
-            from chaos.faults.command import inject as run_command
-
-            pr = f.params
-            r = run_command(pr["command"], undo=pr.get("undo"), cwd=pr.get("cwd"), timeout=float(pr.get("timeout", 60)),
-                            journal=self.undo)
-            return f"exit {r['status']}"
-        why = unsupported(k, SIM) if k != "failpoint" else None
-        if why:
-            return why
-        if k == "kill_agent":
-            ps = self._targets(f)
-            for p in ps:
-                p.run = replace(p.run, outcome="die")
-                self._kill(p.agent_id)
-            return f"killed {len(ps)} agent(s)"
-        if k in ("stop_agent", "continue_agent", "hung_agent"):
-            ps = [p for p in self.procs.values() if p.alive and match(f.target or "*", p.ticket)]
-            for p in ps:
-                if k == "stop_agent":
-                    p.paused = True
-                elif k == "continue_agent":
-                    p.paused = False
-                    if p.ended_early:
-                        self.at(self.sim_now(), "proc_end", p.agent_id, p.gen)
-                else:
-                    p.run = replace(p.run, outcome="hang", heartbeats=False, duration=self.now - p.started)
-                    p.gen += 1
-            return f"{k} on {len(ps)} agent(s)"
-        if k == "kill_supervisor":
-            self.supervisor_up = False  # its memory lives on in the store (the product persists it every tick)
-            self.at(self.sim_now() + float(f.params.get("restart_after", self.tick)), "restart_supervisor")
-            return "supervisor killed"
-        if k == "stop_supervisor":
-            self.supervisor_paused = True
-            return "supervisor stopped"
-        if k == "continue_supervisor":
-            self.supervisor_paused = False
-            return "supervisor continued"
-        if k in ("kill_dispatcher", "stop_dispatcher"):
-            self.dispatcher_up = k == "stop_dispatcher" and self.dispatcher_up
-            self.dispatcher_paused = k == "stop_dispatcher"
-            if k == "kill_dispatcher" and f.params.get("restart_after"):
-                self.at(self.sim_now() + float(f.params["restart_after"]), "restart_dispatcher")
-            return k
-        if k == "continue_dispatcher":
-            self.dispatcher_paused = False
-            return k
-        if k == "frozen_dispatch":
-            self.frozen = True
-            return "dispatcher launches nothing from now on"
-        if k == "thaw_dispatch":
-            self.frozen = False
-            return "dispatcher thawed"
-        if k == "red_main":
-            self.main = "red"
-            self.main_red_since = self.now
-            self.main_commit = self._main_commit()
-            return "main is red"
-        if k == "green_main":
-            self.main = "green"
-            self.main_red_since = None
-            self.main_commit = self._main_commit()
-            return "main is green"
-        if k == "stale_labels":
-            n = 0
-            for t in self.store.tickets():
-                if match(f.target or "*", t.id):
-                    with self.store.tx() as db:
-                        db.execute("INSERT OR REPLACE INTO labels VALUES (?,?,?)",
-                                   (t.id, f.params.get("label", "to-review"), self.now - float(f.seconds or 3 * 3600)))
-                    n += 1
-            return f"{n} stale label(s)"
-        if k == "unknown_files":
-            n = 0
-            for w in self.store.worktrees():
-                if match(f.target or "*", w.ticket_id or ""):
-                    for i in range(f.count):
-                        rel = f"stray-{i}.txt"
-                        data = f"unknown {i} of {w.ticket_id}\n".encode()
-                        (Path(w.path) / rel).write_bytes(data)
-                        self.files.setdefault(w.path, set()).add(rel)
-                        self.injected[str((Path(w.path) / rel).relative_to(self.root))] = hashlib.sha256(data).hexdigest()
-                        n += 1
-            return f"{n} unknown file(s)"
-        if k == "delete_worktree":
-            n = 0
-            for w in self.store.worktrees():
-                if match(f.target or "*", w.ticket_id or "") and Path(w.path).exists():
-                    shutil.rmtree(w.path)
-                    n += 1
-            return f"{n} worktree(s) deleted"
-        if k == "zombie_ticket":
-            ids = [t.id for t in self.store.tickets() if match(f.target or "*", t.id)]
-            for tid in ids:
-                self.store.set_ticket_data(tid, merged_commit=self.main_commit)
-            return f"{len(ids)} ticket(s) whose work is already on main"
-        if k == "broken_proposal":
-            for tid in [t.id for t in self.store.tickets() if match(f.target or "*", t.id)]:
-                self.broken.add(tid)
-                self.broken_since.setdefault(tid, self.now)
-            return "proposals of the target fail the merge gates"
-        if k == "same_commit_repush":
-            for tid in [t.id for t in self.store.tickets() if match(f.target or "*", t.id)]:
-                self.behaviours[tid] = make("fails_same_commit", {})
-            return "agents push the same commit"
-        if k == "alert_flood":
-            from healer.notify import notify
-
-            keys = int(f.params.get("keys", 5))
-            sent = 0
-            for i in range(f.count):
-                sent += notify(self.store, self.policy, f"flood:{i % keys}", f"external alert {i}", severity="warning")
-            return f"{f.count} alerts, {sent} notified"
-        if k == "clock_jump":
-            s = float(f.seconds or 3600)
-            self.clock.jump(s)
-            self.offset += s
-            return f"wall clock jumped {s:+.0f}s"
-        if k == "orphan_worktree":
-            n = 0
-            for tid in [t.id for t in self.store.tickets() if match(f.target or "*", t.id)]:
-                self._worktree(tid, self.now - float(f.seconds or 3600))
-                n += 1
-            return f"{n} orphan worktree(s)"
-        if k == "busy_worktree":
-            # a REAL process with its cwd inside: the real executor's busy check must see it
-            from healer import procs
-
-            n = 0
-            for w in self.store.worktrees():
-                if match(f.target or "*", w.ticket_id or "") and Path(w.path).exists():
-                    import sys
-
-                    argv = [sys.executable, "-c", "import time; time.sleep(3600)"]
-                    marker = f"gameday-busy-{self.seed}-{n}-{id(self)}"
-                    proc, tree = procs.spawn(argv, cwd=w.path, marker=marker)
-                    self.undo.register("kill_tree", pid=proc.pid, marker=marker, role="busy worktree holder")
-                    self.busy_procs.append((proc, tree))
-                    n += 1
-            self._wait_busy()
-            return f"{n} worktree(s) held by a live process"
-        if k == "release_worktree":
-            for proc, tree in self.busy_procs:
-                tree.kill(0.5)
-                try:
-                    proc.wait(timeout=5)
-                except Exception:  # noqa: BLE001 - reaped by the tree kill already
-                    pass
-            n = len(self.busy_procs)
-            self.busy_procs.clear()
-            return f"{n} holder process(es) ended"
-        return f"{k}: armed before the run" if k == "failpoint" else f"unknown fault {k}"
+        return inject(SIM, self, f)
 
     def _event_faults(self) -> None:
         if not self.event_faults:
@@ -653,7 +497,10 @@ class SimEngine:
             if p.paused:
                 p.paused = False
                 self.rollbacks.append(Activity(f"continue {p.agent_id}", "rollback", self.wall.now(), self.wall.now(), "succeeded"))
-        self._fault(Fault(fault="release_worktree", at=end)) if self.busy_procs else None
+        if self.busy_procs:  # a busy_worktree left in force: the registry's undo ends its holders
+            from chaos.faults.registry import SIM, undo
+
+            undo(SIM, self, Fault(fault="busy_worktree", at=end))
         for u, what in self.undo.undo_all():
             self.rollbacks.append(Activity(f"undo {u.kind}", "rollback", self.wall.now(), self.wall.now(), "succeeded", what))
         files_after, quarantined = _files(self.root), _quarantined(self.root)  # before the restore check puts files back

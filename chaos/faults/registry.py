@@ -1,59 +1,96 @@
-"""Every fault a game day can inject: name -> what it does, how it is undone, which worlds have it.
+"""Every fault a game day can inject: name -> what it does, its parameters, how it is undone, and its
+inject function in each world that has it (chaos/faults/sim_world.py, chaos/faults/real_world.py).
 
-`healer gameday list --faults` prints this table; both engines refuse (with the same message) a
-fault their world does not have, and a test keeps the table equal to the scenario schema's list.
+The engines hold no list of faults: they call `inject(world, engine, fault)` (and `undo(...)` at the
+end for a fault left in force). `healer gameday list --faults` prints this table; both engines refuse
+(with the same message) a fault their world does not have, and a test keeps the table equal to the
+scenario schema's list.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 SIM, REAL = "simulated", "real"
-BOTH = (SIM, REAL)
+WORLDS = (SIM, REAL)
 
 
 @dataclass(frozen=True)
 class FaultSpec:
     name: str
     what: str
-    undo: str
-    worlds: tuple[str, ...] = BOTH
+    undo: str  # how its effect goes away (a human's line)
+    uses: tuple[str, ...] = ()  # the Fault fields it reads besides `at` / `on_event` (target, count, seconds)
+    undone_by: str | None = None  # the fault that reverses it; injected at the end for one left in force
+
+    @property
+    def worlds(self) -> tuple[str, ...]:
+        return tuple(w for w in WORLDS if self.name in _impls(w))
+
+    @property
+    def params(self) -> list[str]:
+        from chaos.scenario import FAULT_PARAMS
+
+        return [*self.uses, *(f"params.{k}" for k in FAULT_PARAMS.get(self.name, {}))]
+
+    def injector(self, world: str) -> Callable[[Any, Any], str] | None:
+        return _impls(world).get(self.name)
 
 
+T, TS = ("target",), ("target", "seconds")
 _SPECS = (
     FaultSpec("kill_supervisor", "SIGKILL the supervisor (it restarts after restart_after)", "restart"),
-    FaultSpec("stop_supervisor", "SIGSTOP the supervisor", "continue_supervisor / SIGCONT at the end"),
+    FaultSpec("stop_supervisor", "SIGSTOP the supervisor", "continue_supervisor / SIGCONT at the end",
+              undone_by="continue_supervisor"),
     FaultSpec("continue_supervisor", "SIGCONT the supervisor", "-"),
     FaultSpec("kill_dispatcher", "SIGKILL the dispatcher (its agents live on)", "restart"),
-    FaultSpec("stop_dispatcher", "SIGSTOP the dispatcher", "continue_dispatcher / SIGCONT at the end"),
+    FaultSpec("stop_dispatcher", "SIGSTOP the dispatcher", "continue_dispatcher / SIGCONT at the end",
+              undone_by="continue_dispatcher"),
     FaultSpec("continue_dispatcher", "SIGCONT the dispatcher", "-"),
-    FaultSpec("frozen_dispatch", "dispatch stops launching, silently", "thaw_dispatch / at the end"),
+    FaultSpec("frozen_dispatch", "dispatch stops launching, silently", "thaw_dispatch / at the end", undone_by="thaw_dispatch"),
     FaultSpec("thaw_dispatch", "dispatch launches again", "-"),
-    FaultSpec("kill_agent", "SIGKILL the target's agents (whole tree)", "-"),
-    FaultSpec("stop_agent", "SIGSTOP the target's agents", "continue_agent / SIGCONT at the end"),
-    FaultSpec("continue_agent", "SIGCONT the target's agents", "-"),
-    FaultSpec("hung_agent", "the target's agents stop making progress and stop heart-beating", "-"),
-    FaultSpec("alert_flood", "`count` alerts over `params.keys` keys through notify", "-"),
-    # real mode: a ticket behaviour plays these (chaos/agents/), not yet an injected fault
-    FaultSpec("broken_proposal", "the target's proposals fail the merge gates", "-", (SIM,)),
-    FaultSpec("same_commit_repush", "the target's agents fail and push the same commit every run", "-", (SIM,)),
-    FaultSpec("stale_labels", "`params.label` (to-review) added `seconds` ago to the target tickets", "-"),
-    FaultSpec("orphan_worktree", "a worktree for a finished ticket, `seconds` old", "-"),
-    FaultSpec("unknown_files", "`count` unknown files in the target's worktrees (quarantine must keep them)", "restore check"),
-    FaultSpec("delete_worktree", "the target's worktree vanishes under a running ticket", "kept in the game day's trash (real)"),
-    FaultSpec("busy_worktree", "a live process with its cwd inside the target's worktree", "release_worktree / killed at the end"),
+    FaultSpec("kill_agent", "SIGKILL the target's agents (whole tree)", "-", T),
+    FaultSpec("stop_agent", "SIGSTOP the target's agents", "continue_agent / SIGCONT at the end", T, "continue_agent"),
+    FaultSpec("continue_agent", "SIGCONT the target's agents", "-", T),
+    FaultSpec("hung_agent", "the target's agents stop making progress and stop heart-beating", "SIGCONT at the end (real)", T),
+    FaultSpec("alert_flood", "`count` alerts over `params.keys` keys through notify", "-", ("count",)),
+    FaultSpec("broken_proposal", "the target's proposals fail the merge gates (real: its next runs commit a BROKEN "
+              "file; the scenario's merge gates refuse it)", "-", T),
+    FaultSpec("same_commit_repush", "the target's agents fail and push the same commit every run (real: from its next run)",
+              "-", T),
+    FaultSpec("stale_labels", "`params.label` (to-review) added `seconds` ago to the target tickets", "-", TS),
+    FaultSpec("orphan_worktree", "a worktree for a finished ticket, `seconds` old", "-", TS),
+    FaultSpec("unknown_files", "`count` unknown files in the target's worktrees (quarantine must keep them)",
+              "restore check", ("target", "count")),
+    FaultSpec("delete_worktree", "the target's worktree vanishes under a running ticket", "kept in the game day's trash (real)", T),
+    FaultSpec("busy_worktree", "a live process with its cwd inside the target's worktree", "release_worktree / killed at the end",
+              T, "release_worktree"),
     FaultSpec("release_worktree", "the busy_worktree holders end", "-"),
     FaultSpec("red_main", "main's gates fail", "green_main"),
     FaultSpec("green_main", "main's gates pass again", "-"),
-    FaultSpec("zombie_ticket", "the target's work is already merged on main", "-"),
-    FaultSpec("clock_jump", "the wall clock jumps `seconds` (monotonic time does not)", "-", (SIM,)),
-    FaultSpec("index_lock", "a stale .git/index.lock in the fleet repository", "removed at the end", (REAL,)),
-    FaultSpec("failpoint", "arm a named failpoint (`failpoint` glob, `hit` N): the shell dies there", "disarmed at the end"),
+    FaultSpec("zombie_ticket", "the target's work is already merged on main", "-", T),
+    FaultSpec("clock_jump", "the wall clock jumps `seconds` (monotonic time does not; real: every healer process of the "
+              "run, through healer/clock.py)", "the run's clock file goes at the end (real)", ("seconds",)),
+    FaultSpec("index_lock", "a stale .git/index.lock in the fleet repository", "removed at the end", T),
+    FaultSpec("failpoint", "arm a named failpoint (`failpoint` glob, `hit` N): the shell dies there", "disarmed at the end",
+              ("failpoint", "hit", "action")),
     FaultSpec("command", "run `params.command` (argv), its `params.undo` journaled first", "params.undo"),
-    *(FaultSpec(f"container_{op}", f"docker {op} the target's agent containers", "-", (REAL,))
+    *(FaultSpec(f"container_{op}", f"docker {op} the target's agent containers", "-", ("target", "count"))
       for op in ("kill", "pause", "unpause", "stop", "restart")),
 )
 FAULTS: dict[str, FaultSpec] = {f.name: f for f in _SPECS}
+
+
+def _impls(world: str) -> dict[str, Callable[[Any, Any], str]]:
+    if world == SIM:
+        from chaos.faults.sim_world import INJECT
+    elif world == REAL:
+        from chaos.faults.real_world import INJECT
+    else:
+        return {}
+    return INJECT
 
 
 def spec(name: str) -> FaultSpec | None:
@@ -68,3 +105,27 @@ def unsupported(name: str, world: str) -> str | None:
     if world not in f.worlds:
         return f"{name}: not in the {world} world (only {', '.join(f.worlds)}); ignored"
     return None
+
+
+def inject(world: str, engine: Any, fault: Any) -> str:
+    """Inject `fault` into `engine`'s world: one line saying what happened (or why nothing did)."""
+    why = unsupported(fault.fault, world)
+    if why:
+        return why
+    fn = FAULTS[fault.fault].injector(world)
+    assert fn is not None
+    return fn(engine, fault)
+
+
+def undo(world: str, engine: Any, fault: Any) -> str | None:
+    """Reverse `fault` by injecting the fault that undoes it (same target), or None when none does."""
+    s = FAULTS.get(fault.fault)
+    if s is None or s.undone_by is None or unsupported(s.undone_by, world):
+        return None
+    return inject(world, engine, fault.model_copy(update={"fault": s.undone_by}))
+
+
+def rows() -> list[dict[str, Any]]:
+    """The table `healer gameday list --faults` prints."""
+    return [{"fault": f.name, "worlds": list(f.worlds), "params": f.params, "what": f.what, "undo": f.undo,
+             "undone_by": f.undone_by} for f in FAULTS.values()]

@@ -21,14 +21,14 @@ def list_cmd(paths: list[Path] = typer.Argument(None, help="Scenario files or fo
     from rich.table import Table
 
     if faults:
-        from chaos.faults.registry import FAULTS
+        from chaos.faults.registry import rows
 
         if as_json:
-            print_json([{"fault": f.name, "what": f.what, "undo": f.undo, "worlds": list(f.worlds)} for f in FAULTS.values()])
+            print_json(rows())
             return
-        ft = Table("fault", "worlds", "what it does", "undone by")
-        for f in FAULTS.values():
-            ft.add_row(f.name, ", ".join(f.worlds), f.what, f.undo)
+        ft = Table("fault", "worlds", "params", "what it does", "undone by")
+        for r in rows():
+            ft.add_row(r["fault"], ", ".join(r["worlds"]), ", ".join(r["params"]) or "-", r["what"], r["undo"])
         console.print(ft)
         return
     from chaos.runner import load_all

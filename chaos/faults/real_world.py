@@ -1,0 +1,265 @@
+"""The real world's faults: name -> inject(engine, fault) -> what happened (one line).
+
+Each acts on real processes (signals), real git repositories and files, the fleet's store, Docker
+containers. Every fault journals its own undo in the run's undo journal before it acts.
+chaos/faults/registry.py joins these with the simulated world's; the real engine
+(chaos/engine/real.py) only calls `registry.inject(REAL, engine, fault)`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from chaos.faults import process as pfault
+from chaos.faults import repo
+from chaos.scenario import Fault, match
+from healer.records import Agent, Worktree
+
+if TYPE_CHECKING:
+    from chaos.engine.real import RealEngine
+
+
+def _agents(e: RealEngine, f: Fault) -> list[Agent]:
+    return [a for a in e.store.agents(states=["running"])
+            if (a.pid or (a.kind == "container" and a.container)) and match(f.target or "*", a.ticket_id or "")]
+
+
+def _worktrees(e: RealEngine, f: Fault) -> list[Worktree]:
+    return [w for w in e.store.worktrees() if match(f.target or "*", w.ticket_id or "") and Path(w.path).exists()]
+
+
+def _tickets(e: RealEngine, f: Fault) -> list[str]:
+    return [t.id for t in e.store.tickets() if match(f.target or "*", t.id)]
+
+
+def _outcomes(kind: str, out: list) -> str:
+    if not out:
+        return f"{kind}: no container to act on"
+    return f"{kind}: " + ", ".join(f"{o.name} {o.before}->{o.after}" + (f" ({o.error})" if o.error else "") for o in out)
+
+
+# -- the healer's own processes ------------------------------------------------------------
+def kill_supervisor(e: RealEngine, f: Fault) -> str:
+    if e.sup is None:
+        return "no supervisor tick running"
+    e.sup.faulted = f.fault
+    return f"SIGKILL {pfault.kill(e.sup.proc.pid, e.sup.tree.marker)}"
+
+
+def stop_supervisor(e: RealEngine, f: Fault) -> str:
+    if e.sup is None:
+        return "no supervisor tick running"
+    return f"SIGSTOP {pfault.stop(e.undo, e.sup.proc.pid, e.sup.tree.marker, role='supervisor')}"
+
+
+def continue_supervisor(e: RealEngine, f: Fault) -> str:
+    if e.sup is None:
+        return "no supervisor tick running"
+    return f"SIGCONT {pfault.cont(e.sup.proc.pid, e.sup.tree.marker)}"
+
+
+def kill_dispatcher(e: RealEngine, f: Fault) -> str:
+    c = e.disp
+    if c is None:
+        return "no dispatcher running"
+    c.faulted = f.fault  # the dispatcher only: its agents live in their own sessions and survive it
+    if f.params.get("restart_after") is not None:
+        e.disp_restart_at = e.elapsed() + float(f.params["restart_after"])
+    return f"SIGKILL {pfault.kill(c.proc.pid, tree=False)}"
+
+
+def stop_dispatcher(e: RealEngine, f: Fault) -> str:
+    if e.disp is None:
+        return "no dispatcher running"
+    return f"SIGSTOP {pfault.stop(e.undo, e.disp.proc.pid, tree=False, role='dispatcher')}"
+
+
+def continue_dispatcher(e: RealEngine, f: Fault) -> str:
+    if e.disp is None:
+        return "no dispatcher running"
+    return f"SIGCONT {pfault.cont(e.disp.proc.pid, tree=False)}"
+
+
+frozen_dispatch = stop_dispatcher  # a frozen dispatcher: alive, its lease held, doing nothing
+thaw_dispatch = continue_dispatcher
+
+
+# -- agents ---------------------------------------------------------------------------------
+def _agent_fault(e: RealEngine, f: Fault) -> str:
+    k = f.fault
+    done: list[int] = []
+    boxed = []
+    for a in _agents(e, f):
+        if not a.pid:
+            boxed.append(_container_agent_fault(e, k, a))
+            continue
+        marker = (a.data or {}).get("marker")
+        if k == "kill_agent":
+            done += pfault.kill(a.pid, marker)
+        elif k == "continue_agent":
+            done += pfault.cont(a.pid, marker)
+        else:  # stopped or hung: alive, silent, no progress
+            done += pfault.stop(e.undo, a.pid, marker, role=f"agent {a.id}")
+    sig = {"kill_agent": "SIGKILL", "continue_agent": "SIGCONT"}.get(k, "SIGSTOP")
+    return "; ".join([f"{k}: {sig} pids {done}"] * bool(done or not boxed) + boxed)
+
+
+
+def _container_agent_fault(e: RealEngine, k: str, a: Agent) -> str:
+    """kill_agent / stop_agent / continue_agent on an agent that lives in a container (no pid on this host)."""
+    from chaos.faults import containers as cf
+
+    common = dict(name=a.container, label=e.fleet_label(), client=e.docker(), store=e.store)
+    if k == "kill_agent":
+        out = cf.kill("KILL", **common)
+    elif k == "continue_agent":
+        out = cf.unpause(**common)
+    else:  # stopped or hung: alive, silent, no progress -- a paused container
+        out = cf.pause(journal=e.undo, guard=False, **common)
+    return _outcomes(k, out)
+
+
+def container(e: RealEngine, f: Fault) -> str:
+    """container_kill|pause|unpause|stop|restart on the fleet's containers, aimed by ticket glob (`target`),
+    `params.name` / `params.label`, at most `count` of them (seeded pick); the unpause of each pause is
+    journaled in the run's undo journal before it acts. States before/after come from the SDK."""
+    from chaos.faults import containers as cf
+
+    params = dict(f.params)
+    name, label = params.pop("name", None), params.pop("label", None)
+    out = cf.inject(f.fault, fleet=str(e.root), target=f.target, count=f.count, seed=e.seed, params=params,
+                    journal=e.undo, guard=False, client=e.docker(), store=e.store, name=name, label=label)
+    return _outcomes(f.fault, out)
+
+
+def same_commit_repush(e: RealEngine, f: Fault) -> str:
+    """From the next run on, the target's agents fail without committing: the same head, pushed again and again."""
+    ids = _tickets(e, f)
+    for tid in ids:
+        e.script(tid, "fail")
+    return f"{len(ids)} ticket(s) whose agents fail on the same commit from the next run on"
+
+
+def broken_proposal(e: RealEngine, f: Fault) -> str:
+    """From the next run on, the target's agents commit a BROKEN file: their proposals fail a merge gate that
+    refuses it (the scenario's `merge_gates` must have one)."""
+    ids = _tickets(e, f)
+    for tid in ids:
+        e.script(tid, "broken")
+    return f"{len(ids)} ticket(s) whose proposals fail the merge gates from the next run on"
+
+
+def clock_jump(e: RealEngine, f: Fault) -> str:
+    """Every healer process of the run reads its wall clock through healer/clock.py, which adds the offset in the
+    run's clock file (HEALER_CLOCK_OFFSET_FILE): it jumps for all of them at once; monotonic time does not."""
+    s = float(f.seconds or 3600)
+    total = e.jump_clock(s)
+    return f"wall clock jumped {s:+.0f}s (offset now {total:+.0f}s)"
+
+
+# -- files and git ----------------------------------------------------------------------------
+def busy_worktree(e: RealEngine, f: Fault) -> str:
+    n = 0
+    for w in _worktrees(e, f):
+        e.holders.append(pfault.hold(e.undo, w.path, env=e.env(), role="busy worktree holder", clock=e.wall))
+        n += 1
+    return f"{n} worktree(s) held by a live process (cwd inside)"
+
+
+def release_worktree(e: RealEngine, f: Fault) -> str:
+    n = len(e.holders)
+    for proc, tree in e.holders:
+        pfault.release(proc, tree, e.wall)
+    e.holders.clear()
+    return f"{n} holder process(es) ended"
+
+
+def orphan_worktree(e: RealEngine, f: Fault) -> str:
+    ids = _tickets(e, f)
+    for tid in ids:
+        wt = repo.add_worktree(e.root, tid)
+        e.store.add_worktree(Worktree(str(wt), tid, f"healer/{tid}", e.wall.now() - float(f.seconds or 3600)))
+    return f"{len(ids)} orphan worktree(s)"
+
+
+def unknown_files(e: RealEngine, f: Fault) -> str:
+    n = 0
+    for w in _worktrees(e, f):
+        for p, digest in repo.unknown_files(Path(w.path), f.count, f"{w.ticket_id}-{e.run_id}").items():
+            e.injected[str(p.relative_to(e.root))] = digest
+            n += 1
+    return f"{n} unknown file(s)"
+
+
+def index_lock(e: RealEngine, f: Fault) -> str:
+    where = e.root
+    if f.target and f.target != "main":
+        wts = _worktrees(e, f)
+        if not wts:
+            return f"no worktree for {f.target}"
+        where = Path(wts[0].path)
+    lock = repo.index_lock(e.undo, where, e.run_id)
+    return f"stale {lock}" if lock else "an index.lock was already there; left alone"
+
+
+def red_main(e: RealEngine, f: Fault) -> str:
+    return f"main at {repo.set_main(e.root, True)[:12]} is red"
+
+
+def green_main(e: RealEngine, f: Fault) -> str:
+    return f"main at {repo.set_main(e.root, False)[:12]} is green"
+
+
+def delete_worktree(e: RealEngine, f: Fault) -> str:
+    moved = [str(repo.delete_worktree(Path(w.path), e.gd / "trash")) for w in _worktrees(e, f)]
+    return f"{len(moved)} worktree(s) vanished (kept in {e.gd / 'trash'})"
+
+
+# -- the store and notifications -------------------------------------------------------------
+def stale_labels(e: RealEngine, f: Fault) -> str:
+    ids = _tickets(e, f)
+    for tid in ids:
+        e.store.label(tid, f.params.get("label", "to-review"), actor="gameday", at=e.wall.now() - float(f.seconds or 3 * 3600))
+    return f"{len(ids)} stale label(s)"
+
+
+def zombie_ticket(e: RealEngine, f: Fault) -> str:
+    ids = _tickets(e, f)
+    for tid in ids:
+        e.store.set_ticket_data(tid, merged_commit=repo.head(e.root))
+    return f"{len(ids)} ticket(s) whose work is already on main"
+
+
+def alert_flood(e: RealEngine, f: Fault) -> str:
+    from healer.notify import notify
+
+    keys = int(f.params.get("keys", 5))
+    sent = sum(bool(notify(e.store, e.policy, f"flood:{i % keys}", f"external alert {i}", severity="warning"))
+               for i in range(f.count))
+    return f"{f.count} alerts, {sent} notified"
+
+
+def command(e: RealEngine, f: Fault) -> str:
+    from chaos.faults.command import inject as run_command
+
+    pr = f.params
+    r = run_command(pr["command"], undo=pr.get("undo"), cwd=pr.get("cwd") or str(e.root), timeout=float(pr.get("timeout", 60)),
+                    journal=e.undo)
+    return f"exit {r['status']}"
+
+
+def failpoint(e: RealEngine, f: Fault) -> str:
+    return "failpoint: armed before the run"
+
+
+INJECT = {
+    **{fn.__name__: fn for fn in (
+        kill_supervisor, stop_supervisor, continue_supervisor, kill_dispatcher, stop_dispatcher, continue_dispatcher,
+        busy_worktree, release_worktree, orphan_worktree, unknown_files, index_lock, red_main, green_main,
+        delete_worktree, stale_labels, zombie_ticket, alert_flood, command, failpoint, same_commit_repush,
+        broken_proposal, clock_jump)},
+    "frozen_dispatch": frozen_dispatch, "thaw_dispatch": thaw_dispatch,
+    **dict.fromkeys(("kill_agent", "stop_agent", "continue_agent", "hung_agent"), _agent_fault),
+    **dict.fromkeys((f"container_{op}" for op in ("kill", "pause", "unpause", "stop", "restart")), container),
+}

@@ -1,0 +1,241 @@
+"""The simulated world's faults: name -> inject(engine, fault) -> what happened (one line).
+
+Each acts on the simulated engine's world (chaos/engine/sim.py): its virtual processes, main's colour,
+the worktree folders, the store. chaos/faults/registry.py joins these with the real world's and
+describes them; the engine only calls `registry.inject(SIM, engine, fault)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from chaos.agents.behaviours import make
+from chaos.scenario import Fault, match
+
+if TYPE_CHECKING:
+    from chaos.engine.sim import Proc, SimEngine
+
+
+def _procs(e: SimEngine, f: Fault) -> list[Proc]:
+    return [p for p in e.procs.values() if p.alive and match(f.target or "*", p.ticket)]
+
+
+def _tickets(e: SimEngine, f: Fault) -> list[str]:
+    return [t.id for t in e.store.tickets() if match(f.target or "*", t.id)]
+
+
+def command(e: SimEngine, f: Fault) -> str:
+    # a real command even in a simulated world: its undo is journaled first, as in real mode
+    from chaos.faults.command import inject as run_command
+
+    pr = f.params
+    r = run_command(pr["command"], undo=pr.get("undo"), cwd=pr.get("cwd"), timeout=float(pr.get("timeout", 60)), journal=e.undo)
+    return f"exit {r['status']}"
+
+
+def failpoint(e: SimEngine, f: Fault) -> str:
+    return "failpoint: armed before the run"
+
+
+def kill_agent(e: SimEngine, f: Fault) -> str:
+    ps = _procs(e, f)
+    for p in ps:
+        p.run = replace(p.run, outcome="die")
+        e._kill(p.agent_id)
+    return f"killed {len(ps)} agent(s)"
+
+
+def stop_agent(e: SimEngine, f: Fault) -> str:
+    ps = _procs(e, f)
+    for p in ps:
+        p.paused = True
+    return f"stop_agent on {len(ps)} agent(s)"
+
+
+def continue_agent(e: SimEngine, f: Fault) -> str:
+    ps = _procs(e, f)
+    for p in ps:
+        p.paused = False
+        if p.ended_early:
+            e.at(e.sim_now(), "proc_end", p.agent_id, p.gen)
+    return f"continue_agent on {len(ps)} agent(s)"
+
+
+def hung_agent(e: SimEngine, f: Fault) -> str:
+    ps = _procs(e, f)
+    for p in ps:
+        p.run = replace(p.run, outcome="hang", heartbeats=False, duration=e.now - p.started)
+        p.gen += 1
+    return f"hung_agent on {len(ps)} agent(s)"
+
+
+def kill_supervisor(e: SimEngine, f: Fault) -> str:
+    e.supervisor_up = False  # its memory lives on in the store (the product persists it every tick)
+    e.at(e.sim_now() + float(f.params.get("restart_after", e.tick)), "restart_supervisor")
+    return "supervisor killed"
+
+
+def stop_supervisor(e: SimEngine, f: Fault) -> str:
+    e.supervisor_paused = True
+    return "supervisor stopped"
+
+
+def continue_supervisor(e: SimEngine, f: Fault) -> str:
+    e.supervisor_paused = False
+    return "supervisor continued"
+
+
+def kill_dispatcher(e: SimEngine, f: Fault) -> str:
+    e.dispatcher_up = False
+    e.dispatcher_paused = False
+    if f.params.get("restart_after"):
+        e.at(e.sim_now() + float(f.params["restart_after"]), "restart_dispatcher")
+    return "kill_dispatcher"
+
+
+def stop_dispatcher(e: SimEngine, f: Fault) -> str:
+    e.dispatcher_paused = True
+    return "stop_dispatcher"
+
+
+def continue_dispatcher(e: SimEngine, f: Fault) -> str:
+    e.dispatcher_paused = False
+    return "continue_dispatcher"
+
+
+def frozen_dispatch(e: SimEngine, f: Fault) -> str:
+    e.frozen = True
+    return "dispatcher launches nothing from now on"
+
+
+def thaw_dispatch(e: SimEngine, f: Fault) -> str:
+    e.frozen = False
+    return "dispatcher thawed"
+
+
+def red_main(e: SimEngine, f: Fault) -> str:
+    e.main = "red"
+    e.main_red_since = e.now
+    e.main_commit = e._main_commit()
+    return "main is red"
+
+
+def green_main(e: SimEngine, f: Fault) -> str:
+    e.main = "green"
+    e.main_red_since = None
+    e.main_commit = e._main_commit()
+    return "main is green"
+
+
+def stale_labels(e: SimEngine, f: Fault) -> str:
+    ids = _tickets(e, f)
+    for tid in ids:
+        e.store.label(tid, f.params.get("label", "to-review"), actor="gameday", at=e.now - float(f.seconds or 3 * 3600))
+    return f"{len(ids)} stale label(s)"
+
+
+def unknown_files(e: SimEngine, f: Fault) -> str:
+    n = 0
+    for w in e.store.worktrees():
+        if match(f.target or "*", w.ticket_id or ""):
+            for i in range(f.count):
+                rel = f"stray-{i}.txt"
+                data = f"unknown {i} of {w.ticket_id}\n".encode()
+                (Path(w.path) / rel).write_bytes(data)
+                e.files.setdefault(w.path, set()).add(rel)
+                e.injected[str((Path(w.path) / rel).relative_to(e.root))] = hashlib.sha256(data).hexdigest()
+                n += 1
+    return f"{n} unknown file(s)"
+
+
+def delete_worktree(e: SimEngine, f: Fault) -> str:
+    n = 0
+    for w in e.store.worktrees():
+        if match(f.target or "*", w.ticket_id or "") and Path(w.path).exists():
+            shutil.rmtree(w.path)
+            n += 1
+    return f"{n} worktree(s) deleted"
+
+
+def zombie_ticket(e: SimEngine, f: Fault) -> str:
+    ids = _tickets(e, f)
+    for tid in ids:
+        e.store.set_ticket_data(tid, merged_commit=e.main_commit)
+    return f"{len(ids)} ticket(s) whose work is already on main"
+
+
+def broken_proposal(e: SimEngine, f: Fault) -> str:
+    for tid in _tickets(e, f):
+        e.broken.add(tid)
+        e.broken_since.setdefault(tid, e.now)
+    return "proposals of the target fail the merge gates"
+
+
+def same_commit_repush(e: SimEngine, f: Fault) -> str:
+    for tid in _tickets(e, f):
+        e.behaviours[tid] = make("fails_same_commit", {})
+    return "agents push the same commit"
+
+
+def alert_flood(e: SimEngine, f: Fault) -> str:
+    from healer.notify import notify
+
+    keys = int(f.params.get("keys", 5))
+    sent = sum(bool(notify(e.store, e.policy, f"flood:{i % keys}", f"external alert {i}", severity="warning"))
+               for i in range(f.count))
+    return f"{f.count} alerts, {sent} notified"
+
+
+def clock_jump(e: SimEngine, f: Fault) -> str:
+    s = float(f.seconds or 3600)
+    e.clock.jump(s)
+    e.offset += s
+    return f"wall clock jumped {s:+.0f}s"
+
+
+def orphan_worktree(e: SimEngine, f: Fault) -> str:
+    ids = _tickets(e, f)
+    for tid in ids:
+        e._worktree(tid, e.now - float(f.seconds or 3600))
+    return f"{len(ids)} orphan worktree(s)"
+
+
+def busy_worktree(e: SimEngine, f: Fault) -> str:
+    # a REAL process with its cwd inside: the real executor's busy check must see it
+    from healer import procs
+
+    n = 0
+    for w in e.store.worktrees():
+        if match(f.target or "*", w.ticket_id or "") and Path(w.path).exists():
+            argv = [sys.executable, "-c", "import time; time.sleep(3600)"]
+            marker = f"gameday-busy-{e.seed}-{n}-{id(e)}"
+            proc, tree = procs.spawn(argv, cwd=w.path, marker=marker)
+            e.undo.register("kill_tree", pid=proc.pid, marker=marker, role="busy worktree holder")
+            e.busy_procs.append((proc, tree))
+            n += 1
+    e._wait_busy()
+    return f"{n} worktree(s) held by a live process"
+
+
+def release_worktree(e: SimEngine, f: Fault) -> str:
+    for proc, tree in e.busy_procs:
+        tree.kill(0.5)
+        try:
+            proc.wait(timeout=5)
+        except Exception:  # noqa: BLE001 - reaped by the tree kill already
+            pass
+    n = len(e.busy_procs)
+    e.busy_procs.clear()
+    return f"{n} holder process(es) ended"
+
+
+INJECT = {fn.__name__: fn for fn in (
+    command, failpoint, kill_agent, stop_agent, continue_agent, hung_agent, kill_supervisor, stop_supervisor,
+    continue_supervisor, kill_dispatcher, stop_dispatcher, continue_dispatcher, frozen_dispatch, thaw_dispatch,
+    red_main, green_main, stale_labels, unknown_files, delete_worktree, zombie_ticket, broken_proposal,
+    same_commit_repush, alert_flood, clock_jump, orphan_worktree, busy_worktree, release_worktree)}
