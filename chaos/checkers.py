@@ -12,7 +12,8 @@ and ended in the last one.
 
 from __future__ import annotations
 
-from collections import defaultdict
+import bisect
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -160,6 +161,12 @@ def _k(spec: dict) -> str:
 
 
 def check_count(spec: dict, h: History) -> tuple[bool, str]:
+    if spec.get("per_tick"):
+        ticks = [e.id for e in h.events if e.kind == "supervisor.tick"]
+        per = Counter(bisect.bisect_left(ticks, e.id) for e in _select(spec, h))
+        tick, n = max(per.items(), key=lambda kv: (kv[1], -kv[0]), default=(0, 0))
+        ok, msg = _bounds(spec, n, f"{_k(spec)} events in one supervisor tick")
+        return ok, msg + (f" (the most, in tick {tick + 1} of {len(ticks)})" if per else "")
     n = len(_select(spec, h))
     return _bounds(spec, n, f"{_k(spec)} events" + (f" about {spec['subject']}" if spec.get("subject") else ""))
 

@@ -44,7 +44,7 @@ FaultKind = Literal[
     "hung_agent", "alert_flood", "broken_proposal", "frozen_dispatch", "thaw_dispatch",
     "stale_labels", "orphan_worktree", "unknown_files", "red_main", "green_main",
     "delete_worktree", "zombie_ticket", "same_commit_repush", "index_lock", "clock_jump",
-    "failpoint", "busy_worktree", "release_worktree",
+    "failpoint", "busy_worktree", "release_worktree", "move_ticket",
     # real mode, Docker (chaos/faults/containers.py): target a ticket glob, params {name, label, signal, timeout}
     "container_kill", "container_pause", "container_unpause", "container_stop", "container_restart",
     # any world (chaos/faults/command.py): params {command: argv, undo: argv, cwd, timeout}; the undo is journaled first
@@ -57,6 +57,7 @@ FAULT_PARAMS: dict[str, dict[str, str]] = {
     "kill_dispatcher": {"restart_after": "duration"},
     "stale_labels": {"label": "str"},
     "alert_flood": {"keys": "int"},
+    "move_ticket": {"to": "str"},
     "command": {"command": "argv", "undo": "argv", "cwd": "str", "timeout": "duration"},
     **{k: {"name": "str", "label": "str", "signal": "str", "timeout": "duration"}
        for k in ("container_kill", "container_pause", "container_unpause", "container_stop", "container_restart")},
@@ -109,6 +110,9 @@ class Fault(Strict):
     count: int = Field(1, ge=1, description="how many (alerts, labels, files…)")
     seconds: Duration | None = Field(None, description="clock jump size, hang length…")
     params: dict[str, Any] = Field(default_factory=dict, description="per fault, see FAULT_PARAMS")
+    pick: int | None = Field(None, ge=1, description="aim at this many of the tickets `target` matches, drawn from the seed "
+                                                    "(one fault per picked ticket)")
+    jitter: Duration | None = Field(None, description="with at: fire at `at` plus a delay drawn from the seed in [0, jitter]")
 
     @model_validator(mode="after")
     def _when(self) -> Fault:
@@ -122,6 +126,8 @@ class Fault(Strict):
                 self.params[k] = _param(kind, v)
             except ValueError as e:
                 raise ValueError(f"expected a valid params.{k}: {e} @params") from None
+        if self.fault == "move_ticket" and not self.params.get("to"):
+            raise ValueError("expected params.to (the state a human moves the ticket to) for fault: move_ticket @params")
         if self.fault == "command" and not self.params.get("command"):
             raise ValueError("expected params.command (an argv) for fault: command @params")
         whens = [w for w in (self.at is not None, self.on_event is not None, self.fault == "failpoint") if w]
@@ -131,6 +137,8 @@ class Fault(Strict):
             raise ValueError("expected one of 'at', 'on_event' (or fault: failpoint), got neither @at")
         if self.at is not None and self.on_event is not None:
             raise ValueError("expected one of 'at' or 'on_event', got both @on_event")
+        if self.jitter is not None and self.at is None:
+            raise ValueError("expected 'at' with 'jitter' (a delay added to a timed fault), got no 'at' @jitter")
         return self
 
 
@@ -225,6 +233,9 @@ class _Bounded(Strict):
 
 
 class CountSpec(Events, _Bounded):
+    per_tick: bool = Field(False, description="the bounds hold for each supervisor tick's events (those up to its "
+                                              "supervisor.tick event), not the whole run's: a blast radius")
+
     @model_validator(mode="after")
     def _bounded(self) -> CountSpec:
         if self.min is None and self.max is None and self.equals is None:

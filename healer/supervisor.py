@@ -8,7 +8,7 @@ world, so a missed event or a crash between ticks is harmless):
     hosts        several hosts: a host whose lease expired is lost; fence it, requeue its tickets (healer/fleet/hosts.py)
     snapshot     healer.fleet.snapshot.Gatherer (fail-open per data source; incremental by event id)
     core         healer.core.decide(snapshot, policy, memory)
-    execute      healer.remedy.actions.execute, at most remediation.max_actions_per_tick
+    execute      healer.remedy.actions.execute, each planned action (the core keeps within max_actions_per_tick)
     alerts       healer.notify.notify (cooldown per key)
     repair       the repair-agent trigger (no-op without healer.repair.launcher)
     checkpoint   settings supervisor.memory, supervisor.last_tick_at; event supervisor.tick
@@ -74,7 +74,7 @@ class TickReport:
     snapshot: Snapshot | None = None
     decision: Decision | None = None
     outcomes: list[tuple[Any, remedy.Outcome]] = field(default_factory=list)  # (PlannedAction, Outcome)
-    overflow: list[Any] = field(default_factory=list)  # planned beyond max_actions_per_tick
+    overflow: list[Any] = field(default_factory=list)  # planned but not executed (none since the core caps the tick)
     recovered: list[remedy.Outcome] = field(default_factory=list)
     alerts_sent: int = 0
     repair: str | None = None
@@ -238,10 +238,10 @@ class Supervisor:
         rep.decision = d = decide(snap, self.policy, memory)
         failpoints.hit(FP_BEFORE_EXECUTE)
 
-        cap = self.policy.remediation.max_actions_per_tick
-        for a in d.actions[:cap]:
+        # the blast radius (remediation.max_actions_per_tick) has one definition, the core's limits.BlastRadius: it
+        # defers whatever is beyond it, so every planned action is within it (tests/supervisor/test_core_props.py)
+        for a in d.actions:
             rep.outcomes.append((a, remedy.execute(ctx, a)))
-        rep.overflow = list(d.actions[cap:])
 
         from healer.notify import notify
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -44,7 +45,7 @@ from chaos.engine import Activity, Result, finish
 from chaos.faults import process as pfault
 from chaos.faults import repo
 from chaos.faults.undo import UndoJournal, home
-from chaos.scenario import Fault, Scenario, deep_merge, match
+from chaos.scenario import Fault, Scenario, TicketSpec, deep_merge, match
 from healer import clock, failpoints, lifecycle, procs
 from healer.clock import Clock, system
 from healer.fleet.snapshot import HOST
@@ -65,7 +66,9 @@ CHANGES = ("ticket.", "worktree.", "quarantine.", "intent.done", "remedy.done", 
            "attempt.", "agent.")
 # the task-file behaviours of chaos/agents/fleet_agent.py, by the simulated engine's names
 BEHAVIOURS = {"succeeds": "success", "fails": "fail", "fails_same_commit": "fail", "dies": "die", "hangs": "hang",
-              "broken_proposal": "broken", "noop": "noop", "random": "success"}
+              "broken_proposal": "broken", "noop": "noop"}
+# `random` in real mode: a run-by-run script drawn from the seed (mostly successes, as the simulated Random draws)
+RANDOM = ("success", "success", "success", "fail,success", "die,success", "broken,success", "noop")
 
 
 @dataclass
@@ -118,6 +121,8 @@ class RealEngine:
         self.fp_total = 0
         self.fp_missed: list[str] = []
         self.fired: set[int] = set()
+        self.faults: list[Fault] = list(scenario.faults)  # resolved (pick, jitter) at setup
+        self.scripts: dict[str, str] = {}  # ticket -> the scripted agent's behaviour at the start
         self.nth: dict[int, int] = {}
         self.last_event_id = 0
         self.until_seen = False
@@ -215,14 +220,19 @@ class RealEngine:
         self.store.append("chaos.start", self.sc.name, {"run": self.run_id, "mode": "real", "seed": self.seed,
                                                         "disabled": self.disabled})
         n_agents = 0
-        for spec in self.sc.fleet.tickets:
+        rng = random.Random(self.seed)
+        specs = list(self.sc.fleet.tickets)
+        for i in range(self.sc.fleet.random_tickets):  # as the simulated engine draws them
+            specs.append(TicketSpec(id=f"R-{i + 1}", behaviour="random", priority=rng.randint(1, 3)))
+        for spec in specs:
             ids = spec.ids()
             for k, tid in enumerate(ids):
                 blocked = list(spec.blocked_by)
                 if spec.cycle and len(ids) > 1:
                     blocked.append(ids[(k + 1) % len(ids)])
                 created = self.start - spec.age
-                behaviour = BEHAVIOURS.get(spec.behaviour, spec.behaviour)
+                behaviour = rng.choice(RANDOM) if spec.behaviour == "random" else BEHAVIOURS.get(spec.behaviour, spec.behaviour)
+                self.scripts[tid] = behaviour
                 body = f"behaviour: {behaviour}\n" + "".join(f"{k2}: {v}\n" for k2, v in spec.params.items())
                 self.store.add_ticket(spec.title, id=tid, body=body, priority=spec.priority, blocked_by=blocked,
                                       actor="gameday", state=spec.state, data={"behaviour": spec.behaviour})
@@ -242,6 +252,10 @@ class RealEngine:
                     self.store.upsert_agent(Agent(f"legacy-{n_agents}", tid, "running", pid=pid, host=HOST,
                                                   run_id=f"run-{tid}-0", worktree=wt, started_at=created,
                                                   heartbeat_at=created, progress_at=created, data={"launched_by": "legacy"}))
+        from chaos.faults.schedule import describe, resolve
+
+        self.faults = resolve(self.sc.faults, [t.id for t in self.store.tickets()], self.seed)  # pick and jitter, seeded
+        self.note("chaos.schedule", self.sc.name, {"seed": self.seed, "tickets": self.scripts, "faults": describe(self.faults)})
         failpoints.load_all()
         for f in self.sc.faults:
             if f.fault == "failpoint" and f.failpoint:
@@ -422,7 +436,7 @@ class RealEngine:
         return inject(REAL, self, f)
 
     def event_faults(self) -> None:
-        faults = [(i, f) for i, f in enumerate(self.sc.faults) if f.on_event and i not in self.fired]
+        faults = [(i, f) for i, f in enumerate(self.faults) if f.on_event and i not in self.fired]
         if not faults:
             return
         evs = self.store.events(after=self.last_event_id, kinds=sorted({f.on_event for _, f in faults}))
@@ -476,7 +490,9 @@ class RealEngine:
         self.undo.register("kill_marker", marker=self.marker, role=f"game day {self.sc.name}")
 
     def loop(self) -> None:
-        timed = sorted((f for f in self.sc.faults if f.at is not None), key=lambda f: float(f.at or 0))
+        timed = sorted((f for f in self.faults if f.at is not None), key=lambda f: float(f.at or 0))
+        while timed and float(timed[0].at or 0) <= 0:  # `at: 0s` is the start: before any healer process runs
+            self.fault(timed.pop(0))
         if self.wants_dispatcher():
             self.start_dispatcher()
         cap = float(self.sc.duration)

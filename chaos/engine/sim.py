@@ -38,7 +38,7 @@ from healer import conventions as cv
 from healer import lifecycle
 from healer.clock import Clock, VirtualClock, system
 from healer.fleet.gates import FAIL, PASS, GateResult
-from healer.fleet.proposals import MERGED, REJECTED, Verdict
+from healer.fleet.proposals import MERGED, REJECTED, WITHHELD, Verdict
 from healer.fleet.snapshot import HOST
 from healer.records import Agent, Worktree
 
@@ -207,8 +207,9 @@ class SimEngine:
                         if spec.agent == "live":
                             self._spawn(aid, tid, PID_BASE + self.pid_n)
                     self.runs[tid] = 1
-                if spec.state == lifecycle.REVIEW:
+                if spec.state == lifecycle.REVIEW and spec.worktree:  # its work: a branch with a commit
                     self._worktree(tid, created)
+                    self.heads[tid] = hashlib.sha1(f"{tid}:review:{self.seed}".encode()).hexdigest()[:12]
         self.store.set_setting(MAIN_STATUS, "unknown")
         self.policy_file = self.root / ".healer" / "policy.gameday.yaml"
         self.policy_file.write_text(yaml.safe_dump(self.policy.model_dump(mode="json", by_alias=True), sort_keys=False))
@@ -361,6 +362,12 @@ class SimEngine:
 
         return inject(SIM, self, f)
 
+    def meanwhile(self, kind: str, subject: str) -> None:
+        """Mid-step (e.g. while a merge gate runs): faults chained on `kind` fire now, inside the product's step."""
+        if any(f.on_event == kind for f in self.event_faults):
+            self.store.append(kind, subject, {})
+            self._event_faults()
+
     def _event_faults(self) -> None:
         if not self.event_faults:
             return
@@ -437,9 +444,13 @@ class SimEngine:
         result.steady_before = self.steady()
         self.at(0.0, "dispatch_tick")
         self.at(min(1.0, self.tick), "supervise")
-        for f in self.sc.faults:
+        from chaos.faults.schedule import resolve
+
+        self.faults = resolve(self.sc.faults, [t.id for t in self.store.tickets()], self.seed)  # pick and jitter, seeded
+        self.event_faults = [f for f in self.faults if f.on_event]
+        for f in self.faults:
             if f.at is not None:
-                self.at(f.at, "fault", f)
+                self.at(float(f.at), "fault", f)
         from healer import failpoints as _fp
 
         self.saved_fp = os.environ.get(_fp.ENV)
@@ -667,8 +678,12 @@ class SimGates:
 
     def proposal(self, root, policy, p, clock, *, still_wanted=None) -> Verdict:
         tid = p.ticket_id
+        self.e.meanwhile("chaos.gate", tid)  # a gate run takes minutes: the world (a human) acts meanwhile
         if tid in self.e.broken or self.e.behaviours[tid].__class__.__name__ == "BrokenProposal":
             return Verdict(REJECTED, "merge gate 'tests' failed on the merge result", self.e.main_commit)
+        why = still_wanted() if still_wanted is not None else None  # the compare-and-set before main advances
+        if why:
+            return Verdict(WITHHELD, f"merge gates passed\nnot merged: {why}", self.e.main_commit)
         return Verdict(MERGED, "merge gates passed", self.e.main_commit, self.e.main_commit)
 
 

@@ -224,6 +224,12 @@ def stale_labels(e: RealEngine, f: Fault) -> str:
     return f"{len(ids)} stale label(s)"
 
 
+def move_ticket(e: RealEngine, f: Fault) -> str:
+    from chaos.faults.sim_world import _move
+
+    return _move(e.store, _tickets(e, f), f.params["to"])
+
+
 def zombie_ticket(e: RealEngine, f: Fault) -> str:
     ids = _tickets(e, f)
     for tid in ids:
@@ -257,7 +263,7 @@ INJECT = {
     **{fn.__name__: fn for fn in (
         kill_supervisor, stop_supervisor, continue_supervisor, kill_dispatcher, stop_dispatcher, continue_dispatcher,
         busy_worktree, release_worktree, orphan_worktree, unknown_files, index_lock, red_main, green_main,
-        delete_worktree, stale_labels, zombie_ticket, alert_flood, command, failpoint, same_commit_repush,
+        delete_worktree, move_ticket, stale_labels, zombie_ticket, alert_flood, command, failpoint, same_commit_repush,
         broken_proposal, clock_jump)},
     "frozen_dispatch": frozen_dispatch, "thaw_dispatch": thaw_dispatch,
     **dict.fromkeys(("kill_agent", "stop_agent", "continue_agent", "hung_agent"), _agent_fault),

@@ -70,6 +70,7 @@ _SPECS = (
     FaultSpec("release_worktree", "the busy_worktree holders end", "-"),
     FaultSpec("red_main", "main's gates fail", "green_main"),
     FaultSpec("green_main", "main's gates pass again", "-"),
+    FaultSpec("move_ticket", "a human moves the target ticket to `params.to` (the lifecycle table allowing)", "-", T),
     FaultSpec("zombie_ticket", "the target's work is already merged on main", "-", T),
     FaultSpec("clock_jump", "the wall clock jumps `seconds` (monotonic time does not; real: every healer process of the "
               "run, through healer/clock.py)", "the run's clock file goes at the end (real)", ("seconds",)),

@@ -169,6 +169,23 @@ def zombie_ticket(e: SimEngine, f: Fault) -> str:
     return f"{len(ids)} ticket(s) whose work is already on main"
 
 
+def move_ticket(e: SimEngine, f: Fault) -> str:
+    return _move(e.store, _tickets(e, f), f.params["to"])
+
+
+def _move(store, ids: list[str], to: str) -> str:
+    from healer.lifecycle import InvalidTransition
+
+    out = []
+    for tid in ids:
+        try:
+            store.move_ticket(tid, to, actor="human", reason="game day: a human moved it")
+            out.append(tid)
+        except InvalidTransition as ex:
+            return f"{tid}: {ex}"
+    return f"{', '.join(out) or 'no ticket'} moved to {to} by a human"
+
+
 def broken_proposal(e: SimEngine, f: Fault) -> str:
     for tid in _tickets(e, f):
         e.broken.add(tid)
@@ -237,5 +254,5 @@ def release_worktree(e: SimEngine, f: Fault) -> str:
 INJECT = {fn.__name__: fn for fn in (
     command, failpoint, kill_agent, stop_agent, continue_agent, hung_agent, kill_supervisor, stop_supervisor,
     continue_supervisor, kill_dispatcher, stop_dispatcher, continue_dispatcher, frozen_dispatch, thaw_dispatch,
-    red_main, green_main, stale_labels, unknown_files, delete_worktree, zombie_ticket, broken_proposal,
+    red_main, green_main, move_ticket, stale_labels, unknown_files, delete_worktree, zombie_ticket, broken_proposal,
     same_commit_repush, alert_flood, clock_jump, orphan_worktree, busy_worktree, release_worktree)}

@@ -8,8 +8,9 @@ import pytest
 
 from chaos import engine
 from chaos.scenario import discover, load
-from healer import conventions
-from healer.core import dispatch, rules, waitfor
+from healer import conventions, lifecycle
+from healer.core import dispatch, limits, rules, waitfor
+from healer.fleet.dispatcher import Dispatcher
 
 
 def _no_wait_labels(mp):
@@ -24,6 +25,17 @@ def _no_budget(mp):
         **{**real.__func__(cls, p).__dict__, "max_launches": 10**6})))
 
 
+def _no_cas_on_review_to_queued(mp):
+    real = Dispatcher._move
+
+    def _move(self, tid, to, reason, expect=None):  # the compare-and-set dropped on this one move only
+        if to == lifecycle.QUEUED and expect == lifecycle.REVIEW:
+            expect = None
+        return real(self, tid, to, reason, expect)
+
+    mp.setattr(Dispatcher, "_move", _move)
+
+
 MUTANTS = {
     # feature switched off                 (scenario, how, an expectation that must break)
     "dispatcher ignores wait labels": ("stuck-review-label", _no_wait_labels, "held while labelled then launched"),
@@ -35,6 +47,10 @@ MUTANTS = {
     "supervisor cannot pause on red main": ("red-main", lambda mp: mp.setitem(rules.APPLICABLE, "main_red",
                                                                               frozenset({"notify"})),
                                             "dispatch paused by the supervisor"),
+    "no max_actions_per_tick cap": ("frozen-in-progress", lambda mp: mp.setattr(limits.BlastRadius, "why_not",
+                                                                                lambda self, *a: None),
+                                    "blast radius, at most 20 actions per supervisor tick"),
+    "no expect on review->queued": ("human-moves-mid-review", _no_cas_on_review_to_queued, "the human's escalation stands"),
     "two keys for one red main": ("notification-storm", lambda mp: mp.setattr(conventions, "sentinel_key", lambda kind: kind),
                                   "one page per condition (no second key for the same red main)"),
 }

@@ -4,6 +4,8 @@ rolled back, and the run leaves nothing behind."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from chaos.engine import Result
@@ -90,3 +92,16 @@ def test_the_fleet_heals_and_nothing_is_left(faults_run):
     assert r.ok, "\n".join(c.message for c in r.failures)
     kinds = [x.name for x in r.rollbacks]
     assert any("sigcont" in k for k in kinds) and any("remove_file" in k for k in kinds)
+
+
+def test_the_clock_jump_reaches_every_healer_process(faults_run):
+    """Real mode: the healer children read the jumped wall clock (healer/clock.py's offset file); the engine does not."""
+    from healer.store import open_store
+
+    store = open_store(Path(faults_run.stats["fleet"]))
+    try:
+        [jump] = [e for e in store.events(kinds=["chaos.fault"]) if e.payload["fault"] == "clock_jump"]
+        later = [e.at - jump.at for e in store.events(after=jump.id, kinds=["supervisor.tick"])]
+    finally:
+        store.close()
+    assert later and max(later) > 3500, later
