@@ -38,7 +38,7 @@ retry:
 """
 
 
-def run(console: Console, *, keep: bool = False) -> int:
+def run(console: Console, *, keep: bool = False, suite: bool = True) -> int:
     """The demo; returns the exit code (0 when everything shown worked)."""
     from healer.cli.board import board_table
     from healer.cli.misc import init_fleet
@@ -98,7 +98,7 @@ def run(console: Console, *, keep: bool = False) -> int:
         for s in lifecycle.STATES:
             console.print(f"   {s:<12} -> {', '.join(moves.get(s, [])) or '-'}", highlight=False)
 
-        rc = max(rc, gameday_stage(console, tmp))
+        rc = max(rc, gameday_stage(console, tmp, suite=suite))
 
         console.print()
         console.print(Rule("next: [bold]make test[/], [bold]healer --help[/]"))
@@ -110,7 +110,7 @@ def run(console: Console, *, keep: bool = False) -> int:
     return rc
 
 
-def gameday_stage(console: Console, tmp: Path) -> int:
+def gameday_stage(console: Console, tmp: Path, suite: bool = True) -> int:
     """A demo fleet broken and healed live (its timeline as it happens), then the standard game-day suite."""
     from chaos import engine, runner
     from chaos.scenario import discover, load
@@ -131,6 +131,9 @@ def gameday_stage(console: Console, tmp: Path) -> int:
     console.print(f"   … {len(r.timeline)} timeline entries; {'[green]healed[/]' if r.ok else '[red]NOT healed[/]'}: "
                   + "; ".join(c.message for c in r.checks[:3]), highlight=False, soft_wrap=True)
 
+    if not suite:
+        console.print("\n[bold]6. The standard game-day suite[/]: skipped (--no-suite); run it with: healer gameday run")
+        return 0 if r.ok else 1
     console.print("\n[bold]6. The standard game-day suite[/]  (healer gameday run chaos/scenarios)")
     results = runner.run_all(runner.load_all(None), console=console)
     report_dir = Path(tempfile.gettempdir()) / "healer-gameday-report"

@@ -279,11 +279,13 @@ def doctor(root: Path = RootOpt, as_json: bool = JsonOpt) -> None:
         raise typer.Exit(1)
 
 
-def demo(keep: bool = typer.Option(False, "--keep", help="Keep the demo fleet folder and print where it is.")) -> None:
+def demo(keep: bool = typer.Option(False, "--keep", help="Keep the demo fleet folder and print where it is."),
+         suite: bool = typer.Option(True, "--suite/--no-suite",
+                                    help="End with the standard game-day suite (minutes); --no-suite stops after the live heal.")) -> None:
     """A short tour of what healer has: a temp fleet, its board, the shipped policies."""
     from healer import demo as demo_mod
 
-    rc = demo_mod.run(console, keep=keep)
+    rc = demo_mod.run(console, keep=keep, suite=suite)
     if rc:
         raise typer.Exit(rc)
 
