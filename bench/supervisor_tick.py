@@ -134,9 +134,12 @@ BARE = ["SELECT * FROM tickets", "SELECT * FROM labels", "SELECT * FROM agents",
 def incremental(policy) -> None:
     """Issue 15: the supervisor's steady-state tick (incremental snapshot + decide) beside a bare read.
 
-    Between ticks 20 tickets change (a comment each: an event, a re-read); the bare read is a `SELECT *`
+    As the supervisor ticks: the Gatherer's snapshot, then `healer.core.incremental.decide` with the previous
+    tick's carry and memory (only changed tickets and passed deadlines are judged again; property-tested
+    equal to `decide`). Between ticks 20 tickets change (a comment each: an event, a re-read); the bare read is a `SELECT *`
     of every table the snapshot reads (tickets, labels, agents, worktrees, proposals, attempts), rows
     fetched, nothing decoded. CPU time of this process, medians; runs alternated."""
+    from healer.core import incremental as inc
     from healer.fleet.snapshot import Gatherer
 
     sizes = (10,) if QUICK else (10, 100)
@@ -149,7 +152,8 @@ def incremental(policy) -> None:
             store = populate(root, snap, clock)
             pol = policy.model_copy(update={"fleet": policy.fleet.model_copy(update={"pool_size": 100 * k})})
             g = Gatherer()
-            g.gather(root, store, pol, clock)  # the full read at start
+            memory = Memory()
+            d, carry = inc.decide(g.gather(root, store, pol, clock), pol, memory)  # the full read and decision at start
             ids = [t.id for t in snap.tickets[:20]]
             tick, bare = [], []
             try:
@@ -158,9 +162,10 @@ def incremental(policy) -> None:
                         store.comment(tid, "progress", author="bench")
                     clock.advance(30)
                     c = time.process_time()
-                    decide(g.gather(root, store, pol, clock), pol, Memory())
+                    d, carry = inc.decide(g.gather(root, store, pol, clock), pol, memory, carry)
                     tick.append(time.process_time() - c)
-                    assert g.board.last.startswith("incremental")
+                    memory = d.memory
+                    assert g.board.last.startswith("incremental") and carry.mode.startswith("incremental")
                     c = time.process_time()
                     for q in BARE:
                         store._db.execute(q).fetchall()

@@ -177,6 +177,7 @@ class Supervisor:
         self.ticks = 0
         self._hosts_seen: dict[str, float] = {}  # several hosts: when this leader first saw each host's lease expired
         self.gatherer = snapmod.Gatherer()  # incremental between ticks; a full read first and every FULL_EVERY
+        self.carry = None  # the incremental decision's carry-over (healer/core/incremental.py); None: from scratch
 
     def context(self, batch: str | None = None) -> remedy.Context:
         return remedy.Context(self.root, self.store, self.policy, self.clock, self.runtime, ACTOR, batch=batch, host=self.host,
@@ -235,7 +236,7 @@ class Supervisor:
         # this tick is a supervisor tick: the downtime before it (a restart) is no silence to page about
         rep.snapshot = snap = replace(snap, last_supervisor_tick=now)
         memory = with_external_attempts(load_memory(self.store), self.store, self.policy, snap.now)
-        rep.decision = d = decide(snap, self.policy, memory)
+        rep.decision = d = self._decide(snap, memory)
         failpoints.hit(FP_BEFORE_EXECUTE)
 
         # the blast radius (remediation.max_actions_per_tick) has one definition, the core's limits.BlastRadius: it
@@ -267,6 +268,17 @@ class Supervisor:
         nothing in it, and what the store already holds is not written again."""
         if memory != self.store.get_setting(keys.SUPERVISOR_MEMORY):
             self.store.set_setting(keys.SUPERVISOR_MEMORY, memory)
+
+    def _decide(self, snap: Snapshot, memory: Memory) -> Decision:
+        """The core's decision, incremental between ticks (the same answer as `decide`, property-tested); from
+        scratch whenever the snapshot was a full read (a restart, the scheduled re-read)."""
+        from healer.core import incremental
+
+        board = self.gatherer.board
+        carry = self.carry if board is not None and board.last != "full" else None
+        self.carry = None  # a decision that raises leaves no carry behind
+        d, self.carry = incremental.decide(snap, self.policy, memory, carry)
+        return d
 
     # -- repair trigger -----------------------------------------------------------------
     def _repair_hook(self, d: Decision) -> str | None:

@@ -84,6 +84,24 @@ class Index:
 
 def index(s: Snapshot) -> Index:
     ix = Index(tickets={t.id: t for t in s.tickets})
+    fill(ix, s)
+    for t in s.tickets:
+        rv = reviewed(t)
+        if rv is not None:
+            ix.reviewers[rv].append(t.id)
+    for ids in ix.reviewers.values():
+        ids.sort()  # by id, not board order: the same graph however the tickets come
+    return ix
+
+
+def reviewed(t: Ticket) -> str | None:
+    """The ticket `t` reviews (data.reviews), while `t` is not done or closed."""
+    rv = t.data.get("reviews") if t.data else None
+    return rv if isinstance(rv, str) and t.state not in lifecycle.TERMINAL else None
+
+
+def fill(ix: Index, s: Snapshot) -> None:
+    """The agent, worktree and proposal parts of the index (one pass over each)."""
     for v in s.agents:
         tid = v.agent.ticket_id
         if tid is not None:
@@ -100,11 +118,6 @@ def index(s: Snapshot) -> Index:
     for p in s.proposals:
         if p.state == "open":
             ix.open_proposal_tickets.add(p.ticket_id)
-    for t in s.tickets:
-        rv = t.data.get("reviews") if t.data else None
-        if isinstance(rv, str) and t.state not in lifecycle.TERMINAL:
-            ix.reviewers[rv].append(t.id)
-    return ix
 
 
 def _due(now: float, since: float, threshold: float) -> bool:
@@ -176,71 +189,109 @@ _NO_REPUSH_CHECK = frozenset({lifecycle.DONE, lifecycle.CLOSED, lifecycle.NEEDS_
 
 
 def tickets(s: Snapshot, policy, ix: Index) -> list[Finding]:
+    out: list[Finding] = []
+    for t in s.tickets:
+        if t.state not in lifecycle.TERMINAL:
+            out.extend(_ticket(t, s, policy, ix)[0])
+    for tid, atts in s.attempts.items():
+        t = ix.tickets.get(tid)
+        f = _repush(t, atts, ix) if t is not None else None
+        if f is not None:
+            out.append(f)
+    return out
+
+
+def ticket_findings(t: Ticket, s: Snapshot, policy, ix: Index) -> tuple[list[Finding], float]:
+    """The findings of one ticket that is not done or closed (`tickets` for one ticket), and the earliest `now`
+    at which they could change although nothing about the ticket did (a threshold crossed; inf: never).
+    The incremental decision (healer/core/incremental.py) keeps both and asks again only for changed
+    tickets and passed deadlines."""
+    out, later = _ticket(t, s, policy, ix)
+    f = _repush(t, s.attempts.get(t.id, ()), ix)
+    if f is not None:
+        out.append(f)
+    return out, later
+
+
+def _ticket(t: Ticket, s: Snapshot, policy, ix: Index) -> tuple[list[Finding], float]:
     h = policy.health
     now = s.now
     stale = h.stale_labels
     out: list[Finding] = []
-    for t in s.tickets:
-        if t.state in lifecycle.TERMINAL:
-            continue
-        live = ix.live_by_ticket.get(t.id, ())
-        if t.state == lifecycle.IN_PROGRESS and not live and t.id not in ix.existing_wt_tickets:
-            mine = ix.agents_by_ticket.get(t.id, ())
-            since = max([t.updated_at] + [max(v.agent.ended_at or 0.0, v.agent.heartbeat_at or 0.0) for v in mine])
-            if _due(now, since, h.frozen_in_progress):
-                out.append(Finding("frozen_in_progress", t.id, since, {
-                    "ticket": t.id, "expect": t.state, "updated_at": t.updated_at,
-                    "stale_agents": sorted(v.agent.id for v in mine if v.agent.state == "running"),
-                }, SEVERITY["frozen_in_progress"]))
-        if stale and t.labels:
-            act = max([t.updated_at] + [activity_at(v) for v in live])
-            due = {}
-            first = None
-            for label, added in t.labels.items():
-                age = stale.get(label)
-                if age is None:
-                    continue
-                since = max(added, act)
-                if _due(now, since, age):
-                    due[label] = added
-                    first = since if first is None else min(first, since)
-            if due:
-                out.append(Finding("stale_label", t.id, first, {
-                    "ticket": t.id, "labels": dict(sorted(due.items())), "last_activity": act,
-                }, SEVERITY["stale_label"]))
-        merged = t.id in s.merged_tickets or (t.data.get("merged_commit") if t.data else None)
-        if merged and t.id not in s.reopened and not (t.state == lifecycle.REVIEW and t.id in ix.open_proposal_tickets):
-            lv = sorted(live, key=lambda v: v.agent.id)
-            out.append(Finding("zombie_ticket", t.id, t.updated_at, {
-                "ticket": t.id, "expect": t.state, "merged_commit": (t.data or {}).get("merged_commit"),
-                "agent": lv[0].agent.id if lv else None, "agent_live": bool(lv), "pid": lv[0].agent.pid if lv else None,
-            }, SEVERITY["zombie_ticket"]))
-    for tid, atts in s.attempts.items():
-        t = ix.tickets.get(tid)
-        if t is None or t.state in _NO_REPUSH_CHECK or len(atts) < 2:
-            continue
-        if t.state == lifecycle.REVIEW and tid in ix.open_proposal_tickets:
-            continue  # its proposal is being gated: judging it now races the merge
-        groups: dict[tuple, list] = {}
-        hit = None
-        for at in atts:
-            if not at.head or died(at):
-                continue  # a killed, lost or interrupted run pushed nothing: only launches and runs that ended count
-            g = groups.setdefault((at.head, at.state_hash), [])
-            g.append(at)
-            if len(g) == 2 and hit is None:
-                hit = g
-        if hit is None:
-            continue
-        head, state_hash = hit[0].head, hit[0].state_hash
-        g = groups[(head, state_hash)]
-        lv = sorted(ix.live_by_ticket.get(tid, ()), key=lambda v: v.agent.id)
-        out.append(Finding("same_commit_repush", tid, hit[1].at, {
-            "ticket": tid, "expect": t.state, "head": head, "state_hash": state_hash, "count": len(g),
-            "attempts": [a.id for a in g][-10:], "failure_signature": g[-1].failure_signature,
+    later = _INF
+    live = ix.live_by_ticket.get(t.id, ())
+    if t.state == lifecycle.IN_PROGRESS and not live and t.id not in ix.existing_wt_tickets:
+        mine = ix.agents_by_ticket.get(t.id, ())
+        since = max([t.updated_at] + [max(v.agent.ended_at or 0.0, v.agent.heartbeat_at or 0.0) for v in mine])
+        if _due(now, since, h.frozen_in_progress):
+            out.append(Finding("frozen_in_progress", t.id, since, {
+                "ticket": t.id, "expect": t.state, "updated_at": t.updated_at,
+                "stale_agents": sorted(v.agent.id for v in mine if v.agent.state == "running"),
+            }, SEVERITY["frozen_in_progress"]))
+        else:
+            later = min(later, _when(since, h.frozen_in_progress))
+    if stale and t.labels:
+        act = max([t.updated_at] + [activity_at(v) for v in live])
+        due = {}
+        first = None
+        for label, added in t.labels.items():
+            age = stale.get(label)
+            if age is None:
+                continue
+            since = max(added, act)
+            if _due(now, since, age):
+                due[label] = added
+                first = since if first is None else min(first, since)
+            else:
+                later = min(later, _when(since, age))
+        if due:
+            out.append(Finding("stale_label", t.id, first, {
+                "ticket": t.id, "labels": dict(sorted(due.items())), "last_activity": act,
+            }, SEVERITY["stale_label"]))
+    merged = t.id in s.merged_tickets or (t.data.get("merged_commit") if t.data else None)
+    if merged and t.id not in s.reopened and not (t.state == lifecycle.REVIEW and t.id in ix.open_proposal_tickets):
+        lv = sorted(live, key=lambda v: v.agent.id)
+        out.append(Finding("zombie_ticket", t.id, t.updated_at, {
+            "ticket": t.id, "expect": t.state, "merged_commit": (t.data or {}).get("merged_commit"),
             "agent": lv[0].agent.id if lv else None, "agent_live": bool(lv), "pid": lv[0].agent.pid if lv else None,
-        }, SEVERITY["same_commit_repush"]))
-    return out
+        }, SEVERITY["zombie_ticket"]))
+    return out, later
+
+
+_INF = float("inf")
+
+
+def _when(since: float, threshold: float) -> float:
+    """A moment no later than the first `now` at which `_due(now, since, threshold)` holds (a little early:
+    float rounding must never make a cached answer outlive its deadline)."""
+    return since + threshold - 1e-3
+
+
+def _repush(t: Ticket, atts, ix: Index) -> Finding | None:
+    tid = t.id
+    if t.state in _NO_REPUSH_CHECK or len(atts) < 2:
+        return None
+    if t.state == lifecycle.REVIEW and tid in ix.open_proposal_tickets:
+        return None  # its proposal is being gated: judging it now races the merge
+    groups: dict[tuple, list] = {}
+    hit = None
+    for at in atts:
+        if not at.head or died(at):
+            continue  # a killed, lost or interrupted run pushed nothing: only launches and runs that ended count
+        g = groups.setdefault((at.head, at.state_hash), [])
+        g.append(at)
+        if len(g) == 2 and hit is None:
+            hit = g
+    if hit is None:
+        return None
+    head, state_hash = hit[0].head, hit[0].state_hash
+    g = groups[(head, state_hash)]
+    lv = sorted(ix.live_by_ticket.get(tid, ()), key=lambda v: v.agent.id)
+    return Finding("same_commit_repush", tid, hit[1].at, {
+        "ticket": tid, "expect": t.state, "head": head, "state_hash": state_hash, "count": len(g),
+        "attempts": [a.id for a in g][-10:], "failure_signature": g[-1].failure_signature,
+        "agent": lv[0].agent.id if lv else None, "agent_live": bool(lv), "pid": lv[0].agent.pid if lv else None,
+    }, SEVERITY["same_commit_repush"])
 
 
 # -- worktrees and files -------------------------------------------------------------

@@ -59,6 +59,15 @@ class Tally:
     per_action: Counter = field(default_factory=Counter)
     per_rule: Counter = field(default_factory=Counter)
     claimed: dict[str, str] = field(default_factory=dict)  # subject -> finding key that took it this tick
+    _seen: dict = field(default_factory=dict)  # counts over memory, which is fixed for the tick: once each
+
+    def recent(self, kind: str, name: str, times, window: float) -> int:
+        """_recent over memory's times of `name`, counted once per tick (thousands of findings ask)."""
+        k = (kind, name, window)
+        n = self._seen.get(k)
+        if n is None:
+            n = self._seen[k] = _recent(times or (), self.now, window)
+        return n
 
     def grant(self, seq: Sequence[PlannedAction], key: str | None, rule_id: str | None, by: str) -> None:
         self.total += len(seq)
@@ -128,7 +137,7 @@ class RuleRate:
     def why_not(self, seq, key, rule, tally: Tally) -> str | None:
         if self.max_per_hour is None or rule is None:
             return None
-        n = _recent(tally.memory.rule_times.get(rule) or (), tally.now, HOUR) + tally.per_rule[rule]
+        n = tally.recent("rule", rule, tally.memory.rule_times.get(rule), HOUR) + tally.per_rule[rule]
         if n >= self.max_per_hour:
             return f"max_per_hour: rule {rule} acted {n} times in the last hour (limit {self.max_per_hour})"
         return None
@@ -139,13 +148,15 @@ class RateLimit:
     limits: dict  # action -> (count, per)
 
     def why_not(self, seq, key, rule, tally: Tally) -> str | None:
-        need = Counter(a.action for a in seq)
+        need: dict[str, int] = {}
+        for a in seq:
+            need[a.action] = need.get(a.action, 0) + 1
         for action, k in sorted(need.items()):
             lim = self.limits.get(action)
             if lim is None:
                 continue
             count, per = lim
-            n = _recent(tally.memory.action_times.get(action) or (), tally.now, per) + tally.per_action[action]
+            n = tally.recent("action", action, tally.memory.action_times.get(action), per) + tally.per_action[action]
             why = rate_reason(action, n, count, per, k)
             if why:
                 return why

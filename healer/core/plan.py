@@ -34,8 +34,12 @@ DAY = 86400.0
 def detect(snapshot: Snapshot, policy, ix: fd.Index | None = None) -> list[Finding]:
     """Every finding at snapshot.now, in planning order, one per key."""
     ix = fd.index(snapshot) if ix is None else ix
-    found = (fd.agents(snapshot, policy, ix) + fd.tickets(snapshot, policy, ix) + fd.worktrees(snapshot, policy, ix)
-             + waitfor.cycles(snapshot, policy, ix) + sentinels.sentinels(snapshot, policy, ix))
+    return ordered(fd.agents(snapshot, policy, ix) + fd.tickets(snapshot, policy, ix) + fd.worktrees(snapshot, policy, ix)
+                   + waitfor.cycles(snapshot, policy, ix) + sentinels.sentinels(snapshot, policy, ix))
+
+
+def ordered(found: list[Finding]) -> list[Finding]:
+    """Planning order (severity, kind, subject), the first of each key only."""
     found.sort(key=fd.order_key)
     seen: set[str] = set()
     out = []
@@ -141,10 +145,14 @@ def _split_stale(f: Finding, policy) -> list[Finding]:
     return [replace(f, evidence={**f.evidence, "labels": g}) for g in groups.values()]
 
 
-def decide(snapshot: Snapshot, policy, memory: Memory) -> Decision:
+def decide(snapshot: Snapshot, policy, memory: Memory, *, found: list[Finding] | None = None,
+           ix: fd.Index | None = None) -> Decision:
+    """`found` and `ix`: the findings and index of this very snapshot, when the caller has them
+    (healer/core/incremental.py); otherwise they are computed here."""
     now = snapshot.now
-    ix = fd.index(snapshot)
-    found = detect(snapshot, policy, ix)
+    if found is None or ix is None:
+        ix = fd.index(snapshot)
+        found = detect(snapshot, policy, ix)
     firing = [f for f in found if f.status != UNKNOWN]
     rules = effective(policy)
     halted = snapshot.halted or policy.remediation.observe_only

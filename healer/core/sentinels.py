@@ -35,10 +35,11 @@ key = cv.sentinel_key  # the one alert key of a sentinel (`main_red:main`)
 _DISPATCHED = frozenset({lifecycle.QUEUED, lifecycle.IN_PROGRESS, lifecycle.REVIEW})  # work a dispatcher moves on
 
 
-def _ready(s: Snapshot, ix: Index, wait: frozenset[str] = frozenset()) -> list:
-    """Queued tickets the dispatcher could take now (every blocker done or closed, no label meaning wait)."""
+def _ready(s: Snapshot, ix: Index, wait: frozenset[str] = frozenset(), queued=None) -> list:
+    """Queued tickets the dispatcher could take now (every blocker done or closed, no label meaning wait);
+    `queued`: the queued tickets, when the caller keeps them (the incremental decision), else all are looked at."""
     out = []
-    for t in s.tickets:
+    for t in s.tickets if queued is None else queued:
         if t.state != lifecycle.QUEUED or (wait and not wait.isdisjoint(t.labels)):
             continue  # a ticket waiting for a review is not ready: its label is the stale_label finding's business
         if all((b in ix.tickets and ix.tickets[b].state in lifecycle.TERMINAL) for b in t.blocked_by):
@@ -46,7 +47,9 @@ def _ready(s: Snapshot, ix: Index, wait: frozenset[str] = frozenset()) -> list:
     return out
 
 
-def sentinels(s: Snapshot, policy, ix: Index) -> list[Finding]:
+def sentinels(s: Snapshot, policy, ix: Index, queued=None, dispatched: bool | None = None) -> list[Finding]:
+    """`queued` (the queued tickets) and `dispatched` (is any ticket queued, in progress or in review) spare a pass
+    over the whole board when the caller keeps them (healer/core/incremental.py); the same answer either way."""
     cfg = policy.sentinels
     now = s.now
     out: list[Finding] = []
@@ -57,12 +60,12 @@ def sentinels(s: Snapshot, policy, ix: Index) -> list[Finding]:
 
     need_fleet = not ({"dispatch_frozen", "pool_saturated"} <= unknown)
     if need_fleet:
-        ready = _ready(s, ix, frozenset(policy.fleet.wait_labels))
+        ready = _ready(s, ix, frozenset(policy.fleet.wait_labels), queued)
         live = [v for v in s.agents if is_live(v)]
         waiting_since = min((t.updated_at for t in ready), default=None)
         # a dead dispatcher freezes the fleet whatever the pause says: nobody re-checks main, reaps or merges
         dead = ("dispatch_frozen" not in unknown and s.last_dispatch_tick is not None and not dispatcher_up(s, policy)
-                and any(t.state in _DISPATCHED for t in s.tickets))
+                and (any(t.state in _DISPATCHED for t in s.tickets) if dispatched is None else dispatched))
         if dead:
             out.append(Finding("dispatch_frozen", "dispatch", s.last_dispatch_tick, {
                 "dispatcher": "silent", "last_pass_at": s.last_dispatch_tick, "dispatch_paused": s.dispatch_paused,

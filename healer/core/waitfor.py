@@ -39,37 +39,66 @@ BREAK = {
 
 def edges(s: Snapshot, policy, ix: Index) -> list[tuple[str, str, dict]]:
     """Every wait-for edge (u, v, data), as documented at the top of this module."""
-    out: list[tuple[str, str, dict]] = []
-    term = lifecycle.TERMINAL
-    tickets = ix.tickets
+    return [(u, v, _data(k, lb)) for u, v, k, lb in edge_tuples(s, policy, ix)]
+
+
+def _data(kind: str, label: str | None) -> dict:
+    return {"kind": kind} if label is None else {"kind": kind, "label": label}
+
+
+def edge_tuples(s: Snapshot, policy, ix: Index, tickets=None) -> list[tuple[str, str, str, str | None]]:
+    """The edges as hashable (u, v, kind, label) in the order `edges` gives them; `tickets`: only the ticket
+    part of these (the incremental decision passes the tickets that can have ticket edges at all)."""
+    out: list[tuple[str, str, str, str | None]] = []
     gate_labels = policy.health.stale_labels
+    for t in s.tickets if tickets is None else tickets:
+        ticket_edges(t, ix, gate_labels, out)
+    agent_edges(s, ix, out)
+    return out
+
+
+def has_ticket_edges(t, gate_labels) -> bool:
+    """Could `ticket_edges` give this ticket any edge (whatever the other tickets' states)?"""
+    if t.state in lifecycle.TERMINAL or t.state == lifecycle.NEEDS_HUMAN:
+        return False
+    if t.blocked_by or isinstance(t.data.get("waits_for") if t.data else None, list):
+        return True
+    return any(label in gate_labels for label in t.labels)
+
+
+def ticket_edges(t, ix: Index, gate_labels, out: list) -> None:
+    term = lifecycle.TERMINAL
+    if t.state in term or t.state == lifecycle.NEEDS_HUMAN:  # handed to a human: it waits for them alone
+        return
+    tickets = ix.tickets
 
     def pending(tid: str) -> bool:
-        t = tickets.get(tid)
-        return t is None or t.state not in term
+        u = tickets.get(tid)
+        return u is None or u.state not in term
 
-    for t in s.tickets:
-        if t.state in term or t.state == lifecycle.NEEDS_HUMAN:  # handed to a human: it waits for them alone
-            continue
-        tn = "ticket:" + t.id
-        for u in t.blocked_by:
-            if pending(u):
-                out.append((tn, "ticket:" + u, {"kind": "blocked_by"}))
-        waits = t.data.get("waits_for") if t.data else None
-        if isinstance(waits, list):
-            for u in waits:
-                if isinstance(u, str) and pending(u):
-                    out.append((tn, "ticket:" + u, {"kind": "waits_for"}))
-        for label in t.labels:
-            if label in gate_labels:
-                ln = f"label:{t.id}#{label}"
-                out.append((tn, ln, {"kind": "held_by_label", "label": label}))
-                rv = ix.reviewers.get(t.id)
-                if rv:
-                    for r in rv:
-                        out.append((ln, "ticket:" + r, {"kind": "reviewed_by"}))
-                else:
-                    out.append((ln, f"reviewer:{t.id}#{label}", {"kind": "no_reviewer"}))
+    tn = "ticket:" + t.id
+    for u in t.blocked_by:
+        if pending(u):
+            out.append((tn, "ticket:" + u, "blocked_by", None))
+    waits = t.data.get("waits_for") if t.data else None
+    if isinstance(waits, list):
+        for u in waits:
+            if isinstance(u, str) and pending(u):
+                out.append((tn, "ticket:" + u, "waits_for", None))
+    for label in t.labels:
+        if label in gate_labels:
+            ln = f"label:{t.id}#{label}"
+            out.append((tn, ln, "held_by_label", label))
+            rv = ix.reviewers.get(t.id)
+            if rv:
+                for r in rv:
+                    out.append((ln, "ticket:" + r, "reviewed_by", None))
+            else:
+                out.append((ln, f"reviewer:{t.id}#{label}", "no_reviewer", None))
+
+
+def agent_edges(s: Snapshot, ix: Index, out: list) -> None:
+    tickets = ix.tickets
     for v in s.agents:
         a = v.agent
         if a.state != "running" or a.ticket_id is None:
@@ -78,15 +107,14 @@ def edges(s: Snapshot, policy, ix: Index) -> list[tuple[str, str, dict]]:
         if t is None or t.state != lifecycle.IN_PROGRESS:
             continue
         an = "agent:" + a.id
-        out.append(("ticket:" + t.id, an, {"kind": "waits_for_agent"}))
+        out.append(("ticket:" + t.id, an, "waits_for_agent", None))
         if is_live(v) or not a.worktree:
             continue
         wn = "worktree:" + a.worktree
-        out.append((an, wn, {"kind": "resumes_in"}))
+        out.append((an, wn, "resumes_in", None))
         w = ix.worktree_by_path.get(a.worktree)
         if w is None or not w.exists or w.worktree.state != "active":
-            out.append((wn, "ticket:" + t.id, {"kind": "recreated_by"}))
-    return out
+            out.append((wn, "ticket:" + t.id, "recreated_by", None))
 
 
 def build(s: Snapshot, policy, ix: Index) -> nx.DiGraph:
@@ -137,32 +165,41 @@ def cycles(s: Snapshot, policy, ix: Index, g: nx.DiGraph | None = None) -> list[
     if g is None:
         g = nx.DiGraph()
         g.add_edges_from(core(edges(s, policy, ix)))
-    out: list[Finding] = []
+    return [f for _comp, f in components(s, ix, g) if f is not None]
+
+
+def components(s: Snapshot, ix: Index, g: nx.DiGraph) -> list[tuple[frozenset[str], Finding | None]]:
+    """Each strongly connected component of `g` that holds a cycle, with its wait_cycle finding (None: no ticket on it)."""
+    out: list[tuple[frozenset[str], Finding | None]] = []
     for comp in sorted(nx.strongly_connected_components(g), key=min):
         if len(comp) == 1:
             (n,) = comp
             if not g.has_edge(n, n):
                 continue
-        start = min(comp)
-        cyc = nx.find_cycle(g.subgraph(comp), source=start)
-        nodes = [u for u, _v in cyc]
-        tix = [n for n in nodes if n.startswith("ticket:") and n[len("ticket:"):] in ix.tickets]
-        if not tix:
-            continue
-        youngest = max(tix, key=lambda n: _created(ix, n))
-        tid = youngest[len("ticket:"):]
-        u, v = next((u, v) for u, v in cyc if u == youngest)
-        kind = g.edges[u, v]["kind"]
-        action = BREAK.get(kind, "escalate")
-        ev = {
-            "ticket": tid, "cycle": nodes, "edges": [[a, b, g.edges[a, b]["kind"]] for a, b in cyc],
-            "break_at": tid, "break_edge": [u, v, kind], "break_action": action,
-            "tickets": sorted(n[len("ticket:"):] for n in comp if n.startswith("ticket:")),
-            "expect": ix.tickets[tid].state,
-        }
-        if kind == "held_by_label":
-            ev["labels"] = {g.edges[u, v]["label"]: ix.tickets[tid].labels.get(g.edges[u, v]["label"])}
-        if kind == "waits_for_agent":
-            ev["stale_agents"] = [v[len("agent:"):]]
-        out.append(Finding("wait_cycle", tid, s.now, ev, SEVERITY["wait_cycle"]))
+        out.append((frozenset(comp), _finding(s, ix, g, comp)))
     return out
+
+
+def _finding(s: Snapshot, ix: Index, g: nx.DiGraph, comp) -> Finding | None:
+    start = min(comp)
+    cyc = nx.find_cycle(g.subgraph(comp), source=start)
+    nodes = [u for u, _v in cyc]
+    tix = [n for n in nodes if n.startswith("ticket:") and n[len("ticket:"):] in ix.tickets]
+    if not tix:
+        return None
+    youngest = max(tix, key=lambda n: _created(ix, n))
+    tid = youngest[len("ticket:"):]
+    u, v = next((u, v) for u, v in cyc if u == youngest)
+    kind = g.edges[u, v]["kind"]
+    action = BREAK.get(kind, "escalate")
+    ev = {
+        "ticket": tid, "cycle": nodes, "edges": [[a, b, g.edges[a, b]["kind"]] for a, b in cyc],
+        "break_at": tid, "break_edge": [u, v, kind], "break_action": action,
+        "tickets": sorted(n[len("ticket:"):] for n in comp if n.startswith("ticket:")),
+        "expect": ix.tickets[tid].state,
+    }
+    if kind == "held_by_label":
+        ev["labels"] = {g.edges[u, v]["label"]: ix.tickets[tid].labels.get(g.edges[u, v]["label"])}
+    if kind == "waits_for_agent":
+        ev["stale_agents"] = [v[len("agent:"):]]
+    return Finding("wait_cycle", tid, s.now, ev, SEVERITY["wait_cycle"])

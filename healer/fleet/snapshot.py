@@ -7,6 +7,7 @@ tick and the sentinels that depend on it report `unknown`.
 
 from __future__ import annotations
 
+import bisect
 import os
 from pathlib import Path
 
@@ -78,9 +79,12 @@ def _pid_state(pid: int) -> tuple[bool, bool]:
     if not _PROC:
         alive = procs.alive(pid)
         return alive, alive and procs.stopped(pid)
-    try:
-        with open(f"/proc/{int(pid)}/stat", "rb") as f:
-            raw = f.read()
+    try:  # os.open/os.read: no buffered file object per agent per tick (10,000 agents read every tick)
+        fd = os.open(f"/proc/{int(pid)}/stat", os.O_RDONLY)
+        try:
+            raw = os.read(fd, 4096)
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         return False, False
     except OSError:
@@ -108,6 +112,27 @@ WORKTREES_DIR = ".healer/worktrees"
 MAX_LOOSE_FILES = 200  # unknown files reported per tick outside worktrees: a flood is still a finding, not a stall
 FULL_EVERY = 300.0  # seconds between full re-reads of the board by a long-lived Gatherer (the safety net)
 MAX_CHANGED = 5000  # tickets changed since the last tick beyond which one full read beats re-reading each
+
+
+YOUNG = 50_000  # the collector's first threshold for such a process
+FREEZE_AT = 10_000  # tickets on a long-lived board from which the garbage collector is told to leave it alone
+
+
+def _freeze() -> None:
+    """Move what is alive now (the board just read) out of the collector's sight. Python's full collections
+    walk every tracked object: with a 100k-ticket board that was ~0.3 s per steady-state tick, most of it.
+    Frozen objects are still freed by reference counting when the board drops them; unfreeze + collect
+    first, so cyclic garbage left since the last full read is not kept for good."""
+    import gc
+
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+    # a tick makes some 200,000 short-lived containers (rows, views, findings): with the default 700 that
+    # is ~300 young collections per tick; reference counting frees them anyway
+    t0, t1, t2 = gc.get_threshold()
+    if t0 < YOUNG:
+        gc.set_threshold(YOUNG, t1, t2)
 
 
 class _Sources:
@@ -151,6 +176,8 @@ class _Board:
         self.seen = 0
         self.full_at: float | None = None
         self.ordered: tuple = ()
+        self.keys: list = []  # the sort key of each ticket in `ordered`, in the same order (bisect on change)
+        self.merged: set[str] = set()  # tickets whose work is on main (data.merged_commit)
         self.proposals: tuple = ()
         self.budget: dict[str, tuple] = {}
         self.last = "full"
@@ -158,8 +185,11 @@ class _Board:
     def full(self, store, mono: float) -> None:
         self.seen = store.last_event_id()  # before reading: a write during the read is applied again next time
         tickets = store.tickets()
+        tickets.sort(key=_order)  # the store's order already; Python's, so that bisect agrees with it
         self.tickets = {t.id: t for t in tickets}
         self.ordered = tuple(tickets)
+        self.keys = [_order(t) for t in tickets]
+        self.merged = {t.id for t in tickets if (t.data or {}).get("merged_commit")}
         self.props = {}
         for p in store.proposals():
             self.props.setdefault(p.ticket_id, []).append(p)
@@ -196,7 +226,13 @@ class _Board:
                     if e.payload.get("from") == lifecycle.DONE:
                         self.reopened.add(e.subject)
         props_moved = False
+        order = list(self.ordered) if changed else []
         for tid in changed:
+            old = self.tickets.get(tid)
+            if old is not None:  # out of the order; back in below at its new place if it still exists
+                i = bisect.bisect_left(self.keys, _order(old))
+                del self.keys[i], order[i]
+            self.merged.discard(tid)
             try:
                 t = store.ticket(tid)
             except NotFound:
@@ -206,6 +242,12 @@ class _Board:
                 props_moved |= self.props.pop(tid, None) is not None
                 continue
             self.tickets[tid] = t
+            k = _order(t)
+            i = bisect.bisect_left(self.keys, k)
+            self.keys.insert(i, k)
+            order.insert(i, t)
+            if (t.data or {}).get("merged_commit"):
+                self.merged.add(tid)
             ps = store.proposals(tid)
             if ps or tid in self.props:
                 props_moved = True
@@ -222,12 +264,16 @@ class _Board:
                     self.atts.pop(tid, None)
                     self.budget.pop(tid, None)
         if changed:
-            self.ordered = tuple(sorted(self.tickets.values(), key=lambda t: (t.priority, t.created_at, t.id)))
+            self.ordered = tuple(order)
         if props_moved:
             self.proposals = tuple(sorted((p for ps in self.props.values() for p in ps), key=lambda p: p.id))
         self.seen = evs[-1].id
         self.last = f"incremental ({len(changed)} tickets)"
         return True
+
+
+def _order(t) -> tuple:
+    return (t.priority, t.created_at, t.id)
 
 
 def _budget_attempts(store) -> dict[str, tuple]:
@@ -268,15 +314,19 @@ def busy_map(paths: list[Path]) -> dict[Path, tuple[int, ...]]:
     return {p: tuple(sorted(s)) for p, s in found.items()}
 
 
-def _loose_files(root: Path, registered: set[Path]) -> tuple[str, ...]:
+def _loose_files(root: Path, registered: set[str]) -> tuple[str, ...]:
     """Files in the managed worktrees folder that belong to no registered worktree."""
     base = root / WORKTREES_DIR
-    if not base.is_dir():
+    try:
+        names = sorted(os.listdir(base))  # names first: a Path per registered worktree per tick is most of the cost
+    except (FileNotFoundError, NotADirectoryError):
         return ()
+    prefix = _norm(base) + "/"
     out: list[str] = []
-    for entry in sorted(base.iterdir()):
-        if _norm(entry) in registered:
+    for name in names:
+        if prefix + name in registered:
             continue
+        entry = base / name
         if entry.is_symlink() or entry.is_file():
             out.append(entry.relative_to(root).as_posix())
         elif entry.is_dir() and not (entry / ".git").exists():
@@ -305,6 +355,18 @@ class Gatherer:
         self.full_every = full_every
         self.max_changed = max_changed
         self.board: _Board | None = None
+        self.views: dict[str, AgentView] = {}  # agent id -> the view handed out last tick (reused while unchanged)
+        self.wt_views: dict[str, WorktreeView] = {}
+        self._norms: dict[str, str] = {}
+
+    def norm(self, path) -> str:
+        """_norm, remembered: the same worktree paths come back every tick."""
+        n = self._norms.get(path)
+        if n is None:
+            if len(self._norms) > 200_000:
+                self._norms.clear()
+            n = self._norms[path] = _norm(path)
+        return n
 
     def _board(self, store, clock) -> _Board:
         mono = clock.monotonic()
@@ -314,6 +376,8 @@ class Gatherer:
             b = _Board()
             self.board = None  # a read that raises leaves no half-built board behind
             b.full(store, mono)
+            if len(b.tickets) >= FREEZE_AT and self.full_every > 0:
+                _freeze()
         self.board = b
         return b
 
@@ -334,8 +398,12 @@ def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str 
     tickets = board.ordered if board else ()
     by_id = board.tickets if board else {}
 
+    prev_views = g.views
+    norm = g.norm
+
     def _agents():
         views = []
+        keep = {}
         for a in store.agents():
             code = None
             if a.state == "running":
@@ -344,12 +412,18 @@ def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str 
                     code = ended_with(a, runtime, host)
             else:
                 alive, paused = False, False
-            last_commit = (a.data or {}).get("last_commit_at")
-            views.append(AgentView(a, alive, paused, float(last_commit) if last_commit else None, code))
+            # the same view object for an unchanged agent: the core tells what changed between ticks by identity
+            v = prev_views.get(a.id)
+            if v is None or v.agent is not a or v.alive is not alive or v.paused is not paused or v.exit_code != code:
+                last_commit = (a.data or {}).get("last_commit_at")
+                v = AgentView(a, alive, paused, float(last_commit) if last_commit else None, code)
+            keep[a.id] = v
+            views.append(v)
+        g.views = keep
         return views
 
     agents = src.get("agents", _agents, [])
-    live_wt = {_norm(v.agent.worktree) for v in agents
+    live_wt = {norm(v.agent.worktree) for v in agents
                if v.agent.worktree and v.agent.state == "running" and v.alive is not False}
 
     def _worktrees():
@@ -359,9 +433,11 @@ def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str 
         cand: list[Path] = []
         for wt in wts:
             t = by_id.get(wt.ticket_id) if wt.ticket_id else None
-            if (t is None or t.state in lifecycle.TERMINAL) and _norm(wt.path) not in live_wt and os.path.isdir(wt.path):
+            if (t is None or t.state in lifecycle.TERMINAL) and norm(wt.path) not in live_wt and os.path.isdir(wt.path):
                 cand.append(Path(wt.path).resolve())
         busy = ports.processes.busy(cand) if cand else {}
+        prev = g.wt_views
+        keep = {}
         for wt in wts:
             exists = os.path.exists(wt.path)
             files: tuple[str, ...] = ()
@@ -374,7 +450,12 @@ def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str 
                         files = tuple(ports.git.untracked(rp)) if ports.git.is_toplevel(rp) else ()
                     except Exception:  # noqa: BLE001 - one unreadable worktree says nothing about the rest
                         src.failed.add("worktrees")
-            views.append(WorktreeView(wt, exists, pids, files))
+            v = prev.get(wt.path)
+            if v is None or v.exists is not exists or v.busy_pids != pids or v.unknown_files != files or v.worktree != wt:
+                v = WorktreeView(wt, exists, pids, files)
+            keep[wt.path] = v
+            views.append(v)
+        g.wt_views = keep
         return views
 
     worktrees = src.get("worktrees", _worktrees, [])
@@ -396,8 +477,8 @@ def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str 
 
     opened = [p.created_at for p in proposals]
     closed = [p.decided_at for p in proposals if p.decided_at is not None and p.state in ("merged", "rejected")]
-    merged = frozenset(t.id for t in tickets if (t.data or {}).get("merged_commit"))
-    registered = {_norm(w.worktree.path) for w in worktrees}
+    merged = frozenset(board.merged) if board else frozenset()
+    registered = {norm(w.worktree.path) for w in worktrees}
     loose = src.get("files", lambda: _loose_files(root, registered), ())
     halted = (root / ".healer" / "HALT").exists() or bool(policy.remediation.observe_only)
     paused_reason = settings.get(keys.DISPATCH_PAUSED_REASON)

@@ -484,8 +484,8 @@ class SqliteStore:
         cache = self.__dict__.setdefault("_agent_cache", {})  # lazily: the PostgreSQL store shares this method
         a = cache.get(key)
         if a is None:
-            if len(cache) >= self._AGENT_CACHE_MAX:
-                cache.clear()
+            if len(cache) >= max(self._AGENT_CACHE_MAX, 2 * self.__dict__.get("_agent_rows", 0)):
+                cache.clear()  # bounded by twice the fleet: a whole-fleet read never evicts its own rows
             a = cache[key] = Agent(**{c: r[c] for c in self._AGENT_COLS}, data=json.loads(r["data"]))
         return a
 
@@ -535,7 +535,10 @@ class SqliteStore:
     def agents(self, states: Iterable[str] | None = None, ticket_id: str | None = None) -> list[Agent]:
         w = _Where().among("state", states).add("ticket_id=?", ticket_id)
         sql, args = "SELECT * FROM agents" + w.sql(), w.args
-        return [self._agent_from(r) for r in self._q(sql + " ORDER BY started_at, id", args)]
+        rows = self._q(sql + " ORDER BY started_at, id", args)
+        if len(rows) > self.__dict__.get("_agent_rows", 0):
+            self._agent_rows = len(rows)
+        return [self._agent_from(r) for r in rows]
 
     def agents_to_reap(self, host: str | None = None) -> list[Agent]:
         """Ended agents (exited, lost, stopped), on `host` if given, that the dispatcher's reaper still owes something:
@@ -566,9 +569,8 @@ class SqliteStore:
 
     def worktrees(self, states: Iterable[str] | None = ("active",)) -> list[Worktree]:
         w = _Where().among("state", states)
-        sql, args = "SELECT * FROM worktrees" + w.sql(), w.args
-        return [Worktree(r["path"], r["ticket_id"], r["branch"], r["created_at"], r["state"], r["removed_at"])
-                for r in self._q(sql + " ORDER BY created_at", args)]
+        sql, args = "SELECT path, ticket_id, branch, created_at, state, removed_at FROM worktrees" + w.sql(), w.args
+        return [Worktree(*r) for r in self._q(sql + " ORDER BY created_at", args)]  # the columns in the record's order
 
     # -- proposals --------------------------------------------------------------
     def _prop(self, r: sqlite3.Row) -> Proposal:
