@@ -42,7 +42,8 @@ MUTANTS = {
     "no launch budget": ("relaunch-storm-budget", _no_budget, "exactly 5 launches"),
     "no backoff": ("relaunch-storm-budget", lambda mp: mp.setattr(dispatch, "backoff_until", lambda a, b: None),
                    "launches back off 5/10/20/40 min"),
-    "no wait-for graph": ("frozen-blocked-by-cycle", lambda mp: mp.setattr(waitfor, "cycles", lambda *a, **k: []),
+    # components: the one cycle search both the full and the incremental decision use
+    "no wait-for graph": ("frozen-blocked-by-cycle", lambda mp: mp.setattr(waitfor, "components", lambda *a, **k: []),
                           "each cycle escalated at its youngest ticket"),
     "supervisor cannot pause on red main": ("red-main", lambda mp: mp.setitem(rules.APPLICABLE, "main_red",
                                                                               frozenset({"notify"})),

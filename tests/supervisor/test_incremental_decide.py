@@ -78,7 +78,7 @@ def _same(s, policy, memory, carry):
     return want, carry
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(snapshots(), policies(), st.lists(STEP, min_size=1, max_size=16))
 def test_incremental_equals_full(snap, policy, steps):
     snap = replace(snap, tickets=tuple({t.id: t for t in snap.tickets}.values()))  # one ticket per id, as the store has
