@@ -42,6 +42,7 @@ def test_generated_schedules_hold_the_invariants(schedule):
     assert {c.name for c in r.checks} == {f"invariant({n})" for n in explore.INVARIANTS}
 
 
+@pytest.mark.campaign  # hypothesis shrinking runs hundreds of simulated game days: 3-10 minutes on 2 cores
 def test_exploration_shrinks_a_planted_bug_to_its_core(monkeypatch, tmp_path):
     """Without crash recovery, a supervisor killed between journaling and acting leaves its intent open:
     the search finds it and hypothesis shrinks the schedule to one ticket and that one crash."""
