@@ -329,8 +329,10 @@ def journal(
             raise KeyboardInterrupt  # SIGTERM ends a follow cleanly (exit 0); Ctrl-C is a stop (exit 4)
 
         signal.signal(signal.SIGTERM, _term)
-    store = store_for(root, readonly=not follow)  # a follower must see new writes: a plain connection
+    store = None
     try:
+        # opened inside the try: a SIGTERM while the store opens ends a follow as cleanly as one later
+        store = store_for(root, readonly=not follow)  # a follower must see new writes: a plain connection
         last = store.last_event_id()
         if limit == 0:
             past = []
@@ -359,7 +361,8 @@ def journal(
 
         raise typer.Exit(STOPPED) from None
     finally:
-        store.close()
+        if store is not None:
+            store.close()
 
 
 def _print_event(e, as_json: bool) -> None:
