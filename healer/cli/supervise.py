@@ -322,13 +322,25 @@ def journal(
 ) -> None:
     """Print the event log (append-only): transitions, intents, actions, alerts, ticks."""
     termed: list[int] = []
-    if follow:  # from the first line: a SIGTERM while the past is printed must end it cleanly too
+    if follow:  # from the first line: a signal while the past is printed or the store opens ends it cleanly too
 
-        def _term(*_: Any) -> None:
-            termed.append(1)
-            raise KeyboardInterrupt  # SIGTERM ends a follow cleanly (exit 0); Ctrl-C is a stop (exit 4)
+        def _stop(signum: int, _frame: Any) -> None:
+            # a follower only reads: it ends on the spot (SIGTERM 0, Ctrl-C 4) instead of raising into
+            # whatever it was doing (an exception raised inside a library's lock could leave it hanging)
+            import os
 
-        signal.signal(signal.SIGTERM, _term)
+            from healer.errors import STOPPED
+
+            try:
+                sys.stdout.flush()
+            except Exception:  # noqa: BLE001 - interrupted mid-write: the partial line is not worth a hang
+                pass
+            if signum == signal.SIGINT:
+                os.write(2, b"healer: interrupted\n")
+            os._exit(0 if signum == signal.SIGTERM else STOPPED)
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
     store = None
     try:
         # opened inside the try: a SIGTERM while the store opens ends a follow as cleanly as one later
