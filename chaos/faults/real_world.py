@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from chaos.faults import process as pfault
 from chaos.faults import repo
+from chaos.faults.shared import alert_flood
 from chaos.scenario import Fault, match
 from healer.records import Agent, Worktree
 
@@ -235,15 +236,6 @@ def zombie_ticket(e: RealEngine, f: Fault) -> str:
     for tid in ids:
         e.store.set_ticket_data(tid, merged_commit=repo.head(e.root))
     return f"{len(ids)} ticket(s) whose work is already on main"
-
-
-def alert_flood(e: RealEngine, f: Fault) -> str:
-    from healer.notify import notify
-
-    keys = int(f.params.get("keys", 5))
-    sent = sum(bool(notify(e.store, e.policy, f"flood:{i % keys}", f"external alert {i}", severity="warning"))
-               for i in range(f.count))
-    return f"{f.count} alerts, {sent} notified"
 
 
 def command(e: RealEngine, f: Fault) -> str:

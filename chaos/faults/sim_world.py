@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chaos.agents.behaviours import make
+from chaos.faults.shared import alert_flood
 from chaos.scenario import Fault, match
 
 if TYPE_CHECKING:
@@ -197,15 +198,6 @@ def same_commit_repush(e: SimEngine, f: Fault) -> str:
     for tid in _tickets(e, f):
         e.behaviours[tid] = make("fails_same_commit", {})
     return "agents push the same commit"
-
-
-def alert_flood(e: SimEngine, f: Fault) -> str:
-    from healer.notify import notify
-
-    keys = int(f.params.get("keys", 5))
-    sent = sum(bool(notify(e.store, e.policy, f"flood:{i % keys}", f"external alert {i}", severity="warning"))
-               for i in range(f.count))
-    return f"{f.count} alerts, {sent} notified"
 
 
 def clock_jump(e: SimEngine, f: Fault) -> str:
