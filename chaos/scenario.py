@@ -71,6 +71,7 @@ BEHAVIOUR_PARAMS: dict[str, dict[str, str]] = {
     "hangs": {"after": "duration"},
     "broken_proposal": {"duration": "duration"},
     "noop": {"duration": "duration"},
+    "cannot_start": {"error": "str", "times": "int", "duration": "duration"},  # simulated mode only
     "random": {},
 }
 REAL_OUTCOMES = ("success", "fail", "die", "hang", "noop", "broken", "stall", "budget", "die+commit", "hang+commit")
@@ -192,6 +193,9 @@ class FleetSpec(Strict):
     random_tickets: int = Field(0, ge=0, description="extra tickets with random behaviours drawn from the seed")
     main: Literal["green", "red"] = "green"
     files: dict[str, str] = Field(default_factory=dict, description="user files in the fleet root: path -> text")
+    standby_supervisor: bool = Field(False, description="simulated mode: a second supervisor on another host ticks beside "
+                                                        "the leader; it cannot see the leader's pid, so it takes over only "
+                                                        "once the lease expires")
 
 
 # -- checkers: one strict model each, so a misspelt key is a located error, not a check that counts everything
@@ -491,6 +495,12 @@ class Scenario(Strict):
             raise ValueError("expected disable_breaks (what must break) beside disable_may_break @disable_may_break")
         if self.incident and not self.disable:
             raise ValueError("expected a `disable:` whose run the incident checks judge, got none @incident")
+        if self.mode != "simulated" and any(t.behaviour == "cannot_start" for t in self.fleet.tickets):
+            raise ValueError("expected mode: simulated with behaviour cannot_start (the real engine's agents always "
+                             "start), got mode: real @fleet")
+        if self.fleet.standby_supervisor and self.mode != "simulated":
+            raise ValueError("expected mode: simulated with fleet.standby_supervisor (the real engine runs one "
+                             "supervisor), got mode: real @fleet")
         return self
 
     def broke_as_declared(self, broken: set[str]) -> bool:

@@ -91,6 +91,24 @@ class Noop(Behaviour):
         return Run(_d(self.params, "duration", "2m"), "noop", commit=False)
 
 
+class CannotStart(Behaviour):
+    """Simulated mode: the agent cannot even start, the runtime's launch raises. `error: missing` (the loop
+    command is not there, FileNotFoundError: the ticket's failure) or `disk_full` (ENOSPC: the host's failure);
+    the first `times` launches fail (default: every one), later runs succeed after `duration`."""
+
+    def refuse(self, n: int) -> OSError | None:
+        import errno
+
+        if n >= int(self.params.get("times", 10**6)):
+            return None
+        if self.params.get("error", "missing") == "disk_full":
+            return OSError(errno.ENOSPC, "No space left on device")
+        return FileNotFoundError(errno.ENOENT, "No such file or directory: 'healer-loop'")
+
+    def plan(self, n, rng):
+        return Run(_d(self.params, "duration", "10m"), "success")
+
+
 class Random(Behaviour):
     """Drawn from the seed: mostly successes, some failures, deaths and broken proposals."""
 
@@ -116,6 +134,7 @@ BEHAVIOURS: dict[str, type[Behaviour]] = {
     "hangs": Hangs,
     "broken_proposal": BrokenProposal,
     "noop": Noop,
+    "cannot_start": CannotStart,
     "random": Random,
 }
 

@@ -109,6 +109,7 @@ class SimEngine:
         self.main_red_since: float | None = START if self.main == "red" else None
         self.frozen = False
         self.supervisor_up = True
+        self.standby = None  # fleet.standby_supervisor: a second supervisor, on another host
         self.supervisor_paused = False
         self.dispatcher_up = True
         self.dispatcher_paused = False
@@ -215,6 +216,8 @@ class SimEngine:
         self.policy_file.write_text(yaml.safe_dump(self.policy.model_dump(mode="json", by_alias=True), sort_keys=False))
         self.dispatcher = self._new_dispatcher()
         self.supervisor = self._new_supervisor()
+        # a standby on another host: it cannot judge the leader's pid, so it waits for the lease to expire
+        self.standby = self._new_supervisor(standby=True) if self.sc.fleet.standby_supervisor else None
 
     def add_ticket(self, tid: str, behaviour: str = "succeeds", params: dict | None = None, priority: int = 2) -> None:
         """A ticket filed mid-run (a human, or a stateful test): queued now, seen by the next dispatch."""
@@ -258,6 +261,12 @@ class SimEngine:
         tid, aid = spec.labels.get("healer.ticket"), spec.env.get("HEALER_AGENT_ID")
         if tid not in self.behaviours:
             raise HealerError(f"no behaviour for ticket {tid!r}")
+        refuse = getattr(self.behaviours[tid], "refuse", None)  # an agent that cannot even start (cannot_start)
+        if refuse is not None:
+            tries = self.runs.get(f"starts:{tid}", 0)
+            self.runs[f"starts:{tid}"] = tries + 1
+            if (err := refuse(tries)) is not None:
+                raise err
         self.pid_n += 1
         self.n_agents += 1
         p = self._spawn(aid, tid, PID_BASE + self.pid_n)
@@ -328,10 +337,11 @@ class SimEngine:
 
     def _supervise(self) -> None:
         self.at(self.sim_now() + self.tick, "supervise")
-        if not self.supervisor_up or self.supervisor_paused:
-            return
-        rep = self.supervisor.tick()
-        if rep.skipped is None:
+        if self.supervisor_up and not self.supervisor_paused:
+            rep = self.supervisor.tick()
+            if rep.skipped is None:
+                self.ticks += 1
+        if self.standby is not None and self.standby.tick().skipped is None:
             self.ticks += 1
 
     def _new_dispatcher(self, pid: int | None = None):
@@ -340,11 +350,14 @@ class SimEngine:
         return Dispatcher(self.root, self.policy, self.store, self.clock, self.runtime, policy_path=self.policy_file,
                           ports=self.ports, host=HOST, pid=pid)
 
-    def _new_supervisor(self):
+    def _new_supervisor(self, standby: bool = False):
         from healer.supervisor import Supervisor
 
         # a virtual pid (never a live process) on a host of its own: a crashed holder's lease is taken over
         # as the product does it, deterministically
+        if standby:
+            return Supervisor(self.root, self.policy, self.store, self.clock, self.runtime, holder="sim-supervisor-standby",
+                              ports=self.ports, host=HOST, lease_host=f"{SIM_HOST}-standby", pid=PID_BASE - 1000)
         return Supervisor(self.root, self.policy, self.store, self.clock, self.runtime, holder=f"sim-supervisor-{self.holder_n}",
                           ports=self.ports, host=HOST, lease_host=SIM_HOST, pid=PID_BASE - self.holder_n)
 

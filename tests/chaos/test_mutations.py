@@ -10,6 +10,7 @@ from chaos import engine
 from chaos.scenario import discover, load
 from healer import conventions, lifecycle
 from healer.core import dispatch, limits, rules, waitfor
+from healer.fleet import dispatcher as dispatcher_mod
 from healer.fleet.dispatcher import Dispatcher
 
 
@@ -52,6 +53,12 @@ MUTANTS = {
                                                                                 lambda self, *a: None),
                                     "blast radius, at most 20 actions per supervisor tick"),
     "no expect on review->queued": ("human-moves-mid-review", _no_cas_on_review_to_queued, "the human's escalation stands"),
+    "no compare-and-set before a merge": ("human-escalates-mid-merge",
+                                          lambda mp: mp.setattr(Dispatcher, "_unwanted", lambda self, t, p: None),
+                                          "never merged"),
+    "a full disk counted as the ticket's failure": ("launch-fails",
+                                                    lambda mp: mp.setattr(dispatcher_mod, "host_trouble", lambda e: False),
+                                                    "a full disk costs no budget"),
     "two keys for one red main": ("notification-storm", lambda mp: mp.setattr(conventions, "sentinel_key", lambda kind: kind),
                                   "one page per condition (no second key for the same red main)"),
 }
