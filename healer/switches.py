@@ -24,7 +24,8 @@ SWITCHES: dict[str, str] = {
     "quarantine": "nothing is moved into quarantine (healer.remedy.quarantine.quarantine_many moves nothing): unknown "
                   "files stay where they are, and a worktree removal takes them with it",
     "move_cas": "the dispatcher moves tickets without its compare-and-set (healer.fleet.dispatcher.Dispatcher._move "
-                "drops `expect`): a ticket someone else moved meanwhile is moved again",
+                "drops `expect`, and Dispatcher._unwanted no longer looks before a merge): a ticket someone else "
+                "moved meanwhile is moved again, or merged",
 }
 # Features decided in the pure core are switched off through the policy instead (the core reads no environment):
 # a rule in `disable: {rules: [...]}` (e.g. wait_cycle -> notify only), `actions_off`, `fleet.wait_labels: []`,
