@@ -62,6 +62,9 @@ def test_container_game_day_passes(dclient, tmp_path, home, sweep):
 
 def test_container_game_day_disabled_fails_by_name(dclient, tmp_path, home, sweep):
     sc = load(SCENARIO)
+    # with the feature off the stop never comes, so the run waits out `until_within`; the scenario's budget is sized
+    # for a loaded machine to get there, a failing run proves as much after 30 s
+    sc.real.until_within = 30.0
     sweep.append(tmp_path / "fleet")
     r = engine.run(sc, tmp_path, disabled=True)
     assert r.status == "failed", r.error
@@ -77,10 +80,12 @@ def test_sigkilled_container_game_day_is_cleaned(dclient, tmp_path, home):
     wd = tmp_path / "wd"
     fleet = wd / sc_name() / "fleet"
     env = {**os.environ, "HEALER_GAMEDAY_HOME": str(home)}
-    runner = subprocess.Popen([sys.executable, "-m", "healer", "gameday", "run", str(SCENARIO), "--quiet",
+    # --disable (agent_idle: 1h): nothing stops the paused agent, so it is still paused whenever this test, however
+    # slow a loaded machine makes it, gets to SIGKILL the run (enabled, a supervisor tick could stop it first)
+    runner = subprocess.Popen([sys.executable, "-m", "healer", "gameday", "run", str(SCENARIO), "--quiet", "--disable",
                                "--workdir", str(wd)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        [paused] = wait_until(lambda: fleet_containers(dclient, fleet, "paused"), timeout=45, what="a paused container")
+        [paused] = wait_until(lambda: fleet_containers(dclient, fleet, "paused"), timeout=120, what="a paused container")
         runner.send_signal(signal.SIGKILL)
         runner.wait(timeout=10)
         # nothing thawed it: the engine died with its rollback undone, its dispatcher lives on (own session)
