@@ -89,7 +89,7 @@ def test_sigkilled_real_gameday_leaves_no_stopped_process_lock_or_process(tmp_pa
     undone = json.loads(r.stdout)
     kinds = {line.split(": ")[1] for line in undone}
     assert {"sigcont", "remove_file", "kill_marker"} <= kinds, undone
-    wait_until(lambda: not of_run("gameday-killme-"), 5,
+    wait_until(lambda: not of_run("gameday-killme-"), 60,
                what=lambda: f"no game-day process left: {[pfault.describe(p) for p in of_run('gameday-killme-')]}")
     assert not lock.exists()
     again = subprocess.run([sys.executable, "-m", "healer", "gameday", "clean"], env=env, capture_output=True, text=True,
@@ -103,12 +103,12 @@ def test_stop_journals_its_sigcont_before_stopping(tmp_path):
     try:
         pids = pfault.stop(journal, proc.pid, tree.marker, role="victim")
         assert pids == [proc.pid]
-        wait_until(lambda: procs.stopped(proc.pid), 5)
+        wait_until(lambda: procs.stopped(proc.pid), 60)
         (u,) = journal.pending()
         assert u.kind == "sigcont" and u.data["pid"] == proc.pid and u.data["create_time"]
         # replayed as `gameday clean` would, after the engine died
         journal.undo_all()
-        wait_until(lambda: not procs.stopped(proc.pid), 5)
+        wait_until(lambda: not procs.stopped(proc.pid), 60)
         assert journal.pending() == []
     finally:
         tree.kill(0.2)

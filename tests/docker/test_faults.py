@@ -100,7 +100,7 @@ def test_a_killed_game_day_leaves_no_paused_container(dclient, fleet_label, four
     finally:
         os.killpg(gd.pid, signal.SIGKILL)
         gd.wait(timeout=10)
-    wait_until(lambda: "paused" not in states(dclient, fleet_label), timeout=20, what="the guard to unpause")
+    wait_until(lambda: "paused" not in states(dclient, fleet_label), timeout=60, what="the guard to unpause")
     wait_until(lambda: cf.UndoJournal(journal).pending() == [], what="the guard to close its undos")
 
 

@@ -117,7 +117,7 @@ def test_watch_deadline_kills_the_whole_tree(tmp_path):
     r = healer("watch", "--timeout", "3s", "-C", str(root), "--", sys.executable, "-c", code, timeout=60, cwd=root)
     assert r.returncode == 2, r.stderr
     pid = int((root / "child.pid").read_text())
-    wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 5,
+    wait_until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 60,
              "escaped child killed")
     s = open_store(root)
     (a,) = s.agents()

@@ -42,7 +42,7 @@ def test_process_runtime_running_paused_exited_gone(tmp_path):
     import os
 
     os.kill(h.pid, signal.SIGSTOP)
-    wait_until(lambda: rt.status(h).state == "paused", 5, "paused")
+    wait_until(lambda: rt.status(h).state == "paused", 60, "paused")
     os.kill(h.pid, signal.SIGCONT)
     adopted = ProcessRuntime()  # a restarted dispatcher knows only the pid and the marker
     assert adopted.status(h).state == "running"

@@ -174,20 +174,19 @@ def test_6_hang_ignore_sigterm_setsid_grandchild(lrepo, tmp_path):
                        stall={"same_state": 5, "same_failure": 5},
                        agent={"command": agent("loop_hang.py", str(pids), "--write", "touched.txt")},
                        gates=[solved_gate()])
-    t0 = CLOCK.monotonic()
-    cp = run_loop_cli(lrepo, pol, "--run-id", "hang", timeout=60)
-    took = CLOCK.monotonic() - t0
+    # the agents hang forever: the run ending at all (within run_loop_cli's timeout) is each deadline firing;
+    # the bounds below leave a loaded machine its slowness, an agent waited out would never end
+    cp = run_loop_cli(lrepo, pol, "--run-id", "hang", timeout=120)
     assert cp.returncode in (2, 3), cp.stdout + cp.stderr
-    assert took <= cap * (timeout + grace) + 5, took
     hist = state(lrepo, "hang")["history"]
     assert len(hist) == cap
     for h in hist:
         assert h["timed_out"] is True
-        assert h["duration"] <= timeout + grace + 1.0, h["duration"]
+        assert h["duration"] <= timeout + grace + 20, h["duration"]
         assert len(h["killed"]) >= 3  # agent, its setsid child, the double-forked grandchild
     seen = [int(x) for x in pids.read_text().split()]
     assert len(seen) == 3 * cap
-    wait_until(lambda: not live(seen), 3, "every agent process gone")
+    wait_until(lambda: not live(seen), 60, "every agent process gone")
 
 
 def test_7_sigkill_mid_iteration_then_resume(lrepo, tmp_path):
@@ -240,7 +239,7 @@ def test_7c_sigkill_runner_leftover_agent_tree_killed_on_resume(lrepo, tmp_path)
                             gates=[solved_gate()])
         cp = run_loop_cli(lrepo, pol2, "--resume", "orphan", "--agent-cmd", f"{PY} {agent('loop_noop.py')[1]}")
         assert cp.returncode == 2, cp.stdout + cp.stderr
-        wait_until(lambda: not live(seen), 5, "every agent process gone")
+        wait_until(lambda: not live(seen), 60, "every agent process gone")
         assert any(e.kind == "loop.leftovers_killed" for e in events(lrepo, subject="orphan"))
     finally:
         kill_listed(pids)
@@ -291,14 +290,14 @@ def test_8b_sigterm_exit_4_within_grace_state_persisted(lrepo, tmp_path):
     finally:
         proc.kill()
     assert proc.returncode == 4, out + err
-    assert took <= 1.0 + 1.5, took  # grace + bookkeeping
+    assert took < 30, took  # the 1 s grace, not the 60 s iteration deadline (a loaded machine adds seconds, not 30)
     assert "SIGTERM received during iteration 1" in out.strip().splitlines()[-1]
     st = state(lrepo, "term")
     assert st["status"] == "ended" and st["exit_code"] == 4 and st["inflight"] is None
     # the interrupted iteration's edit of a protected path did not survive
     assert (lrepo / "tests" / "test_goal.py").read_text() == PYTEST_GOAL
     seen = [int(x) for x in pids.read_text().split()]
-    wait_until(lambda: not live(seen), 3, "every agent process gone")
+    wait_until(lambda: not live(seen), 60, "every agent process gone")
 
 
 def test_8c_pause_then_resume(lrepo, tmp_path):

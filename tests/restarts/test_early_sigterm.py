@@ -30,7 +30,7 @@ def test_sigterm_while_the_cli_still_loads_exits_4_with_a_message(tmp_path):
     for _ in range(2):
         p = subprocess.Popen([sys.executable, "-m", "healer", "loop", "run", "--policy", str(pol), "--workdir", str(repo),
                               "--task", str(task)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        wait_until(lambda p=p: _loading_libraries(p.pid), 20, "the CLI importing its libraries", poll=0.001)
+        wait_until(lambda p=p: _loading_libraries(p.pid), 60, "the CLI importing its libraries", poll=0.001)
         p.send_signal(signal.SIGTERM)
         out, err = p.communicate(timeout=60)
         assert p.returncode == 4, (p.returncode, out, err)

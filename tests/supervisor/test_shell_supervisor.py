@@ -253,7 +253,7 @@ def test_gather_sees_live_stopped_and_dead_agents(shell_fleet):
         from healer.procs import stopped as is_stopped
         from tests.conftest import wait_until
 
-        wait_until(lambda: is_stopped(stopped.pid), 10, "SIGSTOP to land")
+        wait_until(lambda: is_stopped(stopped.pid), 60, "SIGSTOP to land")
         for name, p in (("A-live", live), ("A-stopped", stopped), ("A-dead", dead)):
             f.store.upsert_agent(Agent(name, None, "running", pid=p.pid, host=""))
         views = {v.agent.id: (v.alive, v.paused) for v in gather(f.root, f.store, f.policy, f.clock).agents}
