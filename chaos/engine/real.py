@@ -356,6 +356,8 @@ class RealEngine:
     def settled(self, timed: list[Fault]) -> bool:
         if timed or self.fp_queue or self.sup is not None or self.quiet < self.sc.real.settle_ticks:
             return False
+        if any(f.on_event and i not in self.fired for i, f in enumerate(self.faults)):
+            return False  # a fault still waits for its event, as a timed one for its time: quiet so far proves nothing
         if self.disp_restart_at is not None:
             return False
         u = self.sc.real.until
