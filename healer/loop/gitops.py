@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shutil
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,15 +143,34 @@ def snapshot(cwd: str | Path) -> str:
         else:
             shutil.copyfile(real, scratch)
         _scratch_from[cwd] = key
+        _scratch_tree.pop(cwd, None)  # other entries: their tree is not known
     env = {"GIT_INDEX_FILE": str(scratch)}
+    known = _scratch_tree.get(cwd)
+    same = known is not None and known[0] is not None and known[0] == _stat_key(scratch)
     # the loop's files stay out: excluded from `add` (a tracked one keeps its indexed version,
-    # so the loop writing it never moves the hash)
+    # so the loop writing it never moves the hash). -v names every entry `add` changes: when it
+    # names none, the scratch index holds the entries it held at our last write-tree, and so
+    # the same tree (the snapshot after the gates is most often the one after the agent)
     own = [f for f in LOOP_FILES if (cwd / f).exists()]
-    r = run(cwd, "add", "-A", "--", ":/", *(_exclude(f) for f in own), check=False, env=env, timeout=TIMEOUT)
+    r = run(cwd, "add", "-A", "-v", "--", ":/", *(_exclude(f) for f in own), check=False, env=env, timeout=TIMEOUT)
     if r.code != 0:
         # git refuses to name an ignored file even in an exclude; ignored files are not added anyway
         run(cwd, "add", "-A", "--", ":/", env=env, timeout=TIMEOUT)
-    return run(cwd, "write-tree", env=env).stdout
+        same = False
+    tree = known[1] if same and not r.stdout else run(cwd, "write-tree", env=env).stdout
+    _scratch_tree[cwd] = (_stat_key(scratch), tree)
+    return tree
+
+
+_scratch_tree: dict[Path, tuple[tuple | None, str]] = {}  # cwd -> (scratch index's stat after our last use, its tree)
+
+
+def _stat_key(path: Path) -> tuple | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
 
 
 def _exclude(name: str) -> str:
@@ -372,7 +392,10 @@ def tree_of(cwd: str | Path, commit: str | None) -> str:
     if not commit:
         return EMPTY_TREE
     if commit not in _trees:  # a commit id names its tree for ever
-        tree = run(cwd, "rev-parse", f"{commit}^{{tree}}").stdout
+        head = _loose_head(cwd, commit, 80)
+        line = head[2].split(b"\n", 1)[0] if head is not None and head[0] == b"commit" else b""
+        tree = line[5:].decode() if line.startswith(b"tree ") and len(line) in (45, 69) else \
+            run(cwd, "rev-parse", f"{commit}^{{tree}}").stdout
         if len(commit) not in (40, 64):
             return tree  # a ref name moves: never cached
         _trees[commit] = tree
@@ -437,8 +460,52 @@ def diff_stat(cwd: str | Path, before: str, after: str) -> tuple[list[str], int,
                 lines += 1 if parts[0] == "-" else int(parts[0]) + int(parts[1])
     if not blobs:
         return sorted(paths), lines, 0
-    out = raw(cwd, "cat-file", "--batch-check=%(objectsize)", input=("\n".join(blobs) + "\n").encode())
-    return sorted(paths), lines, sum(int(x) for x in out.split() if x.isdigit())
+    sizes = [_loose_size(cwd, b) for b in blobs]
+    if None in sizes:
+        out = raw(cwd, "cat-file", "--batch-check=%(objectsize)", input=("\n".join(blobs) + "\n").encode())
+        sizes = [int(x) for x in out.split() if x.isdigit()]
+    return sorted(paths), lines, sum(sizes)
+
+
+def _loose_head(cwd: str | Path, oid: str, want: int) -> tuple[bytes, int, bytes] | None:
+    """(type, size, the first `want` bytes of the content) of a loose object, read from its file as
+    git reads it: `add` has just written the blobs the loop measures, and a git process costs more
+    than the loop's own work per iteration. None when git must answer (a packed object, an
+    alternate object store, replace refs, anything unusual)."""
+    if len(oid) not in (40, 64) or oid.strip("0123456789abcdef") or os.environ.get("GIT_OBJECT_DIRECTORY"):
+        return None
+    lay = layout(cwd)
+    if lay is None or _replaces(lay.common):
+        return None
+    try:
+        with open(lay.common / "objects" / oid[:2] / oid[2:], "rb") as f:
+            data = f.read(4096)
+        head = zlib.decompressobj().decompress(data, want + 32)
+    except (OSError, zlib.error):
+        return None
+    kind, sp, rest = head.partition(b" ")
+    size, nul, content = rest.partition(b"\0")
+    if not sp or not nul or not size.isdigit():
+        return None
+    return kind, int(size), content[:want]
+
+
+def _loose_size(cwd: str | Path, oid: str) -> int | None:
+    head = _loose_head(cwd, oid, 0)
+    return head[1] if head is not None and head[0] == b"blob" else None
+
+
+def _replaces(common: Path) -> bool:
+    """Replace refs change what an object id reads as: then only git reads objects."""
+    if os.environ.get("GIT_NO_REPLACE_OBJECTS") is not None:
+        return False
+    if os.environ.get("GIT_REPLACE_REF_BASE") is not None or os.path.isdir(common / "refs" / "replace"):
+        return True
+    try:
+        with open(common / "packed-refs", "rb") as f:
+            return b" refs/replace/" in f.read()
+    except OSError:
+        return False
 
 
 def diff_bytes(cwd: str | Path, before: str, after: str) -> int:
@@ -491,6 +558,9 @@ def commit_changes(cwd: str | Path, message: str, since: str, base: str | None, 
     run(cwd, "update-ref", "-m", f"loop: {message}", "HEAD", new, parent or "0" * 40)
     # the index follows the commit; what the user had staged before the run stays staged
     keep = set(keep_staged)
+    if not keep:  # every entry follows: one `reset` of the whole tree instead of asking which differ first
+        run(cwd, "reset", "-q", "HEAD", "--", ":/", check=False)
+        return new
     resync = [p for p in staged(cwd) if p not in keep]
     for i in range(0, len(resync), 200):
         run(cwd, "reset", "-q", "HEAD", "--", *(f":(literal){p}" for p in resync[i:i + 200]), check=False)
