@@ -23,9 +23,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 from healer.clock import Clock, system
+
+
+class _LazyPsutil:
+    """psutil, imported on first use: a loop whose agent and gates exit by themselves never needs it
+    (the /proc reads below answer), and importing it costs a short iteration's worth of CPU."""
+
+    def __getattr__(self, name: str):
+        import psutil as mod
+
+        globals()["psutil"] = mod
+        return getattr(mod, name)
+
+
+psutil = _LazyPsutil()
 
 MARKER = "HEALER_TREE"
 ANCESTORS = "HEALER_TREE_ANCESTORS"  # markers of the trees this one was spawned inside
@@ -87,6 +99,44 @@ def _descendants(pid: int) -> list[int]:
                 seen.append(k)
                 todo.append(k)
     return seen
+
+
+_PROC_STAT = os.path.exists(f"/proc/{os.getpid()}/stat")
+_boot: list[float] = []
+GONE = ("", 0.0)
+
+
+def _stat(pid: int) -> tuple[str, float] | None:
+    """(state letter, create time exactly as psutil computes it) from /proc/PID/stat; GONE when no
+    such process; None where /proc cannot say (psutil answers then)."""
+    if not _PROC_STAT:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        fields = data[data.rindex(b")") + 2:].split()
+        if not _boot:
+            with open("/proc/stat", "rb") as f:
+                _boot.append(next(float(ln.split()[1]) for ln in f if ln.startswith(b"btime")))
+        return fields[0].decode(), float(fields[19]) / _TICKS + _boot[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return GONE
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def create_time(pid: int) -> float | None:
+    """The process's create time (psutil's value); None when it is gone."""
+    st = _stat(pid)
+    if st is None:
+        try:
+            return psutil.Process(pid).create_time()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return None
+    return st[1] if st is not GONE else None
 
 
 def _carries(env: dict[str, str], marker: str) -> bool:
@@ -196,11 +246,11 @@ class ProcessTree:
         return tree
 
     def _add(self, pid: int) -> None:
-        try:
-            p = psutil.Process(pid)
-            self._members.setdefault(pid, Member(pid, p.create_time()))
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
+        if pid in self._members:
+            return
+        ct = create_time(pid)
+        if ct is not None:
+            self._members[pid] = Member(pid, ct)
 
     def refresh(self) -> None:
         roots = [p for p in dict.fromkeys([self.root_pid, *list(self._members)]) if p]
@@ -220,10 +270,8 @@ class ProcessTree:
             for k in kids:
                 if k in self._members:
                     continue
-                try:
-                    if psutil.Process(k).create_time() < self.started - 0.01:
-                        continue
-                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                ct = create_time(k)
+                if ct is None or ct < self.started - 0.01:
                     continue
                 self._add(k)
                 for d in _descendants(k):
@@ -232,6 +280,13 @@ class ProcessTree:
     def living(self) -> list[psutil.Process]:
         out = []
         for m in list(self._members.values()):
+            st = _stat(m.pid)
+            if st is not None:  # most often every member has exited: no psutil object for them
+                if st is GONE or abs(st[1] - m.create_time) > 0.01:
+                    continue
+                if st[0] in ("Z", "X", "x"):
+                    self._reap(m.pid)
+                    continue
             try:
                 p = psutil.Process(m.pid)
                 if abs(p.create_time() - m.create_time) > 0.01:

@@ -22,7 +22,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from healer import errors
 
@@ -77,7 +77,10 @@ class IterationRecord:
         return bool(self.gates) and len(self.gates) >= 1 and all(g.passed for g in self.gates)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        # asdict's deep copy, without it: every field is immutable (the run's state is saved each iteration)
+        d = dict(self.__dict__)
+        d["gates"] = tuple(dict(g.__dict__) for g in self.gates)
+        return d
 
     @classmethod
     def from_json(cls, d: dict) -> IterationRecord:

@@ -27,7 +27,7 @@ Entry = tuple  # ("d",) | ("l", target) | ("f", mode, bytes)
 CAP = 50_000  # entries per scan: a huge folder is scanned in part, never for ever
 
 
-def _entry(p: Path) -> Entry | None:
+def _entry(p: Path | str) -> Entry | None:
     try:
         st = os.lstat(p)
     except OSError:
@@ -46,20 +46,22 @@ def _entry(p: Path) -> Entry | None:
 
 
 def _walk(base: Path, rel: str, out: dict[str, Entry]) -> None:
-    e = _entry(base / rel)
+    top = os.path.join(base, rel)
+    e = _entry(top)
     if e is None:
         return
     out[rel] = e
     if e[0] != "d":
         return
-    for dirpath, dirnames, filenames in os.walk(base / rel, followlinks=False):
+    cut = len(os.path.join(base, ""))  # plain strings: the loop walks these folders three times an iteration
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
         for n in dirnames + filenames:
             if len(out) >= CAP:
                 return
-            p = Path(dirpath) / n
+            p = os.path.join(dirpath, n)
             sub = _entry(p)
             if sub is not None:
-                out[p.relative_to(base).as_posix()] = sub
+                out[p[cut:]] = sub
 
 
 @dataclass

@@ -27,8 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import psutil
-
 from healer import errors, failpoints, git, procs, sandbox
 from healer.clock import Clock, day_of, iso, stamp, system
 from healer.errors import InvalidInput, UsageError
@@ -118,6 +116,7 @@ class Runner:
         self.sbx_mode = "none"
         self._profile: sandbox.Profile | None = None
         self._gp: sandbox.GitPaths | None = None  # the worktree's git paths, asked once per run
+        self._gsnap_end: guard.GitSnap | None = None  # the git dir after the last check
 
     # -- setup ---------------------------------------------------------------------
     def run(self) -> Outcome:
@@ -269,10 +268,7 @@ class Runner:
             print(warn, file=sys.stderr, flush=True)
         self.limits = Limits.from_policy(self.loop_policy, st.max_iterations)
         st.pid = os.getpid()
-        try:
-            st.pid_started = psutil.Process().create_time()
-        except psutil.Error:
-            st.pid_started = 0.0
+        st.pid_started = procs.create_time(os.getpid()) or 0.0
         self.paths.dir.mkdir(parents=True, exist_ok=True)
         self.store = self._open_store()
         self._kill_leftovers(st)
@@ -463,7 +459,10 @@ class Runner:
     def _iterate(self, n: int) -> IterationRecord:
         """One iteration, inside a fresh sandbox session (its own private temp dir) when sandboxed,
         with the git common dir and the outside world compared before and after."""
-        self._gsnap = guard.git_capture(self.workdir)
+        # the git dir as the last iteration's check left it: nothing of the loop's writes there in
+        # between; in a fleet other loops move refs meanwhile, so there it is read again
+        last, self._gsnap_end = self._gsnap_end, None
+        self._gsnap = last if last is not None and self.req.fleet_root is None else guard.git_capture(self.workdir)
         watch = self.sbx_mode == "none"
         roots = guard.outside_roots(self.workdir, self.req.fleet_root, self._gsnap.common if self._gsnap else None) \
             if watch else []
@@ -520,6 +519,7 @@ class Runner:
 
     def _check_git(self, n: int, phase: str) -> None:
         """Undo what the agent (or the code the gates ran) changed in the git common directory."""
+        self._gsnap_end = None
         before = getattr(self, "_gsnap", None)
         if before is None:
             return
@@ -528,6 +528,7 @@ class Runner:
             return
         ch = guard.git_changes(before, after)
         if not ch:
+            self._gsnap_end = after
             return
         undone = guard.git_revert(self.workdir, before, ch, self.paths.quarantine(n), self.st.run_id, n,
                                   move_refs=self.req.fleet_root is None)
@@ -538,7 +539,7 @@ class Runner:
                                            "paths": ch.paths(before)[:200], "area": "git"})
         self._note(f"## iteration {n}: git directory changed outside the branch ({phase}); undone\n- "
                    + ", ".join(ch.paths(before)[:20]))
-        self._gsnap = guard.git_capture(self.workdir)
+        self._gsnap = self._gsnap_end = guard.git_capture(self.workdir)
 
     def _iterate_body(self, n: int) -> IterationRecord:
         st, L, clock = self.st, self.loop_policy, self.clock

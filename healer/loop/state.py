@@ -35,8 +35,8 @@ def write_json_atomic(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w") as f:
-        json.dump(data, f, sort_keys=True, default=str, separators=(",", ":"))
-        f.write("\n")
+        # dumps, not dump: dump streams through the pure-Python encoder, dumps writes it in C
+        f.write(json.dumps(data, sort_keys=True, default=str, separators=(",", ":")) + "\n")
     os.replace(tmp, path)
 
 
