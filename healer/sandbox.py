@@ -442,6 +442,14 @@ def remove_container(name: str) -> None:
             _docker().api.remove_container(name, force=True)
 
 
+def _inside(p: Path, top: Path) -> bool:
+    try:
+        p.resolve().relative_to(top)
+        return True
+    except ValueError:
+        return False
+
+
 def _mk(p: Path) -> Path:
     p.mkdir(parents=True, exist_ok=True)
     return p
@@ -477,6 +485,8 @@ def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind:
             # the main checkout: index.lock is created in .git itself, so .git is writable and
             # everything that governs git is put back read-only on top of it
             rw_git.append(cd)
+            if _inside(cd, workdir):
+                rw_git = []  # writable already as part of the worktree: no mount of its own (each costs a start)
             for n in ("hooks", "info", "refs", "logs"):
                 ro_git.append(_mk(cd / n))
             ro_git += [cd / n for n in ("config", "config.worktree", "packed-refs", "worktrees", "modules")

@@ -1,0 +1,54 @@
+"""What one `healer loop run` costs in processes (issue 15: the governed loop as cheap as a shell loop).
+
+Every git and bwrap process healer starts goes through PATH: shims in front of the real programs count
+them, so a change that adds a git call per iteration fails here rather than creeping into the bench.
+The agent and the gate are plain Python (they start no git), so every counted line is healer's own.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from healer import sandbox
+from tests.loop.conftest import agent, final_line, run_loop_cli, state, steps_gate, write_policy
+
+ITERATIONS = 3
+# start: layout (rev-parse), driver overrides (config --list), clean check (status), baseline snapshot (add, write-tree);
+# each iteration: the agent's snapshot (add, write-tree), its diff (diff-tree), the gates' snapshot (add: the
+# gates changed nothing, so no write-tree); the commit: paths since the base (diff-tree), commit-tree, update-ref,
+# the index brought in line (reset). Blob sizes and the base's tree are read from loose objects.
+GIT_START, GIT_PER_ITERATION, GIT_COMMIT = 5, 4, 4
+# the probe, then the agent and each gate in their own sandbox
+BWRAP_START, BWRAP_PER_ITERATION = 1, 2
+
+
+def _shim(bin_dir: Path, name: str, log: Path) -> None:
+    real = shutil.which(name)
+    assert real is not None, f"{name} not on PATH"
+    p = bin_dir / name
+    p.write_text(f'#!/bin/sh\necho {name} "$*" >> "{log}"\nexec "{real}" "$@"\n')
+    p.chmod(0o755)
+
+
+def test_git_and_bwrap_processes_per_iteration(lrepo, tmp_path):
+    bwrap = sandbox.unavailable() is None
+    pol = write_policy(tmp_path / "p.yaml", agent={"command": agent("loop_converge.py", "{iteration}")},
+                       gates=[steps_gate(ITERATIONS)], sandbox="bwrap" if bwrap else "none")
+    bin_dir, log = tmp_path / "bin", tmp_path / "spawned.log"
+    bin_dir.mkdir()
+    _shim(bin_dir, "git", log)
+    if bwrap:
+        _shim(bin_dir, "bwrap", log)
+    cp = run_loop_cli(lrepo, pol, "--run-id", "count", env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert final_line(cp).startswith("loop count: exit 0 (success)")
+    assert len(state(lrepo, "count")["history"]) == ITERATIONS
+    lines = log.read_text().splitlines()
+    gits = [ln for ln in lines if ln.startswith("git ")]
+    budget = GIT_START + GIT_PER_ITERATION * ITERATIONS + GIT_COMMIT
+    assert len(gits) <= budget, f"{len(gits)} git processes for {ITERATIONS} iterations (budget {budget}):\n" + "\n".join(gits)
+    if bwrap:
+        bwraps = [ln for ln in lines if ln.startswith("bwrap ")]
+        assert len(bwraps) == BWRAP_START + BWRAP_PER_ITERATION * ITERATIONS, "\n".join(bwraps)
