@@ -115,7 +115,7 @@ def main() -> int:
     med = {s: (statistics.median(x[0] for x in r), statistics.median(x[1] for x in r)) for s, r in runs.items()}
     # the ratios: median over the pairs of each pair's own ratio (its two runs saw the same load),
     # steadier on a shared machine than the ratio of the two medians
-    pairs_r = list(zip(runs["healer"], runs["sh"]))
+    pairs_r = list(zip(runs["healer"], runs["sh"], strict=True))
     wall_r = statistics.median(h[0] / b[0] for h, b in pairs_r)
     cpu_r = statistics.median(h[1] / b[1] for h, b in pairs_r)
     emit("loop_sh_wall_s", med["sh"][0], "s", 10)

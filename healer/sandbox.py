@@ -32,8 +32,6 @@ as unsandboxed.
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
 import os
 import re
@@ -316,6 +314,9 @@ class BwrapLaunch(Launch):
 
 
 def _mount(src: Path | str, dst: Path | str, ro: bool) -> list[str]:
+    import csv  # the container mode only
+    import io
+
     row = ["type=bind", f"source={src}", f"target={dst}"] + (["readonly"] if ro else [])
     out = io.StringIO()
     csv.writer(out, lineterminator="").writerow(row)  # docker parses --mount as CSV: a comma in a path is quoted

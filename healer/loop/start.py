@@ -80,33 +80,49 @@ def start(*, policy: Path | None, task: Path | None, workdir: Path | None, agent
     return run_loop(req).exit_code
 
 
+_VALUED = {"--policy": "policy", "-p": "policy", "--task": "task", "-t": "task", "--workdir": "workdir", "-w": "workdir",
+           "--agent": "agent", "--agent-cmd": "agent_cmd", "--resume": "resume", "--run-id": "run_id", "--root": "root",
+           "--max-iterations": "max_iterations"}
+_PATHS = ("policy", "task", "workdir", "root")
+
+
 def parse(argv: list[str]) -> dict | None:
-    """The `loop run` options as keywords for `start`, or None when the full CLI should handle `argv`."""
-    import argparse
+    """The `loop run` options as keywords for `start`, or None when the full CLI should handle `argv`.
 
-    class Quiet(argparse.ArgumentParser):
-        def error(self, message):  # noqa: ARG002 - the full CLI words the error
-            raise ValueError(message)
-
+    Only the plain forms are read here (`--opt VALUE`, `--opt=VALUE`, `-t VALUE`, `--allow-dirty`, `--`
+    then the agent's argv): anything else, help or a mistake, goes to the full CLI, which words it.
+    Hand-written: argparse (and the gettext and locale it imports) would cost more than this file."""
     after: list[str] = []
     if "--" in argv:
         i = argv.index("--")
         argv, after = argv[:i], argv[i + 1:]
-    if any(a in ("-h", "--help") for a in argv):
-        return None
-    p = Quiet(add_help=False, allow_abbrev=False)
-    for flags, kw in ((("--policy", "-p"), {"type": Path}), (("--task", "-t"), {"type": Path}),
-                      (("--workdir", "-w"), {"type": Path}), (("--agent",), {}), (("--agent-cmd",), {}),
-                      (("--resume",), {}), (("--run-id",), {}), (("--root",), {"type": Path}),
-                      (("--max-iterations",), {"type": int})):
-        p.add_argument(*flags, default=None, **kw)
-    p.add_argument("--allow-dirty", action="store_true")
-    try:
-        ns = p.parse_args(argv)
-    except ValueError:
-        return None
-    if ns.max_iterations is not None and ns.max_iterations < 1:
-        return None
-    return {"policy": ns.policy, "task": ns.task, "workdir": ns.workdir, "agent": ns.agent, "agent_cmd": ns.agent_cmd,
-            "argv_after": after, "resume": ns.resume, "run_id": ns.run_id, "root": ns.root,
-            "max_iterations": ns.max_iterations, "allow_dirty": ns.allow_dirty}
+    kw: dict = {k: None for k in _VALUED.values()}
+    kw["allow_dirty"] = False
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--allow-dirty":
+            kw["allow_dirty"] = True
+            i += 1
+            continue
+        name, eq, value = a.partition("=") if a.startswith("--") else (a, "", "")
+        key = _VALUED.get(name)
+        if key is None:
+            return None
+        if not eq:
+            if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+                return None
+            value = argv[i + 1]
+            i += 1
+        i += 1
+        kw[key] = value
+    if kw["max_iterations"] is not None:
+        v = kw["max_iterations"]
+        if not v.isdigit() or int(v) < 1:
+            return None
+        kw["max_iterations"] = int(v)
+    for k in _PATHS:
+        if kw[k] is not None:
+            kw[k] = Path(kw[k])
+    kw["argv_after"] = after
+    return kw
