@@ -141,7 +141,10 @@ def snapshot(cwd: str | Path) -> str:
         if key is None:
             scratch.unlink(missing_ok=True)
         else:
-            shutil.copyfile(real, scratch)
+            # with the real index's mtime: git takes an entry whose mtime is not older than its index
+            # file's as racily clean and compares content; a copy dated now would trust a file
+            # rewritten in the same clock tick as its checkout (same size, same stat) unchanged
+            shutil.copy2(real, scratch)
         _scratch_from[cwd] = key
         _scratch_tree.pop(cwd, None)  # other entries: their tree is not known
     env = {"GIT_INDEX_FILE": str(scratch)}
