@@ -129,10 +129,11 @@ def _without_untried(memory: Memory, rep, now: float) -> Memory:
     return forget_attempts(memory, untried - tried, now)
 
 
-def with_external_attempts(memory: Memory, store, policy, now: float, actor: str = ACTOR) -> Memory:
+def with_external_attempts(memory: Memory, store, policy, now: float, actor: str = ACTOR,
+                           humans: limits.HumanLog | None = None) -> Memory:
     """Add the unblock attempts of other actors (humans, the repair agent) so the core's quiet period sees them."""
     window = max(policy.remediation.quiet_period, policy.repair_agent.quiet_period)
-    extra = limits.recent_attempts(store, now - window, exclude_actor=actor)
+    extra = limits.recent_attempts(store, now - window, exclude_actor=actor, humans=humans)
     # every repair run the event log knows (operator runs, runs of a supervisor that died) counts to the daily cap
     runs = sorted(set(memory.repair_runs) | {e.at for e in store.events(kinds=["repair.started"], since=now - 2 * 86400.0)})
     if not extra and runs == list(memory.repair_runs):
@@ -178,6 +179,7 @@ class Supervisor:
         self._hosts_seen: dict[str, float] = {}  # several hosts: when this leader first saw each host's lease expired
         self.gatherer = snapmod.Gatherer()  # incremental between ticks; a full read first and every FULL_EVERY
         self.carry = None  # the incremental decision's carry-over (healer/core/incremental.py); None: from scratch
+        self.humans = limits.HumanLog()  # the humans' unblock attempts, read by event id between ticks
 
     def context(self, batch: str | None = None) -> remedy.Context:
         return remedy.Context(self.root, self.store, self.policy, self.clock, self.runtime, ACTOR, batch=batch, host=self.host,
@@ -235,7 +237,7 @@ class Supervisor:
         snap = self.gatherer.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host, ports=self.ports)
         # this tick is a supervisor tick: the downtime before it (a restart) is no silence to page about
         rep.snapshot = snap = replace(snap, last_supervisor_tick=now)
-        memory = with_external_attempts(load_memory(self.store), self.store, self.policy, snap.now)
+        memory = with_external_attempts(load_memory(self.store), self.store, self.policy, snap.now, humans=self.humans)
         rep.decision = d = self._decide(snap, memory)
         failpoints.hit(FP_BEFORE_EXECUTE)
 

@@ -102,19 +102,50 @@ def record_human(store, ticket: str, action: str, detail: dict | None = None) ->
     return store.append("human.action", ticket, {"action": action, "actor": "human", **(detail or {})})
 
 
-def recent_attempts(store, since: float, *, exclude_actor: str | None = None) -> dict[str, list[float]]:
-    """Unblock attempts on every ticket since `since`, by anyone but `exclude_actor` (two queries)."""
+class HumanLog:
+    """The human attempts of the event log, read incrementally: a long-lived caller (the supervisor, every
+    tick) reads only the events appended since its last look, as the log is append-only. The first read,
+    and any read for a window that starts before what it kept (the clock went back), is a full one."""
+
+    def __init__(self) -> None:
+        self.seen: int | None = None  # the newest event id of the human kinds looked at
+        self.floor = float("inf")  # what is kept covers every attempt at or after this time
+        self.times: dict[str, list[float]] = {}
+
+    def read(self, store, since: float) -> dict[str, list[float]]:
+        if self.seen is None or since < self.floor:
+            self.seen = store.last_event_id()  # before reading: an event appended meanwhile is read next time
+            # the payload filter keeps this to the (few) human events, not every ticket move of the window
+            evs = store.events(kinds=["human.action"], since=since, until_id=self.seen) + store.events(
+                kinds=HUMAN_KINDS[1:], since=since, contains='"actor":"human', until_id=self.seen)
+            self.times = {}
+        else:
+            evs = store.events(after=self.seen, kinds=HUMAN_KINDS)
+            if evs:
+                self.seen = max(self.seen, evs[-1].id)
+        for ev in evs:
+            if ev.at >= since and _human_attempt(ev):
+                self.times.setdefault(ev.subject, []).append(ev.at)
+        self.floor = since
+        out: dict[str, list[float]] = {}
+        for subject in list(self.times):
+            kept = sorted(t for t in self.times[subject] if t >= since)
+            if kept:
+                self.times[subject] = kept
+                out[subject] = kept
+            else:
+                del self.times[subject]
+        return out
+
+
+def recent_attempts(store, since: float, *, exclude_actor: str | None = None,
+                    humans: HumanLog | None = None) -> dict[str, list[float]]:
+    """Unblock attempts on every ticket since `since`, by anyone but `exclude_actor` (a few small queries;
+    `humans` keeps the human part between calls)."""
     out: dict[str, list[float]] = {}
-    for it in store.intents(states=("begun", "done"), since=since):
-        if it.action in ATTEMPT_ACTIONS and it.actor != exclude_actor:
-            out.setdefault(it.subject, []).append(it.created_at)
-    # the payload filter keeps this to the (few) human events, not every ticket move of the window
-    evs = store.events(kinds=["human.action"], since=since) + store.events(
-        kinds=HUMAN_KINDS[1:], since=since, contains='"actor":"human')
-    human: dict[str, list[float]] = {}
-    for ev in evs:
-        if _human_attempt(ev):
-            human.setdefault(ev.subject, []).append(ev.at)
+    for it in store.intents(states=("begun", "done"), since=since, actions=ATTEMPT_ACTIONS, exclude_actor=exclude_actor):
+        out.setdefault(it.subject, []).append(it.created_at)
+    human = (humans or HumanLog()).read(store, since)
     for subject, times in human.items():
         out.setdefault(subject, []).extend(_one_per_command(times))
     return {k: sorted(v) for k, v in out.items()}

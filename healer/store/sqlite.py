@@ -52,7 +52,8 @@ class _Where:
     def among(self, column: str, values: Iterable[Any] | None) -> _Where:
         if values is not None:
             values = list(values)
-            self.terms.append(f"{column} IN ({_placeholders(len(values))})")
+            # `IN ()` is SQLite's; PostgreSQL refuses it: an empty list matches nothing, in both
+            self.terms.append(f"{column} IN ({_placeholders(len(values))})" if values else "1 = 0")
             self.args += values
         return self
 
@@ -232,9 +233,11 @@ class SqliteStore:
 
     def events(self, *, after: int = 0, kinds: Iterable[str] | None = None, subject: str | None = None,
                since: float | None = None, limit: int | None = None, prefix: str | None = None,
-               contains: str | None = None) -> list[Event]:
-        """`contains` filters on the payload's compact JSON text, e.g. '"to":"queued"' (keys are sorted, no spaces)."""
-        w = _Where().add("id > ?", after).among("kind", kinds).add("subject = ?", subject).add("at >= ?", since)
+               contains: str | None = None, until_id: int | None = None) -> list[Event]:
+        """`contains` filters on the payload's compact JSON text, e.g. '"to":"queued"' (keys are sorted, no spaces);
+        `until_id` keeps to the events up to that id (a cursor read before the query: what comes later is read next time)."""
+        w = _Where().add("id > ?", after).add("id <= ?", until_id).among("kind", kinds).add("subject = ?", subject)
+        w.add("at >= ?", since)
         w.add("kind LIKE ?", None if prefix is None else prefix + "%")
         if contains is not None:
             esc = contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -664,8 +667,12 @@ class SqliteStore:
             self._event(db, f"intent.{state}", r["subject"], {"intent": id, "action": r["action"], "result": result or {}})
 
     def intents(self, states: Iterable[str] | None = None, limit: int | None = None, subject: str | None = None,
-                since: float | None = None) -> list[Intent]:
+                since: float | None = None, actions: Iterable[str] | None = None,
+                exclude_actor: str | None = None) -> list[Intent]:
+        """`actions` and `exclude_actor` filter in the database: a caller that wants the few intents of other
+        actors does not decode every intent of the window (its params and result are JSON)."""
         w = _Where().among("state", states).add("subject=?", subject).add("created_at >= ?", since)
+        w.among("action", None if actions is None else sorted(actions)).add("actor != ?", exclude_actor)
         sql, args = "SELECT * FROM intents" + w.sql(), w.args
         sql += " ORDER BY id"
         if limit is not None:

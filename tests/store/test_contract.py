@@ -153,6 +153,11 @@ def test_intents_move_forward_only(store, vclock):
     assert store.count_intents(states=["done", "aborted"]) == 1
     assert store.count_intents(since=vclock.now() + 1) == 0
     assert len(store.intents(limit=1)) == 1
+    k = store.plan_intent("requeue_ticket", "T-3", {}, actor="repair-agent")
+    assert [x.id for x in store.intents(actions=["requeue_ticket"])] == [i.id, k.id]
+    assert [x.id for x in store.intents(actions=["requeue_ticket"], exclude_actor="healer")] == [k.id]
+    assert [x.id for x in store.intents(actions={"drop_label", "stop_agent"})] == [j.id]
+    assert store.intents(actions=[]) == []
 
 
 # -- leases and fencing ------------------------------------------------------------------------------
@@ -232,6 +237,8 @@ def test_events_filters(store, vclock):
     assert store.events(contains="50%_done") == []  # % and _ are literal
     assert [e.kind for e in store.events(contains='"n":1')] == ["b.one"]
     assert [e.kind for e in store.events(limit=2)] == ["a.one", "a.two"]
+    assert [e.id for e in store.events(until_id=ids[1])] == ids[:2]
+    assert [e.id for e in store.events(after=ids[0], until_id=ids[1])] == [ids[1]]
     assert [e.kind for e in store.tail(2)] == ["a.two", "b.one"]
     assert store.count_events("a.one") == 1 and store.count_events("a.one", subject="s2") == 0
     assert store.count_events("b.one", since=vclock.now() + 1) == 0
