@@ -182,6 +182,9 @@ def _marked_pids(marker: str) -> list[int]:
 def alive(pid: int | None) -> bool:
     if not pid:
         return False
+    st = _stat(pid)  # one read of /proc/PID/stat: asked every tick for leases and agents, psutil costs ~10x
+    if st is not None:
+        return st is not GONE and st[0] not in ("Z", "X", "x")
     try:
         p = psutil.Process(pid)
         return p.status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)

@@ -18,6 +18,7 @@ world, so a missed event or a crash between ticks is harmless):
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 import uuid
@@ -103,7 +104,10 @@ def decide(snapshot: Snapshot, policy, memory: Memory) -> Decision:
 
 
 def load_memory(store) -> Memory:
-    raw = store.get_setting(keys.SUPERVISOR_MEMORY)
+    return _memory_from(store.get_setting(keys.SUPERVISOR_MEMORY))
+
+
+def _memory_from(raw) -> Memory:
     if not raw:
         return Memory()
     try:
@@ -179,11 +183,19 @@ class Supervisor:
         self._hosts_seen: dict[str, float] = {}  # several hosts: when this leader first saw each host's lease expired
         self.gatherer = snapmod.Gatherer()  # incremental between ticks; a full read first and every FULL_EVERY
         self.carry = None  # the incremental decision's carry-over (healer/core/incremental.py); None: from scratch
+        self._ctx: remedy.Context | None = None
+        self._memory: tuple[Any, Memory] | None = None  # (the stored form, what it loads as): a quiet tick loads nothing
         self.humans = limits.HumanLog()  # the humans' unblock attempts, read by event id between ticks
 
     def context(self, batch: str | None = None) -> remedy.Context:
-        return remedy.Context(self.root, self.store, self.policy, self.clock, self.runtime, ACTOR, batch=batch, host=self.host,
-                              processes=self.ports.processes if self.ports is not REAL_PORTS else None)
+        c = self._ctx
+        if c is None or c.policy is not self.policy or c.runtime is not self.runtime or c.store is not self.store:
+            c = self._ctx = remedy.Context(self.root, self.store, self.policy, self.clock, self.runtime, ACTOR, host=self.host,
+                                           processes=self.ports.processes if self.ports is not REAL_PORTS else None)
+        # a copy per batch, without resolving the root again (it was resolved once, when this supervisor began)
+        c = copy.copy(c)
+        c.batch = batch
+        return c
 
     # -- one tick ---------------------------------------------------------------------
     def plan(self) -> TickReport:
@@ -237,7 +249,7 @@ class Supervisor:
         snap = self.gatherer.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host, ports=self.ports)
         # this tick is a supervisor tick: the downtime before it (a restart) is no silence to page about
         rep.snapshot = snap = replace(snap, last_supervisor_tick=now)
-        memory = with_external_attempts(load_memory(self.store), self.store, self.policy, snap.now, humans=self.humans)
+        memory = with_external_attempts(self._load_memory(), self.store, self.policy, snap.now, humans=self.humans)
         rep.decision = d = self._decide(snap, memory)
         failpoints.hit(FP_BEFORE_EXECUTE)
 
@@ -265,11 +277,23 @@ class Supervisor:
         self._observe(rep, t0)
         return rep
 
+    def _load_memory(self) -> Memory:
+        """The stored memory; decoded again only when it differs from what this supervisor last loaded or wrote
+        (the core never changes a Memory it is given: it builds a new one)."""
+        raw = self.store.get_setting(keys.SUPERVISOR_MEMORY)
+        hit = self._memory
+        mem = hit[1] if hit is not None and hit[1] is not None and hit[0] == raw else _memory_from(raw)
+        self._memory = (raw, mem)
+        return mem
+
     def _checkpoint_memory(self, memory: dict) -> None:
         """Persist the memory for the next tick (or the next supervisor); most ticks of a quiet fleet change
-        nothing in it, and what the store already holds is not written again."""
-        if memory != self.store.get_setting(keys.SUPERVISOR_MEMORY):
+        nothing in it, and what the store already holds (read at this tick's start: only the lease holder
+        writes it) is not written again."""
+        stored = self._memory[0] if self._memory is not None else self.store.get_setting(keys.SUPERVISOR_MEMORY)
+        if memory != stored:
             self.store.set_setting(keys.SUPERVISOR_MEMORY, memory)
+            self._memory = (memory, None)
 
     def _decide(self, snap: Snapshot, memory: Memory) -> Decision:
         """The core's decision, incremental between ticks (the same answer as `decide`, property-tested); from

@@ -358,6 +358,14 @@ class Gatherer:
         self.views: dict[str, AgentView] = {}  # agent id -> the view handed out last tick (reused while unchanged)
         self.wt_views: dict[str, WorktreeView] = {}
         self._norms: dict[str, str] = {}
+        self._root: tuple[str, Path] | None = None
+
+    def root(self, root) -> Path:
+        """The fleet root, resolved on the first gather (a long-lived supervisor's root does not move)."""
+        hit = self._root
+        if hit is None or hit[0] != str(root):
+            hit = self._root = (str(root), Path(root).resolve())
+        return hit[1]
 
     def norm(self, path) -> str:
         """_norm, remembered: the same worktree paths come back every tick."""
@@ -386,7 +394,7 @@ class Gatherer:
 
 
 def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str = HOST, ports=None) -> Snapshot:
-    root = Path(root).resolve()
+    root = g.root(root)
     if ports is None:
         from healer.fleet.ports import REAL as ports
     src = _Sources()
@@ -430,12 +438,12 @@ def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str 
         views = []
         wts = store.worktrees()
         # only orphan candidates are worth the process table and git: their ticket is over or gone, nobody in them
-        cand: list[Path] = []
+        cand: dict[str, Path] = {}  # worktree path -> its real path (resolved once per tick)
         for wt in wts:
             t = by_id.get(wt.ticket_id) if wt.ticket_id else None
             if (t is None or t.state in lifecycle.TERMINAL) and norm(wt.path) not in live_wt and os.path.isdir(wt.path):
-                cand.append(Path(wt.path).resolve())
-        busy = ports.processes.busy(cand) if cand else {}
+                cand[wt.path] = Path(wt.path).resolve()
+        busy = ports.processes.busy(list(cand.values())) if cand else {}
         prev = g.wt_views
         keep = {}
         for wt in wts:
@@ -443,7 +451,7 @@ def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str 
             files: tuple[str, ...] = ()
             pids: tuple[int, ...] = ()
             if busy and exists and _over(by_id, wt):
-                rp = Path(wt.path).resolve()
+                rp = cand.get(wt.path) or Path(wt.path).resolve()
                 pids = busy.get(rp, ())
                 if rp in busy:
                     try:
@@ -463,9 +471,9 @@ def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str 
     attempts = board.budget if board else {}
 
     def _settings():
-        return {k: store.get_setting(k) for k in (
+        return store.get_settings((
             keys.DISPATCH_PAUSED, keys.DISPATCH_PAUSED_REASON, keys.MAIN_STATUS, keys.MAIN_RED_SINCE, keys.DISPATCH_LAST_LAUNCH,
-            keys.SUPERVISOR_LAST_TICK, keys.DISPATCH_LAST_TICK)}
+            keys.SUPERVISOR_LAST_TICK, keys.DISPATCH_LAST_TICK))
 
     settings = src.get("dispatch", _settings, None)
     if settings is None:

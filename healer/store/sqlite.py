@@ -852,6 +852,15 @@ class SqliteStore:
         rows = self._q("SELECT value FROM settings WHERE key=?", (key,))
         return json.loads(rows[0]["value"]) if rows else default
 
+    def get_settings(self, keys: Iterable[str]) -> dict[str, Any]:
+        """Several settings in one query (the snapshot reads seven every tick); None for a key never set."""
+        keys = list(keys)
+        out: dict[str, Any] = dict.fromkeys(keys)
+        if keys:
+            for r in self._q(f"SELECT key, value FROM settings WHERE key IN ({_placeholders(len(keys))})", keys):
+                out[r["key"]] = json.loads(r["value"])
+        return out
+
     def set_setting(self, key: str, value: Any, *, event: str | None = None) -> None:
         with self.tx() as db:
             db.execute("INSERT OR REPLACE INTO settings VALUES (?,?)", (key, _j(value)))

@@ -218,6 +218,9 @@ def test_cooldowns_and_settings(store, vclock):
     store.set_setting("x", 7, event="setting.changed")
     assert store.get_setting("x") == 7
     assert store.events(kinds=["setting.changed"])[0].payload == {"value": 7}
+    store.set_setting("y", [1, "two"])
+    assert store.get_settings(["x", "y", "never"]) == {"x": 7, "y": [1, "two"], "never": None}
+    assert store.get_settings([]) == {}
 
 
 # -- events ------------------------------------------------------------------------------------------
