@@ -402,6 +402,10 @@ class RealSpec(Strict):
     until: dict[str, Any] | None = Field(None, description="settle only once this event happened ({kind, subject, payload})")
     until_within: Duration | None = Field(None, description="stop waiting at this time if `until` has not happened: "
                                                            "the story has already deviated (a disabled run ends sooner)")
+    disabled_within: Duration | None = Field(
+        None, description="a disabled run (--disable) stops waiting for `until` at this time instead of `until_within`: "
+                          "what it must show is something that never comes, and waiting the pass run's whole margin "
+                          "for it proves nothing more")
     settle_ticks: int = Field(1, ge=1, description="end after this many supervisor ticks that changed nothing, once no "
                                                    "fault is pending and no agent runs (the duration is the cap)")
     pidfiles: list[str] = Field(default_factory=list, description="files (in the game-day folder) listing pids that must "

@@ -377,6 +377,8 @@ class RealEngine:
 
     def gave_up(self, el: float) -> bool:
         u, within = self.sc.real.until, self.sc.real.until_within
+        if self.disabled and self.sc.real.disabled_within is not None:
+            within = self.sc.real.disabled_within
         if not u or within is None or el < float(within) or self.until_seen:
             return False
         self.until_seen = _seen(self.store, u)

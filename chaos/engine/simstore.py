@@ -144,10 +144,8 @@ class CachedStore(SqliteStore):
         return {k: list(v) for k, v in got.items()}
 
     def get_settings(self, keys):
-        keys = tuple(keys)
-        got = self._read("get_settings", (keys,), lambda: {k: json.dumps(v) for k, v in super(CachedStore, self).get_settings(keys).items()},
-                         tuple("settings:" + k for k in keys))
-        return {k: json.loads(v) for k, v in got.items()}  # each caller its own copy, as get_setting does
+        # per key, each cached as get_setting caches it: a tick rewrites only a few of a set (the last tick times)
+        return {k: self.get_setting(k) for k in keys}
 
     def get_setting(self, key, default=None):
         # the stored JSON text is cached and decoded on each read: every caller gets its own copy of a

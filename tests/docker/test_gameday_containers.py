@@ -62,9 +62,9 @@ def test_container_game_day_passes(dclient, tmp_path, home, sweep):
 
 def test_container_game_day_disabled_fails_by_name(dclient, tmp_path, home, sweep):
     sc = load(SCENARIO)
-    # with the feature off the stop never comes, so the run waits out `until_within`; the scenario's budget is sized
-    # for a loaded machine to get there, a failing run proves as much after 30 s
-    sc.real.until_within = 30.0
+    # with the feature off the stop never comes: the run waits out the scenario's `disabled_within` (30 s), not the
+    # pass run's margin for a loaded machine (`until_within`, 90 s)
+    assert sc.real.disabled_within == 30.0
     sweep.append(tmp_path / "fleet")
     r = engine.run(sc, tmp_path, disabled=True)
     assert r.status == "failed", r.error
