@@ -153,6 +153,7 @@ class Dispatcher:
         self._stopping = False
         self._watching_since: float | None = None  # first pass: silence before it was our own downtime
         self._resets = budget.Resets()  # budget resets read so far: each pass reads only the new moves
+        self._plan: core.Carry | None = None  # the last plan: a pass over an unchanged board plans nothing anew
         from healer.errors import UsageError
 
         if not self.git.is_repo(self.root):
@@ -204,8 +205,8 @@ class Dispatcher:
                 self.review(rep)
         else:
             rep.main = self.store.get_setting(keys.MAIN_STATUS, "unknown") or "unknown"
-        plan = core.plan(gather(self.store, self.policy, self.clock.now(), self.host if self.shared else None, self._resets),
-                         self.rules)
+        plan, self._plan = core.replan(gather(self.store, self.policy, self.clock.now(), self.host if self.shared else None,
+                                              self._resets), self.rules, self._plan)
         rep.plan = plan
         if board:
             self._note_cycles(plan)
