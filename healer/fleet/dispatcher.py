@@ -631,10 +631,9 @@ class Dispatcher:
         ticket would fail on it. Nobody else can hold it (no live agent on the ticket, nothing working in
         the worktree): it is renamed aside in git's own folder (kept, restorable), never deleted."""
         try:
-            lock = Path(git.run(wt, "rev-parse", "--git-path", "index.lock").stdout)
+            lock, = self.git.git_paths(wt, "index.lock")
         except git.GitError:
             return
-        lock = lock if lock.is_absolute() else wt / lock
         if not lock.exists():
             return
         from healer import procs
@@ -654,12 +653,10 @@ class Dispatcher:
         from healer import procs
 
         try:
-            paths = git.run(self.root, "rev-parse", "--git-path", "index.lock", "--git-path",
-                            f"refs/heads/{self.policy.fleet.main_branch}.lock").stdout.splitlines()
+            locks = self.git.git_paths(self.root, "index.lock", f"refs/heads/{self.policy.fleet.main_branch}.lock")
         except git.GitError:
             return
-        for raw in paths:
-            lock = Path(raw) if Path(raw).is_absolute() else self.root / raw
+        for lock in locks:
             if not lock.exists() or procs.busy_pids(lock):
                 continue
             aside = lock.with_name(f"{lock.name}.stale-{int(self.real.now())}")
