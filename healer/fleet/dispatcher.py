@@ -220,11 +220,12 @@ class Dispatcher:
                 rep.launched.append((launch.ticket_id, launch.kind))
         if board:
             self.watch_supervisor()
-        self.store.set_setting(keys.DISPATCH_LAST_TICK, self.clock.now())
-        self.store.append("dispatch.tick", "", {"launched": len(rep.launched), "reaped": len(rep.reaped), "main": rep.main,
-                                                "live": plan.live_total + len(rep.launched), "pool": plan.pool_size,
-                                                "waiting": len(plan.waiting), "merged": len(rep.merged),
-                                                "rejected": len(rep.rejected)})
+        with self.store.tx():  # one commit for the pass's own record
+            self.store.set_setting(keys.DISPATCH_LAST_TICK, self.clock.now())
+            self.store.append("dispatch.tick", "", {"launched": len(rep.launched), "reaped": len(rep.reaped),
+                                                    "main": rep.main, "live": plan.live_total + len(rep.launched),
+                                                    "pool": plan.pool_size, "waiting": len(plan.waiting),
+                                                    "merged": len(rep.merged), "rejected": len(rep.rejected)})
         return rep
 
     def watch_supervisor(self) -> None:
@@ -396,9 +397,10 @@ class Dispatcher:
         fleet = self.policy.fleet
         prev = self.store.get_setting(keys.MAIN_STATUS, "unknown")
         head = self.git.rev(self.root, self._main_ref())
+        checked = self.store.get_setting(keys.MAIN_CHECKED)
         if not fleet.main_gates:
             verdict, log = PASS, ""
-        elif head == self.store.get_setting(keys.MAIN_CHECKED) and prev == "green":
+        elif head == checked and prev == "green":
             return "green"  # gates already passed on this very commit
         elif head is None:
             verdict, log = "unknown", f"branch {fleet.main_branch} does not exist"
@@ -406,7 +408,8 @@ class Dispatcher:
             res = self.ports.gates.main(self.root, self.policy, head, self.real)
             verdict, log = res.outcome, res.tail(self.policy.fleet.evidence_lines)
         status = rules.main_status(prev, verdict, bool(fleet.main_gates))
-        self.store.set_setting(keys.MAIN_CHECKED, head)
+        if head != checked:  # red (gates run every pass) or no gates: the same commit is not written again
+            self.store.set_setting(keys.MAIN_CHECKED, head)
         self.apply(rules.main_changed(
             prev, status, now=self.clock.now(), branch=fleet.main_branch, head=head, log=log,
             paused=bool(self.store.get_setting(keys.DISPATCH_PAUSED, False)),
