@@ -77,7 +77,8 @@ def gather(store, policy, now: float, host: str | None = None, resets: budget.Re
     """`host` (several hosts): the pool is that host's; a ticket with a live agent on any host still waits."""
     tickets = store.tickets()
     want = [t.id for t in tickets if t.state in (lifecycle.QUEUED, lifecycle.REVIEW)]
-    atts, props = budget.windows(store, want, resets=resets) if want else ({}, {})
+    review = [t.id for t in tickets if t.state == lifecycle.REVIEW]  # the plan looks at no other ticket's proposals
+    atts, props = budget.windows(store, want, proposals=review, resets=resets) if want else ({}, {})
     running = [a for a in store.agents(states=["running"]) if ours(a) and a.ticket_id]
     return core.DispatchInput(
         now=now, tickets=tickets, attempts=atts, proposals=props, live=dict(Counter(a.ticket_id for a in running)),
