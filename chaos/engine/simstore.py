@@ -69,7 +69,7 @@ class CachedStore(SqliteStore):
             db.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS watch_agents_beat AFTER UPDATE ON main.agents WHEN {beat} "
                        f"BEGIN INSERT OR IGNORE INTO beaten VALUES (NEW.id); END")
         c = self.changes()
-        self._agents_base = (c.get("agents", 0), c.get("agents:other", 0))  # the counters at the last _sync_agents
+        self._agents_base = (c.get("agents"), c.get("agents:other"))  # the counters at the last _sync_agents
         self.hits = self.misses = 0
 
     def _read(self, name: str, args: tuple, fn, tables: tuple[str, ...] | None = None):
@@ -81,9 +81,8 @@ class CachedStore(SqliteStore):
             return fn()
         if name in AGENT_READS:
             self._sync_agents()
-        counts = self.changes()
-        ver = tuple(counts.get(t, 0) for t in (tables or READS[name]))
-        key = (name, *map(_key, args))
+        ver = tuple(map(self.changes().get, tables or READS[name]))  # None: never written (the same every time)
+        key = (name, *[a if a is None or type(a) is str else _key(a) for a in args])
         hit = self._cache.get(key)
         if hit is not None and hit[0] == ver:
             self.hits += 1
@@ -100,7 +99,7 @@ class CachedStore(SqliteStore):
     def _sync_agents(self) -> None:
         """Bring the agents answers current at the last sync up to now when only heartbeat columns were written."""
         c = self.changes()
-        now = (c.get("agents", 0), c.get("agents:other", 0))
+        now = (c.get("agents"), c.get("agents:other"))
         base, self._agents_base = self._agents_base, now
         if now == base:
             return
