@@ -73,10 +73,13 @@ def live_counts(store) -> Counter:
     return Counter(a.ticket_id for a in store.agents(states=["running"]) if ours(a) and a.ticket_id)
 
 
+_DISPATCHABLE = frozenset({lifecycle.QUEUED, lifecycle.REVIEW})  # the states a plan can launch from
+
+
 def gather(store, policy, now: float, host: str | None = None, resets: budget.Resets | None = None) -> core.DispatchInput:
     """`host` (several hosts): the pool is that host's; a ticket with a live agent on any host still waits."""
     tickets = store.tickets()
-    want = [t.id for t in tickets if t.state in (lifecycle.QUEUED, lifecycle.REVIEW)]
+    want = [t.id for t in tickets if t.state in _DISPATCHABLE]
     review = [t.id for t in tickets if t.state == lifecycle.REVIEW]  # the plan looks at no other ticket's proposals
     atts, props = budget.windows(store, want, proposals=review, resets=resets) if want else ({}, {})
     running = [a for a in store.agents(states=["running"]) if ours(a) and a.ticket_id]
