@@ -677,6 +677,9 @@ class SimGit:
     def is_toplevel(self, path) -> bool:
         return self._ticket_of(path) is not None
 
+    def git_paths(self, path, *names) -> list[Path]:
+        return [Path(path) / ".git" / n for n in names]  # a simulated checkout's git folder holds no file
+
 
 class SimGates:
     """The Gates port: main's colour and each proposal's verdict are the world's (faults change them)."""

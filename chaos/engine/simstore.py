@@ -8,6 +8,11 @@ while the counters of the tables it shows are unchanged. Settings are counted pe
 (the dispatcher and the supervisor write a few of them every tick; the others stay
 cached). Same answers as the plain store, so the product's logic is untouched: this is
 an adapter, not a mirror.
+
+Heartbeats are most of the writes to `agents` (every live agent's loop, every dispatcher pass), so
+the agents table is never unchanged for long. Its rows are kept by id instead: TEMP triggers note the
+id of every row written, an agents read re-reads those rows only, and `agents_to_reap` (ended agents)
+stays cached until a write touches an ended row. Reads inside a write transaction go to the file.
 """
 
 from __future__ import annotations
@@ -71,17 +76,21 @@ class CachedStore(SqliteStore):
         self.hits = self.misses = 0
 
     def _read(self, name: str, args: tuple, fn, tables: tuple[str, ...] | None = None):
-        counts = self.changes()
-        ver = tuple(counts.get(t, 0) for t in (tables or READS[name]))
-        key = (name, *map(_key, args))
+        if self._db.in_transaction:
+            # read through: a rollback could bring a version read now back for other rows, and would leave
+            # `changes()`'s memo (keyed on SQLite's total_changes, which a rollback does not lower) on counts
+            # that never were committed
+            self.misses += 1
+            return fn()
+        ver = tuple(map(self.changes().get, tables or READS[name]))  # None: never written (the same every time)
+        key = (name, *[a if a is None or type(a) is str else _key(a) for a in args])
         hit = self._cache.get(key)
         if hit is not None and hit[0] == ver:
             self.hits += 1
             return hit[1]
         self.misses += 1
         val = fn()
-        if not self._db.in_transaction:  # read inside a write transaction: a rollback could bring this version back
-            self._cache[key] = (ver, val)
+        self._cache[key] = (ver, val)
         return val
 
     # lists are copied on the way out: a caller may sort or extend what it got

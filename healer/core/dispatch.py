@@ -19,10 +19,17 @@ ticket may get an agent lives here, as small rules over plain records:
 - a red main (unless `fleet.pause_on_red_main` is off) or a paused dispatch launches nothing.
 
 No I/O and no clock: `now` is an input. Same input, same plan.
+
+`replan(inp, rules, carry)` is the same plan for a long-lived caller (the dispatcher ticks every
+few seconds over a board that rarely changed): the previous call's plan is handed back while its
+input is unchanged but for `now`, and `now` has not reached the first moment time alone could
+change it (a backoff ending, a resume window closing). tests/fleet/test_replan.py checks, with
+hypothesis, that it always equals `plan`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -199,11 +206,22 @@ def rejected_count(proposals: Sequence[Proposal]) -> int:
 
 def resumable(attempts: Sequence[Attempt], now: float, ttl: float) -> str | None:
     """The run a dead agent can be resumed in (within the session window), else None."""
+    return _resumable(attempts, now, ttl)[0]
+
+
+def _resumable(attempts: Sequence[Attempt], now: float, ttl: float) -> tuple[str | None, float]:
+    """`resumable`, and the first moment at or after `now` its answer can differ (inf: never, time only goes on)."""
     if not attempts or not died(attempts[-1]) or not attempts[-1].run_id:
-        return None
+        return None, math.inf
     run = attempts[-1].run_id
     started = min(a.at for a in attempts if a.run_id == run)
-    return run if now - started <= ttl else None
+    if not now - started <= ttl:
+        return None, math.inf  # the window closed: it stays closed
+    # the last moment still inside the window, as the float subtraction above sees it (it rounds)
+    last = started + ttl
+    while not last - started <= ttl:
+        last = math.nextafter(last, -math.inf)
+    return run, math.nextafter(last, math.inf)
 
 
 # -- ordering --------------------------------------------------------------------
@@ -267,6 +285,39 @@ def order(tickets: Sequence[Ticket]) -> list[str]:
 # -- the plan --------------------------------------------------------------------
 
 def plan(inp: DispatchInput, rules: RetryRules) -> DispatchPlan:
+    return _plan(inp, rules)[0]
+
+
+@dataclass(frozen=True)
+class Carry:
+    """What `replan` keeps: the rules and input it planned, the plan, and the moment time alone could change it."""
+
+    rules: RetryRules
+    inp: DispatchInput
+    plan: DispatchPlan
+    until: float  # the plan holds for every `now` in [inp.now, until) while the rest of the input is the same
+
+
+def replan(inp: DispatchInput, rules: RetryRules, carry: Carry | None = None) -> tuple[DispatchPlan, Carry]:
+    """`plan(inp, rules)`, and the carry to hand to the next call (None: plan from scratch)."""
+    if (carry is not None and carry.inp.now <= inp.now < carry.until and (carry.rules is rules or carry.rules == rules)
+            and _same_but_now(carry.inp, inp)):
+        return carry.plan, carry
+    p, until = _plan(inp, rules)
+    return p, Carry(rules, inp, p, until)
+
+
+def _same_but_now(a: DispatchInput, b: DispatchInput) -> bool:
+    # containers compare their items by identity first: a store that hands back the very same records is cheap
+    # to compare; equal copies cost a comparison; anything else (a list for a tuple too) plans again
+    return (a.pool_size == b.pool_size and a.pool_used == b.pool_used and a.main_status == b.main_status
+            and a.paused == b.paused and list(a.tickets) == list(b.tickets) and dict(a.live) == dict(b.live)
+            and dict(a.attempts) == dict(b.attempts) and dict(a.proposals) == dict(b.proposals))
+
+
+def _plan(inp: DispatchInput, rules: RetryRules) -> tuple[DispatchPlan, float]:
+    """The plan, and the first moment after `inp.now` time alone could change it (inf: never)."""
+    until_change = math.inf
     by_id = {t.id: t for t in inp.tickets}
     cyc = cycles(inp.tickets)
     on_cycle = {n for c in cyc for n in c}
@@ -318,7 +369,8 @@ def plan(inp: DispatchInput, rules: RetryRules) -> DispatchPlan:
                 stops.append(Stop(tid, lifecycle.NEEDS_HUMAN, "spinning",
                                   f"{spins} resumes on the same state without a new commit"))
                 continue
-            run = resumable(every, inp.now, rules.session_ttl)
+            run, flips = _resumable(every, inp.now, rules.session_ttl)
+            until_change = min(until_change, flips)
             want = Launch(tid, RESUME, run_id=run) if run else Launch(tid, LAUNCH)
 
         if len(atts) >= rules.max_launches:
@@ -327,6 +379,7 @@ def plan(inp: DispatchInput, rules: RetryRules) -> DispatchPlan:
             continue
         until = backoff_until(atts, rules.backoff)
         if until is not None and until > inp.now:
+            until_change = min(until_change, until)
             waiting.append(Waiting(tid, BACKOFF, eligible_at=until, kind=want.kind))
             continue
         if hold:
@@ -338,4 +391,5 @@ def plan(inp: DispatchInput, rules: RetryRules) -> DispatchPlan:
         launches.append(want)
         slots -= 1
 
-    return DispatchPlan(tuple(launches), tuple(stops), tuple(waiting), tuple(cyc), missing, live_total, inp.pool_size)
+    return (DispatchPlan(tuple(launches), tuple(stops), tuple(waiting), tuple(cyc), missing, live_total, inp.pool_size),
+            until_change)

@@ -31,29 +31,33 @@ class Resets:
         last = store.last_event_id()  # first: whatever is logged up to it is in the read below
         if last < self.seen:  # the log went back (a store restored from a copy): read it all again
             self.seen, self.cut = 0, {}
-        for tid, at in rules.budget_cuts(store.events(after=self.seen, kinds=["ticket.moved"], contains=RESET_QUERY)).items():
+        # every move, not only those matching RESET_QUERY: budget_cuts picks the resets, and a bound LIKE pattern makes
+        # SQLite prepare the statement anew each time (3x the cost of the whole read of a pass's few new moves)
+        for tid, at in rules.budget_cuts(store.events(after=self.seen, kinds=["ticket.moved"])).items():
             self.cut[tid] = max(self.cut.get(tid, at), at)
         self.seen = last
         return dict(self.cut)
 
 
-def windows(store, ticket_ids: Iterable[str] | None = None, *, proposals: bool = True, resets: Resets | None = None,
-            ) -> tuple[dict[str, list[Attempt]], dict[str, list[Proposal]]]:
-    """ticket -> attempts and proposals within its budget window (tickets done or closed left out)."""
+def windows(store, ticket_ids: Iterable[str] | None = None, *, proposals: bool | Iterable[str] = True,
+            resets: Resets | None = None) -> tuple[dict[str, list[Attempt]], dict[str, list[Proposal]]]:
+    """ticket -> attempts and proposals within its budget window (tickets done or closed left out).
+
+    `proposals`: every wanted ticket's (one query), none, or only these tickets' (one query each: the dispatcher
+    reads those of the tickets in review, the only ones its plan looks at)."""
     want = None if ticket_ids is None else set(ticket_ids)
     cut = resets.cuts(store) if resets is not None else cuts(store)
     atts: dict[str, list[Attempt]] = {}
     for tid, xs in store.all_attempts(skip_ticket_states=sorted(lifecycle.TERMINAL)).items():
         if want is None or tid in want:
             atts[tid] = rules.in_window(xs, cut.get(tid))
-    props: dict[str, list[Proposal]] = {}
-    if proposals:
-        by: dict[str, list[Proposal]] = {}
-        for p in store.proposals():
-            if want is None or p.ticket_id in want:
-                by.setdefault(p.ticket_id, []).append(p)
-        props = {tid: rules.in_window(ps, cut.get(tid), at="created_at") for tid, ps in by.items()}
-    return atts, props
+    if proposals is not True:
+        return atts, {tid: rules.in_window(store.proposals(tid), cut.get(tid), at="created_at") for tid in proposals or ()}
+    by: dict[str, list[Proposal]] = {}
+    for p in store.proposals():
+        if want is None or p.ticket_id in want:
+            by.setdefault(p.ticket_id, []).append(p)
+    return atts, {tid: rules.in_window(ps, cut.get(tid), at="created_at") for tid, ps in by.items()}
 
 
 def window(store, ticket_id: str) -> tuple[list[Attempt], list[Proposal]]:

@@ -73,11 +73,15 @@ def live_counts(store) -> Counter:
     return Counter(a.ticket_id for a in store.agents(states=["running"]) if ours(a) and a.ticket_id)
 
 
+_DISPATCHABLE = frozenset({lifecycle.QUEUED, lifecycle.REVIEW})  # the states a plan can launch from
+
+
 def gather(store, policy, now: float, host: str | None = None, resets: budget.Resets | None = None) -> core.DispatchInput:
     """`host` (several hosts): the pool is that host's; a ticket with a live agent on any host still waits."""
     tickets = store.tickets()
-    want = [t.id for t in tickets if t.state in (lifecycle.QUEUED, lifecycle.REVIEW)]
-    atts, props = budget.windows(store, want, resets=resets) if want else ({}, {})
+    want = [t.id for t in tickets if t.state in _DISPATCHABLE]
+    review = [t.id for t in tickets if t.state == lifecycle.REVIEW]  # the plan looks at no other ticket's proposals
+    atts, props = budget.windows(store, want, proposals=review, resets=resets) if want else ({}, {})
     running = [a for a in store.agents(states=["running"]) if ours(a) and a.ticket_id]
     return core.DispatchInput(
         now=now, tickets=tickets, attempts=atts, proposals=props, live=dict(Counter(a.ticket_id for a in running)),
@@ -153,6 +157,7 @@ class Dispatcher:
         self._stopping = False
         self._watching_since: float | None = None  # first pass: silence before it was our own downtime
         self._resets = budget.Resets()  # budget resets read so far: each pass reads only the new moves
+        self._plan: core.Carry | None = None  # the last plan: a pass over an unchanged board plans nothing anew
         from healer.errors import UsageError
 
         if not self.git.is_repo(self.root):
@@ -204,8 +209,8 @@ class Dispatcher:
                 self.review(rep)
         else:
             rep.main = self.store.get_setting(keys.MAIN_STATUS, "unknown") or "unknown"
-        plan = core.plan(gather(self.store, self.policy, self.clock.now(), self.host if self.shared else None, self._resets),
-                         self.rules)
+        plan, self._plan = core.replan(gather(self.store, self.policy, self.clock.now(), self.host if self.shared else None,
+                                              self._resets), self.rules, self._plan)
         rep.plan = plan
         if board:
             self._note_cycles(plan)
@@ -219,11 +224,12 @@ class Dispatcher:
                 rep.launched.append((launch.ticket_id, launch.kind))
         if board:
             self.watch_supervisor()
-        self.store.set_setting(keys.DISPATCH_LAST_TICK, self.clock.now())
-        self.store.append("dispatch.tick", "", {"launched": len(rep.launched), "reaped": len(rep.reaped), "main": rep.main,
-                                                "live": plan.live_total + len(rep.launched), "pool": plan.pool_size,
-                                                "waiting": len(plan.waiting), "merged": len(rep.merged),
-                                                "rejected": len(rep.rejected)})
+        with self.store.tx():  # one commit for the pass's own record
+            self.store.set_setting(keys.DISPATCH_LAST_TICK, self.clock.now())
+            self.store.append("dispatch.tick", "", {"launched": len(rep.launched), "reaped": len(rep.reaped),
+                                                    "main": rep.main, "live": plan.live_total + len(rep.launched),
+                                                    "pool": plan.pool_size, "waiting": len(plan.waiting),
+                                                    "merged": len(rep.merged), "rejected": len(rep.rejected)})
         return rep
 
     def watch_supervisor(self) -> None:
@@ -395,9 +401,10 @@ class Dispatcher:
         fleet = self.policy.fleet
         prev = self.store.get_setting(keys.MAIN_STATUS, "unknown")
         head = self.git.rev(self.root, self._main_ref())
+        checked = self.store.get_setting(keys.MAIN_CHECKED)
         if not fleet.main_gates:
             verdict, log = PASS, ""
-        elif head == self.store.get_setting(keys.MAIN_CHECKED) and prev == "green":
+        elif head == checked and prev == "green":
             return "green"  # gates already passed on this very commit
         elif head is None:
             verdict, log = "unknown", f"branch {fleet.main_branch} does not exist"
@@ -405,7 +412,8 @@ class Dispatcher:
             res = self.ports.gates.main(self.root, self.policy, head, self.real)
             verdict, log = res.outcome, res.tail(self.policy.fleet.evidence_lines)
         status = rules.main_status(prev, verdict, bool(fleet.main_gates))
-        self.store.set_setting(keys.MAIN_CHECKED, head)
+        if head != checked:  # red (gates run every pass) or no gates: the same commit is not written again
+            self.store.set_setting(keys.MAIN_CHECKED, head)
         self.apply(rules.main_changed(
             prev, status, now=self.clock.now(), branch=fleet.main_branch, head=head, log=log,
             paused=bool(self.store.get_setting(keys.DISPATCH_PAUSED, False)),
@@ -630,10 +638,9 @@ class Dispatcher:
         ticket would fail on it. Nobody else can hold it (no live agent on the ticket, nothing working in
         the worktree): it is renamed aside in git's own folder (kept, restorable), never deleted."""
         try:
-            lock = Path(git.run(wt, "rev-parse", "--git-path", "index.lock").stdout)
+            lock, = self.git.git_paths(wt, "index.lock")
         except git.GitError:
             return
-        lock = lock if lock.is_absolute() else wt / lock
         if not lock.exists():
             return
         from healer import procs
@@ -653,12 +660,10 @@ class Dispatcher:
         from healer import procs
 
         try:
-            paths = git.run(self.root, "rev-parse", "--git-path", "index.lock", "--git-path",
-                            f"refs/heads/{self.policy.fleet.main_branch}.lock").stdout.splitlines()
+            locks = self.git.git_paths(self.root, "index.lock", f"refs/heads/{self.policy.fleet.main_branch}.lock")
         except git.GitError:
             return
-        for raw in paths:
-            lock = Path(raw) if Path(raw).is_absolute() else self.root / raw
+        for lock in locks:
             if not lock.exists() or procs.busy_pids(lock):
                 continue
             aside = lock.with_name(f"{lock.name}.stale-{int(self.real.now())}")

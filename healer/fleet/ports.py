@@ -34,6 +34,9 @@ class Git(Protocol):
         """Unlock git's entry, move the folder to `to` (kept), prune the entry."""
     def untracked(self, path: str | Path) -> list[str]: ...
     def is_toplevel(self, path: str | Path) -> bool: ...
+    def git_paths(self, path: str | Path, *names: str) -> list[Path]:
+        """Where git keeps each of `names` (`index.lock`, `refs/heads/main.lock`) for the checkout at `path`,
+        absolute (`git rev-parse --git-path`); raises healer.git.GitError when git cannot tell."""
 
 
 class Gates(Protocol):
@@ -116,6 +119,13 @@ class RealGit:
         from healer import git
 
         return git.is_toplevel(path)
+
+    def git_paths(self, path, *names):
+        from healer import git
+
+        args = [a for n in names for a in ("--git-path", n)]
+        out = git.run(path, "rev-parse", *args).stdout.splitlines()
+        return [Path(x) if Path(x).is_absolute() else Path(path) / x for x in out]
 
 
 class RealGates:

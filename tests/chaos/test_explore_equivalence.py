@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chaos import explore
-from chaos.engine.sim import SimEngine
+from chaos.engine.sim import HOST, SimEngine
 from healer import lifecycle
 from healer.core import dispatch
 from healer.records import Ticket
@@ -18,7 +18,7 @@ from healer.store import SqliteStore, db_path
 
 def _reads(st_) -> tuple:
     return (st_.tickets(), st_.tickets([lifecycle.IN_PROGRESS]), st_.agents(), st_.agents(states=["running"]),
-            st_.worktrees(), st_.proposals(), st_.all_attempts(skip_ticket_states=sorted(lifecycle.TERMINAL)),
+            st_.agents_to_reap(HOST), st_.agents_to_reap(), st_.worktrees(), st_.proposals(), st_.all_attempts(skip_ticket_states=sorted(lifecycle.TERMINAL)),
             st_.get_setting("dispatch.paused"), st_.get_setting("supervisor.memory"))
 
 
