@@ -428,7 +428,9 @@ class SqliteStore:
         if last is not None and last[0] == total:
             return last[1]
         got = MappingProxyType({r[0]: r[1] for r in self._q("SELECT tbl, n FROM temp.changes")})
-        self._changes_seen = (total, got)
+        # inside a write transaction the counts may yet roll back, and a rollback does not lower total_changes:
+        # remembered now, they would be served again after it as if they had been committed
+        self._changes_seen = None if self._db.in_transaction else (total, got)
         return got
 
     def no_fsync(self) -> None:
@@ -550,9 +552,9 @@ class SqliteStore:
         compact JSON text, as `events(contains=)` does) rather than the fleet's whole history of ended agents read
         each time; the caller checks each mark again."""
         w = _Where().among("state", lifecycle.AGENT_ENDED).add("host=?", host)
-        like = "data LIKE ? ESCAPE '\\'"
-        w.add(f"NOT ({like} AND (NOT {like} OR {like}))", '%"reaped":true%')
-        w.args += ['%"reaped\\_by":%', '%"stopped\\_here":true%']
+        # the patterns are literals, not bound: SQLite prepares a LIKE on a bound pattern again at every call
+        reaped, by, here = (f"data LIKE '{p}' ESCAPE '!'" for p in ('%"reaped":true%', '%"reaped!_by":%', '%"stopped!_here":true%'))
+        w.terms.append(f"NOT ({reaped} AND (NOT {by} OR {here}))")
         rows = self._q("SELECT * FROM agents" + w.sql() + " ORDER BY started_at, id", w.args)
         return [self._agent_from(r) for r in rows]
 
