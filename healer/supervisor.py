@@ -190,8 +190,9 @@ class Supervisor:
     def context(self, batch: str | None = None) -> remedy.Context:
         c = self._ctx
         if c is None or c.policy is not self.policy or c.runtime is not self.runtime or c.store is not self.store:
+            sim = self.ports is not REAL_PORTS
             c = self._ctx = remedy.Context(self.root, self.store, self.policy, self.clock, self.runtime, ACTOR, host=self.host,
-                                           processes=self.ports.processes if self.ports is not REAL_PORTS else None)
+                                           processes=self.ports.processes if sim else None, git=self.ports.git if sim else None)
         # a copy per batch, without resolving the root again (it was resolved once, when this supervisor began)
         c = copy.copy(c)
         c.batch = batch

@@ -677,6 +677,28 @@ class SimGit:
     def is_toplevel(self, path) -> bool:
         return self._ticket_of(path) is not None
 
+    # a simulated checkout is a plain folder that git knows nothing of: every file in it is the worktree's own
+    def dirty(self, path) -> list[str]:
+        base = Path(path)
+        return sorted(f.relative_to(base).as_posix() for f in base.rglob("*") if f.is_file() or f.is_symlink())
+
+    def tracked(self, path) -> bool:
+        return False
+
+    def remove_worktree(self, path) -> None:
+        p = Path(path)
+        if not p.exists():
+            return
+        from healer.errors import HealerError
+
+        left = self.dirty(p)
+        if left:  # the executor quarantined them all first; one that appeared since is never deleted
+            raise HealerError(f"{p}: files appeared during removal: {left[:3]}")
+        for d in sorted((d for d in p.rglob("*") if d.is_dir()), key=lambda d: len(d.parts), reverse=True):
+            d.rmdir()
+        p.rmdir()
+        self.e.files.pop(str(path), None)
+
     def git_paths(self, path, *names) -> list[Path]:
         return [Path(path) / ".git" / n for n in names]  # a simulated checkout's git folder holds no file
 

@@ -34,6 +34,13 @@ class Git(Protocol):
         """Unlock git's entry, move the folder to `to` (kept), prune the entry."""
     def untracked(self, path: str | Path) -> list[str]: ...
     def is_toplevel(self, path: str | Path) -> bool: ...
+    # what the remediation executor asks (healer/remedy/actions.py)
+    def dirty(self, path: str | Path) -> list[str]:
+        """Every file whose content exists only in the worktree at `path` (untracked, modified, added)."""
+    def tracked(self, path: str | Path) -> bool:
+        """Is this file under git's control (False outside any repository)?"""
+    def remove_worktree(self, path: str | Path) -> None:
+        """Remove a worktree whose every dirty file was quarantined first."""
     def git_paths(self, path: str | Path, *names: str) -> list[Path]:
         """Where git keeps each of `names` (`index.lock`, `refs/heads/main.lock`) for the checkout at `path`,
         absolute (`git rev-parse --git-path`); raises healer.git.GitError when git cannot tell."""
@@ -119,6 +126,21 @@ class RealGit:
         from healer import git
 
         return git.is_toplevel(path)
+
+    def dirty(self, path):
+        from healer import git
+
+        return git.dirty(path)
+
+    def tracked(self, path):
+        from healer import git
+
+        return git.tracked(path)
+
+    def remove_worktree(self, path):
+        from healer import git
+
+        git.remove_worktree(path)
 
     def git_paths(self, path, *names):
         from healer import git

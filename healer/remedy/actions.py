@@ -33,7 +33,7 @@ from typing import Any
 
 import psutil
 
-from healer import failpoints, git, lifecycle, procs, switches
+from healer import failpoints, lifecycle, procs, switches
 from healer.clock import Clock
 from healer.core.model import PlannedAction
 from healer.errors import HealerError, NotFound
@@ -68,6 +68,7 @@ class Context:
     batch: str | None = None  # actions of one batch (one tick, one repair run) are one attempt on a ticket
     host: str = HOST
     processes: Any = None  # healer.fleet.ports.Processes (the process table); None: this machine's
+    git: Any = None  # healer.fleet.ports.Git; None: this machine's (healer.git)
 
     def __post_init__(self) -> None:
         self.root = Path(self.root).resolve()
@@ -81,6 +82,14 @@ class Context:
 
     def now(self) -> float:
         return self.clock.now()
+
+    def repo(self):
+        """The Git port the actions use (the simulated world's, or this machine's git)."""
+        if self.git is None:
+            from healer.fleet.ports import REAL
+
+            self.git = REAL.git
+        return self.git
 
     def halted(self) -> str | None:
         if (self.root / HALT_FILE).exists():
@@ -407,7 +416,7 @@ def _q_why_not(ctx: Context, p: Path) -> str | None:
         return f"{rel} no longer exists"
     if p.is_dir() and not p.is_symlink():
         return f"{rel} is a folder; quarantine its files one by one"
-    if not p.is_symlink() and git.tracked(p):
+    if not p.is_symlink() and ctx.repo().tracked(p):
         return f"{rel} is tracked by git; healer never moves tracked files"
     busy = ctx.busy_pids(p) if not p.is_symlink() else []
     if busy:
@@ -440,7 +449,7 @@ def _journal_quarantine(ctx: Context, ents) -> None:
 
 def _q_verify(ctx: Context, t: Target) -> bool:
     # done when no listed file is still an unknown file in place (gone into quarantine, or tracked meanwhile)
-    return all(not (p.exists() or p.is_symlink()) or git.tracked(p) for p in t.paths) \
+    return all(not (p.exists() or p.is_symlink()) or ctx.repo().tracked(p) for p in t.paths) \
         and any(qmod.find(ctx.root, p) is not None for p in t.paths)
 
 
@@ -513,12 +522,13 @@ def _wt_apply(ctx: Context, t: Target, intent: int) -> dict:
     p = t.path
     detail: dict[str, Any] = {}
     if p.exists():
-        is_git = git.is_toplevel(p)
+        repo = ctx.repo()
+        is_git = repo.is_toplevel(p)
         if is_git:
-            files = git.dirty(p)
+            files = repo.dirty(p)
         else:
             under = _files_under(p)
-            tracked = [f for f in under if not f.is_symlink() and git.tracked(f)]
+            tracked = [f for f in under if not f.is_symlink() and repo.tracked(f)]
             if tracked:
                 raise Abort(f"{t.subject} holds files tracked by git ({relative(ctx.root, tracked[0])}…); not a removable worktree")
             files = [relative(p, f) for f in under]
@@ -531,7 +541,7 @@ def _wt_apply(ctx: Context, t: Target, intent: int) -> dict:
         if busy:
             raise Abort(f"{t.subject} became busy (pid {', '.join(map(str, busy))}); quarantined files stay restorable")
         if is_git:
-            git.remove_worktree(p)
+            repo.remove_worktree(p)
         else:
             left = [f for f in _files_under(p)]
             if left:
