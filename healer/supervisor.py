@@ -270,10 +270,12 @@ class Supervisor:
 
         rep.repair = self._repair_hook(d)
 
-        self._checkpoint_memory(_dump(_without_untried(d.memory, rep, snap.now)))
-        self.store.set_setting(keys.SUPERVISOR_LAST_TICK, now)
+        memory = _dump(_without_untried(d.memory, rep, snap.now))
         rep.duration = self.clock.monotonic() - t0
-        self.store.append("supervisor.tick", LEASE, {"holder": self.holder, **_event_summary(rep)})
+        with self.store.tx():  # the checkpoint is one commit: memory, last tick and its event, or none of them
+            self._checkpoint_memory(memory)
+            self.store.set_setting(keys.SUPERVISOR_LAST_TICK, now)
+            self.store.append("supervisor.tick", LEASE, {"holder": self.holder, **_event_summary(rep)})
         failpoints.hit(FP_AFTER_TICK)
         self._observe(rep, t0)
         return rep
