@@ -184,7 +184,8 @@ class Supervisor:
         self.gatherer = snapmod.Gatherer()  # incremental between ticks; a full read first and every FULL_EVERY
         self.carry = None  # the incremental decision's carry-over (healer/core/incremental.py); None: from scratch
         self._ctx: remedy.Context | None = None
-        self._memory: tuple[Any, Memory] | None = None  # (the stored form, what it loads as): a quiet tick loads nothing
+        self._memory: tuple[Any, Memory | None] | None = None  # (the stored form, what it loads as): a quiet tick loads nothing
+        self._memory_token: int | None = None  # the supervisor lease's token when _memory was last read from the store
         self.humans = limits.HumanLog()  # the humans' unblock attempts, read by event id between ticks
 
     def context(self, batch: str | None = None) -> remedy.Context:
@@ -250,7 +251,7 @@ class Supervisor:
         snap = self.gatherer.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host, ports=self.ports)
         # this tick is a supervisor tick: the downtime before it (a restart) is no silence to page about
         rep.snapshot = snap = replace(snap, last_supervisor_tick=now)
-        memory = with_external_attempts(self._load_memory(), self.store, self.policy, snap.now, humans=self.humans)
+        memory = with_external_attempts(self._load_memory(lease.token), self.store, self.policy, snap.now, humans=self.humans)
         rep.decision = d = self._decide(snap, memory)
         failpoints.hit(FP_BEFORE_EXECUTE)
 
@@ -273,30 +274,39 @@ class Supervisor:
         memory = _dump(_without_untried(d.memory, rep, snap.now))
         rep.duration = self.clock.monotonic() - t0
         with self.store.tx():  # the checkpoint is one commit: memory, last tick and its event, or none of them
-            self._checkpoint_memory(memory)
+            wrote = self._checkpoint_memory(memory)
             self.store.set_setting(keys.SUPERVISOR_LAST_TICK, now)
             self.store.append("supervisor.tick", LEASE, {"holder": self.holder, **_event_summary(rep)})
+        if wrote:
+            self._memory = (memory, None)  # committed: what the store holds now, decoded if the next tick needs it
         failpoints.hit(FP_AFTER_TICK)
         self._observe(rep, t0)
         return rep
 
-    def _load_memory(self) -> Memory:
-        """The stored memory; decoded again only when it differs from what this supervisor last loaded or wrote
+    def _load_memory(self, token: int) -> Memory:
+        """The stored memory. Only the supervisor lease's holder writes it (fenced by the lease's token), so while
+        this supervisor holds the lease under the same token as when it last read or wrote the memory, the store
+        holds what it has: not read again. Otherwise read, and decoded only when it differs from what it had
         (the core never changes a Memory it is given: it builds a new one)."""
-        raw = self.store.get_setting(keys.SUPERVISOR_MEMORY)
         hit = self._memory
+        if hit is not None and self._memory_token == token:
+            if hit[1] is None:
+                hit = self._memory = (hit[0], _memory_from(hit[0]))
+            return hit[1]
+        raw = self.store.get_setting(keys.SUPERVISOR_MEMORY)
         mem = hit[1] if hit is not None and hit[1] is not None and hit[0] == raw else _memory_from(raw)
-        self._memory = (raw, mem)
+        self._memory, self._memory_token = (raw, mem), token
         return mem
 
-    def _checkpoint_memory(self, memory: dict) -> None:
-        """Persist the memory for the next tick (or the next supervisor); most ticks of a quiet fleet change
-        nothing in it, and what the store already holds (read at this tick's start: only the lease holder
-        writes it) is not written again."""
+    def _checkpoint_memory(self, memory: dict) -> bool:
+        """Persist the memory for the next tick (or the next supervisor), inside the checkpoint's transaction; what
+        the store already holds (read or written this tick: only the lease holder writes it) is not written again.
+        True when it was written (the caller notes it once the transaction committed)."""
         stored = self._memory[0] if self._memory is not None else self.store.get_setting(keys.SUPERVISOR_MEMORY)
-        if memory != stored:
-            self.store.set_setting(keys.SUPERVISOR_MEMORY, memory)
-            self._memory = (memory, None)
+        if memory == stored:
+            return False
+        self.store.set_setting(keys.SUPERVISOR_MEMORY, memory)
+        return True
 
     def _decide(self, snap: Snapshot, memory: Memory) -> Decision:
         """The core's decision, incremental between ticks (the same answer as `decide`, property-tested); from

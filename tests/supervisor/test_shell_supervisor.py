@@ -268,3 +268,21 @@ def test_gather_sees_live_stopped_and_dead_agents(shell_fleet):
         for p in (live, stopped):
             p.kill()
             p.wait()
+
+
+def test_a_supervisor_back_in_the_lease_reads_the_memory_its_successor_wrote(shell_fleet):
+    # a supervisor keeps its memory between ticks while it holds the lease under one token; once another holder
+    # took the lease (a new token) and checkpointed, the first one must read the store again, not its own copy
+    f = shell_fleet
+    first, second = _sup(f, holder="sup-1"), _sup(f, holder="sup-2")
+    first.tick()
+    _frozen(f)  # six hours later: the first one's lease has long expired
+    rep = second.tick()
+    assert rep.skipped is None and [a.action for a, _ in rep.outcomes] == ["requeue_ticket"]
+    assert f.store.get_setting("supervisor.memory")["attempts"]["T-1"] == [f.clock.now()]
+    when = f.clock.now()
+    f.clock.advance(f.policy.supervisor.lease_ttl + 1)
+    rep = first.tick()
+    assert rep.skipped is None
+    assert rep.decision.memory.attempts.get("T-1") == [when]  # the successor's attempt, read from the store
+    assert f.store.get_setting("supervisor.memory")["attempts"]["T-1"] == [when]
