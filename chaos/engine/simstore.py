@@ -9,10 +9,11 @@ while the counters of the tables it shows are unchanged. Settings are counted pe
 cached). Same answers as the plain store, so the product's logic is untouched: this is
 an adapter, not a mirror.
 
-Heartbeats are most of the writes to `agents` (every live agent's loop, every dispatcher pass), so
-the agents table is never unchanged for long. Its rows are kept by id instead: TEMP triggers note the
-id of every row written, an agents read re-reads those rows only, and `agents_to_reap` (ended agents)
-stays cached until a write touches an ended row. Reads inside a write transaction go to the file.
+Tickets and agents are kept by row instead (`_Rows`): heartbeats rewrite a running agent's row
+every minute and the dispatcher moves or marks a ticket most passes, so neither table stays
+unchanged for long. TEMP triggers note the id of every row written (a label's ticket too), and a
+read re-reads those rows only; `agents_to_reap` (ended agents) stays cached until a write touches
+an ended row. Reads inside a write transaction go to the file.
 """
 
 from __future__ import annotations
@@ -23,9 +24,7 @@ from typing import Any
 from healer import lifecycle
 from healer.store.sqlite import SqliteStore
 
-READS = {  # cached method -> the tables its answer depends on
-    "tickets": ("tickets", "labels"),
-    "ticket": ("tickets", "labels"),
+READS = {  # cached method -> the tables its answer depends on (tickets and agents: kept by row, _Rows)
     # only rows that are (or were, or are newly) ended: the heartbeats of running agents leave it cached
     "agents_to_reap": ("agents_ended",),
     "worktrees": ("worktrees",),
@@ -34,10 +33,6 @@ READS = {  # cached method -> the tables its answer depends on
     "all_attempts": ("attempts", "tickets"),
 }
 TABLES = sorted({t for ts in READS.values() for t in ts} - {"agents_ended"})
-
-
-def _agent_order(a) -> tuple:
-    return (a.started_at, a.id)
 
 
 def _key(v: Any) -> Any:
@@ -55,25 +50,23 @@ class CachedStore(SqliteStore):
                 db.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS watch_setting_{op.lower()}_{row.lower()} AFTER {op} "
                            f"ON main.settings BEGIN INSERT INTO changes VALUES ('settings:' || {row}.key, 1) "
                            f"ON CONFLICT(tbl) DO UPDATE SET n = n + 1; END")
-            # agents: a heartbeat rewrites a running agent's row every minute, so the agents table is never
-            # unchanged for long; each written row's id is noted, and a read re-reads those rows only
-            db.execute("CREATE TEMP TABLE IF NOT EXISTS agents_dirty(id TEXT PRIMARY KEY)")
             ended = ",".join(f"'{s}'" for s in lifecycle.AGENT_ENDED)
             db.execute("INSERT OR IGNORE INTO temp.changes VALUES ('agents_ended', 0)")
             bump = "UPDATE changes SET n = n + 1 WHERE tbl = 'agents_ended';"
-            for op, rows, when in (("INSERT", ("NEW",), ""),  # any insert (a REPLACE fires no delete trigger)
-                                   ("UPDATE", ("NEW", "OLD"), f"WHEN OLD.state IN ({ended}) OR NEW.state IN ({ended})"),
-                                   ("DELETE", ("OLD",), "")):
-                note = " ".join(f"INSERT OR IGNORE INTO agents_dirty VALUES ({r}.id);" for r in rows)
-                db.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS dirty_agents_{op.lower()} AFTER {op} ON main.agents "
-                           f"BEGIN {note} END")
+            for op, when in (("INSERT", ""),  # any insert (a REPLACE fires no delete trigger)
+                             ("UPDATE", f"WHEN OLD.state IN ({ended}) OR NEW.state IN ({ended})"), ("DELETE", "")):
                 db.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS watch_agents_ended_{op.lower()} AFTER {op} ON main.agents "
                            f"{when} BEGIN {bump} END")
         self._cache: dict[tuple, tuple[tuple, Any]] = {}
-        self._agents: dict[str, Any] | None = None  # every agent row, by id, as last read
-        self._agents_ver = 0  # bumped whenever a row of it changes
-        self._agent_views: dict[tuple, tuple[int, list]] = {}  # (states, ticket) -> (version, the agents it selects)
         self.hits = self.misses = 0
+        # heartbeats rewrite a running agent's row every minute and the dispatcher moves or marks a ticket most
+        # passes, so neither table is unchanged for long: their rows are kept by id, and only those written since
+        # the last read are read again
+        self._agent_table = _Rows(self, "agents", {"agents": "id"}, lambda: super(CachedStore, self).agents(),
+                                 self._agents_by_ids, lambda a: (a.started_at, a.id))  # ORDER BY started_at, id
+        self._ticket_table = _Rows(self, "tickets", {"tickets": "id", "labels": "ticket_id"},
+                                  lambda: super(CachedStore, self).tickets(), self._tickets_by_ids,
+                                  lambda t: (t.priority, t.created_at, t.id))  # ORDER BY priority, created_at, id
 
     def _read(self, name: str, args: tuple, fn, tables: tuple[str, ...] | None = None):
         if self._db.in_transaction:
@@ -95,45 +88,37 @@ class CachedStore(SqliteStore):
 
     # lists are copied on the way out: a caller may sort or extend what it got
     def tickets(self, states=None):
-        return list(self._read("tickets", (states,), lambda: super(CachedStore, self).tickets(states)))
+        if self._db.in_transaction:
+            return super().tickets(states)
+        want = None if states is None else set(states)
+        return self._ticket_table.select(None if states is None else tuple(sorted(want)),
+                                        lambda t: want is None or t.state in want)
 
     def ticket(self, id):
-        return self._read("ticket", (id,), lambda: super(CachedStore, self).ticket(id))
+        if not self._db.in_transaction:
+            t = self._ticket_table.get(id)
+            if t is not None:
+                return t
+        return super().ticket(id)  # raises NotFound as the store does
+
+    def _tickets_by_ids(self, ids: list[str]) -> list:
+        marks = ",".join("?" * len(ids))
+        labels: dict[str, dict[str, float]] = {}
+        for r in self._q(f"SELECT * FROM labels WHERE ticket_id IN ({marks}) ORDER BY added_at", ids):
+            labels.setdefault(r["ticket_id"], {})[r["label"]] = r["added_at"]
+        return [self._ticket_from(r, labels.get(r["id"], {})) for r in self._q(f"SELECT * FROM tickets WHERE id IN ({marks})", ids)]
+
+    def _agents_by_ids(self, ids: list[str]) -> list:
+        marks = ",".join("?" * len(ids))
+        return [self._agent_from(r) for r in self._q(f"SELECT * FROM agents WHERE id IN ({marks})", ids)]
 
     def agents(self, states=None, ticket_id=None):
         if self._db.in_transaction:  # a rollback could bring back rows this read would have cached
             return super().agents(states, ticket_id)
-        rows = self._agents
-        dirty = [r[0] for r in self._db.execute("SELECT id FROM temp.agents_dirty")]
-        if dirty or rows is None:
-            self._db.execute("DELETE FROM temp.agents_dirty")  # before the read: a write after it is noted again
-        if rows is None:
-            self.misses += 1
-            rows = self._agents = {a.id: a for a in super().agents()}
-            self._agents_ver += 1
-        elif dirty:
-            self._agents_ver += 1
-            self.misses += 1
-            for i in range(0, len(dirty), 500):
-                part = dirty[i:i + 500]
-                for aid in part:
-                    rows.pop(aid, None)  # deleted, unless it is read back below
-                marks = ",".join("?" * len(part))
-                for r in self._q(f"SELECT * FROM agents WHERE id IN ({marks})", part):
-                    rows[r["id"]] = self._agent_from(r)
-        else:
-            self.hits += 1
-        key = (None if states is None else tuple(sorted(set(states))), ticket_id)
-        hit = self._agent_views.get(key)
-        if hit is not None and hit[0] == self._agents_ver:
-            return list(hit[1])
-        want = None if states is None else set(states)
-        got = [a for a in rows.values() if (want is None or a.state in want) and (ticket_id is None or a.ticket_id == ticket_id)]
-        got.sort(key=_agent_order)  # the store's ORDER BY started_at, id
-        if len(self._agent_views) > 256:
-            self._agent_views.clear()
-        self._agent_views[key] = (self._agents_ver, got)
-        return list(got)
+        return self._agent_table.select(
+            (None if states is None else tuple(sorted(set(states))), ticket_id),
+            lambda a, want=None if states is None else set(states): (want is None or a.state in want)
+            and (ticket_id is None or a.ticket_id == ticket_id))
 
     def agents_to_reap(self, host=None):
         return list(self._read("agents_to_reap", (host,), lambda: super(CachedStore, self).agents_to_reap(host)))
@@ -162,3 +147,59 @@ class CachedStore(SqliteStore):
         rows = self._read("get_setting", (key,), lambda: self._q("SELECT value FROM settings WHERE key=?", (key,)),
                           ("settings:" + key,))
         return json.loads(rows[0]["value"]) if rows else default
+
+
+class _Rows:
+    """The rows of one table, by id, as its records: a full read first, then only the ids that TEMP triggers on
+    the table (and on the tables its records are built from) noted as written since. Callers read outside write
+    transactions only (a rollback would bring back rows read inside one)."""
+
+    def __init__(self, store: CachedStore, name: str, sources: dict[str, str], read_all, read_ids, order) -> None:
+        self.store, self.dirty = store, f"{name}_dirty"
+        self.read_all, self.read_ids, self.order = read_all, read_ids, order
+        self.rows: dict[str, Any] | None = None
+        self.version = 0  # bumped whenever a row changes
+        self.views: dict[Any, tuple[int, list]] = {}  # a selection's key -> (version, its records in order)
+        with store.tx() as db:
+            db.execute(f"CREATE TEMP TABLE IF NOT EXISTS {self.dirty}(id TEXT PRIMARY KEY)")
+            for table, col in sources.items():
+                for op, olds in (("INSERT", ("NEW",)), ("UPDATE", ("NEW", "OLD")), ("DELETE", ("OLD",))):
+                    note = " ".join(f"INSERT OR IGNORE INTO {self.dirty} VALUES ({o}.{col});" for o in olds)
+                    db.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS {self.dirty}_{table}_{op.lower()} AFTER {op} "
+                               f"ON main.{table} BEGIN {note} END")
+
+    def sync(self) -> dict[str, Any]:
+        st = self.store
+        dirty = [r[0] for r in st._db.execute(f"SELECT id FROM temp.{self.dirty}")]
+        if dirty or self.rows is None:
+            st._db.execute(f"DELETE FROM temp.{self.dirty}")  # before the read: a write after it is noted again
+        if self.rows is None:
+            st.misses += 1
+            self.rows = {r.id: r for r in self.read_all()}
+            self.version += 1
+        elif dirty:
+            st.misses += 1
+            self.version += 1
+            for i in range(0, len(dirty), 500):
+                part = dirty[i:i + 500]
+                for rid in part:
+                    self.rows.pop(rid, None)  # deleted, unless it is read back below
+                for r in self.read_ids(part):
+                    self.rows[r.id] = r
+        else:
+            st.hits += 1
+        return self.rows
+
+    def get(self, rid: str):
+        return self.sync().get(rid)
+
+    def select(self, key, keep) -> list:
+        rows = self.sync()
+        hit = self.views.get(key)
+        if hit is not None and hit[0] == self.version:
+            return list(hit[1])
+        got = sorted((r for r in rows.values() if keep(r)), key=self.order)
+        if len(self.views) > 256:
+            self.views.clear()
+        self.views[key] = (self.version, got)
+        return list(got)

@@ -95,14 +95,14 @@ def test_a_heartbeat_re_reads_its_row_only(tmp_path):
     s.upsert_agent(_agent("a1"))
     s.upsert_agent(_agent("a2", state="exited"))
     _reads(s)
-    before = dict(s._agents)
+    before = dict(s._agent_table.rows)
     clock.advance(30)
     with s.tx():
         s.heartbeat("a1", progress=True)
     s.heartbeat("a1")
     assert s.agents(states=["running"])[0].heartbeat_at == 1030.0
     assert _reads(s) == _reads(SqliteStore(tmp_path / "healer.db", clock, root=tmp_path))
-    assert s._agents["a2"] is before["a2"] and s._agents["a1"] is not before["a1"]  # one row read again
+    assert s._agent_table.rows["a2"] is before["a2"] and s._agent_table.rows["a1"] is not before["a1"]  # one row read again
     s.close()
 
 
@@ -177,3 +177,87 @@ def test_the_cached_store_reads_what_the_plain_store_reads(tmp_path_factory, ste
     finally:
         for s in stores:
             s.close()
+
+
+TIDS = st.sampled_from(["T-1", "T-2", "T-3", "OPS-9"])
+TICKET_WRITE = st.one_of(
+    st.tuples(st.just("add"), TIDS, st.integers(1, 3), st.sampled_from([[], ["to-review"]])),
+    st.tuples(st.just("move"), TIDS, st.sampled_from(list(lifecycle.STATES))),
+    st.tuples(st.just("label"), TIDS, st.sampled_from(["to-review", "needs-human", "x"])),
+    st.tuples(st.just("unlabel"), TIDS, st.sampled_from(["to-review", "needs-human", "x"])),
+    st.tuples(st.just("data"), TIDS, st.sampled_from([{"merged_commit": "abc"}, {"reviews": "T-1"}, {}])),
+    st.tuples(st.just("touch"), TIDS),
+    st.tuples(st.just("backdate"), TIDS, st.floats(0, 900)),
+    st.tuples(st.just("delete"), TIDS),
+    st.tuples(st.just("advance"), st.floats(0.5, 60)),
+)
+
+
+def _ticket_write(s, clock, w) -> None:
+    from healer.errors import HealerError, NotFound
+
+    try:
+        if w[0] == "add":
+            s.add_ticket("t", id=w[1], priority=w[2], labels=w[3])
+        elif w[0] == "move":
+            s.move_ticket(w[1], w[2], actor="human")
+        elif w[0] == "label":
+            s.label(w[1], w[2], actor="human")
+        elif w[0] == "unlabel":
+            s.unlabel(w[1], w[2], actor="human")
+        elif w[0] == "data":
+            s.set_ticket_data(w[1], **w[2])
+        elif w[0] == "touch":
+            s.touch_ticket(w[1])
+        elif w[0] == "backdate":
+            s.backdate_ticket(w[1], 1000.0 - w[2], actor="gameday")
+        elif w[0] == "delete":
+            with s.tx() as d:  # nothing in healer deletes a ticket; a hand edit of the file might
+                d.execute("DELETE FROM labels WHERE ticket_id=?", (w[1],))
+                d.execute("DELETE FROM tickets WHERE id=?", (w[1],))
+        else:
+            clock.advance(w[1])
+    except (HealerError, NotFound, lifecycle.InvalidTransition):
+        pass
+
+
+def _ticket_reads(s) -> tuple:
+    from healer.errors import NotFound
+
+    one = []
+    for tid in ("T-1", "T-2", "T-3", "OPS-9"):
+        try:
+            one.append(s.ticket(tid))
+        except NotFound:
+            one.append(None)
+    return (s.tickets(), s.tickets([lifecycle.QUEUED]), s.tickets([lifecycle.IN_PROGRESS, lifecycle.REVIEW]), one)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(st.sampled_from(["alone", "tx", "rollback"]), st.lists(TICKET_WRITE, min_size=1, max_size=4)),
+                      max_size=15))
+def test_cached_tickets_equal_a_fresh_read(tmp_path_factory, steps):
+    d = tmp_path_factory.mktemp("tickets")
+    clock = VirtualClock(1000.0)
+    s = CachedStore(d / "healer.db", clock, root=d)
+    fresh = SqliteStore(d / "healer.db", clock, root=d)
+    try:
+        _ticket_reads(s)
+        for how, writes in steps:
+            if how == "alone":
+                for w in writes:
+                    _ticket_write(s, clock, w)
+            else:
+                try:
+                    with s.tx():
+                        for w in writes:
+                            _ticket_write(s, clock, w)
+                            _ticket_reads(s)  # read inside the transaction: never cached past a rollback
+                        if how == "rollback":
+                            raise Boom
+                except Boom:
+                    pass
+            assert _ticket_reads(s) == _ticket_reads(fresh), (how, writes)
+    finally:
+        fresh.close()
+        s.close()
