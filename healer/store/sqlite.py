@@ -491,7 +491,14 @@ class SqliteStore:
         if a is None:
             if len(cache) >= max(self._AGENT_CACHE_MAX, 2 * self.__dict__.get("_agent_rows", 0)):
                 cache.clear()  # bounded by twice the fleet: a whole-fleet read never evicts its own rows
-            a = cache[key] = Agent(**{c: r[c] for c in self._AGENT_COLS}, data=json.loads(r["data"]))
+                self.__dict__.pop("_agent_data", None)
+            # a heartbeat changes the row but seldom its data: the same JSON text is decoded once
+            texts = self.__dict__.setdefault("_agent_data", {})
+            raw = r["data"]
+            data = texts.get(raw)
+            if data is None:
+                data = texts[raw] = json.loads(raw)
+            a = cache[key] = Agent(**{c: r[c] for c in self._AGENT_COLS}, data=data)
         return a
 
     def upsert_agent(self, agent: Agent) -> None:
