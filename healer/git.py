@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 from healer.errors import HealerError
+from healer.lite import dataclass
 
 TIMEOUT = 120.0
 # for commits healer makes itself (merge commits): `-c` beats the repository's config but

@@ -37,10 +37,10 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from healer.errors import InvalidInput, Unavailable
+from healer.lite import dataclass, field, replace
 
 MODES = ("auto", "bwrap", "container", "none")
 CONTAINER_LABEL = "healer.kind"

@@ -22,9 +22,9 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
 from healer import errors
+from healer.lite import dataclass, field_names
 
 # -- records ---------------------------------------------------------------------
 
@@ -88,7 +88,7 @@ class IterationRecord:
         d["gates"] = tuple(GateResult(**g) for g in d.get("gates", ()))
         for k in ("killed", "reverted", "changed"):
             d[k] = tuple(d.get(k, ()))
-        known = set(cls.__dataclass_fields__)
+        known = set(field_names(cls))
         return cls(**{k: v for k, v in d.items() if k in known})
 
 

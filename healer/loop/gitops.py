@@ -19,11 +19,11 @@ import os
 import shutil
 import zlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from healer.errors import HealerError
 from healer.git import GitError, layout, raw, rev, run
+from healer.lite import dataclass
 
 LOOP_FILES = ("progress.md", "lessons.md")
 HEALER_DIR = ".healer"

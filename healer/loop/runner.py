@@ -23,13 +23,12 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from healer import errors, failpoints, git, procs, sandbox
 from healer.clock import Clock, day_of, iso, stamp, system
 from healer.errors import InvalidInput, UsageError
+from healer.lite import dataclass
 from healer.loop import agents, decide, gitops, guard
 from healer.loop.decide import EXIT_WORDS, Facts, GateResult, IterationRecord, Limits, Verdict
 from healer.loop.state import RunPaths, RunState, bump_daily, check_run_id, daily_count, load, save, write_json_atomic
@@ -40,6 +39,7 @@ FP_BEFORE_GATES = failpoints.declare("loop.before_gates", "healer/loop/runner.py
 FP_BEFORE_COMMIT = failpoints.declare("loop.before_commit", "healer/loop/runner.py: gates green and persisted as pending commit, not committed")
 FP_AFTER_PERSIST = failpoints.declare("loop.after_persist", "healer/loop/runner.py: iteration record persisted (state.json renamed into place)")
 
+TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
 if TYPE_CHECKING:
     from healer.policy.schema import Policy
 

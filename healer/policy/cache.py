@@ -20,7 +20,10 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_ENTRIES = 16
 MAX_BYTES = 1_000_000  # healer/policy/yamlpos.py's cap: a bigger file is never cached (load_policy refuses it)
