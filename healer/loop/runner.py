@@ -109,6 +109,7 @@ class Runner:
         self._last_beat = -1e18
         self._lock_fd: int | None = None
         self._old_handlers: dict[int, object] = {}
+        self._wake: tuple[int, int, int] | None = None  # (read end, write end, the previous wake-up fd)
         self.subreaper = False
         self._last_tree: str | None = None  # snapshot after the last iteration's gates: the next one's "before"
         self._before: str | None = None
@@ -176,11 +177,27 @@ class Runner:
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             self._old_handlers[sig] = signal.signal(sig, handler)
+        # a signal also writes a byte here: the waits on the agent and the gates wake up at once and
+        # need not poll for it (procs.run), which costs CPU at every wake-up
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        try:
+            self._wake = (r, w, signal.set_wakeup_fd(w, warn_on_full_buffer=False))
+        except (ValueError, OSError):
+            os.close(r)
+            os.close(w)
         from healer import early
 
         self.stop_signal = self.stop_signal or early.received  # one that came while the CLI was still loading
 
     def _restore_signals(self) -> None:
+        if self._wake is not None:
+            r, w, old_fd = self._wake
+            self._wake = None
+            signal.set_wakeup_fd(old_fd)
+            os.close(r)
+            os.close(w)
         for sig, old in self._old_handlers.items():
             signal.signal(sig, old)
         self._old_handlers.clear()
@@ -365,6 +382,14 @@ class Runner:
     def _should_stop(self) -> bool:
         self._beat()
         return self.stop_signal is not None
+
+    def _waiting(self) -> dict:
+        """How procs.run waits on the agent and the gates: woken by a signal's byte when the handlers
+        are ours, so `_should_stop` only has to run for the heartbeat (and once a second regardless)."""
+        if self._wake is None:
+            return {}
+        every = self.st.heartbeat_every if self.agent_id else 1.0
+        return {"wake_fd": self._wake[0], "poll": max(0.05, min(1.0, every))}
 
     def _kill_switch(self) -> Path:
         p = Path(self.loop_policy.kill_switch)
@@ -582,7 +607,7 @@ class Runner:
                 (open(pf, "rb") if agents.prompt_on_stdin(self.spec, argv) else open(os.devnull, "rb")) as stdin:
             try:
                 res = self._run(argv, err_p, "the agent", cwd=self.workdir, timeout=max(0.0, deadline - clock.monotonic()), grace=L.kill_grace,
-                                clock=clock, env=env, stdout=out, stderr=err, stdin=stdin, should_stop=self._should_stop,
+                                clock=clock, env=env, stdout=out, stderr=err, stdin=stdin, should_stop=self._should_stop, **self._waiting(),
                                 marker=marker, on_spawn=on_spawn, adopt_orphans=self.subreaper)
             except OSError as e:
                 err.write(f"healer: cannot start agent {argv[0]!r}: {e}\n".encode())
@@ -663,7 +688,7 @@ class Runner:
                 try:
                     res = self._run(g.run, log, f"gate {g.name}", cwd=self.workdir, timeout=min(g.timeout, remaining), grace=L.kill_grace,
                                     clock=clock, env=env, stdout=f, stderr=subprocess.STDOUT,
-                                    should_stop=self._should_stop, adopt_orphans=self.subreaper)
+                                    should_stop=self._should_stop, adopt_orphans=self.subreaper, **self._waiting())
                 except OSError as e:
                     f.write(f"healer: cannot start gate {g.name} ({g.run[0]!r}): {e}\n".encode())
                     res = procs.Completed(127, False, [], 0.0)
