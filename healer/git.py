@@ -67,17 +67,18 @@ _DRIVER_KEYS = {"clean": "", "smudge": "", "process": "", "command": "", "textco
 _driver_cache: dict[str, tuple[tuple, tuple[str, ...]]] = {}
 
 
-def _stat_key(paths: list[Path]) -> tuple:
+def _stat_key(paths: list[Path] | list[str]) -> tuple:
     out = []
     for p in paths:
-        if p.name == ".git":  # only whether it exists: its mtime moves with every index write
-            out.append((str(p), os.path.lexists(p)))
+        p = str(p)  # plain strings: this runs before every git command
+        if os.path.basename(p) == ".git":  # only whether it exists: its mtime moves with every index write
+            out.append((p, os.path.lexists(p)))
             continue
         try:
             s = os.stat(p)
-            out.append((str(p), s.st_mtime_ns, s.st_size, s.st_ino))
+            out.append((p, s.st_mtime_ns, s.st_size, s.st_ino))
         except OSError:
-            out.append((str(p), None))
+            out.append((p, None))
     return tuple(out)
 
 
@@ -138,16 +139,41 @@ def _config_files(cwd: str) -> list[Path]:
     return files
 
 
+_DRIVER_WORDS = (b"filter", b"diff", b"merge", b"include")
+
+
+def _cannot_name_a_driver(files: list[Path]) -> bool:
+    """True when the repository's config files cannot define a filter, diff or merge driver: none of them
+    holds the words that such a section (`[filter "x"]`, `[diff.x]`, any case) or an include must hold.
+    Then `git config --list` would list no driver at local or worktree scope, and that git process is
+    saved (most repositories). Any doubt (a file unreadable, or one of the words anywhere, even in a
+    value) asks git as before."""
+    for f in files:
+        try:
+            with open(f, "rb") as fh:
+                text = fh.read().lower()
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            return False
+        if any(w in text for w in _DRIVER_WORDS):
+            return False
+    return True
+
+
 def driver_overrides(cwd: str | Path) -> tuple[str, ...]:
     """`-c` pairs that disable every filter/diff/merge driver defined in the repository's own
     config (local or worktree scope, includes too). The user's global and system drivers (git-lfs)
     keep working. Cached on the stat of the config files: a few stat calls per command."""
     key_cwd = str(cwd)
     hit = _driver_cache.get(key_cwd)
-    if hit is not None and _stat_key([Path(f[0]) for f in hit[0]]) == hit[0]:
+    if hit is not None and _stat_key([f[0] for f in hit[0]]) == hit[0]:
         return hit[1]
     try:
         files = _config_files(key_cwd)
+        if _cannot_name_a_driver(files[1:]):
+            _driver_cache[key_cwd] = (_stat_key(files), ())
+            return ()
         p = subprocess.run(["git", *SAFE_CONFIG, "config", "--list", "--show-scope", "--show-origin", "-z"], cwd=key_cwd,
                            capture_output=True, env=_env(None), stdin=subprocess.DEVNULL, timeout=TIMEOUT)
     except (OSError, subprocess.TimeoutExpired):
