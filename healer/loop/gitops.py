@@ -24,6 +24,7 @@ from pathlib import Path
 from healer.errors import HealerError
 from healer.git import GitError, layout, raw, rev, run
 from healer.lite import dataclass
+from healer.loop import gitindex
 
 LOOP_FILES = ("progress.md", "lessons.md")
 HEALER_DIR = ".healer"
@@ -126,6 +127,14 @@ def snapshot(cwd: str | Path) -> str:
     are not ignored, the loop's own files left out. Built in a scratch index (a copy of the
     real one, so only changed files are hashed); the real index, HEAD and refs are not
     touched. Same bytes at the same paths -> same id, whatever was committed or staged."""
+    return measure(cwd)[0]
+
+
+def measure(cwd: str | Path) -> tuple[str, gitindex.Index | None]:
+    """(snapshot(cwd), the real index when the tree is exactly its content): the scratch index was copied
+    from the real one in this call, `add -A` found nothing to change in it and the index is plain
+    (gitindex.parse). Then the working tree holds what the index holds, and the tree is the index's
+    cache-tree root when that one is valid and on disk (no `write-tree`)."""
     cwd = Path(cwd)
     ignore_own_dir(cwd)
     scratch = cwd / HEALER_DIR / "snapshot.index"
@@ -136,15 +145,13 @@ def snapshot(cwd: str | Path) -> str:
         rs = os.stat(real)
         key = (rs.st_mtime_ns, rs.st_size, rs.st_ino)
     except FileNotFoundError:
-        key = None
+        rs, key = None, None
+    copied: bytes | None = None
     if key is None or _scratch_from.get(cwd) != key or not scratch.exists():
-        if key is None:
+        if rs is None:
             scratch.unlink(missing_ok=True)
         else:
-            # with the real index's mtime: git takes an entry whose mtime is not older than its index
-            # file's as racily clean and compares content; a copy dated now would trust a file
-            # rewritten in the same clock tick as its checkout (same size, same stat) unchanged
-            shutil.copy2(real, scratch)
+            copied = _copy_index(real, scratch, rs)
         _scratch_from[cwd] = key
         _scratch_tree.pop(cwd, None)  # other entries: their tree is not known
     env = {"GIT_INDEX_FILE": str(scratch)}
@@ -160,9 +167,44 @@ def snapshot(cwd: str | Path) -> str:
         # git refuses to name an ignored file even in an exclude; ignored files are not added anyway
         run(cwd, "add", "-A", "--", ":/", env=env, timeout=TIMEOUT)
         same = False
-    tree = known[1] if same and not r.stdout else run(cwd, "write-tree", env=env).stdout
+        copied = None
+    idx = gitindex.parse(copied) if copied is not None and not r.stdout else None
+    if idx is not None and not idx.plain:
+        idx = None
+    tree = None
+    if same and not r.stdout:
+        tree = known[1]
+    elif idx is not None and idx.root_tree is not None and _loose_exists(cwd, idx.root_tree):
+        tree = idx.root_tree  # what `write-tree` would answer: git trusts a valid cache-tree whose object exists
+    if tree is None:
+        tree = run(cwd, "write-tree", env=env).stdout
     _scratch_tree[cwd] = (_stat_key(scratch), tree)
-    return tree
+    return tree, idx
+
+
+def _copy_index(real: Path, scratch: Path, rs: os.stat_result) -> bytes:
+    """Copy the real index to the scratch one and return the bytes copied (read once: what is parsed is
+    what `add` starts from). With the real index's mtime: git takes an entry whose mtime is not older
+    than its index file's as racily clean and compares content; a copy dated now would trust a file
+    rewritten in the same clock tick as its checkout (same size, same stat) unchanged."""
+    with open(real, "rb") as f:
+        data = f.read()
+    tmp = scratch.with_name(scratch.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, rs.st_mode & 0o7777)
+    os.utime(tmp, ns=(rs.st_atime_ns, rs.st_mtime_ns))
+    os.replace(tmp, scratch)
+    return data
+
+
+def _loose_exists(cwd: Path, oid: str) -> bool:
+    """The object is on disk as a loose object (an existence check git would pass; packs are left to git)."""
+    if len(oid) != 40 or oid.strip("0123456789abcdef") or os.environ.get("GIT_OBJECT_DIRECTORY"):
+        return False
+    lay = layout(cwd)
+    return lay is not None and os.path.isfile(lay.common / "objects" / oid[:2] / oid[2:])
 
 
 _scratch_tree: dict[Path, tuple[tuple | None, str]] = {}  # cwd -> (scratch index's stat after our last use, its tree)

@@ -258,7 +258,9 @@ class Runner:
             if self.paths.state.exists():
                 raise UsageError(f"run {run_id!r} already exists in {self.workdir}; continue it with --resume {run_id}")
             self.loop_policy = policy.loop
-            self._check_clean()
+            baseline, index = gitops.measure(self.workdir)
+            start_head = gitops.head(self.workdir)
+            self._check_clean(baseline, index, start_head)
             max_it = req.max_iterations or policy.loop.max_iterations
             self._check_cap(max_it)
             preset = "command" if req.agent_cmd else (req.preset or policy.loop.agent.preset)
@@ -269,7 +271,7 @@ class Runner:
                 agent_argv=list(req.agent_cmd or policy.loop.agent.command), preset=preset,
                 max_iterations=max_it, started_at=self.clock.now(),
                 fleet_root=str(req.fleet_root) if req.fleet_root else None,
-                baseline_tree=gitops.snapshot(self.workdir), start_head=gitops.head(self.workdir),
+                baseline_tree=baseline, start_head=start_head,
                 allow_dirty=req.allow_dirty, user_staged=gitops.staged(self.workdir) if req.allow_dirty else [],
             )
             self.spec = self._agent_spec(st)
@@ -312,9 +314,13 @@ class Runner:
         except ValueError:
             return False
 
-    def _check_clean(self) -> None:
-        """Start from a clean tree (like the reference loop.sh): the user's uncommitted work is theirs."""
+    def _check_clean(self, tree: str, index, head: str | None) -> None:
+        """Start from a clean tree (like the reference loop.sh): the user's uncommitted work is theirs.
+        `tree`, `index`: gitops.measure's answer. When the working tree is exactly the (plain) index and
+        that index holds HEAD's tree, nothing is staged or changed: no `git status` is needed."""
         if self.req.allow_dirty or self._fleet_worktree():
+            return
+        if index is not None and tree == gitops.tree_of(self.workdir, head):
             return
         dirty = gitops.dirty_tracked(self.workdir)
         if dirty:

@@ -15,12 +15,12 @@ from healer import sandbox
 from tests.loop.conftest import agent, final_line, run_loop_cli, state, steps_gate, write_policy
 
 ITERATIONS = 3
-# start: layout (rev-parse), clean check (status), baseline snapshot (add, write-tree) (no `config --list`: the
-# repository's config cannot name a driver);
+# start: layout (rev-parse), the baseline snapshot (add). No `config --list` (the repository's config cannot name a
+# driver), no `status` (the snapshot found the tree to be HEAD's index), no `write-tree` (the index's cache-tree);
 # each iteration: the agent's snapshot (add, write-tree), its diff (diff-tree), the gates' snapshot (add: the
 # gates changed nothing, so no write-tree); the commit: paths since the base (diff-tree), commit-tree, update-ref,
 # the index brought in line (reset). Blob sizes and the base's tree are read from loose objects.
-GIT_START, GIT_PER_ITERATION, GIT_COMMIT = 4, 4, 4
+GIT_START, GIT_PER_ITERATION, GIT_COMMIT = 2, 4, 4
 # the probe, then the agent and each gate in their own sandbox
 BWRAP_START, BWRAP_PER_ITERATION = 1, 2
 
