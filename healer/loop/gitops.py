@@ -246,9 +246,71 @@ def changed_between(cwd: str | Path, before: str, after: str) -> list[str]:
 
 
 def _diff_paths(cwd: str | Path, before: str, after: str) -> list[str]:
+    """The paths `diff-tree -r --name-only --no-renames` names between two trees (sorted), compared
+    from the loose tree objects when both trees and every subtree that differs are loose (the
+    snapshots the loop just wrote), else by git."""
     if before == after:
         return []
+    paths = _loose_diff(cwd, before, after)
+    if paths is not None:
+        return paths
     return _split0(raw(cwd, "diff-tree", "-r", "-z", "--name-only", "--no-renames", before, after))
+
+
+_TREE_MODE = b"40000"
+
+
+def _loose_tree(cwd: str | Path, oid: str) -> list[tuple[bytes, bytes, str]] | None:
+    """(name, mode, oid) of each entry of a loose tree object, in its order; None when git must read it."""
+    head = _loose_head(cwd, oid, 0)  # the same checks: no replace refs, no other object directory
+    if head is None or head[0] != b"tree":
+        return None
+    lay = layout(cwd)
+    try:
+        with open(lay.common / "objects" / oid[:2] / oid[2:], "rb") as f:
+            raw_obj = zlib.decompress(f.read())
+    except (OSError, zlib.error, AttributeError):
+        return None
+    nul = raw_obj.find(b"\0")
+    body = raw_obj[nul + 1:]
+    if raw_obj[:nul] != b"tree %d" % len(body):
+        return None
+    out = []
+    pos, end = 0, len(body)
+    while pos < end:
+        sp = body.find(b" ", pos)
+        nul = body.find(b"\0", sp)
+        if sp < 0 or nul < 0 or nul + 21 > end:
+            return None
+        out.append((body[sp + 1:nul], body[pos:sp], body[nul + 1:nul + 21].hex()))
+        pos = nul + 21
+    return out
+
+
+def _loose_diff(cwd: str | Path, a: str, b: str, prefix: str = "") -> list[str] | None:
+    """Paths of the blobs and submodules that differ between trees `a` and `b` (either may be None: absent)."""
+    ea = _loose_tree(cwd, a) if a else []
+    eb = _loose_tree(cwd, b) if b else []
+    if ea is None or eb is None:
+        return None
+    left = {name: (mode, oid) for name, mode, oid in ea}
+    right = {name: (mode, oid) for name, mode, oid in eb}
+    out: list[str] = []
+    for name in sorted(left.keys() | right.keys()):
+        x, y = left.get(name), right.get(name)
+        if x == y:
+            continue
+        path = prefix + name.decode("utf-8", "surrogateescape")
+        xt = x is not None and x[0] == _TREE_MODE
+        yt = y is not None and y[0] == _TREE_MODE
+        if xt or yt:
+            sub = _loose_diff(cwd, x[1] if xt else "", y[1] if yt else "", path + "/")
+            if sub is None:
+                return None
+            out += sub
+        if (None if xt else x) != (None if yt else y):  # a blob, link or submodule on either side, and they differ
+            out.append(path)
+    return sorted(out)
 
 
 def diff_lines(cwd: str | Path, before: str, after: str) -> int:
