@@ -168,7 +168,7 @@ def measure(cwd: str | Path) -> tuple[str, gitindex.Index | None]:
         run(cwd, "add", "-A", "--", ":/", env=env, timeout=TIMEOUT)
         same = False
         copied = None
-    idx = gitindex.parse(copied) if copied is not None and not r.stdout else None
+    idx = gitindex.parse(copied, items=True) if copied is not None and not r.stdout else None
     if idx is not None and not idx.plain:
         idx = None
     tree = None
@@ -176,10 +176,135 @@ def measure(cwd: str | Path) -> tuple[str, gitindex.Index | None]:
         tree = known[1]
     elif idx is not None and idx.root_tree is not None and _loose_exists(cwd, idx.root_tree):
         tree = idx.root_tree  # what `write-tree` would answer: git trusts a valid cache-tree whose object exists
+        _remember_entries(tree, idx.items)
+    if tree is None:
+        tree = _write_tree(cwd, scratch)
     if tree is None:
         tree = run(cwd, "write-tree", env=env).stdout
     _scratch_tree[cwd] = (_stat_key(scratch), tree)
     return tree, idx
+
+
+SMALL_INDEX = 300  # entries: above, git's own write-tree (which reuses the cache-tree) beats reading it all here
+MISSING_TREES = 32  # trees not on disk as loose objects: more (a clone's packed trees) are git's to write
+_entries_of: dict[str, dict[str, tuple[int, str]]] = {}  # tree id -> {path: (mode, blob id)}, for the trees built here
+
+
+def _remember_entries(tree: str, items) -> None:
+    if items is not None and len(items) <= SMALL_INDEX:
+        if len(_entries_of) > 64:
+            _entries_of.clear()
+        _entries_of[tree] = {p.decode("utf-8", "surrogateescape"): (mode, oid.hex()) for p, mode, oid in items}
+
+
+def _write_tree(cwd: Path, scratch: Path) -> str | None:
+    """`git write-tree` of a small plain index, done here: the trees built as git builds them
+    (gitindex.trees), the missing ones written as loose objects. None when git must do it."""
+    lay = layout(cwd)
+    if lay is None or os.environ.get("GIT_OBJECT_DIRECTORY") or str(cwd) in _git_writes_trees \
+            or not _plain_objects(lay.common):
+        return None
+    try:
+        with open(scratch, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    idx = gitindex.parse(data, items=True)
+    if idx is None or not idx.plain or idx.entries > SMALL_INDEX:
+        return None
+    built = gitindex.trees(idx.items)
+    if built is None:
+        return None
+    root, objects = built
+    store = lay.common / "objects"
+    missing = [oid for oid in objects if not os.path.exists(store / oid[:2] / oid[2:])]
+    if len(missing) > MISSING_TREES:
+        _git_writes_trees.add(str(cwd))  # most likely packed (a clone): git checks its packs, writing loose copies costs more
+        return None
+    for oid in missing:
+        _write_loose(store, oid, b"tree", objects[oid])
+    _remember_entries(root, idx.items)
+    return root
+
+
+_git_writes_trees: set[str] = set()
+
+
+_plain_objects_seen: dict[str, tuple] = {}
+
+
+def _plain_objects(common: Path) -> bool:
+    """Loose objects written here are the ones git would write: no shared-repository permissions to apply
+    (core.sharedRepository, in any config file the repository reads), SHA-1 ids (not extensions.objectFormat)."""
+    files = [str(common / "config"), *_user_configs()]
+    key = _stat_key_of(files)
+    hit = _plain_objects_seen.get(str(common))
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    ok = not _mentions(files, (b"sharedrepository", b"objectformat", b"include"))
+    _plain_objects_seen[str(common)] = (key, ok)
+    return ok
+
+
+def _user_configs() -> list[str]:
+    """The global and system config files git reads (their default places, or what the environment names)."""
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    return [os.environ.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config"),
+            os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"]
+
+
+def _stat_key_of(files: list[str]) -> tuple:
+    out = []
+    for f in files:
+        try:
+            st = os.stat(f)
+            out.append((st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def _mentions(files: list[str], words: tuple[bytes, ...]) -> bool:
+    """Any of `words` (lower case) in any of the files (any case); an unreadable file counts as a yes."""
+    for f in files:
+        try:
+            with open(f, "rb") as fh:
+                text = fh.read().lower()
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            return True
+        if any(w in text for w in words):
+            return True
+    return False
+
+
+def _write_loose(objects: Path, oid: str, kind: bytes, body: bytes) -> None:
+    """Store one object as git stores a loose one (objects/xx/rest, read-only, zlib), unless it is there."""
+    d = objects / oid[:2]
+    final = d / oid[2:]
+    if os.path.exists(final):
+        return
+    d.mkdir(exist_ok=True)
+    tmp = d / f"tmp_obj_{os.urandom(6).hex()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(zlib.compress(b"%s %d\0" % (kind, len(body)) + body, 1))
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, final)
+        except FileExistsError:
+            pass
+        except OSError:  # no hard links here: as git does, rename
+            os.replace(tmp, final)
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
 
 
 def _copy_index(real: Path, scratch: Path, rs: os.stat_result) -> bytes:
@@ -273,8 +398,8 @@ def _loose_tree(cwd: str | Path, oid: str) -> list[tuple[bytes, bytes, str]] | N
         return None
     nul = raw_obj.find(b"\0")
     body = raw_obj[nul + 1:]
-    if raw_obj[:nul] != b"tree %d" % len(body):
-        return None
+    if raw_obj[:nul] != b"tree %d" % len(body) or hashlib.sha1(raw_obj).hexdigest() != oid:
+        return None  # (the id checked too: a file planted under another object's name is not trusted)
     out = []
     pos, end = 0, len(body)
     while pos < end:
@@ -545,6 +670,9 @@ def diff_stat(cwd: str | Path, before: str, after: str) -> tuple[list[str], int,
     the loop needs all three after each agent run, from one diff-tree (plus one for sizes)."""
     if before == after:
         return [], 0, 0
+    easy = _easy_diff_stat(cwd, before, after)
+    if easy is not None:
+        return easy
     recs = raw(cwd, "diff-tree", "-r", "-z", "--raw", "--numstat", "--no-renames", before, after).split(b"\0")
     blobs: list[str] = []
     paths: list[str] = []
@@ -572,6 +700,69 @@ def diff_stat(cwd: str | Path, before: str, after: str) -> tuple[list[str], int,
         out = raw(cwd, "cat-file", "--batch-check=%(objectsize)", input=("\n".join(blobs) + "\n").encode())
         sizes = [int(x) for x in out.split() if x.isdigit()]
     return sorted(paths), lines, sum(sizes)
+
+
+BLOB_CAP = 1 << 20  # bytes of a blob read here to count its lines; a bigger one is git's to diff
+
+
+def _easy_diff_stat(cwd: str | Path, before: str, after: str) -> tuple[list[str], int, int] | None:
+    """diff_stat without git, when both trees were built from indexes read here (their entries known) and
+    every changed file is a change gitindex.easy_lines counts exactly (blobs loose, no link, no attribute
+    anywhere that could make git read a file differently). None: git counts."""
+    a, b = _entries_of.get(before), _entries_of.get(after)
+    if a is None or b is None:
+        return None
+    changed = sorted(p for p in a.keys() | b.keys() if a.get(p) != b.get(p) and not is_loop_file(p))
+    if not changed or not _no_attributes(cwd, a, b):
+        return None if changed else ([], 0, 0)
+    lines = size = 0
+    for p in changed:
+        x, y = a.get(p), b.get(p)
+        if any(e is not None and e[0] not in (0o100644, 0o100755) for e in (x, y)):
+            return None  # links and submodules: git's
+        old = _loose_blob(cwd, x[1]) if x is not None else None
+        new = _loose_blob(cwd, y[1]) if y is not None else None
+        if (x is not None and old is None) or (y is not None and new is None):
+            return None
+        n = gitindex.easy_lines(old, new)
+        if n is None:
+            return None
+        lines += n
+        size += len(new if new is not None else old)
+    return changed, lines, size
+
+
+def _loose_blob(cwd: str | Path, oid: str) -> bytes | None:
+    head = _loose_head(cwd, oid, 0)
+    if head is None or head[0] != b"blob" or head[1] > BLOB_CAP:
+        return None
+    try:
+        with open(layout(cwd).common / "objects" / oid[:2] / oid[2:], "rb") as f:
+            data = zlib.decompress(f.read())
+    except (OSError, zlib.error, AttributeError):
+        return None
+    nul = data.find(b"\0")
+    if data[:nul] != b"blob %d" % head[1] or len(data) - nul - 1 != head[1] or hashlib.sha1(data).hexdigest() != oid:
+        return None
+    return data[nul + 1:]
+
+
+def _no_attributes(cwd: str | Path, *trees: dict) -> bool:
+    """No gitattributes can change how git sees a file: none in the trees, none in the repository
+    (info/attributes), the user's (core.attributesFile, its default place) or the system's, and no
+    config file that could name one (attributesfile, include) or make big files binary (bigFileThreshold)."""
+    if any(p == ".gitattributes" or p.endswith("/.gitattributes") for t in trees for p in t):
+        return False
+    lay = layout(cwd)
+    if lay is None:
+        return False
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    if any(os.path.lexists(f) for f in (lay.common / "info" / "attributes", os.path.join(xdg, "git", "attributes"),
+                                        "/etc/gitattributes")):
+        return False
+    return not _mentions([str(lay.common / "config"), str(lay.git_dir / "config.worktree"), *_user_configs()],
+                         (b"attributesfile", b"include", b"bigfilethreshold"))
 
 
 def _loose_head(cwd: str | Path, oid: str, want: int) -> tuple[bytes, int, bytes] | None:

@@ -179,7 +179,7 @@ def test_measure_is_git_s_tree_and_a_clean_start_is_git_s_clean(tmp_path, state)
 
 # -- trees compared from loose objects (gitops._diff_paths) -------------------------------------------------
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 NAMES = st.sampled_from(["a", "a.b", "a-b", "a0", "b", "with space", "new\nline", "ü", "Z", "a.b.c"])
@@ -246,3 +246,196 @@ def test_packed_trees_are_compared_by_git(tmp_path):
     git(repo, "gc", "-q", "--prune=now")
     assert gitops._loose_diff(repo, a, b) is None  # packed: git answers
     assert gitops._diff_paths(repo, a, b) == ["d/f.txt"]
+
+
+# -- write-tree and numstat done here (gitindex.trees, gitindex.easy_lines, gitops._easy_diff_stat) -----------
+
+def _reset_caches(repo: Path) -> None:
+    _fresh(repo)
+    gitops._entries_of.clear()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_tree_spec(), _tree_spec())
+def test_the_snapshot_tree_written_here_is_git_s_write_tree(tmp_path_factory, one, two):
+    repo, scratch = tmp_path_factory.mktemp("w"), tmp_path_factory.mktemp("s")
+    git(repo, "init", "-q")
+    gitops.ignore_own_dir(repo)
+    for spec in (one, two):
+        for p in repo.iterdir():
+            if p.name not in (".git", ".healer"):
+                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        _write(repo, spec)
+        want = _git_tree(repo, scratch)
+        tree = gitops.snapshot(repo)  # the second one goes through _write_tree (the first may too)
+        assert tree == want
+        assert tree in gitops._entries_of or tree == gitops.EMPTY_TREE  # built here (git for an empty index)
+        assert git(repo, "cat-file", "-t", tree) == "tree"
+    assert subprocess.run(["git", "fsck", "--no-dangling"], cwd=repo, capture_output=True).returncode == 0
+
+
+LINES = st.lists(st.sampled_from(["a", "b", "", "same", "x y", "\t"]), max_size=6)
+
+
+def _content(lines: list[str], tail: bool, binary: bool) -> bytes:
+    b = "\n".join(lines).encode() + (b"\n" if tail and lines else b"")
+    return b"\0" + b if binary else b
+
+
+def _blob(repo: Path, data: bytes) -> str:
+    return subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=repo, input=data, capture_output=True,
+                          check=True).stdout.decode().strip()
+
+
+def _git_lines(repo: Path, old: bytes | None, new: bytes | None) -> int:
+    def tree(data):
+        if data is None:
+            return gitops.EMPTY_TREE
+        return subprocess.run(["git", "mktree"], cwd=repo, input=f"100644 blob {_blob(repo, data)}\tf\n".encode(),
+                              capture_output=True, check=True).stdout.decode().strip()
+    out = subprocess.run(["git", "diff-tree", "-r", "--numstat", tree(old), tree(new)], cwd=repo, capture_output=True,
+                         text=True, check=True).stdout.split()
+    return 0 if not out else 1 if out[0] == "-" else int(out[0]) + int(out[1])
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(LINES, st.booleans(), st.booleans(), LINES, st.booleans(), st.booleans(), st.sampled_from(["both", "added", "deleted"]),
+       st.booleans())
+def test_easy_lines_are_git_s_numstat(tmp_path_factory, la, ta, ba, lb, tb, bb, kind, append):
+    repo = tmp_path_factory.mktemp("n")
+    git(repo, "init", "-q")
+    old = _content(la, ta, ba)
+    new = old + _content(lb, tb, bb) if append else _content(lb, tb, bb)
+    if kind == "added":
+        old = None
+    elif kind == "deleted":
+        new = None
+    assume(old != new)  # the same blob: only a mode change calls for a count (binary 1, text 0: test_mode_only)
+    n = gitindex.easy_lines(old, new)
+    if n is not None:
+        assert n == _git_lines(repo, old, new), (old, new)
+    if kind == "both" and append and old is not None and (not old or old.endswith(b"\n")) and b"\0" not in new[:8000]:
+        assert n is not None  # appending to a file that ends with a full line is always counted here
+
+
+def _steps(repo: Path) -> list:
+    """Edits an agent makes, one snapshot each: added, appended, cut, rewritten, binary, renamed, deleted, a link,
+    a mode change, names with spaces and newlines."""
+    return [
+        lambda: (repo / "work.txt").write_text("step\n"),
+        lambda: (repo / "work.txt").write_text("step\nstep\n"),
+        lambda: (repo / "a b.txt").write_text("spaced\nname\n"),
+        lambda: (repo / "work.txt").write_text("step\n"),
+        lambda: (repo / "work.txt").write_text("rewritten in the middle\n"),
+        lambda: (repo / "data.bin").write_bytes(b"\0\1\2" * 100),
+        lambda: (repo / "a b.txt").rename(repo / "renamed\nname.txt"),
+        lambda: (repo / "data.bin").unlink(),
+        lambda: os.symlink("/etc/passwd", repo / "outside"),
+        lambda: (repo / "exec.sh").chmod(0o644),
+        lambda: (repo / "x" / "y").mkdir(parents=True) or (repo / "x" / "y" / "deep.txt").write_text("deep"),
+        lambda: (repo / "x" / "y" / "deep.txt").write_text("deep\nmore\n"),
+    ]
+
+
+def test_diff_stat_here_is_git_s_for_each_kind_of_edit(tmp_path):
+    repo = make_repo(tmp_path / "r", {"README.md": "r\n", "exec.sh": "#!/bin/sh\n"})
+    (repo / "exec.sh").chmod(0o755)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "exec")
+    _reset_caches(repo)
+    before = gitops.snapshot(repo)
+    easy = 0
+    for step in _steps(repo):
+        step()
+        after = gitops.snapshot(repo)
+        assert after == _git_tree(repo, tmp_path)
+        here = gitops._easy_diff_stat(repo, before, after)
+        saved = dict(gitops._entries_of)
+        gitops._entries_of.clear()
+        by_git = gitops.diff_stat(repo, before, after)
+        gitops._entries_of.update(saved)
+        if here is not None:
+            easy += 1
+            assert here == by_git
+        assert gitops.diff_stat(repo, before, after) == by_git
+        before = after
+    assert easy >= 7  # most of these edits are counted without git
+
+
+def test_attributes_leave_the_count_to_git(tmp_path):
+    repo = make_repo(tmp_path / "r", {"README.md": "r\n"})
+    _reset_caches(repo)
+    before = gitops.snapshot(repo)
+    (repo / "f.txt").write_text("one\n")
+    after = gitops.snapshot(repo)
+    assert gitops._easy_diff_stat(repo, before, after) == (["f.txt"], 1, 4)
+    info = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir")) / "info" / "attributes"
+    info.parent.mkdir(exist_ok=True)
+    info.write_text("*.txt binary\n")
+    assert gitops._easy_diff_stat(repo, before, after) is None
+    assert gitops.diff_stat(repo, before, after) == (["f.txt"], 1, 4)  # binary by attribute: git says so
+    info.unlink()
+    (repo / ".gitattributes").write_text("*.txt -diff\n")
+    after2 = gitops.snapshot(repo)
+    assert gitops._easy_diff_stat(repo, before, after2) is None
+
+
+def test_mode_only_changes_count_as_git_counts_them(tmp_path):
+    repo = make_repo(tmp_path / "r", {"README.md": "r\n"})
+    (repo / "b.bin").write_bytes(b"\0\1\2")
+    (repo / "t.txt").write_text("text\n")
+    _reset_caches(repo)
+    before = gitops.snapshot(repo)
+    (repo / "b.bin").chmod(0o755)
+    (repo / "t.txt").chmod(0o755)
+    after = gitops.snapshot(repo)
+    here = gitops._easy_diff_stat(repo, before, after)
+    gitops._entries_of.clear()
+    assert here == gitops.diff_stat(repo, before, after) == (["b.bin", "t.txt"], 1, 8)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(_tree_spec(), _tree_spec())
+def test_diff_stat_here_is_git_s_between_any_two_trees(tmp_path_factory, one, two):
+    repo = tmp_path_factory.mktemp("d")
+    git(repo, "init", "-q")
+    gitops.ignore_own_dir(repo)
+    gitops._entries_of.clear()
+    a, b = _tree_of(repo, one), None
+    a = gitops.snapshot(repo)
+    _tree_of(repo, two)
+    b = gitops.snapshot(repo)
+    here = gitops._easy_diff_stat(repo, a, b)
+    gitops._entries_of.clear()
+    by_git = gitops.diff_stat(repo, a, b)
+    if here is not None:
+        assert here == by_git
+
+
+def test_a_planted_object_is_not_read_as_the_one_it_names(tmp_path):
+    """An agent that can write the object store (it must, to commit) writes a file under the id of a tree the
+    loop will read: the content does not hash to its name, so the loop asks git (which sees the same file)."""
+    import zlib
+
+    repo = make_repo(tmp_path / "r", {"README.md": "r\n"})
+    tree = git(repo, "rev-parse", "HEAD^{tree}")
+    common = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    f = common / "objects" / tree[:2] / tree[2:]
+    assert gitops._loose_tree(repo, tree) is not None
+    body = b"100644 other\0" + bytes(20)
+    f.chmod(0o644)
+    f.write_bytes(zlib.compress(b"tree %d\0" % len(body) + body))
+    assert gitops._loose_tree(repo, tree) is None
+
+
+def test_a_clone_s_packed_trees_are_left_to_git_s_write_tree(tmp_path):
+    repo = make_repo(tmp_path / "r", {f"d{i}/f.txt": f"{i}\n" for i in range(40)})
+    git(repo, "gc", "-q")
+    _reset_caches(repo)
+    gitops._git_writes_trees.discard(str(repo))
+    gitops.snapshot(repo)
+    (repo / "d1" / "f.txt").write_text("changed\n")
+    assert gitops.snapshot(repo) == _git_tree(repo, tmp_path)
+    assert str(repo) in gitops._git_writes_trees  # 40 packed trees: not copied out as loose objects
+    loose = [p for p in (repo / ".git" / "objects").glob("??/*")]
+    assert len(loose) <= 3  # the changed blob and git's own new trees, no copies of the packed ones

@@ -17,10 +17,11 @@ from tests.loop.conftest import agent, final_line, run_loop_cli, state, steps_ga
 ITERATIONS = 3
 # start: layout (rev-parse), the baseline snapshot (add). No `config --list` (the repository's config cannot name a
 # driver), no `status` (the snapshot found the tree to be HEAD's index), no `write-tree` (the index's cache-tree);
-# each iteration: the agent's snapshot (add, write-tree), its diff (diff-tree), the gates' snapshot (add: the
-# gates changed nothing, so no write-tree); the commit: commit-tree, update-ref, the index brought in line (reset).
-# Blob sizes, the base's tree and the paths changed since the base are read from loose objects.
-GIT_START, GIT_PER_ITERATION, GIT_COMMIT = 2, 4, 3
+# each iteration: the agent's snapshot (add; its tree written here, not by write-tree), the gates' snapshot (add: the
+# gates changed nothing); the agent's diff is counted here (lines appended to a file); the commit: commit-tree,
+# update-ref, the index brought in line (reset). Blob sizes, the base's tree and the paths changed since the base are
+# read from loose objects.
+GIT_START, GIT_PER_ITERATION, GIT_COMMIT = 2, 2, 3
 # the probe, then the agent and each gate in their own sandbox
 BWRAP_START, BWRAP_PER_ITERATION = 1, 2
 
