@@ -462,6 +462,8 @@ class Runner:
     def _sandbox_failed(self, e: sandbox.SandboxFailed, n: int) -> Outcome:
         """The sandbox never ran the program: no iteration is recorded (an agent that did not run
         must not look like one that made no progress); the loop ends with exit 69 and the sandbox's words."""
+        if e.mode == "bwrap":
+            sandbox.forget_probe()  # a remembered probe is not trusted again: the next run probes
         self._event("loop.sandbox_failed", {"n": n, "mode": e.mode, "what": e.what, "stderr": e.detail[-4000:]})
         return self._finish(e.exit_code, f"{e} (iteration {n} discarded; fix the sandbox, then --resume {self.st.run_id})")
 

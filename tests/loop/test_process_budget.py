@@ -22,7 +22,7 @@ ITERATIONS = 3
 # update-ref, the index brought in line (reset). Blob sizes, the base's tree and the paths changed since the base are
 # read from loose objects.
 GIT_START, GIT_PER_ITERATION, GIT_COMMIT = 2, 2, 3
-# the probe, then the agent and each gate in their own sandbox
+# the probe (once per bwrap: a passed probe is remembered), then the agent and each gate in their own sandbox
 BWRAP_START, BWRAP_PER_ITERATION = 1, 2
 
 
@@ -43,14 +43,20 @@ def test_git_and_bwrap_processes_per_iteration(lrepo, tmp_path):
     _shim(bin_dir, "git", log)
     if bwrap:
         _shim(bin_dir, "bwrap", log)
-    cp = run_loop_cli(lrepo, pol, "--run-id", "count", env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
-    assert cp.returncode == 0, cp.stdout + cp.stderr
-    assert final_line(cp).startswith("loop count: exit 0 (success)")
-    assert len(state(lrepo, "count")["history"]) == ITERATIONS
-    lines = log.read_text().splitlines()
-    gits = [ln for ln in lines if ln.startswith("git ")]
-    budget = GIT_START + GIT_PER_ITERATION * ITERATIONS + GIT_COMMIT
-    assert len(gits) <= budget, f"{len(gits)} git processes for {ITERATIONS} iterations (budget {budget}):\n" + "\n".join(gits)
-    if bwrap:
-        bwraps = [ln for ln in lines if ln.startswith("bwrap ")]
-        assert len(bwraps) == BWRAP_START + BWRAP_PER_ITERATION * ITERATIONS, "\n".join(bwraps)
+    second = tmp_path / "second"
+    shutil.copytree(lrepo, second, symlinks=True)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    # the shim is another bwrap than the one probed above: its first run probes it, the second remembers it
+    for repo, bwrap_start in ((lrepo, BWRAP_START), (second, 0)):
+        log.unlink(missing_ok=True)
+        cp = run_loop_cli(repo, pol, "--run-id", "count", env=env)
+        assert cp.returncode == 0, cp.stdout + cp.stderr
+        assert final_line(cp).startswith("loop count: exit 0 (success)")
+        assert len(state(repo, "count")["history"]) == ITERATIONS
+        lines = log.read_text().splitlines()
+        gits = [ln for ln in lines if ln.startswith("git ")]
+        budget = GIT_START + GIT_PER_ITERATION * ITERATIONS + GIT_COMMIT
+        assert len(gits) <= budget, f"{len(gits)} git processes for {ITERATIONS} iterations (budget {budget}):\n" + "\n".join(gits)
+        if bwrap:
+            bwraps = [ln for ln in lines if ln.startswith("bwrap ")]
+            assert len(bwraps) == bwrap_start + BWRAP_PER_ITERATION * ITERATIONS, "\n".join(bwraps)
