@@ -28,7 +28,7 @@ _DIR = 0o040000  # a sparse index's directory entry
 class Index:
     """What the loop needs to know of one index file."""
 
-    __slots__ = ("version", "entries", "plain", "root_tree", "items")
+    __slots__ = ("version", "entries", "plain", "root_tree", "items", "extensions")
 
     def __init__(self, version: int, entries: int, plain: bool, root_tree: str | None,
                  items: list[tuple[bytes, int, bytes]] | None = None) -> None:
@@ -37,6 +37,7 @@ class Index:
         self.plain = plain  # stage 0 only, no extended flag, no submodule, no directory entry
         self.root_tree = root_tree  # the cache-tree's root when it is valid and covers every entry
         self.items = items  # (path, mode, 20-byte id) of every entry, in the index's order, when asked for
+        self.extensions: tuple[bytes, ...] = ()  # the signatures of its extensions, in order
 
 
 def parse(data: bytes, items: bool = False) -> Index | None:
@@ -80,6 +81,7 @@ def parse(data: bytes, items: bool = False) -> Index | None:
     if pos > end:
         return None
     root = None
+    exts: list[bytes] = []
     while pos < end:
         if pos + 8 > end:
             return None
@@ -90,12 +92,15 @@ def parse(data: bytes, items: bool = False) -> Index | None:
             return None
         if sig in (b"link", b"sdir"):  # split or sparse index: other files or directory entries hold the truth
             return None
+        exts.append(sig)
         if sig == b"TREE":
             root = _tree_root(data[pos + 8:body_end], count)
         elif not b"A" <= sig[:1] <= b"Z":  # a required extension this reader does not know
             return None
         pos = body_end
-    return Index(version, count, plain, root, kept)
+    idx = Index(version, count, plain, root, kept)
+    idx.extensions = tuple(exts)
+    return idx
 
 
 def _tree_root(body: bytes, entries: int) -> str | None:

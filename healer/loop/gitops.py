@@ -857,12 +857,56 @@ def commit_changes(cwd: str | Path, message: str, since: str, base: str | None, 
     # the index follows the commit; what the user had staged before the run stays staged
     keep = set(keep_staged)
     if not keep:  # every entry follows: one `reset` of the whole tree instead of asking which differ first
-        run(cwd, "reset", "-q", "HEAD", "--", ":/", check=False)
+        if not _index_from_scratch(cwd, tree):
+            run(cwd, "reset", "-q", "HEAD", "--", ":/", check=False)
         return new
     resync = [p for p in staged(cwd) if p not in keep]
     for i in range(0, len(resync), 200):
         run(cwd, "reset", "-q", "HEAD", "--", *(f":(literal){p}" for p in resync[i:i + 200]), check=False)
     return new
+
+
+_COPYABLE = {b"TREE", b"REUC", b"UNTR", b"EOIE", b"IEOT"}  # extensions that describe the file's own entries
+
+
+def _index_from_scratch(cwd: Path, tree: str) -> bool:
+    """What `git reset -q HEAD -- :/` does to the index just after the commit of `tree`, when the scratch
+    index still holds exactly `tree` (the snapshot that was committed): the real index becomes that file,
+    which git wrote with the working tree's stat data. Written as git writes an index (index.lock, created
+    exclusively, then renamed over it) and dated as the scratch, so git's racy-entry check sees what it
+    saw there. False (the caller runs reset) for anything else: another tree, the scratch changed since, an
+    index this module does not read, a lock held by someone else."""
+    scratch = cwd / HEALER_DIR / "snapshot.index"
+    known = _scratch_tree.get(cwd)
+    if known is None or known[1] != tree or known[0] is None or known[0] != _stat_key(scratch):
+        return False
+    try:
+        with open(scratch, "rb") as f:
+            data = f.read()
+        st = os.stat(scratch)
+        real = _index_path(cwd)
+        mode = os.stat(real).st_mode & 0o7777 if real.exists() else 0o644
+    except OSError:
+        return False
+    idx = gitindex.parse(data)
+    if idx is None or not idx.plain or not set(idx.extensions) <= _COPYABLE:
+        return False
+    lock = real.with_name(real.name + ".lock")
+    try:
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.utime(lock, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.replace(lock, real)
+    except OSError:
+        lock.unlink(missing_ok=True)
+        return False
+    return True
 
 
 def _overlay(cwd: Path, base_tree: str, now_tree: str, paths: list[str]) -> str:

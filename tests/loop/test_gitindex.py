@@ -439,3 +439,49 @@ def test_a_clone_s_packed_trees_are_left_to_git_s_write_tree(tmp_path):
     assert str(repo) in gitops._git_writes_trees  # 40 packed trees: not copied out as loose objects
     loose = [p for p in (repo / ".git" / "objects").glob("??/*")]
     assert len(loose) <= 3  # the changed blob and git's own new trees, no copies of the packed ones
+
+
+# -- the index after the loop's commit (gitops._index_from_scratch) -----------------------------------------
+
+def _commit_state(repo: Path) -> tuple:
+    def raw_git(*a):
+        return subprocess.run(["git", *a], cwd=repo, capture_output=True, check=False).stdout
+    return (raw_git("ls-files", "-s", "-z"), raw_git("status", "--porcelain=v1", "-z", "--untracked-files=all"),
+            subprocess.run(["git", "diff", "--cached", "--quiet"], cwd=repo).returncode,
+            subprocess.run(["git", "diff", "--quiet"], cwd=repo).returncode, raw_git("rev-parse", "HEAD^{tree}"))
+
+
+@pytest.mark.parametrize("tracked_progress", [False, True])
+def test_the_index_after_the_commit_is_what_git_reset_makes_it(tmp_path, monkeypatch, tracked_progress):
+    """The commit leaves the real index as `git reset -q HEAD -- :/` would (the scratch index of the committed
+    snapshot, copied in): same entries, same status, nothing staged, for every kind of edit."""
+    files = {"README.md": "r\n", "exec.sh": "#!/bin/sh\n", "a b.txt": "spaced\n", "data.bin": "x"}
+    if tracked_progress:
+        files["progress.md"] = "tracked notes\n"
+    base = make_repo(tmp_path / "base", files)
+    (base / "exec.sh").chmod(0o755)
+    git(base, "add", "-A")
+    git(base, "commit", "-q", "-m", "exec")
+    results = []
+    for fast in (True, False):
+        repo = tmp_path / f"r-{fast}"
+        shutil.copytree(base, repo, symlinks=True)
+        _reset_caches(repo)
+        real, taken = gitops._index_from_scratch, []
+        monkeypatch.setattr(gitops, "_index_from_scratch",
+                            lambda cwd, tree, real=real, fast=fast, taken=taken: taken.append(fast and real(cwd, tree)) or taken[-1])
+        head = gitops.head(repo)
+        since = gitops.snapshot(repo)
+        for step in _steps(repo):
+            step()
+        (repo / "progress.md").write_text("the loop's notes, never committed\n")
+        (repo / "ignored.log").write_text("x\n")
+        (repo / ".gitignore").write_text(".healer/\n*.log\n")
+        measured = gitops.snapshot(repo)
+        sha = gitops.commit_changes(repo, "loop: goal reached at iteration 1", since, head, ["tests/"], measured=measured)
+        assert sha and git(repo, "rev-parse", "HEAD^{tree}") == measured
+        results.append(_commit_state(repo))
+        assert taken == [fast]  # the copy was made (fast), or `git reset` ran
+        monkeypatch.undo()
+    assert results[0] == results[1]
+    assert results[0][2] == 0  # nothing staged after the commit

@@ -19,9 +19,9 @@ ITERATIONS = 3
 # driver), no `status` (the snapshot found the tree to be HEAD's index), no `write-tree` (the index's cache-tree);
 # each iteration: the agent's snapshot (add; its tree written here, not by write-tree), the gates' snapshot (add: the
 # gates changed nothing); the agent's diff is counted here (lines appended to a file); the commit: commit-tree,
-# update-ref, the index brought in line (reset). Blob sizes, the base's tree and the paths changed since the base are
-# read from loose objects.
-GIT_START, GIT_PER_ITERATION, GIT_COMMIT = 2, 2, 3
+# update-ref (the index brought in line from the committed snapshot's own index, no reset). Blob sizes, the base's
+# tree and the paths changed since the base are read from loose objects.
+GIT_START, GIT_PER_ITERATION, GIT_COMMIT = 2, 2, 2
 # the probe (once per bwrap: a passed probe is remembered), then the agent and each gate in their own sandbox
 BWRAP_START, BWRAP_PER_ITERATION = 1, 2
 
