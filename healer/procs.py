@@ -15,7 +15,6 @@ from __future__ import annotations
 import ctypes
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -366,6 +365,35 @@ def _reap(pid: int) -> None:
         pass
 
 
+def which(cmd: str, path: str | None = None) -> str | None:
+    """shutil.which for POSIX, step for step (tests/loop/test_procs.py compares them): `healer loop run`
+    asks it several times, and importing shutil (with bz2 and lzma for its archives) costs more than that."""
+    if os.path.dirname(cmd):
+        return cmd if _runnable(cmd) else None
+    if path is None:
+        path = os.environ.get("PATH", None)
+        if path is None:
+            try:
+                path = os.confstr("CS_PATH")
+            except (AttributeError, ValueError):
+                path = os.defpath
+    if not path:
+        return None
+    seen = set()
+    for d in os.fsdecode(path).split(os.pathsep):
+        norm = os.path.normcase(d)
+        if norm not in seen:
+            seen.add(norm)
+            name = os.path.join(d, cmd)
+            if _runnable(name):
+                return name
+    return None
+
+
+def _runnable(fn: str) -> bool:
+    return os.path.exists(fn) and os.access(fn, os.F_OK | os.X_OK) and not os.path.isdir(fn)
+
+
 def resolve_python(argv: Sequence[str], path: str | None = None) -> list[str]:
     """argv, with a bare `python`/`python3` that is not on PATH replaced by the interpreter running healer.
 
@@ -373,7 +401,7 @@ def resolve_python(argv: Sequence[str], path: str | None = None) -> list[str]:
     `python` is on PATH only when the venv is activated.
     """
     argv = list(argv)
-    if argv and argv[0] in ("python", "python3") and shutil.which(argv[0], path=path) is None and sys.executable:
+    if argv and argv[0] in ("python", "python3") and which(argv[0], path=path) is None and sys.executable:
         argv[0] = sys.executable
     return argv
 

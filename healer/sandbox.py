@@ -35,10 +35,10 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
+from healer import digest
 from healer.errors import InvalidInput, Unavailable
 from healer.lite import dataclass, field, replace
 
@@ -47,6 +47,12 @@ CONTAINER_LABEL = "healer.kind"
 CONTAINER_KIND = "loop-sandbox"
 WORKDIR_LABEL = "healer.loop.workdir"
 _probe: dict[str, str | None] = {}
+
+
+def _which(cmd: str) -> str | None:
+    from healer.procs import which
+
+    return which(cmd)
 _warned: set[str] = set()
 SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock")
 
@@ -83,8 +89,6 @@ PROBE_FILE = "bwrap-probe"
 def _probe_key(exe: str) -> str | None:
     """What a probe that passed depends on: this bwrap (its file), this boot of this kernel, the user, the
     settings that allow namespaces, the sockets to mask. None when one of them cannot be read."""
-    import hashlib
-
     try:
         real = os.path.realpath(exe)
         st = os.stat(real)
@@ -101,7 +105,7 @@ def _probe_key(exe: str) -> str | None:
             knobs.append(None)
     parts = [real, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, os.getuid(), os.uname().release,
              boot, knobs, socket_masks()]
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+    return digest.sha256(json.dumps(parts).encode()).hexdigest()
 
 
 def _probe_path() -> Path:
@@ -150,7 +154,7 @@ def probe_early() -> None:
     """Start the probe now and let `unavailable()` collect it: `healer loop run` starts it before
     its first git calls, so the probe's namespace set-up overlaps them instead of adding to them.
     A probe remembered from an earlier process (`_remembered`) starts nothing."""
-    exe = shutil.which("bwrap")
+    exe = _which("bwrap")
     if exe is None or exe in _probe or exe in _probing:
         return
     if _remembered(exe):
@@ -166,7 +170,7 @@ def probe_early() -> None:
 def unavailable() -> str | None:
     """Why bubblewrap cannot sandbox here (None when it can). Probed once per process, with the
     same socket masks a real run uses, so `auto` never picks a sandbox that would not start."""
-    exe = shutil.which("bwrap")
+    exe = _which("bwrap")
     if exe is None:
         return "bubblewrap (bwrap) is not installed (Debian: apt-get install bubblewrap)"
     if exe not in _probe and exe not in _probing and _remembered(exe):
@@ -212,7 +216,7 @@ def resolve(mode: str, where: str = "loop.sandbox", image: str = "healer-python"
 
 def container_ready(image: str, where: str = "loop.sandbox") -> None:
     """The docker CLI, an engine that answers and the image (healer's own is built offline on demand)."""
-    if shutil.which("docker") is None:
+    if _which("docker") is None:
         raise Unavailable(f"{where}: container: the docker command is not installed (Debian: apt-get install docker.io)")
     from healer.fleet import images
 
@@ -295,7 +299,7 @@ class Profile:
         return BwrapLaunch(self, argv, what)
 
     def wrap(self, argv: list[str], status_fd: int | None = None) -> list[str]:
-        exe = shutil.which("bwrap") or "bwrap"
+        exe = _which("bwrap") or "bwrap"
         a = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         if status_fd is not None:
             a += ["--json-status-fd", str(status_fd)]

@@ -18,12 +18,11 @@ The agent's exit code and words never appear in a decision: only gate exit codes
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
 
-from healer import errors
+from healer import digest, errors
 from healer.lite import dataclass, field_names
 
 # -- records ---------------------------------------------------------------------
@@ -286,11 +285,11 @@ def failure_signature(gate: str, log: str, roots: Iterable[str] = ()) -> tuple[s
     """(signature, first normalised error line). Sorted, de-duplicated, hashed: the
     order in which a test runner reports does not matter, the failing things do."""
     norm = sorted({normalise(ln, roots) for ln in error_lines(log)} - {""})
-    digest = hashlib.sha256(json.dumps([gate, norm]).encode()).hexdigest()[:16]
+    sig = digest.sha256(json.dumps([gate, norm]).encode()).hexdigest()[:16]
     lines = error_lines(log)
     ranked = [ln for t in _TIERS for ln in lines if t.search(ln.strip())] + lines
     first = next((normalise(ln, roots) for ln in ranked if normalise(ln, roots)), "")
-    return digest, f"{gate}: {first}"[:200]
+    return sig, f"{gate}: {first}"[:200]
 
 
 def silent_failure(log: str, roots: Iterable[str] = ()) -> bool:
@@ -309,13 +308,13 @@ def output_key(text: str, roots: Iterable[str] = ()) -> str | None:
     norm = normalise(text, roots)
     if not norm:
         return None
-    return hashlib.sha256(norm.encode()).hexdigest()[:16]
+    return digest.sha256(norm.encode()).hexdigest()[:16]
 
 
 def state_hash(tree_hash: str, gates: Sequence[GateResult]) -> str:
     """The result-bearing state: tree content plus the gate outcome. Never a counter."""
     outcome = [(g.name, g.outcome()) for g in gates]
-    return hashlib.sha256(json.dumps([tree_hash, outcome]).encode()).hexdigest()[:24]
+    return digest.sha256(json.dumps([tree_hash, outcome]).encode()).hexdigest()[:24]
 
 
 def claude_result(text: str) -> dict | None:

@@ -17,8 +17,9 @@ anything else is git's to count.
 
 from __future__ import annotations
 
-import hashlib
 import struct
+
+from healer import digest
 
 MAX_BYTES = 1 << 20  # a bigger index is left to git (hashing and walking it here would cost more)
 _GITLINK = 0o160000
@@ -49,7 +50,7 @@ def parse(data: bytes, items: bool = False) -> Index | None:
     if version not in (2, 3):
         return None
     end = len(data) - 20
-    if hashlib.sha1(data[:end]).digest() != data[end:]:
+    if digest.sha1(data[:end]).digest() != data[end:]:
         return None
     pos = 12
     plain = True
@@ -129,7 +130,7 @@ def trees(items: list[tuple[bytes, int, bytes]]) -> tuple[str, dict[str, bytes]]
     write this way (only plain files, executables and links are expected here)."""
     out: dict[str, bytes] = {}
     comps = [path.split(b"/") for path, _m, _o in items]
-    sha1 = hashlib.sha1
+    sha1 = digest.sha1
 
     def build(lo: int, hi: int, depth: int) -> bytes | None:
         parts: list[bytes] = []

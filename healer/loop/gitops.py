@@ -13,14 +13,13 @@ paths, and they are never committed by the loop.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import os
-import shutil
 import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from healer import digest
 from healer.errors import HealerError
 from healer.git import GitError, layout, raw, rev, run
 from healer.lite import dataclass
@@ -106,7 +105,7 @@ def _blob_id(path: Path) -> str:
         return "deleted"
     except (IsADirectoryError, PermissionError, OSError):
         return "unreadable"
-    h = hashlib.sha1(b"blob %d\0" % len(data))
+    h = digest.sha1(b"blob %d\0" % len(data))
     h.update(data)
     return h.hexdigest()
 
@@ -362,7 +361,7 @@ def state(cwd: str | Path) -> tuple[str | None, str | None]:
         sha, tree = rev(cwd), snapshot(cwd)
     except GitError:
         return None, None
-    return sha, hashlib.sha256(f"{sha}:{tree}".encode()).hexdigest()[:16]
+    return sha, digest.sha256(f"{sha}:{tree}".encode()).hexdigest()[:16]
 
 
 def changed_between(cwd: str | Path, before: str, after: str) -> list[str]:
@@ -398,7 +397,7 @@ def _loose_tree(cwd: str | Path, oid: str) -> list[tuple[bytes, bytes, str]] | N
         return None
     nul = raw_obj.find(b"\0")
     body = raw_obj[nul + 1:]
-    if raw_obj[:nul] != b"tree %d" % len(body) or hashlib.sha1(raw_obj).hexdigest() != oid:
+    if raw_obj[:nul] != b"tree %d" % len(body) or digest.sha1(raw_obj).hexdigest() != oid:
         return None  # (the id checked too: a file planted under another object's name is not trusted)
     out = []
     pos, end = 0, len(body)
@@ -557,6 +556,8 @@ def _quarantine_dir(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
     if os.path.lexists(dst):
         dst = dst.with_name(dst.name + f".{os.getpid()}")
+    import shutil  # only to move what is quarantined
+
     shutil.move(str(src), str(dst))
 
 
@@ -587,6 +588,8 @@ def _quarantine(cwd: Path, paths: list[str], fallback_dir: Path, reason: str, cl
         if _same_fs(src, dst):
             os.replace(src, dst)
         else:
+            import shutil  # only across file systems
+
             shutil.move(str(src), str(dst))
         out[p] = str(dst)
         manifest.append({"path": p, "saved_as": str(dst), "reason": reason, "git_blob": sha})
@@ -742,7 +745,7 @@ def _loose_blob(cwd: str | Path, oid: str) -> bytes | None:
     except (OSError, zlib.error, AttributeError):
         return None
     nul = data.find(b"\0")
-    if data[:nul] != b"blob %d" % head[1] or len(data) - nul - 1 != head[1] or hashlib.sha1(data).hexdigest() != oid:
+    if data[:nul] != b"blob %d" % head[1] or len(data) - nul - 1 != head[1] or digest.sha1(data).hexdigest() != oid:
         return None
     return data[nul + 1:]
 

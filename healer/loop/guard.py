@@ -16,7 +16,6 @@ Two checks, both before/after comparisons made by the loop (never by the agent):
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 from pathlib import Path
 
@@ -196,6 +195,8 @@ def git_revert(workdir: Path, before: GitSnap, ch: GitChanges, qdir: Path, run_i
         dst.parent.mkdir(parents=True, exist_ok=True)
         if os.path.lexists(dst):
             dst = dst.with_name(f"{dst.name}.{os.getpid()}.{len(done)}")
+        import shutil  # only when the agent tampered with the git directory
+
         shutil.move(str(p), str(dst))
         done.append({"path": str(p), "action": "quarantined", "saved_as": str(dst)})
     for rel in sorted(ch.files, key=lambda r: (r.count("/"), r)):

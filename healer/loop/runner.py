@@ -18,7 +18,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import signal
 import subprocess
 import threading
@@ -340,7 +339,7 @@ class Runner:
         spec = agents.preset_spec(st.preset, st.agent_argv if st.preset == "command" else (), a.model, a.max_turns,
                                   a.extra_args)
         exe = procs.resolve_python(spec.argv[:1], os.environ.get("PATH"))[0] if spec.argv else ""
-        if "{" not in exe and shutil.which(exe, path=os.environ.get("PATH")) is None and not (self.workdir / exe).exists():
+        if "{" not in exe and procs.which(exe, path=os.environ.get("PATH")) is None and not (self.workdir / exe).exists():
             raise InvalidInput(f"agent command {exe!r}: not found on PATH (preset {st.preset})")
         return spec
 
@@ -349,7 +348,7 @@ class Runner:
         # running the agent until a stall. Paths (./check.sh) may be written by the agent: not checked.
         for g in self.loop_policy.gates:
             exe = procs.resolve_python(g.run[:1], os.environ.get("PATH"))[0] if g.run else ""
-            if exe and "/" not in exe and "{" not in exe and shutil.which(exe, path=os.environ.get("PATH")) is None:
+            if exe and "/" not in exe and "{" not in exe and procs.which(exe, path=os.environ.get("PATH")) is None:
                 raise InvalidInput(f"{st.policy_file or 'policy'}: loop.gates[{g.name}].run: command {exe!r} not found on PATH")
 
     def _kill_leftovers(self, st: RunState) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping
@@ -126,6 +125,8 @@ class SqliteStore:
             except sqlite3.OperationalError as e:
                 if "locked" not in str(e) and "busy" not in str(e) or i == attempts - 1:
                     raise
+                import random  # only when the store is busy
+
                 self.clock.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 0.5)
         return None

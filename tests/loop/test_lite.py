@@ -155,3 +155,16 @@ def test_definition_errors_and_explicit_methods():
 
             def __setattr__(self, k, v):
                 pass
+
+
+def test_digest_is_hashlib_s():
+    import hashlib
+
+    from healer import digest
+
+    for data in (b"", b"abc", bytes(range(256)) * 500):
+        assert digest.sha1(data).hexdigest() == hashlib.sha1(data).hexdigest()
+        assert digest.sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
+        h = digest.sha1(b"blob %d\0" % len(data))
+        h.update(data)
+        assert h.digest() == hashlib.sha1(b"blob %d\0" % len(data) + data).digest()

@@ -146,3 +146,26 @@ def test_under_a_subreaper_the_tree_is_walked_at_its_end_only_and_still_loses_no
     assert out["code"] == 0
     assert out["walks_before_kill"] == 0
     assert out["orphan"] in out["killed"] and not out["alive"]
+
+
+def test_which_is_shutil_which(tmp_path, monkeypatch):
+    import shutil
+
+    a, b, c = (tmp_path / n for n in ("a", "b", "c"))
+    for d in (a, b, c):
+        d.mkdir()
+    for d, name, mode in ((a, "tool", 0o644), (b, "tool", 0o755), (c, "tool", 0o755), (a, "only", 0o755)):
+        (d / name).write_text("#!/bin/sh\n")
+        (d / name).chmod(mode)
+    (a / "adir").mkdir()
+    (b / "adir").mkdir()
+    monkeypatch.chdir(c)
+    paths = [f"{a}:{b}:{c}", f"{a}:{a}:{c}", f":{a}", "", ":", f"{tmp_path / 'none'}:{b}", None, f"{a}::{b}"]
+    cmds = ["tool", "only", "adir", "missing", str(b / "tool"), str(a / "tool"), "./tool", "a/tool", str(a)]
+    for path in paths:
+        if path is None:
+            monkeypatch.setenv("PATH", f"{b}:{a}")
+        for cmd in cmds:
+            assert procs.which(cmd, path=path) == shutil.which(cmd, path=path), (cmd, path)
+    monkeypatch.delenv("PATH")
+    assert procs.which("sh") == shutil.which("sh")  # CS_PATH

@@ -58,7 +58,7 @@ def test_network_off_and_private_tmp(tmp_path):
 
 
 def test_auto_warns_once_and_bwrap_refused_without_bubblewrap(monkeypatch):
-    monkeypatch.setattr(sandbox.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(sandbox, "_which", lambda _name: None)  # no bwrap (nor docker) on PATH
     monkeypatch.setattr(sandbox, "_warned", set())
     mode, warn = sandbox.resolve("auto")
     assert mode == "none" and warn and "bubblewrap" in warn
