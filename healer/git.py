@@ -208,8 +208,15 @@ def driver_overrides(cwd: str | Path) -> tuple[str, ...]:
 
 
 def _env(extra: dict[str, str] | None) -> dict[str, str]:
-    full = {k: v for k, v in os.environ.items() if k not in _ENV_DROP}
-    return {**full, **_SAFE_ENV, **(extra or {})}
+    from healer.procs import environ
+
+    full = environ()
+    for k in _ENV_DROP:
+        full.pop(k, None)
+    full.update(_SAFE_ENV)
+    if extra:
+        full.update(extra)
+    return full
 
 
 def _subcommand(args: tuple[str, ...]) -> tuple[int, str]:

@@ -365,6 +365,21 @@ def _reap(pid: int) -> None:
         pass
 
 
+_environ: list = [None, None]  # [the environment's bytes when last decoded, that decoded copy]
+
+
+def environ() -> dict[str, str]:
+    """A fresh copy of os.environ (str to str). Decoding every variable for every process the loop starts
+    (git, the agent, the gates) showed in its CPU; it is done again only when the environment changed
+    (os.environ's own bytes compared, which costs a dict comparison)."""
+    data = getattr(os.environ, "_data", None)
+    if not isinstance(data, dict):
+        return dict(os.environ)
+    if _environ[0] != data:
+        _environ[:] = [dict(data), dict(os.environ)]
+    return dict(_environ[1])
+
+
 def which(cmd: str, path: str | None = None) -> str | None:
     """shutil.which for POSIX, step for step (tests/loop/test_procs.py compares them): `healer loop run`
     asks it several times, and importing shutil (with bz2 and lzma for its archives) costs more than that."""
@@ -411,7 +426,7 @@ def spawn(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None
           adopt_orphans: bool = False, pass_fds: Sequence[int] = ()) -> tuple[subprocess.Popen, ProcessTree]:
     """Start argv (never through a shell) in its own session, tagged with a tree marker."""
     marker = marker or os.urandom(16).hex()  # uuid4's randomness; `import uuid` costs more than a loop iteration's git
-    full_env = dict(os.environ if env is None else env)
+    full_env = environ() if env is None else dict(env)
     outer = [m for m in (full_env.get(ANCESTORS, "").split(",") + [full_env.get(MARKER, "")]) if m]
     if outer:
         full_env[ANCESTORS] = ",".join(outer[-8:])

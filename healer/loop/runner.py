@@ -539,7 +539,7 @@ class Runner:
         if self._profile is None:
             return procs.run(argv, **kw)
         argv = procs.resolve_python(argv, os.environ.get("PATH"))
-        with self._profile.launch(argv, dict(kw.get("env") or os.environ), what) as launch:
+        with self._profile.launch(argv, dict(kw.get("env") or procs.environ()), what) as launch:
             if launch.env is not None:
                 kw["env"] = launch.env
             res = procs.run(launch.argv, pass_fds=launch.pass_fds, **kw)
@@ -596,7 +596,8 @@ class Runner:
         remaining_usd = (L.spend_cap_usd - st.cost_usd) if L.spend_cap_usd is not None else None
         argv = agents.render(self.spec, prompt_file=str(pf), workdir=str(self.workdir), iteration=n, prompt=prompt,
                              remaining_usd=remaining_usd)
-        env = {k: v for k, v in os.environ.items() if k != failpoints.ENV}
+        env = procs.environ()
+        env.pop(failpoints.ENV, None)
         env.update({"HEALER_LOOP_RUN_ID": st.run_id, "HEALER_LOOP_ITERATION": str(n), "HEALER_PROMPT_FILE": str(pf),
                     "HEALER_WORKDIR": str(self.workdir)})
         marker = os.urandom(16).hex()
@@ -678,7 +679,8 @@ class Runner:
 
     def _gates(self, idir: Path, deadline: float) -> tuple[list[GateResult], str]:
         L, clock = self.loop_policy, self.clock
-        env = {k: v for k, v in os.environ.items() if k != failpoints.ENV}
+        env = procs.environ()
+        env.pop(failpoints.ENV, None)
         results: list[GateResult] = []
         combined: list[str] = []
         failing_log = ""

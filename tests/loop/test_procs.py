@@ -169,3 +169,17 @@ def test_which_is_shutil_which(tmp_path, monkeypatch):
             assert procs.which(cmd, path=path) == shutil.which(cmd, path=path), (cmd, path)
     monkeypatch.delenv("PATH")
     assert procs.which("sh") == shutil.which("sh")  # CS_PATH
+
+
+def test_environ_is_a_fresh_copy_that_follows_the_environment(monkeypatch):
+    e = procs.environ()
+    assert e == dict(os.environ)
+    e["HEALER_TEST_MUTATED"] = "1"
+    assert "HEALER_TEST_MUTATED" not in procs.environ()  # a copy each time
+    monkeypatch.setenv("HEALER_TEST_NEW", "v")
+    assert procs.environ()["HEALER_TEST_NEW"] == "v"
+    monkeypatch.setenv("HEALER_TEST_NEW", "w")
+    assert procs.environ()["HEALER_TEST_NEW"] == "w"
+    monkeypatch.delenv("HEALER_TEST_NEW")
+    assert "HEALER_TEST_NEW" not in procs.environ()
+    assert procs.environ() == dict(os.environ)
