@@ -485,3 +485,55 @@ def test_the_index_after_the_commit_is_what_git_reset_makes_it(tmp_path, monkeyp
         monkeypatch.undo()
     assert results[0] == results[1]
     assert results[0][2] == 0  # nothing staged after the commit
+
+
+# -- the layout read from the files (git._plain_layout) ------------------------------------------------------
+
+def _git_layout(cwd: Path) -> tuple | None:
+    p = subprocess.run(["git", "rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir", "--git-common-dir",
+                        "--git-path", "index"], cwd=cwd, capture_output=True, text=True)
+    return tuple(p.stdout.split("\n")[:4]) if p.returncode == 0 else None
+
+
+def test_the_layout_read_here_is_rev_parse_s_answer(tmp_path, monkeypatch):
+    from healer import git as hgit
+
+    main = make_repo(tmp_path / "main")
+    (main / "sub" / "deep").mkdir(parents=True)
+    (main / "sub" / "HEAD").write_text("a project file named HEAD\n")
+    git(main, "worktree", "add", "-q", str(tmp_path / "wt"))
+    (tmp_path / "wt" / "x").mkdir()
+    os.symlink(main, tmp_path / "link")
+    inner = make_repo(main / "sub" / "inner")
+    bare = tmp_path / "bare.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    rel = tmp_path / "rel"  # a `.git` file with a relative gitdir, as a submodule's
+    rel.mkdir()
+    shutil.move(str(make_repo(tmp_path / "relsrc") / ".git"), str(tmp_path / "relsrc.git"))
+    (rel / ".git").write_text("gitdir: ../relsrc.git\n")
+    (main / "sub" / "stray" / ".git").mkdir(parents=True)  # not a repository: git looks further up
+    (tmp_path / "plain").mkdir()
+    cases = [main, main / "sub" / "deep", main / "sub", tmp_path / "link", tmp_path / "link" / "sub", tmp_path / "wt",
+             tmp_path / "wt" / "x", inner, main / ".git", main / ".git" / "refs", bare, rel, main / "sub" / "stray",
+             tmp_path / "plain"]
+    fast = 0
+    for cwd in cases:
+        mine = hgit._plain_layout(str(cwd))
+        want = _git_layout(cwd)
+        if mine is not None:
+            fast += 1
+            assert want is not None and tuple(str(p) for p in (mine.top, mine.git_dir, mine.common, mine.index)) == want, cwd
+    assert fast >= 7  # the plain checkouts, subfolders, links and linked worktrees are read here
+    # anything that could move the work tree, or redirect git, is git's to answer
+    git(main, "config", "core.worktree", str(main))
+    assert hgit._plain_layout(str(main)) is None
+    git(main, "config", "--unset", "core.worktree")
+    assert hgit._plain_layout(str(main)) is not None
+    monkeypatch.setenv("GIT_DIR", str(main / ".git"))
+    assert hgit._plain_layout(str(main)) is None
+    monkeypatch.delenv("GIT_DIR")
+    os.chown(main, 12345, 12345)  # another owner: git's safe.directory check decides
+    try:
+        assert hgit._plain_layout(str(main)) is None
+    finally:
+        os.chown(main, os.getuid(), os.getgid())

@@ -15,13 +15,14 @@ from healer import sandbox
 from tests.loop.conftest import agent, final_line, run_loop_cli, state, steps_gate, write_policy
 
 ITERATIONS = 3
-# start: layout (rev-parse), the baseline snapshot (add). No `config --list` (the repository's config cannot name a
-# driver), no `status` (the snapshot found the tree to be HEAD's index), no `write-tree` (the index's cache-tree);
+# start: the baseline snapshot (add). No `rev-parse` (the layout read from the files), no `config --list` (the
+# repository's config cannot name a driver), no `status` (the snapshot found the tree to be HEAD's index), no
+# `write-tree` (the index's cache-tree);
 # each iteration: the agent's snapshot (add; its tree written here, not by write-tree), the gates' snapshot (add: the
 # gates changed nothing); the agent's diff is counted here (lines appended to a file); the commit: commit-tree,
 # update-ref (the index brought in line from the committed snapshot's own index, no reset). Blob sizes, the base's
 # tree and the paths changed since the base are read from loose objects.
-GIT_START, GIT_PER_ITERATION, GIT_COMMIT = 2, 2, 2
+GIT_START, GIT_PER_ITERATION, GIT_COMMIT = 1, 2, 2
 # the probe (once per bwrap: a passed probe is remembered), then the agent and each gate in their own sandbox
 BWRAP_START, BWRAP_PER_ITERATION = 1, 2
 
