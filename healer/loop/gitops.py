@@ -233,14 +233,16 @@ _plain_objects_seen: dict[str, tuple] = {}
 
 
 def _plain_objects(common: Path) -> bool:
-    """Loose objects written here are the ones git would write: no shared-repository permissions to apply
-    (core.sharedRepository, in any config file the repository reads), SHA-1 ids (not extensions.objectFormat)."""
+    """Loose objects written here are the ones git would write, as git would write them: no shared-repository
+    permissions to apply (core.sharedRepository, in any config file the repository reads), SHA-1 ids (not
+    extensions.objectFormat), no fsync asked for (core.fsync, core.fsyncObjectFiles: git's default syncs no
+    loose object, and neither does this module)."""
     files = [str(common / "config"), *_user_configs()]
     key = _stat_key_of(files)
     hit = _plain_objects_seen.get(str(common))
     if hit is not None and hit[0] == key:
         return hit[1]
-    ok = not _mentions(files, (b"sharedrepository", b"objectformat", b"include"))
+    ok = not _mentions(files, (b"sharedrepository", b"objectformat", b"include", b"fsync"))
     _plain_objects_seen[str(common)] = (key, ok)
     return ok
 
@@ -280,7 +282,8 @@ def _mentions(files: list[str], words: tuple[bytes, ...]) -> bool:
 
 
 def _write_loose(objects: Path, oid: str, kind: bytes, body: bytes) -> None:
-    """Store one object as git stores a loose one (objects/xx/rest, read-only, zlib), unless it is there."""
+    """Store one object as git stores a loose one (objects/xx/rest, read-only, zlib, written whole before it
+    gets its name: a crash leaves a tmp_obj_ file, never a partial object), unless it is there."""
     d = objects / oid[:2]
     final = d / oid[2:]
     if os.path.exists(final):
@@ -291,8 +294,6 @@ def _write_loose(objects: Path, oid: str, kind: bytes, body: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(zlib.compress(b"%s %d\0" % (kind, len(body)) + body, 1))
-            f.flush()
-            os.fsync(f.fileno())
         try:
             os.link(tmp, final)
         except FileExistsError:
