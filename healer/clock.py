@@ -16,7 +16,12 @@ import datetime as _dt
 import os
 import threading
 import time as _time
-from typing import Protocol
+
+TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing (its start-up is most of a short run's CPU)
+if TYPE_CHECKING:
+    from typing import Protocol
+else:
+    Protocol = object  # a Protocol for the type checker (Makefile's MYPY_PORTS), a plain class at run time
 
 
 class Clock(Protocol):

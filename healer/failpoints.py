@@ -19,7 +19,8 @@ import re
 import signal
 import sys
 import threading
-from dataclasses import dataclass
+
+from healer.lite import dataclass
 
 ENV = "HEALER_FAILPOINTS"
 

@@ -17,11 +17,12 @@ line `-c` beats every config file, so nothing the agent writes in .git/config wi
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 
 from healer.errors import HealerError
+from healer.lite import dataclass
 
 TIMEOUT = 120.0
 # for commits healer makes itself (merge commits): `-c` beats the repository's config but
@@ -67,17 +68,18 @@ _DRIVER_KEYS = {"clean": "", "smudge": "", "process": "", "command": "", "textco
 _driver_cache: dict[str, tuple[tuple, tuple[str, ...]]] = {}
 
 
-def _stat_key(paths: list[Path]) -> tuple:
+def _stat_key(paths: list[Path] | list[str]) -> tuple:
     out = []
     for p in paths:
-        if p.name == ".git":  # only whether it exists: its mtime moves with every index write
-            out.append((str(p), os.path.lexists(p)))
+        p = str(p)  # plain strings: this runs before every git command
+        if os.path.basename(p) == ".git":  # only whether it exists: its mtime moves with every index write
+            out.append((p, os.path.lexists(p)))
             continue
         try:
             s = os.stat(p)
-            out.append((str(p), s.st_mtime_ns, s.st_size, s.st_ino))
+            out.append((p, s.st_mtime_ns, s.st_size, s.st_ino))
         except OSError:
-            out.append((str(p), None))
+            out.append((p, None))
     return tuple(out)
 
 
@@ -108,6 +110,10 @@ def layout(cwd: str | Path) -> Layout | None:
     hit = _layouts.get(key)
     if hit is not None and _dot_git(hit[1].top) == hit[0]:
         return hit[1]
+    lay = _plain_layout(key)
+    if lay is not None:
+        _layouts[key] = (_dot_git(lay.top), lay)
+        return lay
     try:  # no driver override needed (rev-parse runs none), and asking for them would ask this again
         p = subprocess.run(["git", *SAFE_CONFIG, "rev-parse", "--path-format=absolute", "--show-toplevel", "--git-dir",
                             "--git-common-dir", "--git-path", "index"], cwd=key, capture_output=True, env=_env(None),
@@ -120,6 +126,77 @@ def layout(cwd: str | Path) -> Layout | None:
     lay = Layout(*(Path(x) for x in parts[:4]))
     _layouts[key] = (_dot_git(lay.top), lay)
     return lay
+
+
+# what would make git look for the repository elsewhere, or read its layout otherwise
+_LAYOUT_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+               "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM")
+_HEX = frozenset("0123456789abcdef")
+
+
+def _plain_layout(cwd: str) -> Layout | None:
+    """`layout(cwd)` read from the files, without a git process, where that is git's own answer: the nearest
+    `.git` above the physical cwd (not across a file system), a folder or a `gitdir:` file, a valid git
+    directory (HEAD, objects, refs) owned by this user as the work tree is, `commondir` followed, and no
+    config that could move the work tree (core.worktree, core.bare) or environment that redirects git.
+    None: git answers (tests/loop/test_gitindex.py compares the two in every layout)."""
+    if any(k in os.environ for k in _LAYOUT_ENV):
+        return None
+    try:
+        here = os.path.realpath(cwd)
+        dev = os.stat(here).st_dev
+        d = here
+        while True:
+            dot = os.path.join(d, ".git")
+            try:
+                st = os.lstat(dot)
+                break
+            except FileNotFoundError:
+                pass
+            if all(os.path.exists(os.path.join(d, n)) for n in ("HEAD", "objects", "refs")):
+                return None  # perhaps a git directory itself (bare, or inside .git): git knows
+            parent = os.path.dirname(d)
+            if parent == d or os.stat(parent).st_dev != dev:
+                return None  # none up to the root or a mount point: git words its own refusal
+            d = parent
+        top, uid = d, os.getuid()
+        if stat.S_ISDIR(st.st_mode):
+            git_dir = dot
+        elif stat.S_ISREG(st.st_mode) and st.st_uid == uid:
+            with open(dot, "rb") as f:
+                text = f.read(4096).decode("utf-8", "surrogateescape")
+            if not text.startswith("gitdir: ") or "\n" in text.rstrip("\n"):
+                return None
+            git_dir = os.path.realpath(os.path.join(top, text[8:].rstrip("\n")))
+        else:
+            return None
+        if here == git_dir or here.startswith(git_dir + os.sep):
+            return None  # inside the git directory: not a work tree
+        common = git_dir
+        if os.path.lexists(os.path.join(git_dir, "commondir")):
+            with open(os.path.join(git_dir, "commondir"), "rb") as f:
+                common = os.path.realpath(os.path.join(git_dir, f.read(4096).decode("utf-8", "surrogateescape").rstrip("\n")))
+        with open(os.path.join(git_dir, "HEAD"), "rb") as f:
+            head = f.read(256).decode("ascii", "replace").rstrip("\n")
+        if not (head.startswith("ref: refs/") or (len(head) == 40 and set(head) <= _HEX)):
+            return None
+        if not (os.path.isdir(os.path.join(common, "objects")) and os.path.isdir(os.path.join(common, "refs"))):
+            return None
+        if any(os.stat(p).st_uid != uid for p in (top, git_dir, common)):
+            return None  # another owner: git's safe.directory check decides
+        for cfg in (os.path.join(common, "config"), os.path.join(git_dir, "config.worktree")):
+            try:
+                with open(cfg, "rb") as f:
+                    text = f.read().lower()
+            except FileNotFoundError:
+                continue
+            if b"worktree" in text or b"include" in text or any(
+                    ln.strip().startswith(b"bare") and ln.replace(b" ", b"").replace(b"\t", b"").strip() != b"bare=false"
+                    for ln in text.splitlines()):
+                return None
+    except (OSError, ValueError):
+        return None
+    return Layout(Path(top), Path(git_dir), Path(common), Path(git_dir) / "index")
 
 
 def _config_files(cwd: str) -> list[Path]:
@@ -138,16 +215,41 @@ def _config_files(cwd: str) -> list[Path]:
     return files
 
 
+_DRIVER_WORDS = (b"filter", b"diff", b"merge", b"include")
+
+
+def _cannot_name_a_driver(files: list[Path]) -> bool:
+    """True when the repository's config files cannot define a filter, diff or merge driver: none of them
+    holds the words that such a section (`[filter "x"]`, `[diff.x]`, any case) or an include must hold.
+    Then `git config --list` would list no driver at local or worktree scope, and that git process is
+    saved (most repositories). Any doubt (a file unreadable, or one of the words anywhere, even in a
+    value) asks git as before."""
+    for f in files:
+        try:
+            with open(f, "rb") as fh:
+                text = fh.read().lower()
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            return False
+        if any(w in text for w in _DRIVER_WORDS):
+            return False
+    return True
+
+
 def driver_overrides(cwd: str | Path) -> tuple[str, ...]:
     """`-c` pairs that disable every filter/diff/merge driver defined in the repository's own
     config (local or worktree scope, includes too). The user's global and system drivers (git-lfs)
     keep working. Cached on the stat of the config files: a few stat calls per command."""
     key_cwd = str(cwd)
     hit = _driver_cache.get(key_cwd)
-    if hit is not None and _stat_key([Path(f[0]) for f in hit[0]]) == hit[0]:
+    if hit is not None and _stat_key([f[0] for f in hit[0]]) == hit[0]:
         return hit[1]
     try:
         files = _config_files(key_cwd)
+        if _cannot_name_a_driver(files[1:]):
+            _driver_cache[key_cwd] = (_stat_key(files), ())
+            return ()
         p = subprocess.run(["git", *SAFE_CONFIG, "config", "--list", "--show-scope", "--show-origin", "-z"], cwd=key_cwd,
                            capture_output=True, env=_env(None), stdin=subprocess.DEVNULL, timeout=TIMEOUT)
     except (OSError, subprocess.TimeoutExpired):
@@ -182,8 +284,15 @@ def driver_overrides(cwd: str | Path) -> tuple[str, ...]:
 
 
 def _env(extra: dict[str, str] | None) -> dict[str, str]:
-    full = {k: v for k, v in os.environ.items() if k not in _ENV_DROP}
-    return {**full, **_SAFE_ENV, **(extra or {})}
+    from healer.procs import environ
+
+    full = environ()
+    for k in _ENV_DROP:
+        full.pop(k, None)
+    full.update(_SAFE_ENV)
+    if extra:
+        full.update(extra)
+    return full
 
 
 def _subcommand(args: tuple[str, ...]) -> tuple[int, str]:

@@ -15,15 +15,14 @@ from __future__ import annotations
 import ctypes
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from healer.clock import Clock, system
+from healer.lite import dataclass
 
 
 class _LazyPsutil:
@@ -369,6 +368,50 @@ def _reap(pid: int) -> None:
         pass
 
 
+_environ: list = [None, None]  # [the environment's bytes when last decoded, that decoded copy]
+
+
+def environ() -> dict[str, str]:
+    """A fresh copy of os.environ (str to str). Decoding every variable for every process the loop starts
+    (git, the agent, the gates) showed in its CPU; it is done again only when the environment changed
+    (os.environ's own bytes compared, which costs a dict comparison)."""
+    data = getattr(os.environ, "_data", None)
+    if not isinstance(data, dict):
+        return dict(os.environ)
+    if _environ[0] != data:
+        _environ[:] = [dict(data), dict(os.environ)]
+    return dict(_environ[1])
+
+
+def which(cmd: str, path: str | None = None) -> str | None:
+    """shutil.which for POSIX, step for step (tests/loop/test_procs.py compares them): `healer loop run`
+    asks it several times, and importing shutil (with bz2 and lzma for its archives) costs more than that."""
+    if os.path.dirname(cmd):
+        return cmd if _runnable(cmd) else None
+    if path is None:
+        path = os.environ.get("PATH", None)
+        if path is None:
+            try:
+                path = os.confstr("CS_PATH")
+            except (AttributeError, ValueError):
+                path = os.defpath
+    if not path:
+        return None
+    seen = set()
+    for d in os.fsdecode(path).split(os.pathsep):
+        norm = os.path.normcase(d)
+        if norm not in seen:
+            seen.add(norm)
+            name = os.path.join(d, cmd)
+            if _runnable(name):
+                return name
+    return None
+
+
+def _runnable(fn: str) -> bool:
+    return os.path.exists(fn) and os.access(fn, os.F_OK | os.X_OK) and not os.path.isdir(fn)
+
+
 def resolve_python(argv: Sequence[str], path: str | None = None) -> list[str]:
     """argv, with a bare `python`/`python3` that is not on PATH replaced by the interpreter running healer.
 
@@ -376,7 +419,7 @@ def resolve_python(argv: Sequence[str], path: str | None = None) -> list[str]:
     `python` is on PATH only when the venv is activated.
     """
     argv = list(argv)
-    if argv and argv[0] in ("python", "python3") and shutil.which(argv[0], path=path) is None and sys.executable:
+    if argv and argv[0] in ("python", "python3") and which(argv[0], path=path) is None and sys.executable:
         argv[0] = sys.executable
     return argv
 
@@ -386,7 +429,7 @@ def spawn(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None
           adopt_orphans: bool = False, pass_fds: Sequence[int] = ()) -> tuple[subprocess.Popen, ProcessTree]:
     """Start argv (never through a shell) in its own session, tagged with a tree marker."""
     marker = marker or os.urandom(16).hex()  # uuid4's randomness; `import uuid` costs more than a loop iteration's git
-    full_env = dict(os.environ if env is None else env)
+    full_env = environ() if env is None else dict(env)
     outer = [m for m in (full_env.get(ANCESTORS, "").split(",") + [full_env.get(MARKER, "")]) if m]
     if outer:
         full_env[ANCESTORS] = ",".join(outer[-8:])
@@ -401,30 +444,53 @@ def spawn(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None
 
 class _Waiter:
     """Wait for a child with a timeout, woken the moment it exits (a pidfd on Linux;
-    Popen.wait's sleep-and-retry elsewhere, which adds up to milliseconds per process)."""
+    Popen.wait's sleep-and-retry elsewhere, which adds up to milliseconds per process), or the
+    moment `wake_fd` has something to read (its bytes are drained)."""
 
-    def __init__(self, proc: subprocess.Popen) -> None:
+    def __init__(self, proc: subprocess.Popen, wake_fd: int | None = None) -> None:
         self.proc = proc
         self.fd: int | None = None
+        self.wake_fd: int | None = None
         try:
             self.fd = os.pidfd_open(proc.pid)
             self._poll = select.poll()
             self._poll.register(self.fd, select.POLLIN)
+            if wake_fd is not None:
+                self._poll.register(wake_fd, select.POLLIN)
+                self.wake_fd = wake_fd
         except (AttributeError, OSError):
             self.fd = None
 
-    def wait(self, timeout: float) -> int | None:
+    def wait(self, timeout: float) -> tuple[int | None, bool]:
+        """(the exit code or None, whether `wake_fd` woke us)."""
         if self.fd is not None:
-            if not self._poll.poll(max(1, int(timeout * 1000))):
-                return self.proc.poll()
+            events = self._poll.poll(max(1, int(timeout * 1000)))
+            woken = False
+            for fd, _ev in events:
+                if fd == self.wake_fd:
+                    woken = True
+                    self._drain()
+            if not any(fd == self.fd for fd, _ev in events):
+                return self.proc.poll(), woken
             try:
-                return self.proc.wait(timeout=1)
+                return self.proc.wait(timeout=1), woken
             except subprocess.TimeoutExpired:
-                return None
+                return None, woken
         try:
-            return self.proc.wait(timeout=timeout)
+            return self.proc.wait(timeout=timeout), False
         except subprocess.TimeoutExpired:
-            return None
+            return None, False
+
+    def _drain(self) -> None:
+        try:
+            if os.read(self.wake_fd, 4096) == b"":  # closed: it will never say anything again
+                self._poll.unregister(self.wake_fd)
+                self.wake_fd = None
+        except BlockingIOError:
+            pass
+        except OSError:
+            self._poll.unregister(self.wake_fd)
+            self.wake_fd = None
 
     def close(self) -> None:
         if self.fd is not None:
@@ -442,15 +508,26 @@ class Completed:
     stopped: bool = False  # ended early because should_stop() said so
 
 
+REFRESH = 0.2  # seconds between two walks of a running tree that has to be watched (see run)
+
+
 def run(argv: Sequence[str], *, cwd: str | Path, timeout: float, grace: float, clock: Clock | None = None,
         env: Mapping[str, str] | None = None, stdout=None, stderr=None, stdin=subprocess.DEVNULL,
         should_stop=None, poll: float = 0.05, marker: str | None = None, on_spawn=None,
-        adopt_orphans: bool = False, pass_fds: Sequence[int] = ()) -> Completed:
+        adopt_orphans: bool = False, pass_fds: Sequence[int] = (), wake_fd: int | None = None) -> Completed:
     """Run argv under a deadline around the whole tree; leave no descendant alive.
 
     `should_stop()` (e.g. SIGTERM received, kill switch) ends the run early like a deadline;
-    it is called every `poll` seconds, so it may also heartbeat. `on_spawn(proc, tree)` runs
-    once the root exists (e.g. to persist its pid and marker before waiting).
+    it is called every `poll` seconds, so it may also heartbeat, and at once whenever `wake_fd`
+    has bytes to read (the loop runner's signal wake-up fd: a SIGTERM is seen the moment it
+    arrives, so the runner can poll rarely). `on_spawn(proc, tree)` runs once the root exists
+    (e.g. to persist its pid and marker before waiting).
+
+    While the root runs, its tree is walked every REFRESH seconds so that members are remembered
+    early; not when this process is a subreaper adopting the tree's orphans: then every process of
+    the tree stays a descendant of the root or of this process (an orphan is reparented to the
+    nearest subreaper above it), and the walk when the root ends finds them all. Each wake-up
+    costs CPU (~3 ms per second of the agent's run at a 50 ms period, measured).
     """
     clock = clock or system()
     start = clock.monotonic()
@@ -462,21 +539,27 @@ def run(argv: Sequence[str], *, cwd: str | Path, timeout: float, grace: float, c
     timed_out = False
     stopped_early = False
     code: int | None = None
-    n = 0
-    waiter = _Waiter(proc)
+    watch = not (adopt_orphans and _subreaper)
+    next_refresh = start + REFRESH if watch else float("inf")
+    next_check = start + poll
+    waiter = _Waiter(proc, wake_fd)
     while True:
-        code = waiter.wait(min(poll, max(0.001, deadline - clock.monotonic())))
+        now = clock.monotonic()
+        code, woken = waiter.wait(max(0.001, min(deadline, next_check, next_refresh) - now))
         if code is not None:
             break
-        n += 1
-        if n % 4 == 0:
+        now = clock.monotonic()
+        if now >= next_refresh:
             tree.refresh()
-        if clock.monotonic() >= deadline:
+            next_refresh = now + REFRESH
+        if now >= deadline:
             timed_out = True
             break
-        if should_stop is not None and should_stop():
-            stopped_early = True
-            break
+        if woken or now >= next_check:
+            next_check = now + poll
+            if should_stop is not None and should_stop():
+                stopped_early = True
+                break
     waiter.close()
     killed = tree.kill(grace, clock) if (code is None) else tree.kill(min(grace, 1.0), clock)
     if code is None:

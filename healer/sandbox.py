@@ -35,18 +35,24 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import subprocess
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from healer import digest
 from healer.errors import InvalidInput, Unavailable
+from healer.lite import dataclass, field, replace
 
 MODES = ("auto", "bwrap", "container", "none")
 CONTAINER_LABEL = "healer.kind"
 CONTAINER_KIND = "loop-sandbox"
 WORKDIR_LABEL = "healer.loop.workdir"
 _probe: dict[str, str | None] = {}
+
+
+def _which(cmd: str) -> str | None:
+    from healer.procs import which
+
+    return which(cmd)
 _warned: set[str] = set()
 SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock")
 
@@ -75,11 +81,84 @@ def _probe_argv(exe: str) -> list[str]:
     return [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *socket_masks(), "--json-status-fd", "1", "true"]
 
 
+_KNOBS = ("/proc/sys/kernel/unprivileged_userns_clone", "/proc/sys/user/max_user_namespaces",
+          "/proc/sys/user/max_mnt_namespaces", "/proc/sys/kernel/apparmor_restrict_unprivileged_userns")
+PROBE_FILE = "bwrap-probe"
+
+
+def _probe_key(exe: str) -> str | None:
+    """What a probe that passed depends on: this bwrap (its file), this boot of this kernel, the user, the
+    settings that allow namespaces, the sockets to mask. None when one of them cannot be read."""
+    try:
+        real = os.path.realpath(exe)
+        st = os.stat(real)
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        return None
+    knobs = []
+    for k in _KNOBS:
+        try:
+            with open(k) as f:
+                knobs.append(f.read().strip())
+        except OSError:
+            knobs.append(None)
+    parts = [real, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, os.getuid(), os.uname().release,
+             boot, knobs, socket_masks()]
+    return digest.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+def _probe_path() -> Path:
+    from healer.policy.cache import cache_dir
+
+    return cache_dir() / PROBE_FILE
+
+
+def _remembered(exe: str) -> bool:
+    """The probe passed before with everything it depends on unchanged (healer's cache folder, which the
+    sandbox keeps read-only): bubblewrap works, without a process to prove it again. Only a pass is ever
+    remembered, so the cache can only make healer sandbox; a sandbox that then fails to start forgets it."""
+    key = _probe_key(exe)
+    if key is None:
+        return False
+    try:
+        return _probe_path().read_text().strip() == key
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _remember(exe: str) -> None:
+    key = _probe_key(exe)
+    if key is None:
+        return
+    p = _probe_path()
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f"{p.name}.{os.getpid()}.tmp")
+        tmp.write_text(key + "\n")
+        os.replace(tmp, p)
+    except OSError:
+        pass
+
+
+def forget_probe() -> None:
+    """A bwrap that failed to start a program: the next process probes again."""
+    try:
+        _probe_path().unlink(missing_ok=True)
+    except OSError:
+        pass
+    _probe.clear()
+
+
 def probe_early() -> None:
     """Start the probe now and let `unavailable()` collect it: `healer loop run` starts it before
-    its first git calls, so the probe's namespace set-up overlaps them instead of adding to them."""
-    exe = shutil.which("bwrap")
+    its first git calls, so the probe's namespace set-up overlaps them instead of adding to them.
+    A probe remembered from an earlier process (`_remembered`) starts nothing."""
+    exe = _which("bwrap")
     if exe is None or exe in _probe or exe in _probing:
+        return
+    if _remembered(exe):
+        _probe[exe] = None
         return
     try:
         _probing[exe] = subprocess.Popen(_probe_argv(exe), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -91,9 +170,11 @@ def probe_early() -> None:
 def unavailable() -> str | None:
     """Why bubblewrap cannot sandbox here (None when it can). Probed once per process, with the
     same socket masks a real run uses, so `auto` never picks a sandbox that would not start."""
-    exe = shutil.which("bwrap")
+    exe = _which("bwrap")
     if exe is None:
         return "bubblewrap (bwrap) is not installed (Debian: apt-get install bubblewrap)"
+    if exe not in _probe and exe not in _probing and _remembered(exe):
+        _probe[exe] = None
     if exe not in _probe:
         try:
             proc = _probing.pop(exe, None) or subprocess.Popen(
@@ -105,6 +186,8 @@ def unavailable() -> str | None:
                 proc.communicate()
                 raise
             _probe[exe] = None if proc.returncode == 0 else f"bwrap does not run here: {err.strip()[-200:]}"
+            if proc.returncode == 0:
+                _remember(exe)
         except (OSError, subprocess.TimeoutExpired) as e:
             _probe[exe] = f"bwrap does not run here: {e}"
     return _probe[exe]
@@ -133,7 +216,7 @@ def resolve(mode: str, where: str = "loop.sandbox", image: str = "healer-python"
 
 def container_ready(image: str, where: str = "loop.sandbox") -> None:
     """The docker CLI, an engine that answers and the image (healer's own is built offline on demand)."""
-    if shutil.which("docker") is None:
+    if _which("docker") is None:
         raise Unavailable(f"{where}: container: the docker command is not installed (Debian: apt-get install docker.io)")
     from healer.fleet import images
 
@@ -216,7 +299,7 @@ class Profile:
         return BwrapLaunch(self, argv, what)
 
     def wrap(self, argv: list[str], status_fd: int | None = None) -> list[str]:
-        exe = shutil.which("bwrap") or "bwrap"
+        exe = _which("bwrap") or "bwrap"
         a = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         if status_fd is not None:
             a += ["--json-status-fd", str(status_fd)]

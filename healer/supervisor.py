@@ -373,7 +373,7 @@ class Supervisor:
 
         def job() -> None:
             from healer.errors import StoreLost, transient
-            from healer.fleet.dispatcher import report_failed_pass
+            from healer.fleet.dispatcher import raise_if_lost, report_failed_pass
 
             retry_at.clear()
             try:
@@ -384,6 +384,7 @@ class Supervisor:
             except Exception as e:  # noqa: BLE001 - one bad tick is journaled; the next one starts from scratch
                 if not transient(e) and "readonly" in str(e):
                     raise StoreLost(f"{self.store.path}: the store is read-only now ({e}); stopping") from e
+                raise_if_lost(self.store)
                 report_failed_pass(self.store, "supervisor", e)
                 return
             cur = self.store.lease(LEASE) if rep.skipped else None

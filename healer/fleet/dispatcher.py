@@ -807,6 +807,7 @@ class Dispatcher:
         except Exception as e:  # noqa: BLE001 - judged below; the daemon goes on
             if not transient(e) and "readonly" in str(e):
                 raise StoreLost(f"{self.store.path}: the store is read-only now ({e}); stopping") from e
+            raise_if_lost(self.store)
             report_failed_pass(self.store, "dispatch", e)
             return None
 
@@ -882,6 +883,20 @@ def host_trouble(e: BaseException) -> bool:
     text = str(e)
     return any(s in text for s in ("No space left on device", "Disk quota exceeded", "Read-only file system",
                                    "database or disk is full"))
+
+
+def raise_if_lost(store) -> None:
+    """StoreLost when the store was deleted, replaced or made read-only during a pass that failed: that
+    explains the failure, and the daemon ends with its one line instead of first logging a failed pass
+    (into log files that may have gone with the store's folder). Any other answer lets the pass be reported."""
+    from healer.errors import StoreLost
+
+    try:
+        store.check()
+    except StoreLost:
+        raise
+    except Exception:  # noqa: BLE001 - the store could not say: the failed pass is reported as before
+        pass
 
 
 def report_failed_pass(store, who: str, e: BaseException) -> None:

@@ -10,9 +10,9 @@ Never a shell: an argv is a list, placeholders are replaced inside each argument
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from healer.errors import InvalidInput
+from healer.lite import dataclass
 
 ARG_MAX_PROMPT = 100_000
 

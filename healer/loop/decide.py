@@ -18,13 +18,12 @@ The agent's exit code and words never appear in a decision: only gate exit codes
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
-from healer import errors
+from healer import digest, errors
+from healer.lite import dataclass, field_names
 
 # -- records ---------------------------------------------------------------------
 
@@ -88,7 +87,7 @@ class IterationRecord:
         d["gates"] = tuple(GateResult(**g) for g in d.get("gates", ()))
         for k in ("killed", "reverted", "changed"):
             d[k] = tuple(d.get(k, ()))
-        known = set(cls.__dataclass_fields__)
+        known = set(field_names(cls))
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
@@ -236,16 +235,42 @@ def after_iteration(history: Sequence[IterationRecord], limits: Limits, spent: f
 
 # -- normalisation and hashing ---------------------------------------------------------
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
-_ISO_TS = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?\b")
-_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
-_TIME = re.compile(r"\b\d{1,2}:\d{2}:\d{2}(\.\d+)?\b")
-_TMP = re.compile(r"(?:/private)?(?:/tmp|/var/tmp|/var/folders|/dev/shm)/\S*|\b(?:tmp|pytest-)[A-Za-z0-9_-]*\d[A-Za-z0-9_-]*")
-_HEX0X = re.compile(r"\b0x[0-9a-fA-F]+\b")
-_HEXID = re.compile(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{7,64}\b")
-_NUM = re.compile(r"(?<![A-Za-z_\d.])\d+(\.\d+)?")
-_WS = re.compile(r"[ \t]+")
+
+class _Pattern:
+    """A regular expression compiled the first time it is used: compiling all of this module's costs
+    more CPU than a short loop's hashing, and a log that cannot match a pattern (see normalise's literal
+    checks) never needs it."""
+
+    __slots__ = ("_src", "_re")
+
+    def __init__(self, src: str) -> None:
+        self._src, self._re = src, None
+
+    def _get(self) -> re.Pattern:
+        if self._re is None:
+            self._re = re.compile(self._src)
+        return self._re
+
+    def sub(self, repl: str, text: str) -> str:
+        return self._get().sub(repl, text)
+
+    def search(self, text: str):
+        return self._get().search(text)
+
+    def match(self, text: str):
+        return self._get().match(text)
+
+
+_ANSI = _Pattern(r"\x1b\[[0-9;?]*[A-Za-z]")
+_UUID = _Pattern(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_ISO_TS = _Pattern(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?\b")
+_DATE = _Pattern(r"\b\d{4}-\d{2}-\d{2}\b")
+_TIME = _Pattern(r"\b\d{1,2}:\d{2}:\d{2}(\.\d+)?\b")
+_TMP = _Pattern(r"(?:/private)?(?:/tmp|/var/tmp|/var/folders|/dev/shm)/\S*|\b(?:tmp|pytest-)[A-Za-z0-9_-]*\d[A-Za-z0-9_-]*")
+_HEX0X = _Pattern(r"\b0x[0-9a-fA-F]+\b")
+_HEXID = _Pattern(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{7,64}\b")
+_NUM = _Pattern(r"(?<![A-Za-z_\d.])\d+(\.\d+)?")
+_WS = _Pattern(r"[ \t]+")
 
 
 def normalise(text: str, roots: Iterable[str] = ()) -> str:
@@ -254,25 +279,31 @@ def normalise(text: str, roots: Iterable[str] = ()) -> str:
     contain digits (`test_step_3`, `py311`) are kept: they name different things."""
     for r in sorted((r for r in roots if r), key=len, reverse=True):
         text = text.replace(r.rstrip("/") + "/", "").replace(r.rstrip("/"), ".")
-    text = _ANSI.sub("", text)
-    text = _UUID.sub("<uuid>", text)
-    text = _ISO_TS.sub("<ts>", text)
-    text = _DATE.sub("<date>", text)
-    text = _TIME.sub("<time>", text)
-    text = _TMP.sub("<tmp>", text)
-    text = _HEX0X.sub("<hex>", text)
+    # each pattern runs only where it could match: every match of it holds that literal text
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "-" in text:
+        text = _UUID.sub("<uuid>", text)
+        text = _ISO_TS.sub("<ts>", text)
+        text = _DATE.sub("<date>", text)
+    if ":" in text:
+        text = _TIME.sub("<time>", text)
+    if "tmp" in text or "pytest-" in text or "/var/folders/" in text or "/dev/shm/" in text:
+        text = _TMP.sub("<tmp>", text)
+    if "0x" in text:
+        text = _HEX0X.sub("<hex>", text)
     text = _HEXID.sub("<hex>", text)
     text = _NUM.sub("<n>", text)
     lines = (_WS.sub(" ", ln).strip() for ln in text.splitlines())
     return "\n".join(ln for ln in lines if ln)
 
 
-_ERRORISH = re.compile(
+_ERRORISH = _Pattern(
     r"(?i)\b(error|errors|fail|failed|failure|failures|exception|assert\w*|traceback|fatal|panic|"
     r"expected|missing|undefined|not found|cannot|can't|unable)\b|^E\s"
 )
-_NOISE = re.compile(r"^[=_\-*#~]{3,}.*[=_\-*#~]{3,}$|^[=_\-*#~]{3,}$")  # banners: === FAILURES ===, ____ x ____
-_TIERS = (re.compile(r"^(FAILED|ERROR)\b"), re.compile(r"(?i)\berror\b"), re.compile(r"^E\s"))
+_NOISE = _Pattern(r"^[=_\-*#~]{3,}.*[=_\-*#~]{3,}$|^[=_\-*#~]{3,}$")  # banners: === FAILURES ===, ____ x ____
+_TIERS = (_Pattern(r"^(FAILED|ERROR)\b"), _Pattern(r"(?i)\berror\b"), _Pattern(r"^E\s"))
 
 
 def error_lines(log: str, limit: int = 40) -> list[str]:
@@ -286,11 +317,11 @@ def failure_signature(gate: str, log: str, roots: Iterable[str] = ()) -> tuple[s
     """(signature, first normalised error line). Sorted, de-duplicated, hashed: the
     order in which a test runner reports does not matter, the failing things do."""
     norm = sorted({normalise(ln, roots) for ln in error_lines(log)} - {""})
-    digest = hashlib.sha256(json.dumps([gate, norm]).encode()).hexdigest()[:16]
+    sig = digest.sha256(json.dumps([gate, norm]).encode()).hexdigest()[:16]
     lines = error_lines(log)
     ranked = [ln for t in _TIERS for ln in lines if t.search(ln.strip())] + lines
     first = next((normalise(ln, roots) for ln in ranked if normalise(ln, roots)), "")
-    return digest, f"{gate}: {first}"[:200]
+    return sig, f"{gate}: {first}"[:200]
 
 
 def silent_failure(log: str, roots: Iterable[str] = ()) -> bool:
@@ -309,13 +340,13 @@ def output_key(text: str, roots: Iterable[str] = ()) -> str | None:
     norm = normalise(text, roots)
     if not norm:
         return None
-    return hashlib.sha256(norm.encode()).hexdigest()[:16]
+    return digest.sha256(norm.encode()).hexdigest()[:16]
 
 
 def state_hash(tree_hash: str, gates: Sequence[GateResult]) -> str:
     """The result-bearing state: tree content plus the gate outcome. Never a counter."""
     outcome = [(g.name, g.outcome()) for g in gates]
-    return hashlib.sha256(json.dumps([tree_hash, outcome]).encode()).hexdigest()[:24]
+    return digest.sha256(json.dumps([tree_hash, outcome]).encode()).hexdigest()[:24]
 
 
 def claude_result(text: str) -> dict | None:
@@ -345,7 +376,7 @@ def reported_cost(text: str) -> float:
     return float(cost)
 
 
-_DONE = re.compile(r"(?i)\b(done|complete[d]?|finished|all tests pass(ed)?|task is complete)\b")
+_DONE = _Pattern(r"(?i)\b(done|complete[d]?|finished|all tests pass(ed)?|task is complete)\b")
 
 
 def claims_done(text: str) -> bool:
@@ -353,4 +384,9 @@ def claims_done(text: str) -> bool:
     res = claude_result(text)
     if res is not None and isinstance(res.get("result"), str):
         text = res["result"]
-    return bool(_DONE.search(text[-2000:]))
+    tail = text[-2000:]
+    if tail.isascii():  # (re's case-insensitive matching folds some non-ASCII letters onto these words)
+        low = tail.lower()
+        if not any(w in low for w in ("done", "complete", "finished", "all tests pass")):
+            return False
+    return bool(_DONE.search(tail))

@@ -13,17 +13,17 @@ paths, and they are never committed by the loop.
 from __future__ import annotations
 
 import fnmatch
-import hashlib
 import json
 import os
-import shutil
 import zlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from healer import digest
 from healer.errors import HealerError
 from healer.git import GitError, layout, raw, rev, run
+from healer.lite import dataclass
+from healer.loop import gitindex
 
 LOOP_FILES = ("progress.md", "lessons.md")
 HEALER_DIR = ".healer"
@@ -105,7 +105,7 @@ def _blob_id(path: Path) -> str:
         return "deleted"
     except (IsADirectoryError, PermissionError, OSError):
         return "unreadable"
-    h = hashlib.sha1(b"blob %d\0" % len(data))
+    h = digest.sha1(b"blob %d\0" % len(data))
     h.update(data)
     return h.hexdigest()
 
@@ -126,6 +126,14 @@ def snapshot(cwd: str | Path) -> str:
     are not ignored, the loop's own files left out. Built in a scratch index (a copy of the
     real one, so only changed files are hashed); the real index, HEAD and refs are not
     touched. Same bytes at the same paths -> same id, whatever was committed or staged."""
+    return measure(cwd)[0]
+
+
+def measure(cwd: str | Path) -> tuple[str, gitindex.Index | None]:
+    """(snapshot(cwd), the real index when the tree is exactly its content): the scratch index was copied
+    from the real one in this call, `add -A` found nothing to change in it and the index is plain
+    (gitindex.parse). Then the working tree holds what the index holds, and the tree is the index's
+    cache-tree root when that one is valid and on disk (no `write-tree`)."""
     cwd = Path(cwd)
     ignore_own_dir(cwd)
     scratch = cwd / HEALER_DIR / "snapshot.index"
@@ -136,15 +144,13 @@ def snapshot(cwd: str | Path) -> str:
         rs = os.stat(real)
         key = (rs.st_mtime_ns, rs.st_size, rs.st_ino)
     except FileNotFoundError:
-        key = None
+        rs, key = None, None
+    copied: bytes | None = None
     if key is None or _scratch_from.get(cwd) != key or not scratch.exists():
-        if key is None:
+        if rs is None:
             scratch.unlink(missing_ok=True)
         else:
-            # with the real index's mtime: git takes an entry whose mtime is not older than its index
-            # file's as racily clean and compares content; a copy dated now would trust a file
-            # rewritten in the same clock tick as its checkout (same size, same stat) unchanged
-            shutil.copy2(real, scratch)
+            copied = _copy_index(real, scratch, rs)
         _scratch_from[cwd] = key
         _scratch_tree.pop(cwd, None)  # other entries: their tree is not known
     env = {"GIT_INDEX_FILE": str(scratch)}
@@ -160,9 +166,170 @@ def snapshot(cwd: str | Path) -> str:
         # git refuses to name an ignored file even in an exclude; ignored files are not added anyway
         run(cwd, "add", "-A", "--", ":/", env=env, timeout=TIMEOUT)
         same = False
-    tree = known[1] if same and not r.stdout else run(cwd, "write-tree", env=env).stdout
+        copied = None
+    idx = gitindex.parse(copied, items=True) if copied is not None and not r.stdout else None
+    if idx is not None and not idx.plain:
+        idx = None
+    tree = None
+    if same and not r.stdout:
+        tree = known[1]
+    elif idx is not None and idx.root_tree is not None and _loose_exists(cwd, idx.root_tree):
+        tree = idx.root_tree  # what `write-tree` would answer: git trusts a valid cache-tree whose object exists
+        _remember_entries(tree, idx.items)
+    if tree is None:
+        tree = _write_tree(cwd, scratch)
+    if tree is None:
+        tree = run(cwd, "write-tree", env=env).stdout
     _scratch_tree[cwd] = (_stat_key(scratch), tree)
-    return tree
+    return tree, idx
+
+
+SMALL_INDEX = 300  # entries: above, git's own write-tree (which reuses the cache-tree) beats reading it all here
+MISSING_TREES = 32  # trees not on disk as loose objects: more (a clone's packed trees) are git's to write
+_entries_of: dict[str, dict[str, tuple[int, str]]] = {}  # tree id -> {path: (mode, blob id)}, for the trees built here
+
+
+def _remember_entries(tree: str, items) -> None:
+    if items is not None and len(items) <= SMALL_INDEX:
+        if len(_entries_of) > 64:
+            _entries_of.clear()
+        _entries_of[tree] = {p.decode("utf-8", "surrogateescape"): (mode, oid.hex()) for p, mode, oid in items}
+
+
+def _write_tree(cwd: Path, scratch: Path) -> str | None:
+    """`git write-tree` of a small plain index, done here: the trees built as git builds them
+    (gitindex.trees), the missing ones written as loose objects. None when git must do it."""
+    lay = layout(cwd)
+    if lay is None or os.environ.get("GIT_OBJECT_DIRECTORY") or str(cwd) in _git_writes_trees \
+            or not _plain_objects(lay.common):
+        return None
+    try:
+        with open(scratch, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    idx = gitindex.parse(data, items=True)
+    if idx is None or not idx.plain or idx.entries > SMALL_INDEX:
+        return None
+    built = gitindex.trees(idx.items)
+    if built is None:
+        return None
+    root, objects = built
+    store = lay.common / "objects"
+    missing = [oid for oid in objects if not os.path.exists(store / oid[:2] / oid[2:])]
+    if len(missing) > MISSING_TREES:
+        _git_writes_trees.add(str(cwd))  # most likely packed (a clone): git checks its packs, writing loose copies costs more
+        return None
+    for oid in missing:
+        _write_loose(store, oid, b"tree", objects[oid])
+    _remember_entries(root, idx.items)
+    return root
+
+
+_git_writes_trees: set[str] = set()
+
+
+_plain_objects_seen: dict[str, tuple] = {}
+
+
+def _plain_objects(common: Path) -> bool:
+    """Loose objects written here are the ones git would write, as git would write them: no shared-repository
+    permissions to apply (core.sharedRepository, in any config file the repository reads), SHA-1 ids (not
+    extensions.objectFormat), no fsync asked for (core.fsync, core.fsyncObjectFiles: git's default syncs no
+    loose object, and neither does this module)."""
+    files = [str(common / "config"), *_user_configs()]
+    key = _stat_key_of(files)
+    hit = _plain_objects_seen.get(str(common))
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    ok = not _mentions(files, (b"sharedrepository", b"objectformat", b"include", b"fsync"))
+    _plain_objects_seen[str(common)] = (key, ok)
+    return ok
+
+
+def _user_configs() -> list[str]:
+    """The global and system config files git reads (their default places, or what the environment names)."""
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    return [os.environ.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config"),
+            os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"]
+
+
+def _stat_key_of(files: list[str]) -> tuple:
+    out = []
+    for f in files:
+        try:
+            st = os.stat(f)
+            out.append((st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def _mentions(files: list[str], words: tuple[bytes, ...]) -> bool:
+    """Any of `words` (lower case) in any of the files (any case); an unreadable file counts as a yes."""
+    for f in files:
+        try:
+            with open(f, "rb") as fh:
+                text = fh.read().lower()
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            return True
+        if any(w in text for w in words):
+            return True
+    return False
+
+
+def _write_loose(objects: Path, oid: str, kind: bytes, body: bytes) -> None:
+    """Store one object as git stores a loose one (objects/xx/rest, read-only, zlib, written whole before it
+    gets its name: a crash leaves a tmp_obj_ file, never a partial object), unless it is there."""
+    d = objects / oid[:2]
+    final = d / oid[2:]
+    if os.path.exists(final):
+        return
+    d.mkdir(exist_ok=True)
+    tmp = d / f"tmp_obj_{os.urandom(6).hex()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(zlib.compress(b"%s %d\0" % (kind, len(body)) + body, 1))
+        try:
+            os.link(tmp, final)
+        except FileExistsError:
+            pass
+        except OSError:  # no hard links here: as git does, rename
+            os.replace(tmp, final)
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+
+
+def _copy_index(real: Path, scratch: Path, rs: os.stat_result) -> bytes:
+    """Copy the real index to the scratch one and return the bytes copied (read once: what is parsed is
+    what `add` starts from). With the real index's mtime: git takes an entry whose mtime is not older
+    than its index file's as racily clean and compares content; a copy dated now would trust a file
+    rewritten in the same clock tick as its checkout (same size, same stat) unchanged."""
+    with open(real, "rb") as f:
+        data = f.read()
+    tmp = scratch.with_name(scratch.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, rs.st_mode & 0o7777)
+    os.utime(tmp, ns=(rs.st_atime_ns, rs.st_mtime_ns))
+    os.replace(tmp, scratch)
+    return data
+
+
+def _loose_exists(cwd: Path, oid: str) -> bool:
+    """The object is on disk as a loose object (an existence check git would pass; packs are left to git)."""
+    if len(oid) != 40 or oid.strip("0123456789abcdef") or os.environ.get("GIT_OBJECT_DIRECTORY"):
+        return False
+    lay = layout(cwd)
+    return lay is not None and os.path.isfile(lay.common / "objects" / oid[:2] / oid[2:])
 
 
 _scratch_tree: dict[Path, tuple[tuple | None, str]] = {}  # cwd -> (scratch index's stat after our last use, its tree)
@@ -195,7 +362,7 @@ def state(cwd: str | Path) -> tuple[str | None, str | None]:
         sha, tree = rev(cwd), snapshot(cwd)
     except GitError:
         return None, None
-    return sha, hashlib.sha256(f"{sha}:{tree}".encode()).hexdigest()[:16]
+    return sha, digest.sha256(f"{sha}:{tree}".encode()).hexdigest()[:16]
 
 
 def changed_between(cwd: str | Path, before: str, after: str) -> list[str]:
@@ -204,9 +371,71 @@ def changed_between(cwd: str | Path, before: str, after: str) -> list[str]:
 
 
 def _diff_paths(cwd: str | Path, before: str, after: str) -> list[str]:
+    """The paths `diff-tree -r --name-only --no-renames` names between two trees (sorted), compared
+    from the loose tree objects when both trees and every subtree that differs are loose (the
+    snapshots the loop just wrote), else by git."""
     if before == after:
         return []
+    paths = _loose_diff(cwd, before, after)
+    if paths is not None:
+        return paths
     return _split0(raw(cwd, "diff-tree", "-r", "-z", "--name-only", "--no-renames", before, after))
+
+
+_TREE_MODE = b"40000"
+
+
+def _loose_tree(cwd: str | Path, oid: str) -> list[tuple[bytes, bytes, str]] | None:
+    """(name, mode, oid) of each entry of a loose tree object, in its order; None when git must read it."""
+    head = _loose_head(cwd, oid, 0)  # the same checks: no replace refs, no other object directory
+    if head is None or head[0] != b"tree":
+        return None
+    lay = layout(cwd)
+    try:
+        with open(lay.common / "objects" / oid[:2] / oid[2:], "rb") as f:
+            raw_obj = zlib.decompress(f.read())
+    except (OSError, zlib.error, AttributeError):
+        return None
+    nul = raw_obj.find(b"\0")
+    body = raw_obj[nul + 1:]
+    if raw_obj[:nul] != b"tree %d" % len(body) or digest.sha1(raw_obj).hexdigest() != oid:
+        return None  # (the id checked too: a file planted under another object's name is not trusted)
+    out = []
+    pos, end = 0, len(body)
+    while pos < end:
+        sp = body.find(b" ", pos)
+        nul = body.find(b"\0", sp)
+        if sp < 0 or nul < 0 or nul + 21 > end:
+            return None
+        out.append((body[sp + 1:nul], body[pos:sp], body[nul + 1:nul + 21].hex()))
+        pos = nul + 21
+    return out
+
+
+def _loose_diff(cwd: str | Path, a: str, b: str, prefix: str = "") -> list[str] | None:
+    """Paths of the blobs and submodules that differ between trees `a` and `b` (either may be None: absent)."""
+    ea = _loose_tree(cwd, a) if a else []
+    eb = _loose_tree(cwd, b) if b else []
+    if ea is None or eb is None:
+        return None
+    left = {name: (mode, oid) for name, mode, oid in ea}
+    right = {name: (mode, oid) for name, mode, oid in eb}
+    out: list[str] = []
+    for name in sorted(left.keys() | right.keys()):
+        x, y = left.get(name), right.get(name)
+        if x == y:
+            continue
+        path = prefix + name.decode("utf-8", "surrogateescape")
+        xt = x is not None and x[0] == _TREE_MODE
+        yt = y is not None and y[0] == _TREE_MODE
+        if xt or yt:
+            sub = _loose_diff(cwd, x[1] if xt else "", y[1] if yt else "", path + "/")
+            if sub is None:
+                return None
+            out += sub
+        if (None if xt else x) != (None if yt else y):  # a blob, link or submodule on either side, and they differ
+            out.append(path)
+    return sorted(out)
 
 
 def diff_lines(cwd: str | Path, before: str, after: str) -> int:
@@ -328,6 +557,8 @@ def _quarantine_dir(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
     if os.path.lexists(dst):
         dst = dst.with_name(dst.name + f".{os.getpid()}")
+    import shutil  # only to move what is quarantined
+
     shutil.move(str(src), str(dst))
 
 
@@ -358,6 +589,8 @@ def _quarantine(cwd: Path, paths: list[str], fallback_dir: Path, reason: str, cl
         if _same_fs(src, dst):
             os.replace(src, dst)
         else:
+            import shutil  # only across file systems
+
             shutil.move(str(src), str(dst))
         out[p] = str(dst)
         manifest.append({"path": p, "saved_as": str(dst), "reason": reason, "git_blob": sha})
@@ -441,6 +674,9 @@ def diff_stat(cwd: str | Path, before: str, after: str) -> tuple[list[str], int,
     the loop needs all three after each agent run, from one diff-tree (plus one for sizes)."""
     if before == after:
         return [], 0, 0
+    easy = _easy_diff_stat(cwd, before, after)
+    if easy is not None:
+        return easy
     recs = raw(cwd, "diff-tree", "-r", "-z", "--raw", "--numstat", "--no-renames", before, after).split(b"\0")
     blobs: list[str] = []
     paths: list[str] = []
@@ -468,6 +704,69 @@ def diff_stat(cwd: str | Path, before: str, after: str) -> tuple[list[str], int,
         out = raw(cwd, "cat-file", "--batch-check=%(objectsize)", input=("\n".join(blobs) + "\n").encode())
         sizes = [int(x) for x in out.split() if x.isdigit()]
     return sorted(paths), lines, sum(sizes)
+
+
+BLOB_CAP = 1 << 20  # bytes of a blob read here to count its lines; a bigger one is git's to diff
+
+
+def _easy_diff_stat(cwd: str | Path, before: str, after: str) -> tuple[list[str], int, int] | None:
+    """diff_stat without git, when both trees were built from indexes read here (their entries known) and
+    every changed file is a change gitindex.easy_lines counts exactly (blobs loose, no link, no attribute
+    anywhere that could make git read a file differently). None: git counts."""
+    a, b = _entries_of.get(before), _entries_of.get(after)
+    if a is None or b is None:
+        return None
+    changed = sorted(p for p in a.keys() | b.keys() if a.get(p) != b.get(p) and not is_loop_file(p))
+    if not changed or not _no_attributes(cwd, a, b):
+        return None if changed else ([], 0, 0)
+    lines = size = 0
+    for p in changed:
+        x, y = a.get(p), b.get(p)
+        if any(e is not None and e[0] not in (0o100644, 0o100755) for e in (x, y)):
+            return None  # links and submodules: git's
+        old = _loose_blob(cwd, x[1]) if x is not None else None
+        new = _loose_blob(cwd, y[1]) if y is not None else None
+        if (x is not None and old is None) or (y is not None and new is None):
+            return None
+        n = gitindex.easy_lines(old, new)
+        if n is None:
+            return None
+        lines += n
+        size += len(new if new is not None else old)
+    return changed, lines, size
+
+
+def _loose_blob(cwd: str | Path, oid: str) -> bytes | None:
+    head = _loose_head(cwd, oid, 0)
+    if head is None or head[0] != b"blob" or head[1] > BLOB_CAP:
+        return None
+    try:
+        with open(layout(cwd).common / "objects" / oid[:2] / oid[2:], "rb") as f:
+            data = zlib.decompress(f.read())
+    except (OSError, zlib.error, AttributeError):
+        return None
+    nul = data.find(b"\0")
+    if data[:nul] != b"blob %d" % head[1] or len(data) - nul - 1 != head[1] or digest.sha1(data).hexdigest() != oid:
+        return None
+    return data[nul + 1:]
+
+
+def _no_attributes(cwd: str | Path, *trees: dict) -> bool:
+    """No gitattributes can change how git sees a file: none in the trees, none in the repository
+    (info/attributes), the user's (core.attributesFile, its default place) or the system's, and no
+    config file that could name one (attributesfile, include) or make big files binary (bigFileThreshold)."""
+    if any(p == ".gitattributes" or p.endswith("/.gitattributes") for t in trees for p in t):
+        return False
+    lay = layout(cwd)
+    if lay is None:
+        return False
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    if any(os.path.lexists(f) for f in (lay.common / "info" / "attributes", os.path.join(xdg, "git", "attributes"),
+                                        "/etc/gitattributes")):
+        return False
+    return not _mentions([str(lay.common / "config"), str(lay.git_dir / "config.worktree"), *_user_configs()],
+                         (b"attributesfile", b"include", b"bigfilethreshold"))
 
 
 def _loose_head(cwd: str | Path, oid: str, want: int) -> tuple[bytes, int, bytes] | None:
@@ -562,12 +861,56 @@ def commit_changes(cwd: str | Path, message: str, since: str, base: str | None, 
     # the index follows the commit; what the user had staged before the run stays staged
     keep = set(keep_staged)
     if not keep:  # every entry follows: one `reset` of the whole tree instead of asking which differ first
-        run(cwd, "reset", "-q", "HEAD", "--", ":/", check=False)
+        if not _index_from_scratch(cwd, tree):
+            run(cwd, "reset", "-q", "HEAD", "--", ":/", check=False)
         return new
     resync = [p for p in staged(cwd) if p not in keep]
     for i in range(0, len(resync), 200):
         run(cwd, "reset", "-q", "HEAD", "--", *(f":(literal){p}" for p in resync[i:i + 200]), check=False)
     return new
+
+
+_COPYABLE = {b"TREE", b"REUC", b"UNTR", b"EOIE", b"IEOT"}  # extensions that describe the file's own entries
+
+
+def _index_from_scratch(cwd: Path, tree: str) -> bool:
+    """What `git reset -q HEAD -- :/` does to the index just after the commit of `tree`, when the scratch
+    index still holds exactly `tree` (the snapshot that was committed): the real index becomes that file,
+    which git wrote with the working tree's stat data. Written as git writes an index (index.lock, created
+    exclusively, then renamed over it) and dated as the scratch, so git's racy-entry check sees what it
+    saw there. False (the caller runs reset) for anything else: another tree, the scratch changed since, an
+    index this module does not read, a lock held by someone else."""
+    scratch = cwd / HEALER_DIR / "snapshot.index"
+    known = _scratch_tree.get(cwd)
+    if known is None or known[1] != tree or known[0] is None or known[0] != _stat_key(scratch):
+        return False
+    try:
+        with open(scratch, "rb") as f:
+            data = f.read()
+        st = os.stat(scratch)
+        real = _index_path(cwd)
+        mode = os.stat(real).st_mode & 0o7777 if real.exists() else 0o644
+    except OSError:
+        return False
+    idx = gitindex.parse(data)
+    if idx is None or not idx.plain or not set(idx.extensions) <= _COPYABLE:
+        return False
+    lock = real.with_name(real.name + ".lock")
+    try:
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.utime(lock, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.replace(lock, real)
+    except OSError:
+        lock.unlink(missing_ok=True)
+        return False
+    return True
 
 
 def _overlay(cwd: Path, base_tree: str, now_tree: str, paths: list[str]) -> str:

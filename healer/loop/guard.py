@@ -16,12 +16,11 @@ Two checks, both before/after comparisons made by the loop (never by the agent):
 from __future__ import annotations
 
 import os
-import shutil
 import stat
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from healer import git
+from healer.lite import dataclass, field
 
 Entry = tuple  # ("d",) | ("l", target) | ("f", mode, bytes)
 CAP = 50_000  # entries per scan: a huge folder is scanned in part, never for ever
@@ -196,6 +195,8 @@ def git_revert(workdir: Path, before: GitSnap, ch: GitChanges, qdir: Path, run_i
         dst.parent.mkdir(parents=True, exist_ok=True)
         if os.path.lexists(dst):
             dst = dst.with_name(f"{dst.name}.{os.getpid()}.{len(done)}")
+        import shutil  # only when the agent tampered with the git directory
+
         shutil.move(str(p), str(dst))
         done.append({"path": str(p), "action": "quarantined", "saved_as": str(dst)})
     for rel in sorted(ch.files, key=lambda r: (r.count("/"), r)):

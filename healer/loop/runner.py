@@ -18,18 +18,16 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import signal
 import subprocess
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from healer import errors, failpoints, git, procs, sandbox
 from healer.clock import Clock, day_of, iso, stamp, system
 from healer.errors import InvalidInput, UsageError
+from healer.lite import dataclass
 from healer.loop import agents, decide, gitops, guard
 from healer.loop.decide import EXIT_WORDS, Facts, GateResult, IterationRecord, Limits, Verdict
 from healer.loop.state import RunPaths, RunState, bump_daily, check_run_id, daily_count, load, save, write_json_atomic
@@ -40,6 +38,7 @@ FP_BEFORE_GATES = failpoints.declare("loop.before_gates", "healer/loop/runner.py
 FP_BEFORE_COMMIT = failpoints.declare("loop.before_commit", "healer/loop/runner.py: gates green and persisted as pending commit, not committed")
 FP_AFTER_PERSIST = failpoints.declare("loop.after_persist", "healer/loop/runner.py: iteration record persisted (state.json renamed into place)")
 
+TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
 if TYPE_CHECKING:
     from healer.policy.schema import Policy
 
@@ -109,6 +108,7 @@ class Runner:
         self._last_beat = -1e18
         self._lock_fd: int | None = None
         self._old_handlers: dict[int, object] = {}
+        self._wake: tuple[int, int, int] | None = None  # (read end, write end, the previous wake-up fd)
         self.subreaper = False
         self._last_tree: str | None = None  # snapshot after the last iteration's gates: the next one's "before"
         self._before: str | None = None
@@ -176,11 +176,27 @@ class Runner:
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             self._old_handlers[sig] = signal.signal(sig, handler)
+        # a signal also writes a byte here: the waits on the agent and the gates wake up at once and
+        # need not poll for it (procs.run), which costs CPU at every wake-up
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        try:
+            self._wake = (r, w, signal.set_wakeup_fd(w, warn_on_full_buffer=False))
+        except (ValueError, OSError):
+            os.close(r)
+            os.close(w)
         from healer import early
 
         self.stop_signal = self.stop_signal or early.received  # one that came while the CLI was still loading
 
     def _restore_signals(self) -> None:
+        if self._wake is not None:
+            r, w, old_fd = self._wake
+            self._wake = None
+            signal.set_wakeup_fd(old_fd)
+            os.close(r)
+            os.close(w)
         for sig, old in self._old_handlers.items():
             signal.signal(sig, old)
         self._old_handlers.clear()
@@ -241,7 +257,9 @@ class Runner:
             if self.paths.state.exists():
                 raise UsageError(f"run {run_id!r} already exists in {self.workdir}; continue it with --resume {run_id}")
             self.loop_policy = policy.loop
-            self._check_clean()
+            baseline, index = gitops.measure(self.workdir)
+            start_head = gitops.head(self.workdir)
+            self._check_clean(baseline, index, start_head)
             max_it = req.max_iterations or policy.loop.max_iterations
             self._check_cap(max_it)
             preset = "command" if req.agent_cmd else (req.preset or policy.loop.agent.preset)
@@ -252,7 +270,7 @@ class Runner:
                 agent_argv=list(req.agent_cmd or policy.loop.agent.command), preset=preset,
                 max_iterations=max_it, started_at=self.clock.now(),
                 fleet_root=str(req.fleet_root) if req.fleet_root else None,
-                baseline_tree=gitops.snapshot(self.workdir), start_head=gitops.head(self.workdir),
+                baseline_tree=baseline, start_head=start_head,
                 allow_dirty=req.allow_dirty, user_staged=gitops.staged(self.workdir) if req.allow_dirty else [],
             )
             self.spec = self._agent_spec(st)
@@ -295,9 +313,13 @@ class Runner:
         except ValueError:
             return False
 
-    def _check_clean(self) -> None:
-        """Start from a clean tree (like the reference loop.sh): the user's uncommitted work is theirs."""
+    def _check_clean(self, tree: str, index, head: str | None) -> None:
+        """Start from a clean tree (like the reference loop.sh): the user's uncommitted work is theirs.
+        `tree`, `index`: gitops.measure's answer. When the working tree is exactly the (plain) index and
+        that index holds HEAD's tree, nothing is staged or changed: no `git status` is needed."""
         if self.req.allow_dirty or self._fleet_worktree():
+            return
+        if index is not None and tree == gitops.tree_of(self.workdir, head):
             return
         dirty = gitops.dirty_tracked(self.workdir)
         if dirty:
@@ -317,7 +339,7 @@ class Runner:
         spec = agents.preset_spec(st.preset, st.agent_argv if st.preset == "command" else (), a.model, a.max_turns,
                                   a.extra_args)
         exe = procs.resolve_python(spec.argv[:1], os.environ.get("PATH"))[0] if spec.argv else ""
-        if "{" not in exe and shutil.which(exe, path=os.environ.get("PATH")) is None and not (self.workdir / exe).exists():
+        if "{" not in exe and procs.which(exe, path=os.environ.get("PATH")) is None and not (self.workdir / exe).exists():
             raise InvalidInput(f"agent command {exe!r}: not found on PATH (preset {st.preset})")
         return spec
 
@@ -326,7 +348,7 @@ class Runner:
         # running the agent until a stall. Paths (./check.sh) may be written by the agent: not checked.
         for g in self.loop_policy.gates:
             exe = procs.resolve_python(g.run[:1], os.environ.get("PATH"))[0] if g.run else ""
-            if exe and "/" not in exe and "{" not in exe and shutil.which(exe, path=os.environ.get("PATH")) is None:
+            if exe and "/" not in exe and "{" not in exe and procs.which(exe, path=os.environ.get("PATH")) is None:
                 raise InvalidInput(f"{st.policy_file or 'policy'}: loop.gates[{g.name}].run: command {exe!r} not found on PATH")
 
     def _kill_leftovers(self, st: RunState) -> None:
@@ -365,6 +387,14 @@ class Runner:
     def _should_stop(self) -> bool:
         self._beat()
         return self.stop_signal is not None
+
+    def _waiting(self) -> dict:
+        """How procs.run waits on the agent and the gates: woken by a signal's byte when the handlers
+        are ours, so `_should_stop` only has to run for the heartbeat (and once a second regardless)."""
+        if self._wake is None:
+            return {}
+        every = self.st.heartbeat_every if self.agent_id else 1.0
+        return {"wake_fd": self._wake[0], "poll": max(0.05, min(1.0, every))}
 
     def _kill_switch(self) -> Path:
         p = Path(self.loop_policy.kill_switch)
@@ -431,6 +461,8 @@ class Runner:
     def _sandbox_failed(self, e: sandbox.SandboxFailed, n: int) -> Outcome:
         """The sandbox never ran the program: no iteration is recorded (an agent that did not run
         must not look like one that made no progress); the loop ends with exit 69 and the sandbox's words."""
+        if e.mode == "bwrap":
+            sandbox.forget_probe()  # a remembered probe is not trusted again: the next run probes
         self._event("loop.sandbox_failed", {"n": n, "mode": e.mode, "what": e.what, "stderr": e.detail[-4000:]})
         return self._finish(e.exit_code, f"{e} (iteration {n} discarded; fix the sandbox, then --resume {self.st.run_id})")
 
@@ -507,7 +539,7 @@ class Runner:
         if self._profile is None:
             return procs.run(argv, **kw)
         argv = procs.resolve_python(argv, os.environ.get("PATH"))
-        with self._profile.launch(argv, dict(kw.get("env") or os.environ), what) as launch:
+        with self._profile.launch(argv, dict(kw.get("env") or procs.environ()), what) as launch:
             if launch.env is not None:
                 kw["env"] = launch.env
             res = procs.run(launch.argv, pass_fds=launch.pass_fds, **kw)
@@ -564,7 +596,8 @@ class Runner:
         remaining_usd = (L.spend_cap_usd - st.cost_usd) if L.spend_cap_usd is not None else None
         argv = agents.render(self.spec, prompt_file=str(pf), workdir=str(self.workdir), iteration=n, prompt=prompt,
                              remaining_usd=remaining_usd)
-        env = {k: v for k, v in os.environ.items() if k != failpoints.ENV}
+        env = procs.environ()
+        env.pop(failpoints.ENV, None)
         env.update({"HEALER_LOOP_RUN_ID": st.run_id, "HEALER_LOOP_ITERATION": str(n), "HEALER_PROMPT_FILE": str(pf),
                     "HEALER_WORKDIR": str(self.workdir)})
         marker = os.urandom(16).hex()
@@ -582,7 +615,7 @@ class Runner:
                 (open(pf, "rb") if agents.prompt_on_stdin(self.spec, argv) else open(os.devnull, "rb")) as stdin:
             try:
                 res = self._run(argv, err_p, "the agent", cwd=self.workdir, timeout=max(0.0, deadline - clock.monotonic()), grace=L.kill_grace,
-                                clock=clock, env=env, stdout=out, stderr=err, stdin=stdin, should_stop=self._should_stop,
+                                clock=clock, env=env, stdout=out, stderr=err, stdin=stdin, should_stop=self._should_stop, **self._waiting(),
                                 marker=marker, on_spawn=on_spawn, adopt_orphans=self.subreaper)
             except OSError as e:
                 err.write(f"healer: cannot start agent {argv[0]!r}: {e}\n".encode())
@@ -646,7 +679,8 @@ class Runner:
 
     def _gates(self, idir: Path, deadline: float) -> tuple[list[GateResult], str]:
         L, clock = self.loop_policy, self.clock
-        env = {k: v for k, v in os.environ.items() if k != failpoints.ENV}
+        env = procs.environ()
+        env.pop(failpoints.ENV, None)
         results: list[GateResult] = []
         combined: list[str] = []
         failing_log = ""
@@ -663,7 +697,7 @@ class Runner:
                 try:
                     res = self._run(g.run, log, f"gate {g.name}", cwd=self.workdir, timeout=min(g.timeout, remaining), grace=L.kill_grace,
                                     clock=clock, env=env, stdout=f, stderr=subprocess.STDOUT,
-                                    should_stop=self._should_stop, adopt_orphans=self.subreaper)
+                                    should_stop=self._should_stop, adopt_orphans=self.subreaper, **self._waiting())
                 except OSError as e:
                     f.write(f"healer: cannot start gate {g.name} ({g.run[0]!r}): {e}\n".encode())
                     res = procs.Completed(127, False, [], 0.0)

@@ -13,12 +13,15 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from healer.errors import UsageError
+from healer.lite import dataclass, field, field_names
 from healer.loop.decide import IterationRecord
+
+TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
+if TYPE_CHECKING:
+    from typing import Any
 
 RUNS_DIR = Path(".healer") / "runs"
 DAILY_FILE = Path(".healer") / "loop-days.log"
@@ -126,7 +129,7 @@ class RunState:
     def from_json(cls, d: dict) -> RunState:
         d = dict(d)
         hist = [IterationRecord.from_json(r) for r in d.pop("history", [])]
-        known = set(cls.__dataclass_fields__)
+        known = set(field_names(cls))
         st = cls(**{k: v for k, v in d.items() if k in known})
         st.history = hist
         return st

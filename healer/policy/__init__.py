@@ -7,9 +7,11 @@ without importing pydantic and YAML when the policy was validated before.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
 if TYPE_CHECKING:
+    from typing import Any
+
     from healer.policy.load import load_policy, validate_text
     from healer.policy.schema import ACTIONS, FINDINGS, Policy
 

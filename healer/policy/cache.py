@@ -16,11 +16,15 @@ anything the user can, healer's own code included, so the cache adds nothing to 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+
+from healer import digest
+
+TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_ENTRIES = 16
 MAX_BYTES = 1_000_000  # healer/policy/yamlpos.py's cap: a bigger file is never cached (load_policy refuses it)
@@ -51,7 +55,7 @@ def _schema_sources() -> list[Path]:
 
 
 def key_for(raw: bytes | None) -> str:
-    h = hashlib.sha256(f"healer-policy-cache-{FORMAT}\0".encode())
+    h = digest.sha256(f"healer-policy-cache-{FORMAT}\0".encode())
     for f in _schema_sources():
         try:
             h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")

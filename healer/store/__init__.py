@@ -13,7 +13,6 @@ from pathlib import Path
 
 from healer.clock import Clock
 from healer.errors import UsageError
-from healer.store.base import Store
 from healer.store.sqlite import SqliteStore
 
 HEALER_DIR = ".healer"
@@ -99,6 +98,14 @@ def open_store(root: str | Path = ".", clock: Clock | None = None, *, readonly: 
     if not url:
         return SqliteStore(db_path(root), clock, root=root, readonly=readonly)
     return open_url(str(url), clock, root=root)
+
+
+def __getattr__(name: str):
+    if name == "Store":  # the port (a typing Protocol): imported by whoever names it, not by every store user
+        from healer.store.base import Store
+
+        return Store
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["DB_NAME", "ENV_URL", "HEALER_DIR", "SqliteStore", "Store", "db_path", "open_store", "open_url", "store_url"]

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from healer.clock import Clock
-from healer.records import Agent, Attempt, Comment, Event, Intent, Lease, OutboxItem, Proposal, Ticket, Worktree
+
+if TYPE_CHECKING:
+    from healer.records import Agent, Attempt, Comment, Event, Intent, Lease, OutboxItem, Proposal, Ticket, Worktree
 
 
 @runtime_checkable

@@ -9,21 +9,39 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
 
 from healer import failpoints, lifecycle
 from healer.clock import Clock, system
 from healer.conventions import ticket_id_problem
 from healer.errors import HealerError, NotFound, StaleLease, StoreLost
-from healer.records import Agent, Attempt, Comment, Event, Intent, Lease, OutboxItem, Proposal, Ticket, Worktree
 from healer.store.migrations import CURRENT, MIGRATIONS
+
+TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    from healer.records import Agent, Attempt, Comment, Event, Intent, Lease, OutboxItem, Proposal, Ticket, Worktree
+
+
+class _Records:
+    """healer.records, imported the first time a row becomes a record: `healer loop run` only appends
+    events and heartbeats, and building the records' ten dataclasses costs more CPU than its git work."""
+
+    def __getattr__(self, name: str):
+        from healer import records
+
+        value = getattr(records, name)
+        setattr(self, name, value)  # later lookups are plain attribute reads
+        return value
+
+
+_rec = _Records()
 
 FP_TX_COMMIT = failpoints.declare("store.before_commit", "healer/store/sqlite.py: just before a write transaction commits")
 
@@ -108,6 +126,8 @@ class SqliteStore:
             except sqlite3.OperationalError as e:
                 if "locked" not in str(e) and "busy" not in str(e) or i == attempts - 1:
                     raise
+                import random  # only when the store is busy
+
                 self.clock.sleep(delay * (1 + random.random()))
                 delay = min(delay * 2, 0.5)
         return None
@@ -246,11 +266,11 @@ class SqliteStore:
         if limit is not None:
             sql += " LIMIT ?"
             args.append(limit)
-        return [Event(r["id"], r["at"], r["kind"], r["subject"], json.loads(r["payload"])) for r in self._q(sql, args)]
+        return [_rec.Event(r["id"], r["at"], r["kind"], r["subject"], json.loads(r["payload"])) for r in self._q(sql, args)]
 
     def tail(self, n: int = 50) -> list[Event]:
         rows = self._q("SELECT * FROM events ORDER BY id DESC LIMIT ?", (n,))
-        return [Event(r["id"], r["at"], r["kind"], r["subject"], json.loads(r["payload"])) for r in reversed(rows)]
+        return [_rec.Event(r["id"], r["at"], r["kind"], r["subject"], json.loads(r["payload"])) for r in reversed(rows)]
 
     def follow(self, after: int = 0, poll: float = 0.5) -> Iterator[Event]:
         while True:
@@ -288,7 +308,7 @@ class SqliteStore:
     def _ticket_from(self, r: sqlite3.Row, labels: dict[str, float]) -> Ticket:
         # most tickets have no blockers and no data: skip the JSON parser for those (whole-fleet snapshots)
         bb, data = r["blocked_by"], r["data"]
-        return Ticket(
+        return _rec.Ticket(
             id=r["id"], title=r["title"], state=r["state"], priority=r["priority"], body=r["body"],
             labels=labels, blocked_by=() if bb == "[]" else tuple(json.loads(bb)), created_at=r["created_at"],
             updated_at=r["updated_at"], data={} if data == "{}" else json.loads(data),
@@ -456,10 +476,10 @@ class SqliteStore:
             cur = db.execute("INSERT INTO comments(ticket_id, at, author, body) VALUES (?,?,?,?)", (id, now, author, body))
             db.execute("UPDATE tickets SET updated_at=? WHERE id=?", (now, id))
             self._event(db, "ticket.commented", id, {"author": author, "comment_id": cur.lastrowid, "chars": len(body)})
-            return Comment(int(cur.lastrowid), id, now, author, body)
+            return _rec.Comment(int(cur.lastrowid), id, now, author, body)
 
     def comments(self, id: str) -> list[Comment]:
-        return [Comment(r["id"], r["ticket_id"], r["at"], r["author"], r["body"])
+        return [_rec.Comment(r["id"], r["ticket_id"], r["at"], r["author"], r["body"])
                 for r in self._q("SELECT * FROM comments WHERE ticket_id=? ORDER BY id", (id,))]
 
     def set_ticket_data(self, id: str, **data: Any) -> None:
@@ -498,7 +518,7 @@ class SqliteStore:
             data = texts.get(raw)
             if data is None:
                 data = texts[raw] = json.loads(raw)
-            a = cache[key] = Agent(**{c: r[c] for c in self._AGENT_COLS}, data=data)
+            a = cache[key] = _rec.Agent(**{c: r[c] for c in self._AGENT_COLS}, data=data)
         return a
 
     def upsert_agent(self, agent: Agent) -> None:
@@ -582,11 +602,11 @@ class SqliteStore:
     def worktrees(self, states: Iterable[str] | None = ("active",)) -> list[Worktree]:
         w = _Where().among("state", states)
         sql, args = "SELECT path, ticket_id, branch, created_at, state, removed_at FROM worktrees" + w.sql(), w.args
-        return [Worktree(*r) for r in self._q(sql + " ORDER BY created_at", args)]  # the columns in the record's order
+        return [_rec.Worktree(*r) for r in self._q(sql + " ORDER BY created_at", args)]  # the columns in the record's order
 
     # -- proposals --------------------------------------------------------------
     def _prop(self, r: sqlite3.Row) -> Proposal:
-        return Proposal(r["id"], r["ticket_id"], r["branch"], r["commit"], r["state"], r["created_at"], r["decided_at"], r["gate_log"])
+        return _rec.Proposal(r["id"], r["ticket_id"], r["branch"], r["commit"], r["state"], r["created_at"], r["decided_at"], r["gate_log"])
 
     def add_proposal(self, ticket_id: str, branch: str, commit: str) -> Proposal:
         with self.tx() as db:
@@ -613,7 +633,7 @@ class SqliteStore:
 
     # -- attempts ---------------------------------------------------------------
     def _att(self, r: sqlite3.Row) -> Attempt:
-        return Attempt(r["id"], r["ticket_id"], r["kind"], r["at"], r["run_id"], r["ended_at"], r["exit_code"],
+        return _rec.Attempt(r["id"], r["ticket_id"], r["kind"], r["at"], r["run_id"], r["ended_at"], r["exit_code"],
                        r["failure_signature"], r["state_hash"], r["head"], r["gate_log_tail"])
 
     def add_attempt(self, ticket_id: str, kind: str, run_id: str | None = None, head: str | None = None,
@@ -654,7 +674,7 @@ class SqliteStore:
 
     # -- intents ----------------------------------------------------------------
     def _intent(self, r: sqlite3.Row) -> Intent:
-        return Intent(r["id"], r["action"], r["subject"], r["state"], json.loads(r["params"]), r["actor"], r["reason"],
+        return _rec.Intent(r["id"], r["action"], r["subject"], r["state"], json.loads(r["params"]), r["actor"], r["reason"],
                       r["created_at"], r["updated_at"], json.loads(r["result"]))
 
     def plan_intent(self, action: str, subject: str, params: dict[str, Any], *, actor: str, reason: str = "") -> Intent:
@@ -727,7 +747,7 @@ class SqliteStore:
                 db.execute("UPDATE lease_tokens SET token=? WHERE name=?", (token, name))
             if ev is not None:  # events last: a transaction that wrote the log takes no more row locks (PostgreSQL)
                 self._event(db, ev[0], name, ev[1])
-        return Lease(name, holder, pid, host, acquired, now + ttl, token)
+        return _rec.Lease(name, holder, pid, host, acquired, now + ttl, token)
 
     def release_lease(self, name: str, holder: str) -> None:
         if self._fence is not None and self._fence.name == name:
@@ -742,7 +762,7 @@ class SqliteStore:
         if not rows:
             return None
         r = rows[0]
-        return Lease(r["name"], r["holder"], r["pid"], r["host"], r["acquired_at"], r["expires_at"], int(r["token"]))
+        return _rec.Lease(r["name"], r["holder"], r["pid"], r["host"], r["acquired_at"], r["expires_at"], int(r["token"]))
 
     # -- cooldowns and settings -------------------------------------------------
     def cooldown_pass(self, key: str, window: float) -> bool:
@@ -767,7 +787,7 @@ class SqliteStore:
 
     # -- the notification outbox --------------------------------------------------
     def _outbox_item(self, r: sqlite3.Row) -> OutboxItem:
-        return OutboxItem(r["id"], r["key"], r["notifier"], r["idem"], json.loads(r["payload"]), r["state"], r["created_at"],
+        return _rec.OutboxItem(r["id"], r["key"], r["notifier"], r["idem"], json.loads(r["payload"]), r["state"], r["created_at"],
                           r["next_at"], r["expires_at"], r["tries"], r["last_error"], r["claimed_by"], r["claim_until"],
                           r["delivered_at"])
 

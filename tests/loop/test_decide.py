@@ -189,3 +189,40 @@ def test_signature_invariant_under_number_changes(text, a, b):
 def test_normalise_is_idempotent(text):
     once = decide.normalise(text)
     assert decide.normalise(once) == once
+
+
+# -- the lazy patterns and their literal checks change nothing (decide.normalise, decide.claims_done) -----------
+
+import re as _re  # noqa: E402
+
+_REF = [(_re.compile(p), r) for p, r in [
+    (r"\x1b\[[0-9;?]*[A-Za-z]", ""),
+    (r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b", "<uuid>"),
+    (r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?\b", "<ts>"),
+    (r"\b\d{4}-\d{2}-\d{2}\b", "<date>"),
+    (r"\b\d{1,2}:\d{2}:\d{2}(\.\d+)?\b", "<time>"),
+    (r"(?:/private)?(?:/tmp|/var/tmp|/var/folders|/dev/shm)/\S*|\b(?:tmp|pytest-)[A-Za-z0-9_-]*\d[A-Za-z0-9_-]*", "<tmp>"),
+    (r"\b0x[0-9a-fA-F]+\b", "<hex>"),
+    (r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{7,64}\b", "<hex>"),
+    (r"(?<![A-Za-z_\d.])\d+(\.\d+)?", "<n>")]]
+_REF_WS = _re.compile(r"[ \t]+")
+_REF_DONE = _re.compile(r"(?i)\b(done|complete[d]?|finished|all tests pass(ed)?|task is complete)\b")
+
+
+def _ref_normalise(text: str) -> str:
+    for pat, repl in _REF:
+        text = pat.sub(repl, text)
+    lines = (_REF_WS.sub(" ", ln).strip() for ln in text.splitlines())
+    return "\n".join(ln for ln in lines if ln)
+
+
+_PIECES = st.sampled_from(["-", ":", "0x", "tmp", "pytest-", "/tmp/", "/var/folders/x", "/dev/shm/y", "\x1b[31m", "2026",
+                           "12", "07", "deadbeef1", "T", " ", "\t", "\n", "a", "Z", "+01:00", ".5", "٣", "DONE", "Finished",
+                           "ſ", "\u212a", "complete", "all tests passed", "task is complete", "x", "_3", "é"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PIECES, max_size=25).map("".join))
+def test_normalise_and_claims_done_are_the_plain_regex_pipeline(text):
+    assert decide.normalise(text) == _ref_normalise(text)
+    assert decide.claims_done(text) == bool(_REF_DONE.search(text[-2000:]))

@@ -15,12 +15,15 @@ from healer import sandbox
 from tests.loop.conftest import agent, final_line, run_loop_cli, state, steps_gate, write_policy
 
 ITERATIONS = 3
-# start: layout (rev-parse), driver overrides (config --list), clean check (status), baseline snapshot (add, write-tree);
-# each iteration: the agent's snapshot (add, write-tree), its diff (diff-tree), the gates' snapshot (add: the
-# gates changed nothing, so no write-tree); the commit: paths since the base (diff-tree), commit-tree, update-ref,
-# the index brought in line (reset). Blob sizes and the base's tree are read from loose objects.
-GIT_START, GIT_PER_ITERATION, GIT_COMMIT = 5, 4, 4
-# the probe, then the agent and each gate in their own sandbox
+# start: the baseline snapshot (add). No `rev-parse` (the layout read from the files), no `config --list` (the
+# repository's config cannot name a driver), no `status` (the snapshot found the tree to be HEAD's index), no
+# `write-tree` (the index's cache-tree);
+# each iteration: the agent's snapshot (add; its tree written here, not by write-tree), the gates' snapshot (add: the
+# gates changed nothing); the agent's diff is counted here (lines appended to a file); the commit: commit-tree,
+# update-ref (the index brought in line from the committed snapshot's own index, no reset). Blob sizes, the base's
+# tree and the paths changed since the base are read from loose objects.
+GIT_START, GIT_PER_ITERATION, GIT_COMMIT = 1, 2, 2
+# the probe (once per bwrap: a passed probe is remembered), then the agent and each gate in their own sandbox
 BWRAP_START, BWRAP_PER_ITERATION = 1, 2
 
 
@@ -41,14 +44,20 @@ def test_git_and_bwrap_processes_per_iteration(lrepo, tmp_path):
     _shim(bin_dir, "git", log)
     if bwrap:
         _shim(bin_dir, "bwrap", log)
-    cp = run_loop_cli(lrepo, pol, "--run-id", "count", env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
-    assert cp.returncode == 0, cp.stdout + cp.stderr
-    assert final_line(cp).startswith("loop count: exit 0 (success)")
-    assert len(state(lrepo, "count")["history"]) == ITERATIONS
-    lines = log.read_text().splitlines()
-    gits = [ln for ln in lines if ln.startswith("git ")]
-    budget = GIT_START + GIT_PER_ITERATION * ITERATIONS + GIT_COMMIT
-    assert len(gits) <= budget, f"{len(gits)} git processes for {ITERATIONS} iterations (budget {budget}):\n" + "\n".join(gits)
-    if bwrap:
-        bwraps = [ln for ln in lines if ln.startswith("bwrap ")]
-        assert len(bwraps) == BWRAP_START + BWRAP_PER_ITERATION * ITERATIONS, "\n".join(bwraps)
+    second = tmp_path / "second"
+    shutil.copytree(lrepo, second, symlinks=True)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    # the shim is another bwrap than the one probed above: its first run probes it, the second remembers it
+    for repo, bwrap_start in ((lrepo, BWRAP_START), (second, 0)):
+        log.unlink(missing_ok=True)
+        cp = run_loop_cli(repo, pol, "--run-id", "count", env=env)
+        assert cp.returncode == 0, cp.stdout + cp.stderr
+        assert final_line(cp).startswith("loop count: exit 0 (success)")
+        assert len(state(repo, "count")["history"]) == ITERATIONS
+        lines = log.read_text().splitlines()
+        gits = [ln for ln in lines if ln.startswith("git ")]
+        budget = GIT_START + GIT_PER_ITERATION * ITERATIONS + GIT_COMMIT
+        assert len(gits) <= budget, f"{len(gits)} git processes for {ITERATIONS} iterations (budget {budget}):\n" + "\n".join(gits)
+        if bwrap:
+            bwraps = [ln for ln in lines if ln.startswith("bwrap ")]
+            assert len(bwraps) == bwrap_start + BWRAP_PER_ITERATION * ITERATIONS, "\n".join(bwraps)

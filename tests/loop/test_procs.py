@@ -75,3 +75,111 @@ def test_run_kills_the_tree_at_the_deadline(tmp_path):
 def test_run_returns_quickly_for_a_quick_child(tmp_path):
     res = procs.run(["true"], cwd=tmp_path, timeout=120, grace=0.5)
     assert res.exit_code == 0 and not res.timed_out and res.elapsed < 60  # the child's exit, not the 120 s deadline
+
+
+def test_a_byte_on_the_wake_fd_stops_the_run_without_waiting_for_the_poll(tmp_path):
+    """The loop runner's signal wake-up fd: a SIGTERM is seen at once, so the runner polls rarely."""
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    asked = []
+    try:
+        res = procs.run([PY, "-c", "import time; time.sleep(120)"], cwd=tmp_path, timeout=300, grace=0.5, poll=200,
+                        wake_fd=r, should_stop=lambda: asked.append(1) or True,
+                        on_spawn=lambda proc, tree: os.write(w, b"\x0f"))
+    finally:
+        os.close(r)
+        os.close(w)
+    assert res.stopped and not res.timed_out and res.exit_code is None
+    assert asked == [1]
+    assert res.elapsed < 100  # the byte, not the 120 s child, the 200 s poll or the 300 s deadline
+
+
+def test_waiting_polls_at_the_period_asked(tmp_path):
+    asked = []
+    res = procs.run([PY, "-c", "import time; time.sleep(1.5)"], cwd=tmp_path, timeout=300, grace=0.5, poll=1.0,
+                    should_stop=lambda: asked.append(1) or False)
+    assert res.exit_code == 0
+    assert len(asked) <= 3  # ~1 per second (it was 20 per second: each wake-up costs CPU)
+
+
+SUBREAPER_RUN = """
+import json, os, sys
+from healer import procs
+assert procs.become_subreaper()
+walks, at_kill = [], []
+refresh, kill = procs.ProcessTree.refresh, procs.ProcessTree.kill
+procs.ProcessTree.refresh = lambda self: walks.append(1) or refresh(self)
+procs.ProcessTree.kill = lambda self, *a, **k: at_kill.append(len(walks)) or kill(self, *a, **k)
+agent = '''
+import os, sys, time
+pidfile = sys.argv[1]
+if os.fork() == 0:  # the classic daemon: setsid, fork, the middle exits at once
+    os.setsid()
+    if os.fork() == 0:
+        with open(pidfile + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.rename(pidfile + ".tmp", pidfile)
+        time.sleep(600)
+    os._exit(0)
+for _ in range(6000):
+    if os.path.exists(pidfile):
+        break
+    time.sleep(0.01)
+time.sleep(0.5)
+'''
+res = procs.run([sys.executable, "-c", agent, sys.argv[1]], cwd=".", timeout=120, grace=0.5, adopt_orphans=True)
+orphan = int(open(sys.argv[1]).read())
+print(json.dumps({"code": res.exit_code, "killed": res.killed, "orphan": orphan, "walks_before_kill": at_kill[0],
+                  "alive": procs.create_time(orphan) is not None}))
+"""
+
+
+def test_under_a_subreaper_the_tree_is_walked_at_its_end_only_and_still_loses_no_orphan(tmp_path):
+    """The runner is a subreaper adopting orphans: a daemonised grandchild is reparented to it, so the
+    walk when the root ends finds it without the walks every 0.2 s (each one CPU) that others need."""
+    import json
+
+    cp = subprocess.run([PY, "-c", SUBREAPER_RUN, str(tmp_path / "orphan.pid")], cwd=tmp_path, capture_output=True,
+                        text=True, timeout=300)
+    assert cp.returncode == 0, cp.stderr
+    out = json.loads(cp.stdout)
+    assert out["code"] == 0
+    assert out["walks_before_kill"] == 0
+    assert out["orphan"] in out["killed"] and not out["alive"]
+
+
+def test_which_is_shutil_which(tmp_path, monkeypatch):
+    import shutil
+
+    a, b, c = (tmp_path / n for n in ("a", "b", "c"))
+    for d in (a, b, c):
+        d.mkdir()
+    for d, name, mode in ((a, "tool", 0o644), (b, "tool", 0o755), (c, "tool", 0o755), (a, "only", 0o755)):
+        (d / name).write_text("#!/bin/sh\n")
+        (d / name).chmod(mode)
+    (a / "adir").mkdir()
+    (b / "adir").mkdir()
+    monkeypatch.chdir(c)
+    paths = [f"{a}:{b}:{c}", f"{a}:{a}:{c}", f":{a}", "", ":", f"{tmp_path / 'none'}:{b}", None, f"{a}::{b}"]
+    cmds = ["tool", "only", "adir", "missing", str(b / "tool"), str(a / "tool"), "./tool", "a/tool", str(a)]
+    for path in paths:
+        if path is None:
+            monkeypatch.setenv("PATH", f"{b}:{a}")
+        for cmd in cmds:
+            assert procs.which(cmd, path=path) == shutil.which(cmd, path=path), (cmd, path)
+    monkeypatch.delenv("PATH")
+    assert procs.which("sh") == shutil.which("sh")  # CS_PATH
+
+
+def test_environ_is_a_fresh_copy_that_follows_the_environment(monkeypatch):
+    e = procs.environ()
+    assert e == dict(os.environ)
+    e["HEALER_TEST_MUTATED"] = "1"
+    assert "HEALER_TEST_MUTATED" not in procs.environ()  # a copy each time
+    monkeypatch.setenv("HEALER_TEST_NEW", "v")
+    assert procs.environ()["HEALER_TEST_NEW"] == "v"
+    monkeypatch.setenv("HEALER_TEST_NEW", "w")
+    assert procs.environ()["HEALER_TEST_NEW"] == "w"
+    monkeypatch.delenv("HEALER_TEST_NEW")
+    assert "HEALER_TEST_NEW" not in procs.environ()
+    assert procs.environ() == dict(os.environ)

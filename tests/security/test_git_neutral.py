@@ -106,3 +106,34 @@ def test_environment_programs_dropped(tmp_path, monkeypatch):
     git.run(repo, "diff")
     assert not witness.exists()
     assert "GIT_EXTERNAL_DIFF" in os.environ
+
+
+def _overrides_afresh(repo: Path) -> tuple[str, ...]:
+    git._driver_cache.clear()
+    return git.driver_overrides(repo)
+
+
+def test_drivers_reached_through_an_include_or_any_case_are_still_disabled(tmp_path):
+    """The config files are only read to skip `git config --list` when no driver can be named in them:
+    a driver behind an include, or written in capitals, is still found (git is asked) and disabled."""
+    repo = make_repo(tmp_path / "r")
+    common = Path(sh_git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    assert _overrides_afresh(repo) == ()  # nothing in the config can name a driver: no git process needed
+    (common / "extra.cfg").write_text('[filter "evil"]\n\tclean = sh -c "echo ran"\n')
+    sh_git(repo, "config", "include.path", "extra.cfg")
+    assert "filter.evil.clean=" in _overrides_afresh(repo)
+    sh_git(repo, "config", "--unset", "include.path")
+    assert _overrides_afresh(repo) == ()
+    with open(common / "config", "a") as f:
+        f.write('[DIFF "Evil"]\n\ttextconv = sh -c "echo ran"\n[Merge "x"]\n\tdriver = sh -c "echo ran"\n')
+    over = _overrides_afresh(repo)
+    assert "diff.Evil.textconv=" in over and "merge.x.driver=false" in over
+
+
+def test_no_config_process_when_the_config_cannot_name_a_driver(tmp_path, monkeypatch):
+    repo = make_repo(tmp_path / "r")
+    ran: list[list[str]] = []
+    real = subprocess.run
+    monkeypatch.setattr(git.subprocess, "run", lambda argv, *a, **k: ran.append(list(argv)) or real(argv, *a, **k))
+    assert _overrides_afresh(repo) == ()
+    assert not [a for a in ran if "config" in a], ran

@@ -58,7 +58,7 @@ def test_network_off_and_private_tmp(tmp_path):
 
 
 def test_auto_warns_once_and_bwrap_refused_without_bubblewrap(monkeypatch):
-    monkeypatch.setattr(sandbox.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(sandbox, "_which", lambda _name: None)  # no bwrap (nor docker) on PATH
     monkeypatch.setattr(sandbox, "_warned", set())
     mode, warn = sandbox.resolve("auto")
     assert mode == "none" and warn and "bubblewrap" in warn
@@ -152,6 +152,45 @@ def test_shimmed_bwrap_failing_like_ci_is_one_line_and_69(tmp_path):
     assert "Traceback" not in r.stderr and not witness.exists()
     assert "sandbox bwrap failed to start the agent: bwrap: Can't create file at /var/run/docker.sock" in r.stdout + r.stderr
     assert "iteration 1/" not in r.stdout
+    assert not (Path(os.environ["HEALER_CACHE_DIR"]) / sandbox.PROBE_FILE).exists()  # the passed probe is forgotten
+
+
+# -- a probe that passed, remembered ------------------------------------------------------------------------
+
+def test_a_passed_probe_is_remembered_and_nothing_else_is(tmp_path, monkeypatch):
+    """The probe costs a bwrap process per `healer loop run`: once it passed, the next process knows from
+    healer's cache (read-only in the sandbox) while this bwrap, this boot, the user, the namespace settings
+    and the sockets to mask stay the same. A failed probe is never remembered."""
+    need_bwrap()
+    monkeypatch.setenv("HEALER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(sandbox, "_probe", {})
+    assert sandbox.unavailable() is None  # probed for real, and remembered
+    assert (tmp_path / "cache" / sandbox.PROBE_FILE).exists()
+    started = []
+    real_popen = subprocess.Popen
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: started.append(a) or real_popen(*a, **k))
+    monkeypatch.setattr(sandbox, "_probe", {})
+    sandbox.probe_early()
+    assert sandbox.unavailable() is None and started == []  # no process to prove it again
+    # another bwrap (a shim on PATH, failing the probe): probed, refused, not remembered
+    shim = tmp_path / "bin" / "bwrap"
+    shim.parent.mkdir()
+    shim.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim.parent}:{os.environ['PATH']}")
+    monkeypatch.setattr(sandbox, "_probe", {})
+    why = sandbox.unavailable()
+    assert why is not None and "Permission denied" in why and len(started) == 1
+    monkeypatch.setattr(sandbox, "_probe", {})
+    assert sandbox.unavailable() is not None and len(started) == 2  # asked again: a failure is never remembered
+    # a changed namespace setting (or boot, user, bwrap file, sockets) is another key: probed again
+    monkeypatch.setenv("PATH", os.environ["PATH"].split(":", 1)[1])
+    monkeypatch.setattr(sandbox, "_probe", {})
+    monkeypatch.setattr(sandbox, "_KNOBS", sandbox._KNOBS + (str(tmp_path / "knob"),))
+    (tmp_path / "knob").write_text("1\n")
+    assert sandbox.unavailable() is None and len(started) == 3
+    sandbox.forget_probe()
+    assert not (tmp_path / "cache" / sandbox.PROBE_FILE).exists()
 
 
 def test_missing_gate_program_in_bwrap_is_a_failing_gate_not_a_broken_sandbox(tmp_path):
