@@ -59,9 +59,9 @@ class StoreChanges:
         cur = self.store.last_event_id()
         if cur <= self.seen:
             return False
-        evs = self.store.events(after=self.seen, limit=2000)
-        self.seen = evs[-1].id if len(evs) == 2000 else cur
-        return any(not e.kind.startswith(QUIET) for e in evs)
+        heads = self.store.event_heads(after=self.seen, limit=2000)
+        self.seen = heads[-1][0] if len(heads) == 2000 else cur
+        return any(not kind.startswith(QUIET) for _, kind, _ in heads)
 
     def absorb(self) -> None:
         self.seen = self.store.last_event_id()

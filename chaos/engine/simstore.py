@@ -159,6 +159,7 @@ class _Rows:
         self.read_all, self.read_ids, self.order = read_all, read_ids, order
         self.rows: dict[str, Any] | None = None
         self.seen = -1  # the connection's total_changes after the last sync
+        self.ordered: tuple[int, list] = (-1, [])
         self.version = 0  # bumped whenever a row changes
         self.views: dict[Any, tuple[int, list]] = {}  # a selection's key -> (version, its records in order)
         with store.tx() as db:
@@ -204,7 +205,9 @@ class _Rows:
         hit = self.views.get(key)
         if hit is not None and hit[0] == self.version:
             return list(hit[1])
-        got = sorted((r for r in rows.values() if keep(r)), key=self.order)
+        if self.ordered[0] != self.version:  # every row in the store's order, once per version for all views
+            self.ordered = (self.version, sorted(rows.values(), key=self.order))
+        got = [r for r in self.ordered[1] if keep(r)]
         if len(self.views) > 256:
             self.views.clear()
         self.views[key] = (self.version, got)

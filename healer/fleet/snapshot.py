@@ -211,14 +211,17 @@ class _Board:
         """Re-read the tickets the new events name; False when so much changed that a full read is cheaper."""
         from healer.errors import NotFound
 
-        evs = store.events(after=self.seen)
-        if not evs:
+        heads = store.event_heads(after=self.seen)  # payloads only for the moves (a tick's summary is large)
+        if not heads:
             self.last = "unchanged"
             return True
-        changed = {e.subject for e in evs if e.subject in self.tickets or e.kind == "ticket.created"}
+        changed = {subject for _, kind, subject in heads if subject in self.tickets or kind == "ticket.created"}
         if len(changed) > max_changed:
             return False
-        for e in evs:
+        last = heads[-1][0]
+        moves = store.events(after=self.seen, kinds=["ticket.moved"], until_id=last) \
+            if any(kind == "ticket.moved" for _, kind, _ in heads) else []
+        for e in moves:
             if e.kind == "ticket.moved":
                 at = _reset_at(e)
                 if at is not None:
@@ -267,7 +270,7 @@ class _Board:
             self.ordered = tuple(order)
         if props_moved:
             self.proposals = tuple(sorted((p for ps in self.props.values() for p in ps), key=lambda p: p.id))
-        self.seen = evs[-1].id
+        self.seen = last
         self.last = f"incremental ({len(changed)} tickets)"
         return True
 

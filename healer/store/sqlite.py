@@ -268,6 +268,15 @@ class SqliteStore:
             args.append(limit)
         return [_rec.Event(r["id"], r["at"], r["kind"], r["subject"], json.loads(r["payload"])) for r in self._q(sql, args)]
 
+    def event_heads(self, *, after: int = 0, limit: int | None = None) -> list[tuple[int, str, str]]:
+        """(id, kind, subject) of each event after `after`, payloads left unread: what a reader that only asks
+        "what changed, about whom" needs (a tick's own summary event carries a large payload)."""
+        sql, args = "SELECT id, kind, subject FROM events WHERE id > ? ORDER BY id", [after]
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return [(int(r[0]), r[1], r[2]) for r in self._q(sql, args)]
+
     def tail(self, n: int = 50) -> list[Event]:
         rows = self._q("SELECT * FROM events ORDER BY id DESC LIMIT ?", (n,))
         return [_rec.Event(r["id"], r["at"], r["kind"], r["subject"], json.loads(r["payload"])) for r in reversed(rows)]

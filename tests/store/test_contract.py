@@ -241,6 +241,8 @@ def test_events_filters(store, vclock):
     assert [e.kind for e in store.events(contains='"n":1')] == ["b.one"]
     assert [e.kind for e in store.events(limit=2)] == ["a.one", "a.two"]
     assert [e.id for e in store.events(until_id=ids[1])] == ids[:2]
+    assert store.event_heads(after=ids[0]) == [(ids[1], "a.two", "s2"), (ids[2], "b.one", "s1")]
+    assert store.event_heads(after=ids[0], limit=1) == [(ids[1], "a.two", "s2")] and store.event_heads(after=ids[2]) == []
     assert [e.id for e in store.events(after=ids[0], until_id=ids[1])] == [ids[1]]
     assert [e.kind for e in store.tail(2)] == ["a.two", "b.one"]
     assert store.count_events("a.one") == 1 and store.count_events("a.one", subject="s2") == 0
