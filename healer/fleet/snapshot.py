@@ -17,6 +17,7 @@ from healer.core.model import AgentView, Snapshot, WorktreeView
 from healer.fleet.hosts import host_id
 from healer.fleet.results import result_exit
 from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, Handle
+from healer.realpath import Resolver
 from healer.store import keys
 
 HOST = host_id()  # $HEALER_HOST_ID, else the host name
@@ -442,10 +443,11 @@ def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str 
         wts = store.worktrees()
         # only orphan candidates are worth the process table and git: their ticket is over or gone, nobody in them
         cand: dict[str, Path] = {}  # worktree path -> its real path (resolved once per tick)
+        real = Resolver()  # the worktrees share their folders: each resolved once
         for wt in wts:
             t = by_id.get(wt.ticket_id) if wt.ticket_id else None
             if (t is None or t.state in lifecycle.TERMINAL) and norm(wt.path) not in live_wt and os.path.isdir(wt.path):
-                cand[wt.path] = Path(wt.path).resolve()
+                cand[wt.path] = real(wt.path)
         busy = ports.processes.busy(list(cand.values())) if cand else {}
         prev = g.wt_views
         keep = {}

@@ -477,10 +477,10 @@ def _managed(ctx: Context, p: Path) -> bool:
 # -- remove_worktree ----------------------------------------------------------------
 
 def _wt_record(ctx: Context, p: Path):
-    real = Resolver()
+    real, want = Resolver(), str(p)
     for wt in ctx.store.worktrees(states=None):
         try:
-            if real(wt.path) == p:
+            if real.text(wt.path) == want:
                 return wt
         except OSError:
             continue

@@ -8,10 +8,10 @@ store, the quarantine and the main repository's `.git` are never targets.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from healer.errors import HealerError
+from healer.realpath import Resolver  # noqa: F401 - the remediations resolve through it
 
 
 class UnsafePath(HealerError):
@@ -65,24 +65,3 @@ def relative(root: str | Path, path: Path) -> str:
     return path.relative_to(Path(root).resolve()).as_posix()
 
 
-class Resolver:
-    """`Path.resolve()` for many paths at one moment (the registered worktrees, searched for one folder).
-
-    realpath costs an lstat per component of every path; the worktrees share their folders, so a folder is
-    resolved once per Resolver and each path costs one lstat of its last component (a symlink there is
-    followed in full). Same answers as `resolve()` while the folders do not change under it: keep one for
-    one search, not longer."""
-
-    def __init__(self) -> None:
-        self._dirs: dict[str, str] = {}
-
-    def __call__(self, path: str | Path) -> Path:
-        raw = str(path)
-        folder, name = os.path.split(raw)
-        if not os.path.isabs(raw) or os.path.normpath(raw) != raw or name in ("", ".", ".."):
-            return Path(raw).resolve()  # relative, or '..' after a symlink means what realpath says: ask it
-        real = self._dirs.get(folder)
-        if real is None:
-            real = self._dirs[folder] = os.path.realpath(folder)
-        full = os.path.join(real, name)
-        return Path(os.path.realpath(full) if os.path.islink(full) else full)
