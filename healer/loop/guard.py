@@ -103,14 +103,16 @@ def _refs(common: Path) -> dict[str, str]:
                 out[name] = sha
     except OSError:
         pass
-    base = common / "refs"
+    base = os.path.join(common, "refs")
+    cut = len(os.path.join(common, ""))  # plain strings: this runs twice an iteration
     for dirpath, _dirnames, filenames in os.walk(base, followlinks=False):
         for n in filenames:
-            p = Path(dirpath) / n
             if n.endswith(".lock"):
                 continue
+            p = os.path.join(dirpath, n)
             try:
-                out[p.relative_to(common).as_posix()] = p.read_text(errors="replace").strip()
+                with open(p, errors="replace") as f:
+                    out[p[cut:]] = f.read().strip()
             except OSError:
                 continue
     return out
