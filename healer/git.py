@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 
 from healer.errors import HealerError
@@ -224,6 +225,12 @@ def _cannot_name_a_driver(files: list[Path]) -> bool:
     Then `git config --list` would list no driver at local or worktree scope, and that git process is
     saved (most repositories). Any doubt (a file unreadable, or one of the words anywhere, even in a
     value) asks git as before."""
+    return not mentions(files, _DRIVER_WORDS)
+
+
+def mentions(files: Iterable[str | Path], words: tuple[bytes, ...]) -> bool:
+    """Any of `words` (lower case) in any of the files (any case); a missing file is skipped, an
+    unreadable one counts as a yes (the caller then asks git instead of trusting a shortcut)."""
     for f in files:
         try:
             with open(f, "rb") as fh:
@@ -231,10 +238,10 @@ def _cannot_name_a_driver(files: list[Path]) -> bool:
         except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError:
-            return False
-        if any(w in text for w in _DRIVER_WORDS):
-            return False
-    return True
+            return True
+        if any(w in text for w in words):
+            return True
+    return False
 
 
 def driver_overrides(cwd: str | Path) -> tuple[str, ...]:

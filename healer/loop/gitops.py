@@ -21,7 +21,7 @@ from pathlib import Path
 
 from healer import digest
 from healer.errors import HealerError
-from healer.git import GitError, layout, raw, rev, run
+from healer.git import GitError, layout, mentions, raw, rev, run
 from healer.lite import dataclass
 from healer.loop import gitindex
 
@@ -242,7 +242,7 @@ def _plain_objects(common: Path) -> bool:
     hit = _plain_objects_seen.get(str(common))
     if hit is not None and hit[0] == key:
         return hit[1]
-    ok = not _mentions(files, (b"sharedrepository", b"objectformat", b"include", b"fsync"))
+    ok = not mentions(files, (b"sharedrepository", b"objectformat", b"include", b"fsync"))
     _plain_objects_seen[str(common)] = (key, ok)
     return ok
 
@@ -264,21 +264,6 @@ def _stat_key_of(files: list[str]) -> tuple:
         except OSError:
             out.append(None)
     return tuple(out)
-
-
-def _mentions(files: list[str], words: tuple[bytes, ...]) -> bool:
-    """Any of `words` (lower case) in any of the files (any case); an unreadable file counts as a yes."""
-    for f in files:
-        try:
-            with open(f, "rb") as fh:
-                text = fh.read().lower()
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        except OSError:
-            return True
-        if any(w in text for w in words):
-            return True
-    return False
 
 
 def _write_loose(objects: Path, oid: str, kind: bytes, body: bytes) -> None:
@@ -765,7 +750,7 @@ def _no_attributes(cwd: str | Path, *trees: dict) -> bool:
     if any(os.path.lexists(f) for f in (lay.common / "info" / "attributes", os.path.join(xdg, "git", "attributes"),
                                         "/etc/gitattributes")):
         return False
-    return not _mentions([str(lay.common / "config"), str(lay.git_dir / "config.worktree"), *_user_configs()],
+    return not mentions([str(lay.common / "config"), str(lay.git_dir / "config.worktree"), *_user_configs()],
                          (b"attributesfile", b"include", b"bigfilethreshold"))
 
 
