@@ -5,7 +5,8 @@ work.txt), same gate (a Python script that passes once work.txt has 3 lines; its
 count, so neither loop sees a stall), same 3 iterations,
 each run in a fresh clone of one repository, the two alternated. Wall time and CPU (the loop and
 everything it started) per run; medians; ratio healer / loop.sh (target <= 1.2), the median of each
-alternated pair's own ratio (both runs of a pair saw the same load).
+alternated pair's own ratio (both runs of a pair saw the same load). A third run per round, the same loop
+with `sandbox: none`, prints what the sandbox costs (informational, no target).
 
 Both sides see the same environment, as an installed healer runs: Python may keep bytecode (in a
 pycache folder inside the bench's temp dir, whatever PYTHONDONTWRITEBYTECODE says outside) and
@@ -41,7 +42,7 @@ GATE = ("import sys\nn = len(open('work.txt').read().splitlines()) if __import__
         "print(f'FAIL: {n} lines' if n < 3 else 'ok')\nsys.exit(0 if n >= 3 else 1)\n")
 
 
-def emit(metric: str, value: float, unit: str, target: float, better: str = "lower") -> None:
+def emit(metric: str, value: float, unit: str, target: float | None, better: str = "lower") -> None:
     print(json.dumps({"bench": "loop_vs_sh", "metric": metric, "value": round(value, 3), "unit": unit, "target": target,
                       "better": better}), flush=True)
 
@@ -69,6 +70,8 @@ def template(d: Path) -> Path:
         "  max_iterations: 8\n")
     git(t, "add", "-A")
     git(t, "commit", "-q", "-m", "initial")
+    # the same loop without its sandbox (`sandbox: none`), to show what the sandbox costs: not the target
+    (d / "unsandboxed.yaml").write_text((t / "healer.yaml").read_text() + "  sandbox: none\n")
     return t
 
 
@@ -95,17 +98,20 @@ def main() -> int:
         env = {**os.environ, "AGENT": f"{py} {d / 'agent.py'}", "GATES": f"{py} {d / 'gate.py'}", "MAX_ITER": "8",
                "PYTHONPYCACHEPREFIX": str(d / "pycache"), "HEALER_CACHE_DIR": str(d / "cache")}
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-        runs: dict[str, list[tuple[float, float]]] = {"healer": [], "sh": []}
+        runs: dict[str, list[tuple[float, float]]] = {"healer": [], "sh": [], "bare": []}
         cold: list[float] = []
         pairs = 3 if QUICK else 9
-        for i in range(pairs + 1):  # the first pair warms the page cache and is not counted
-            for side in (("sh", "healer") if i % 2 else ("healer", "sh")):
+        for i in range(pairs + 1):  # the first round warms the page cache and is not counted
+            for side in (("sh", "healer", "bare") if i % 2 else ("healer", "sh", "bare")):
                 wd = d / f"{side}-{i}"
                 shutil.copytree(tpl, wd)
+                loop = [py, "-m", "healer", "loop", "run", "--task", "task.md", "--workdir", str(wd)]
                 if side == "sh":
                     w, c, _ = timed(["bash", str(LOOP_SH)], wd, env)
+                elif side == "bare":
+                    w, c, _ = timed([*loop, "--policy", str(d / "unsandboxed.yaml")], wd, env)
                 else:
-                    w, c, _ = timed([py, "-m", "healer", "loop", "run", "--task", "task.md", "--workdir", str(wd)], wd, env)
+                    w, c, _ = timed(loop, wd, env)
                 assert len((wd / "work.txt").read_text().splitlines()) == 3, side
                 if i:
                     runs[side].append((w, c))
@@ -116,6 +122,7 @@ def main() -> int:
     # the ratios: median over the pairs of each pair's own ratio (its two runs saw the same load),
     # steadier on a shared machine than the ratio of the two medians
     pairs_r = list(zip(runs["healer"], runs["sh"], strict=True))
+    bare_r = statistics.median(h[1] / b[1] for h, b in zip(runs["bare"], runs["sh"], strict=True))
     wall_r = statistics.median(h[0] / b[0] for h, b in pairs_r)
     cpu_r = statistics.median(h[1] / b[1] for h, b in pairs_r)
     emit("loop_sh_wall_s", med["sh"][0], "s", 10)
@@ -125,6 +132,9 @@ def main() -> int:
     emit("healer_loop_cpu_s", med["healer"][1], "s", 10)
     emit("healer_over_loop_sh_cpu", cpu_r, "ratio", 1.2)
     emit("healer_loop_cold_cpu_s", cold[0], "s", 10)
+    # what the bubblewrap sandbox (one per agent call and per gate) costs: the same loop without it
+    emit("healer_unsandboxed_loop_cpu_s", med["bare"][1], "s", None)
+    emit("healer_unsandboxed_over_loop_sh_cpu", bare_r, "ratio", None)
     return 0
 
 
