@@ -5,6 +5,7 @@ Each area keeps its own fixtures in tests/<area>/conftest.py.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -31,6 +32,8 @@ os.environ.update(GIT_ENV)
 # removed at its end, so tests neither read a stale home cache nor leave one behind
 _CACHE_DIR = tempfile.mkdtemp(prefix="healer-test-cache-")
 os.environ["HEALER_CACHE_DIR"] = _CACHE_DIR
+# also when no session runs (a usage error, --collect-only): conftest is imported before either
+atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -107,9 +107,7 @@ class FleetEngine:
             for u, what in journal.undo_all():
                 t = self.clock.now()
                 result.rollbacks.append(Activity(f"undo {u.kind}", "rollback", t, t, "succeeded", what))
-            import shutil
-
-            shutil.rmtree(journal.folder, ignore_errors=True)
+            journal.finish()
         end = self.clock.now()
         history = History(store.events(after=first), {t.id: t for t in store.tickets()}, store.intents(), start, end,
                           extra={"root": str(self.root)})

@@ -474,7 +474,7 @@ class RealEngine:
         extra["containers_paused"] = self.fleet_containers("paused")  # after the rollback: none may be left
         extra["containers_left"] = self.fleet_containers()
         if not extra["leftovers"] and not self.undo_failed:
-            shutil.rmtree(self.undo.folder, ignore_errors=True)  # all undone: nothing for `gameday clean` to find
+            self.undo.finish()  # all undone: nothing for `gameday clean` to find
         extra["restored"] = self.restore_check()
         if self.store is None:
             raise RuntimeError("the fleet could not be set up")

@@ -525,8 +525,11 @@ class SimEngine:
             from chaos.faults.registry import SIM, undo
 
             undo(SIM, self, Fault(fault="busy_worktree", at=end))
-        for u, what in self.undo.undo_all():
+        undone = self.undo.undo_all()
+        for u, what in undone:
             self.rollbacks.append(Activity(f"undo {u.kind}", "rollback", self.wall.now(), self.wall.now(), "succeeded", what))
+        if not any(what.startswith("failed") for _, what in undone):
+            self.undo.finish()  # all undone: the run's journal folder goes (a failed undo keeps it for `gameday clean`)
         files_after, quarantined = _files(self.root), _quarantined(self.root)  # before the restore check puts files back
         restored = self._restore_check()
         history = self.history({"files_after": files_after, "quarantined": quarantined, "restored": restored})

@@ -103,6 +103,16 @@ class UndoJournal:
                 regs.pop(r["id"], None)
         return sorted(regs.values(), key=lambda u: -u.id)
 
+    def finish(self) -> bool:
+        """Remove this run's folder once nothing is left to undo (and the game-day home when no other run
+        has one): a run that cleaned up after itself leaves nothing in the temp folder. A pending undo keeps
+        both, for `healer gameday clean`. True when removed."""
+        if self.pending():
+            return False
+        shutil.rmtree(self.folder, ignore_errors=True)
+        drop_home_if_empty(self.folder.parent)
+        return True
+
     def undo_all(self) -> list[tuple[Undo, str]]:
         """Apply every pending undo, newest first. Returns (undo, what happened)."""
         out = []

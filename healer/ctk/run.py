@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -105,7 +104,7 @@ def run_one(path: str | Path, *, root: Path | None = None, live: bool = True) ->
             journal = run_experiment(exp, settings={"runtime": {"rollbacks": {"strategy": "always"}}})
     finally:
         undone = undo.undo_all()
-        shutil.rmtree(folder, ignore_errors=True)
+        undo.finish()
     journal = json.loads(json.dumps(journal, default=str))  # chaoslib may hold datetimes, exceptions
     journal["healer"] = {"source": str(path), "root": str(root) if root else None,
                          "undo": [{"kind": u.kind, "data": u.data, "result": what} for u, what in undone]}
