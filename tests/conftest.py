@@ -100,3 +100,15 @@ def store(tmp_path: Path, vclock: VirtualClock):
     s = open_store(tmp_path / "fleet", vclock)
     yield s
     s.close()
+
+
+def pytest_unconfigure(config):
+    """pytest removes a passing session's tmp_path folders (tmp_path_retention_policy = failed) but keeps
+    their parent, /tmp/pytest-of-USER: gone too when empty (another session's folders keep it)."""
+    factory = getattr(config, "_tmp_path_factory", None)
+    base = getattr(factory, "_basetemp", None)
+    if base is not None and base.parent.name.startswith("pytest-of-"):
+        try:
+            base.parent.rmdir()
+        except OSError:
+            pass
