@@ -7,6 +7,7 @@ the rollbacks (every fault undone) and a timeline for the report.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -146,6 +147,10 @@ def run(scenario: Scenario, workdir: str | Path | None = None, *, seed: int | No
         result = eng.run()
     except Exception as e:  # noqa: BLE001 - an engine crash is a failed game day, reported, not a traceback
         import traceback
+
+        if eng is not None and hasattr(eng, "abort"):
+            with contextlib.suppress(Exception):  # best effort: the crash is what gets reported
+                eng.abort()  # a simulated world's armed failpoints would fire in this process's later runs
 
         result = Result(scenario, "error", error=f"{type(e).__name__}: {e}", seed=scenario.seed if seed is None else seed,
                         disabled=disabled, workdir=str(wd))

@@ -505,10 +505,9 @@ class SimEngine:
                         "leftovers": [], "failpoints_left": [x[0] for x in self.fp_queue],
                         "failpoints_fired": len(self.fp_names) - len(self.fp_queue), **ex})
 
-    def end(self) -> Result:
-        """Roll every fault back, close the store and check the expectations over the whole history."""
-        result, end = self.result, self.until
-        if self.fp_names:
+    def _disarm_failpoints(self) -> None:
+        """This process's failpoint setting back as the run found it (the run armed them in its own environment)."""
+        if getattr(self, "fp_names", None):
             from healer import failpoints as _fp
 
             if self.saved_fp is None:
@@ -516,6 +515,23 @@ class SimEngine:
             else:
                 os.environ[_fp.ENV] = self.saved_fp
             _fp.reset()
+
+    def abort(self) -> None:
+        """After the run raised: what `end` rolls back that would outlive it in this process (armed failpoints,
+        the journal, the store connection), without checking anything."""
+        self._disarm_failpoints()
+        undone = self.undo.undo_all()
+        if not any(what.startswith("failed") for _, what in undone):
+            self.undo.finish()
+        try:
+            self.store.close()
+        except Exception:  # noqa: BLE001 - a store the crash broke: nothing more to close
+            pass
+
+    def end(self) -> Result:
+        """Roll every fault back, close the store and check the expectations over the whole history."""
+        result, end = self.result, self.until
+        self._disarm_failpoints()
         result.steady_after = self.steady()
         for p in self.procs.values():  # rollback: nothing outlives the game day, even virtually
             if p.paused:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from chaos.engine.sim import SimEngine
 from chaos.faults.undo import UndoJournal
 from chaos.scenario import SCENARIO_DIR, load
@@ -29,4 +31,28 @@ def test_an_engine_driven_step_by_step_leaves_no_journal(tmp_path, monkeypatch):
     assert eng.undo.pending(), "the scenario arms failpoints: their environment is journalled"
     eng.advance(sc.duration)
     eng.end()
+    assert not home.exists()
+
+
+def test_a_simulated_run_that_crashes_disarms_its_failpoints_and_leaves_no_journal(tmp_path, monkeypatch):
+    """An engine crash is a failed game day, and nothing of it outlives the run in this process: the
+    failpoints it armed in the environment would fire in the next test's healer code."""
+    from chaos import engine
+    from healer import failpoints
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HEALER_GAMEDAY_HOME", str(home))
+    monkeypatch.delenv(failpoints.ENV, raising=False)
+    real_step = SimEngine.step
+
+    def step(self, what, args):
+        if self.steps == 0:
+            assert failpoints.ENV in os.environ  # armed by the scenario at its start
+            raise RuntimeError("the engine broke")
+        return real_step(self, what, args)
+
+    monkeypatch.setattr(SimEngine, "step", step)
+    r = engine.run(load(SCENARIO_DIR / "kill-healer-mid-unblock.yaml"), tmp_path / "wd")
+    assert r.status == "error" and "the engine broke" in r.error
+    assert failpoints.ENV not in os.environ
     assert not home.exists()
