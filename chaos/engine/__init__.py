@@ -175,6 +175,5 @@ def _drop_settled_journal(eng: Any) -> None:
     """An engine's undo journal with nothing left to undo is removed (with the owner folder once empty):
     a passing game day leaves nothing in the temp folder."""
     j = getattr(eng, "undo", None)
-    if isinstance(j, undo.UndoJournal) and j.folder.exists() and not j.pending():
-        shutil.rmtree(j.folder, ignore_errors=True)
-    undo.drop_home_if_empty()  # the real engine removes its own settled journal: the owner folder may be empty now
+    if isinstance(j, undo.UndoJournal):
+        j.finish()  # a no-op when the engine finished it already, or when something is left to undo

@@ -126,7 +126,6 @@ class RealEngine:
         self.nth: dict[int, int] = {}
         self.last_event_id = 0
         self.until_seen = False
-        self.undo_failed = False
         self.quiet_from: int | None = None
         self.last_fault = -1.0  # seconds since the start of the last fault injected
         # agents in containers, or container faults: the fleet's containers belong to the game day (issue 8)
@@ -473,7 +472,7 @@ class RealEngine:
         extra["leftovers"] = self.leftovers()
         extra["containers_paused"] = self.fleet_containers("paused")  # after the rollback: none may be left
         extra["containers_left"] = self.fleet_containers()
-        if not extra["leftovers"] and not self.undo_failed:
+        if not extra["leftovers"]:
             self.undo.finish()  # all undone: nothing for `gameday clean` to find
         extra["restored"] = self.restore_check()
         if self.store is None:
@@ -602,13 +601,10 @@ class RealEngine:
         for proc, tree in self.holders:
             pfault.release(proc, tree, self.wall)
         self.holders.clear()
-        failed = False
         for u, what in self.undo.undo_all():
             now = self.wall.now()
-            failed |= what.startswith("failed")
             self.rollbacks.append(Activity(f"undo {u.kind}" + (f" ({u.data['role']})" if u.data.get("role") else ""),
                                            "rollback", now, now, "failed" if what.startswith("failed") else "succeeded", what))
-        self.undo_failed = failed
 
     def leftovers(self) -> list[str]:
         """After the rollback: anything of this game day still there is a leftover."""

@@ -520,9 +520,8 @@ class SimEngine:
         """After the run raised: what `end` rolls back that would outlive it in this process (armed failpoints,
         the journal, the store connection), without checking anything."""
         self._disarm_failpoints()
-        undone = self.undo.undo_all()
-        if not any(what.startswith("failed") for _, what in undone):
-            self.undo.finish()
+        self.undo.undo_all()
+        self.undo.finish()
         try:
             self.store.close()
         except Exception:  # noqa: BLE001 - a store the crash broke: nothing more to close
@@ -541,11 +540,9 @@ class SimEngine:
             from chaos.faults.registry import SIM, undo
 
             undo(SIM, self, Fault(fault="busy_worktree", at=end))
-        undone = self.undo.undo_all()
-        for u, what in undone:
+        for u, what in self.undo.undo_all():
             self.rollbacks.append(Activity(f"undo {u.kind}", "rollback", self.wall.now(), self.wall.now(), "succeeded", what))
-        if not any(what.startswith("failed") for _, what in undone):
-            self.undo.finish()  # all undone: the run's journal folder goes (a failed undo keeps it for `gameday clean`)
+        self.undo.finish()  # all undone: the run's journal folder goes (a failed undo keeps it for `gameday clean`)
         files_after, quarantined = _files(self.root), _quarantined(self.root)  # before the restore check puts files back
         restored = self._restore_check()
         history = self.history({"files_after": files_after, "quarantined": quarantined, "restored": restored})

@@ -57,6 +57,8 @@ class Undo:
 
 
 class UndoJournal:
+    failed = False  # an undo of this process's undo_all failed: the folder stays for `healer gameday clean`
+
     def __init__(self, folder: str | Path, clock: Clock | None = None) -> None:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -105,12 +107,13 @@ class UndoJournal:
 
     def finish(self) -> bool:
         """Remove this run's folder once nothing is left to undo (and the game-day home when no other run
-        has one): a run that cleaned up after itself leaves nothing in the temp folder. A pending undo keeps
-        both, for `healer gameday clean`. True when removed."""
-        if self.pending():
+        has one): a run that cleaned up after itself leaves nothing in the temp folder. A pending or a failed
+        undo keeps it, for `healer gameday clean`. True when removed."""
+        if self.failed or self.pending():
             return False
         shutil.rmtree(self.folder, ignore_errors=True)
-        drop_home_if_empty(self.folder.parent)
+        if self.folder.parent == _home_path():  # a journal elsewhere (a caller's folder): its parent is not ours
+            drop_home_if_empty(self.folder.parent)
         return True
 
     def undo_all(self) -> list[tuple[Undo, str]]:
@@ -121,6 +124,7 @@ class UndoJournal:
                 what = apply(u, self.clock)
             except OSError as e:
                 what = f"failed: {e}"
+            self.failed |= what.startswith("failed")
             self.done(u.id)
             out.append((u, what))
         return out

@@ -9,8 +9,9 @@ from chaos.faults.undo import UndoJournal
 from chaos.scenario import SCENARIO_DIR, load
 
 
-def test_finish_removes_a_settled_journal_and_the_empty_home(tmp_path):
+def test_finish_removes_a_settled_journal_and_the_empty_home(tmp_path, monkeypatch):
     home = tmp_path / "home"
+    monkeypatch.setenv("HEALER_GAMEDAY_HOME", str(home))
     j = UndoJournal(home / "run-1")
     uid = j.register("remove_file", path=str(tmp_path / "nothing"), role="test")
     assert not j.finish() and j.folder.exists()  # a pending undo keeps it, for `healer gameday clean`
@@ -18,6 +19,13 @@ def test_finish_removes_a_settled_journal_and_the_empty_home(tmp_path):
     other = UndoJournal(home / "run-2")
     assert j.finish() and not j.folder.exists() and home.exists()  # another run's folder keeps the home
     assert other.finish() and not home.exists()
+    elsewhere = UndoJournal(tmp_path / "mine" / "run")  # a journal in a caller's folder: that folder is not ours
+    assert elsewhere.finish() and (tmp_path / "mine").is_dir()
+    failed = UndoJournal(home / "run-3")
+    failed.register("remove_file", path=str(tmp_path / "a-folder"), role="test")
+    (tmp_path / "a-folder").mkdir()  # unlink fails on a folder: the undo fails
+    failed.undo_all()
+    assert failed.failed and not failed.pending() and not failed.finish() and failed.folder.exists()
 
 
 def test_an_engine_driven_step_by_step_leaves_no_journal(tmp_path, monkeypatch):
