@@ -47,14 +47,14 @@ CONTAINER_LABEL = "healer.kind"
 CONTAINER_KIND = "loop-sandbox"
 WORKDIR_LABEL = "healer.loop.workdir"
 _probe: dict[str, str | None] = {}
+_warned: set[str] = set()
+SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock")
 
 
 def _which(cmd: str) -> str | None:
     from healer.procs import which
 
     return which(cmd)
-_warned: set[str] = set()
-SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock")
 
 
 def socket_masks() -> list[str]:

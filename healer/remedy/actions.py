@@ -39,9 +39,10 @@ from healer.core.model import PlannedAction
 from healer.errors import HealerError, NotFound
 from healer.fleet.snapshot import HOST, ended_with, handle_of, liveness
 from healer.policy.schema import ACTIONS
+from healer.realpath import Resolver
 from healer.remedy import limits
 from healer.remedy import quarantine as qmod
-from healer.remedy.paths import Resolver, UnsafePath, confine, relative
+from healer.remedy.paths import UnsafePath, confine, relative
 from healer.store import keys
 
 FP_AFTER_INTENT = failpoints.declare("remedy.after_intent", "healer/remedy/actions.py: intent planned, preconditions not yet re-checked")

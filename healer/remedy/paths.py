@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from healer.errors import HealerError
-from healer.realpath import Resolver  # noqa: F401 - the remediations resolve through it
 
 
 class UnsafePath(HealerError):
