@@ -53,6 +53,24 @@ def _loop_run(argv: list[str]) -> int | None:
         return errors.INTERNAL
 
 
+def _leave(code: int) -> None:
+    """End a finished `loop run` without the interpreter's teardown.
+
+    Freeing every module and object of a process that is about to vanish costs a short run about a tenth of
+    its own CPU. Nothing is lost by skipping it: the run's store is closed and its files are written
+    by now, no thread runs on this path, and the atexit handlers still run; only buffered output needs
+    flushing by hand."""
+    import atexit
+
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken pipe: what the normal exit would report, minus the noise
+            pass
+    os._exit(code)
+
+
 def entry() -> None:
     from healer import early
 
@@ -61,7 +79,7 @@ def entry() -> None:
     if args[:2] == ["loop", "run"]:
         code = _loop_run(args[2:])
         if code is not None:
-            sys.exit(code)
+            _leave(code)
     from healer.cli import entry as full
 
     full()

@@ -93,6 +93,24 @@ def _read_tail(path: Path, cap: int = READ_CAP) -> str:
         return ""
 
 
+def _say(line: str, stream_name: str = "stdout") -> None:
+    """One line of the run's narration, best effort: the run's record is its store and its run folder, so a
+    reader that went away (a closed pipe, `| head`, a dead log collector) silences the lines, it does not end
+    the loop. The stream then points at /dev/null, so later writes and the final flush succeed quietly."""
+    import sys
+
+    stream = getattr(sys, stream_name)
+    try:
+        print(line, file=stream, flush=True)
+    except (BrokenPipeError, ValueError):  # ValueError: the stream was closed under us
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, stream.fileno())
+            os.close(null)
+        except (OSError, ValueError):
+            pass
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40] or "gate"
 
@@ -101,7 +119,7 @@ class Runner:
     def __init__(self, req: LoopRequest, clock: Clock) -> None:
         self.req = req
         self.clock = clock
-        self.echo = req.echo or (lambda line: print(line, flush=True))
+        self.echo = req.echo or _say
         self.stop_signal: str | None = None
         self.store = None
         self.agent_id = os.environ.get("HEALER_AGENT_ID") if req.fleet_root is not None else None
@@ -281,9 +299,7 @@ class Runner:
         self._check_gates(st)
         self.sbx_mode, warn = sandbox.resolve(self.loop_policy.sandbox, image=self.loop_policy.sandbox_image)
         if warn:
-            import sys
-
-            print(warn, file=sys.stderr, flush=True)
+            _say(warn, "stderr")
         self.limits = Limits.from_policy(self.loop_policy, st.max_iterations)
         st.pid = os.getpid()
         st.pid_started = procs.create_time(os.getpid()) or 0.0

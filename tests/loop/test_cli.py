@@ -99,3 +99,28 @@ def test_list_in_a_fleet_root_sees_its_runs_and_pause_of_an_ended_run_is_a_no_op
     r = healer("loop", "pause", "fl", cwd=fleet, env=env)
     assert r.returncode == 0 and "already ended" in r.stdout, r.stdout + r.stderr
     assert not (lrepo / ".healer" / "runs" / "fl" / "PAUSE").exists()
+
+
+def test_a_finished_run_ends_without_teardown_yet_flushes_its_lines_and_keeps_its_exit_code(lrepo, tmp_path):
+    """`loop run` leaves through os._exit once its work is done (healer.launch._leave): every line it wrote
+    still reaches the pipe, the store is readable, and a reader that went away changes neither the exit code
+    nor adds a traceback (the interpreter's own exit turned that into exit 120 and an 'Exception ignored')."""
+    import subprocess
+
+    from tests.loop.conftest import PY, events, final_line, loop_commits, loop_repo
+
+    pol = write_policy(tmp_path / "p.yaml", gates=[steps_gate(2)])
+    cp = run_loop_cli(lrepo, pol, "--run-id", "fx", "--", *agent("loop_converge.py", "{iteration}"))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert "iteration" in cp.stdout and final_line(cp), cp.stdout
+    assert "loop.ended" in [e.kind for e in events(lrepo, subject="fx")]
+    again = loop_repo(tmp_path / "again")
+    p = subprocess.Popen([PY, "-m", "healer", "loop", "run", "--policy", str(pol), "--workdir", str(again),
+                          "--task", str(tmp_path / "task.md"), "--run-id", "gone", "--",
+                          *agent("loop_converge.py", "{iteration}")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()  # the reader is gone before the loop writes a line
+    err = p.stderr.read()
+    assert p.wait(timeout=120) == 0, err  # the loop went on without its reader: success, not 70 or 120
+    assert loop_commits(again) and "loop.ended" in [e.kind for e in events(again, subject="gone")]
+    assert "Traceback" not in err and "Exception ignored" not in err, err
