@@ -60,6 +60,8 @@ def _leave(code: int) -> None:
     its own CPU. Nothing is lost by skipping it: the run's store is closed and its files are written
     by now, no thread runs on this path, and the atexit handlers still run; only buffered output needs
     flushing by hand."""
+    if sys.gettrace() is not None or sys.getprofile() is not None:
+        sys.exit(code)  # under a profiler or coverage: they write their report after this function returns
     import atexit
 
     atexit._run_exitfuncs()
