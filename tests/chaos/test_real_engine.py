@@ -27,8 +27,9 @@ from tests.conftest import wait_until
 CLOCK = system()
 
 
-def of_run(prefix: str) -> list[psutil.Process]:
-    """Living processes started by a real game day whose marker starts with `prefix`."""
+def of_run(prefix: str, home: Path | None = None) -> list[psutil.Process]:
+    """Living processes started by a real game day whose marker starts with `prefix`; with `home`, only those
+    of the game day run under that HEALER_GAMEDAY_HOME (not strays of an earlier, failed run of the same test)."""
     out = []
     for p in psutil.process_iter(["pid"]):
         try:
@@ -38,6 +39,8 @@ def of_run(prefix: str) -> list[psutil.Process]:
         except (psutil.Error, OSError):
             continue
         marks = [env.get(procs.MARKER, ""), *env.get(procs.ANCESTORS, "").split(",")]
+        if home is not None and env.get("HEALER_GAMEDAY_HOME") != str(home):
+            continue
         if any(m.startswith(prefix) for m in marks):
             out.append(p)
     return out
@@ -66,21 +69,22 @@ def test_sigkilled_real_gameday_leaves_no_stopped_process_lock_or_process(tmp_pa
     sc = tmp_path / "scenarios" / "killme.yaml"
     sc.parent.mkdir()
     sc.write_text(KILLME)
-    env = {**os.environ, "HEALER_GAMEDAY_HOME": str(tmp_path / "home"), "TMPDIR": str(tmp_path)}  # clean sees only this test
+    home = tmp_path / "home"
+    env = {**os.environ, "HEALER_GAMEDAY_HOME": str(home), "TMPDIR": str(tmp_path)}  # clean sees only this test
     env.pop("HEALER_FAILPOINTS", None)
     lock = tmp_path / "wd" / "killme" / "fleet" / ".git" / "index.lock"
     runner = subprocess.Popen([sys.executable, "-m", "healer", "gameday", "run", str(sc), "--quiet", "--workdir",
                                str(tmp_path / "wd")], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_until(lambda: [p for p in of_run("gameday-killme-") if procs.stopped(p.pid)], 60, "the stop_agent fault to stop the agent")
+        wait_until(lambda: [p for p in of_run("gameday-killme-", home) if procs.stopped(p.pid)], 60, "the stop_agent fault to stop the agent")
         assert lock.exists()
-        holders = of_run("gameday-killme-")
+        holders = of_run("gameday-killme-", home)
         assert len(holders) >= 2  # the stopped agent and the busy-worktree holder
     finally:
         runner.send_signal(signal.SIGKILL)
         runner.wait(timeout=10)
     # the engine is gone; what it injected is still there, in sessions of its own
-    assert [p for p in of_run("gameday-killme-") if procs.stopped(p.pid)]
+    assert [p for p in of_run("gameday-killme-", home) if procs.stopped(p.pid)]
     assert lock.exists()
 
     r = subprocess.run([sys.executable, "-m", "healer", "gameday", "clean", "--json"], env=env, capture_output=True,
@@ -89,8 +93,8 @@ def test_sigkilled_real_gameday_leaves_no_stopped_process_lock_or_process(tmp_pa
     undone = json.loads(r.stdout)
     kinds = {line.split(": ")[1] for line in undone}
     assert {"sigcont", "remove_file", "kill_marker"} <= kinds, undone
-    wait_until(lambda: not of_run("gameday-killme-"), 60,
-               what=lambda: f"no game-day process left: {[pfault.describe(p) for p in of_run('gameday-killme-')]}")
+    wait_until(lambda: not of_run("gameday-killme-", home), 60,
+               what=lambda: f"no game-day process left: {[pfault.describe(p) for p in of_run('gameday-killme-', home)]}")
     assert not lock.exists()
     again = subprocess.run([sys.executable, "-m", "healer", "gameday", "clean"], env=env, capture_output=True, text=True,
                            timeout=60)
