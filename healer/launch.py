@@ -58,10 +58,13 @@ def _leave(code: int) -> None:
 
     Freeing every module and object of a process that is about to vanish costs a short run about a tenth of
     its own CPU. Nothing is lost by skipping it: the run's store is closed and its files are written
-    by now, no thread runs on this path, and the atexit handlers still run; only buffered output needs
-    flushing by hand."""
+    by now, and the atexit handlers still run; only buffered output needs flushing by hand. A process with a
+    thread still running, or under a profiler, takes the normal exit."""
     if sys.gettrace() is not None or sys.getprofile() is not None:
         sys.exit(code)  # under a profiler or coverage: they write their report after this function returns
+    threading = sys.modules.get("threading")
+    if threading is not None and threading.active_count() > 1:
+        sys.exit(code)  # a thread still runs (none does on this path today): the normal exit waits for it
     import atexit
 
     atexit._run_exitfuncs()

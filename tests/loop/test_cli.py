@@ -3,9 +3,21 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 from tests.conftest import healer
-from tests.loop.conftest import agent, run_loop_cli, solved_gate, steps_gate, write_policy
+from tests.loop.conftest import (
+    PY,
+    agent,
+    events,
+    final_line,
+    loop_commits,
+    loop_repo,
+    run_loop_cli,
+    solved_gate,
+    steps_gate,
+    write_policy,
+)
 
 
 def one_line(r):
@@ -105,12 +117,10 @@ def test_a_finished_run_ends_without_teardown_yet_flushes_its_lines_and_keeps_it
     """`loop run` leaves through os._exit once its work is done (healer.launch._leave): every line it wrote
     still reaches the pipe, the store is readable, and a reader that went away changes neither the exit code
     nor adds a traceback (the interpreter's own exit turned that into exit 120 and an 'Exception ignored')."""
-    import subprocess
-
-    from tests.loop.conftest import PY, events, final_line, loop_commits, loop_repo
-
     pol = write_policy(tmp_path / "p.yaml", gates=[steps_gate(2)])
-    cp = run_loop_cli(lrepo, pol, "--run-id", "fx", "--", *agent("loop_converge.py", "{iteration}"))
+    # block-buffered stdout (an empty PYTHONUNBUFFERED is unset), as under a dispatcher's log pipe
+    cp = run_loop_cli(lrepo, pol, "--run-id", "fx", "--", *agent("loop_converge.py", "{iteration}"),
+                      env={"PYTHONUNBUFFERED": ""})
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert "iteration" in cp.stdout and final_line(cp), cp.stdout
     assert "loop.ended" in [e.kind for e in events(lrepo, subject="fx")]
