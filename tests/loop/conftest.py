@@ -29,8 +29,10 @@ def gate(name: str, *argv: str, timeout: str = "20s") -> dict:
 
 
 def py_tests_gate(*paths: str) -> dict:
-    # plugin autoload off: the venv's plugins cost seconds per start and say nothing about the code under test
-    return gate("tests", "env", "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", PY, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    # plugin autoload off: the venv's plugins cost seconds per start and say nothing about the code under test;
+    # no bytecode: an agent that rewrites a module with the same size in the same second would be judged by the
+    # stale .pyc of its previous version (Python checks a source's mtime in whole seconds and its size)
+    return gate("tests", "env", "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", "PYTHONDONTWRITEBYTECODE=1", PY, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                 *(paths or ("tests",)))
 
 
