@@ -300,13 +300,15 @@ class Profile:
 
     def wrap(self, argv: list[str], status_fd: int | None = None) -> list[str]:
         exe = _which("bwrap") or "bwrap"
-        a = [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+        # without a pid namespace a fresh /proc would show the same processes, writable: the host's
+        # stays, read-only like the rest of / (and one mount less to make per program)
+        a = [exe, "--ro-bind", "/", "/", "--dev", "/dev"]
+        if self.pid_namespace:
+            a += ["--unshare-pid", "--proc", "/proc"]
         if status_fd is not None:
             a += ["--json-status-fd", str(status_fd)]
         if not self.network:
             a.append("--unshare-net")
-        if self.pid_namespace:
-            a.append("--unshare-pid")
         for p in self.rw:
             a += ["--bind", str(p), str(p)]
         for p in self.ro:

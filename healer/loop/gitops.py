@@ -23,7 +23,7 @@ from healer import digest
 from healer.errors import HealerError
 from healer.git import GitError, layout, mentions, raw, rev, run
 from healer.lite import dataclass
-from healer.loop import gitindex
+from healer.loop import gitindex, treewatch
 
 LOOP_FILES = ("progress.md", "lessons.md")
 HEALER_DIR = ".healer"
@@ -145,6 +145,10 @@ def measure(cwd: str | Path) -> tuple[str, gitindex.Index | None]:
         key = (rs.st_mtime_ns, rs.st_size, rs.st_ino)
     except FileNotFoundError:
         rs, key = None, None
+    kept = _unchanged.pop(cwd, None)
+    if kept is not None and kept[0] == key and kept[1] == _stat_key(scratch) and treewatch.same(kept[2]):
+        _unchanged[cwd] = kept  # nothing `add -A` reads has changed since it last ran: the same answer
+        return kept[3], kept[4]
     copied: bytes | None = None
     if key is None or _scratch_from.get(cwd) != key or not scratch.exists():
         if rs is None:
@@ -161,6 +165,7 @@ def measure(cwd: str | Path) -> tuple[str, gitindex.Index | None]:
     # names none, the scratch index holds the entries it held at our last write-tree, and so
     # the same tree (the snapshot after the gates is most often the one after the agent)
     own = [f for f in LOOP_FILES if (cwd / f).exists()]
+    looked = _look(cwd)
     r = run(cwd, "add", "-A", "-v", "--", ":/", *(_exclude(f) for f in own), check=False, env=env, timeout=TIMEOUT)
     if r.code != 0:
         # git refuses to name an ignored file even in an exclude; ignored files are not added anyway
@@ -180,8 +185,50 @@ def measure(cwd: str | Path) -> tuple[str, gitindex.Index | None]:
         tree = _write_tree(cwd, scratch)
     if tree is None:
         tree = run(cwd, "write-tree", env=env).stdout
-    _scratch_tree[cwd] = (_stat_key(scratch), tree)
+    sk = _stat_key(scratch)
+    _scratch_tree[cwd] = (sk, tree)
+    seen = _watch(scratch, looked)
+    if seen is not None:
+        _unchanged[cwd] = (key, sk, seen, tree, idx)
     return tree, idx
+
+
+# cwd -> (real index's key, scratch index's key, what the tree looked like, tree, index) after the last `add`
+_unchanged: dict[Path, tuple] = {}
+
+
+def _look(cwd: Path) -> treewatch.Look | None:
+    """The tree as it is before an `add` (healer/loop/treewatch.py), for `_watch` to keep after it; None for
+    a repository this module does not write objects for (`_plain_objects`: no shared repository, include or
+    other object format) or ignore rules named by config."""
+    lay = layout(cwd)
+    if lay is None or os.environ.get("GIT_OBJECT_DIRECTORY") or not _plain_objects(lay.common):
+        return None
+    if mentions([str(lay.common / "config"), *_user_configs()], (b"excludesfile", b"attributesfile")):
+        return None  # ignore or attribute rules in a file named by config: not watched here
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    configs = (str(lay.common / "config"), str(lay.git_dir / "config.worktree"), str(lay.common / "info" / "exclude"),
+               str(lay.common / "info" / "attributes"), *_user_configs(), os.path.join(xdg, "git", "ignore"),
+               os.path.join(xdg, "git", "attributes"))
+    since = treewatch.stamp(cwd / HEALER_DIR / "snapshot.stamp")
+    return treewatch.look(str(lay.top), since, frozenset((".git", HEALER_DIR, *LOOP_FILES)), configs)
+
+
+def _watch(scratch: Path, looked: treewatch.Look | None) -> treewatch.Seen | None:
+    """What would tell the next `measure` that the tree is the one just measured; None unless the index
+    `add` left is small and plain."""
+    if looked is None:
+        return None
+    try:
+        with open(scratch, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    idx = gitindex.parse(data, items=True)
+    if idx is None or not idx.plain or idx.entries > SMALL_INDEX:
+        return None
+    return treewatch.take(looked, idx.items)
 
 
 SMALL_INDEX = 300  # entries: above, git's own write-tree (which reuses the cache-tree) beats reading it all here
