@@ -15,6 +15,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -146,9 +147,13 @@ def measure(cwd: str | Path) -> tuple[str, gitindex.Index | None]:
     except FileNotFoundError:
         rs, key = None, None
     kept = _unchanged.pop(cwd, None)
-    if kept is not None and kept[0] == key and kept[1] == _stat_key(scratch) and treewatch.same(kept[2]):
-        _unchanged[cwd] = kept  # nothing `add -A` reads has changed since it last ran: the same answer
-        return kept[3], kept[4]
+    if kept is not None and kept[0] == key and kept[1] == _stat_key(scratch):
+        if treewatch.same(kept[2]):
+            _unchanged[cwd] = kept  # nothing `add -A` reads has changed since it last ran: the same answer
+            return kept[3], kept[4]
+        tree = _rehash(cwd, kept) if kept[5] else None
+        if tree is not None:
+            return tree, None
     copied: bytes | None = None
     if key is None or _scratch_from.get(cwd) != key or not scratch.exists():
         if rs is None:
@@ -189,12 +194,77 @@ def measure(cwd: str | Path) -> tuple[str, gitindex.Index | None]:
     _scratch_tree[cwd] = (sk, tree)
     seen = _watch(scratch, looked)
     if seen is not None:
-        _unchanged[cwd] = (key, sk, seen, tree, idx)
+        _unchanged[cwd] = (key, sk, seen, tree, idx, _plain_content(cwd, seen))
     return tree, idx
 
 
-# cwd -> (real index's key, scratch index's key, what the tree looked like, tree, index) after the last `add`
+# cwd -> (real index's key, scratch index's key, what the tree looked like, tree, index, whether every file is
+# stored as its bytes) after the last `add`
 _unchanged: dict[Path, tuple] = {}
+
+# what would make `add` store a file otherwise than its bytes and stat-given mode, or read a config not watched
+_CONTENT_WORDS = (b"autocrlf", b"eol", b"safecrlf", b"filter", b"filemode", b"symlinks", b"bigfilethreshold",
+                  b"attributes", b"encoding", b"ignorecase", b"precompose", b"include")
+
+
+def _plain_content(cwd: Path, seen: treewatch.Seen) -> bool:
+    """`add` stores each file of this tree as its bytes, with the mode its stat gives: no filter, eol
+    conversion or attribute anywhere (no .gitattributes in the tree, no attributes file), and no config
+    setting that changes how a file or link is read."""
+    if os.environ.get("GIT_CONFIG_COUNT") or os.environ.get("GIT_CONFIG_PARAMETERS"):
+        return False
+    if any(n == ".gitattributes" for _r, _i, names in seen.look.listings for n, _k in names):
+        return False
+    lay = layout(cwd)
+    if lay is None:
+        return False
+    home = os.path.expanduser("~")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    if os.path.lexists(lay.common / "info" / "attributes") or os.path.lexists(os.path.join(xdg, "git", "attributes")):
+        return False
+    for f in (lay.common / "config", lay.git_dir / "config.worktree", *_user_configs()):
+        try:
+            with open(f, "rb") as fh:
+                text = fh.read().lower()
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            return False
+        text = _DEFAULT_FILEMODE.sub(b"", text)  # what `git init` writes: the default, stat-given modes
+        if any(w in text for w in _CONTENT_WORDS):
+            return False
+    return True
+
+
+_DEFAULT_FILEMODE = re.compile(rb"(?m)^[ \t]*filemode[ \t]*=[ \t]*true[ \t]*$")
+
+
+def _rehash(cwd: Path, kept: tuple) -> str | None:
+    """The tree `add -A` would write when only indexed files changed since the last one (content, mode or
+    link target: treewatch.moved), built here: their blobs and the trees written as loose objects, as
+    `_write_tree` does. The scratch index is left as it is (the next `add` brings it up to date: its
+    remembered tree is dropped). None when git must do it."""
+    lay = layout(cwd)
+    got = treewatch.moved(kept[2])
+    if got is None or lay is None:
+        return None
+    seen, blobs = got
+    built = gitindex.trees(list(seen.items))
+    if built is None:
+        return None
+    root, trees = built
+    store = lay.common / "objects"
+    missing = [oid for oid in trees if not os.path.exists(store / oid[:2] / oid[2:])]
+    if len(missing) > MISSING_TREES:
+        return None  # most likely packed (a clone): git's to write
+    for oid, body in blobs.items():
+        _write_loose(store, oid, b"blob", body)
+    for oid in missing:
+        _write_loose(store, oid, b"tree", trees[oid])
+    _scratch_tree.pop(cwd, None)
+    _remember_entries(root, seen.items)
+    _unchanged[cwd] = (kept[0], kept[1], seen, root, None, kept[5])
+    return root
 
 
 def _look(cwd: Path) -> treewatch.Look | None:

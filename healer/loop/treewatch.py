@@ -45,12 +45,14 @@ class Look:
 class Seen:
     """What `same` compares: the listings, the indexed files' keys (with a hash when racy), the configs."""
 
-    __slots__ = ("look", "paths", "signature")
+    __slots__ = ("look", "paths", "signature", "items")
 
-    def __init__(self, look: Look, paths: tuple[bytes, ...], signature: tuple) -> None:
+    def __init__(self, look: Look, paths: tuple[bytes, ...], signature: tuple,
+                 items: tuple[tuple[bytes, int, bytes], ...]) -> None:
         self.look = look
         self.paths = paths
         self.signature = signature
+        self.items = items  # the index `add` left: (path, mode, 20-byte id), in its order
 
 
 def stamp(path: Path) -> int | None:
@@ -183,7 +185,7 @@ def take(seen_before: Look | None, items: list[tuple[bytes, int, bytes]]) -> See
             return None  # not what git indexed (a filter, a mode git keeps, a write during the add)
         paths.append(p)
         keys.append(key)
-    return Seen(seen_before, tuple(paths), (seen_before.listings, tuple(keys), seen_before.cfg))
+    return Seen(seen_before, tuple(paths), (seen_before.listings, tuple(keys), seen_before.cfg), tuple(items))
 
 
 def same(seen: Seen) -> bool:
@@ -203,3 +205,53 @@ def same(seen: Seen) -> bool:
         except OSError:
             return False
     return tuple(keys) == seen.signature[1]
+
+
+def moved(seen: Seen, max_bytes: int = 8 << 20) -> tuple[Seen, dict[str, bytes]] | None:
+    """When the only change since `seen` is the content, mode or link target of indexed files (no entry
+    made, removed or renamed anywhere, no config touched): the index `add -A` would now write, as a new
+    Seen, and {blob id: content} of the new blobs. None otherwise, or for a file over `max_bytes`.
+    (The caller makes sure nothing can make git store a file otherwise than its bytes: filters, eol
+    conversion, attributes, a file mode or link setting.)"""
+    lk = seen.look
+    if _configs(lk.configs) != lk.cfg or _walk(lk.top, lk.skip, lk.stamp, None) != lk.listings:
+        return None
+    own = {os.fsencode(n) for n in lk.skip}
+    old = dict(zip(seen.paths, seen.signature[1], strict=True))
+    items, keys, blobs = [], [], {}
+    for p, mode, oid in seen.items:
+        if p in own:
+            items.append((p, mode, oid))
+            continue
+        full = os.path.join(lk.top, os.fsdecode(p))
+        try:
+            st = os.lstat(full)
+        except OSError:
+            return None
+        key = (st.st_mode, st.st_size, st.st_ino, st.st_dev, st.st_mtime_ns, st.st_ctime_ns)
+        was = old[p]
+        if key == was[:6] and len(was) == 6:
+            items.append((p, mode, oid))
+            keys.append(was)
+            continue
+        m = _mode(st.st_mode)
+        if m is None or st.st_size > max_bytes:
+            return None
+        try:
+            if m == 0o120000:
+                data = os.fsencode(os.readlink(full))
+            else:
+                with open(full, "rb") as f:
+                    data = f.read()
+        except OSError:
+            return None
+        h = digest.sha1(b"blob %d\0" % len(data))
+        h.update(data)
+        bid = h.digest()
+        if max(st.st_mtime_ns, st.st_ctime_ns) >= lk.stamp:
+            key += (bid,)  # as `_key` records a racy file (a changed one always is: its ctime moved)
+        items.append((p, m, bid))
+        keys.append(key)
+        if bid != oid:
+            blobs[bid.hex()] = data
+    return Seen(lk, seen.paths, (lk.listings, tuple(keys), lk.cfg), tuple(items)), blobs
