@@ -18,8 +18,12 @@ anything else is git's to count.
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 
 from healer import digest
+
+if TYPE_CHECKING:
+    import os
 
 MAX_BYTES = 1 << 20  # a bigger index is left to git (hashing and walking it here would cost more)
 _GITLINK = 0o160000
@@ -188,3 +192,40 @@ def easy_lines(old: bytes | None, new: bytes | None) -> int | None:
     if old.startswith(new) and (not new or new.endswith(b"\n")):
         return _lines(old[len(new):])
     return None
+
+
+def patched(data: bytes, stats: dict[bytes, tuple[os.stat_result, int, bytes]]) -> bytes | None:
+    """`data` (an index `parse` reads as plain) with the entries named in `stats` given a new stat, mode
+    and 20-byte id, as `git add` records a file it re-hashed, each one smudged (its size field 0, as git
+    marks an entry it cannot trust by its stat, so git compares its content next time); its optional
+    extensions dropped (a cache-tree that no longer matches, among others) and its checksum made again.
+    None when an entry named is not in it, or the index is not one `parse` reads as plain."""
+    idx = parse(data)
+    if idx is None or not idx.plain:
+        return None
+    out = bytearray(data[:12])
+    pos, todo = 12, set(stats)
+    for _ in range(idx.entries):
+        flags, = struct.unpack_from(">H", data, pos + 60)
+        off = 64 if flags & 0x4000 else 62
+        namelen = flags & 0xFFF
+        if namelen == 0xFFF:
+            namelen = data.find(b"\0", pos + off) - pos - off
+        size = (off + namelen + 8) & ~7
+        entry = bytearray(data[pos:pos + size])
+        path = bytes(entry[off:off + namelen])
+        hit = stats.get(path)
+        if hit is not None:
+            st, mode, oid = hit
+            m32 = 0xFFFFFFFF
+            struct.pack_into(">IIIIIIIIII", entry, 0, st.st_ctime_ns // 10**9 & m32, st.st_ctime_ns % 10**9,
+                             st.st_mtime_ns // 10**9 & m32, st.st_mtime_ns % 10**9, st.st_dev & m32, st.st_ino & m32,
+                             mode, st.st_uid & m32, st.st_gid & m32, 0)
+            entry[40:60] = oid
+            todo.discard(path)
+        out += entry
+        pos += size
+    if todo:
+        return None
+    out += digest.sha1(bytes(out)).digest()
+    return bytes(out)

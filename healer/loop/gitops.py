@@ -984,7 +984,9 @@ def _index_from_scratch(cwd: Path, tree: str) -> bool:
     index this module does not read, a lock held by someone else."""
     scratch = cwd / HEALER_DIR / "snapshot.index"
     known = _scratch_tree.get(cwd)
-    if known is None or known[1] != tree or known[0] is None or known[0] != _stat_key(scratch):
+    kept = _unchanged.get(cwd)
+    rehashed = kept is not None and kept[3] == tree and kept[1] is not None and kept[1] == _stat_key(scratch)
+    if not rehashed and (known is None or known[1] != tree or known[0] is None or known[0] != _stat_key(scratch)):
         return False
     try:
         with open(scratch, "rb") as f:
@@ -994,6 +996,10 @@ def _index_from_scratch(cwd: Path, tree: str) -> bool:
         mode = os.stat(real).st_mode & 0o7777 if real.exists() else 0o644
     except OSError:
         return False
+    if rehashed and (known is None or known[1] != tree):
+        data = _patch_rehashed(cwd, data, kept[2])  # the scratch holds the tree before `_rehash`: brought up to it
+        if data is None:
+            return False
     idx = gitindex.parse(data)
     if idx is None or not idx.plain or not set(idx.extensions) <= _COPYABLE:
         return False
@@ -1013,6 +1019,29 @@ def _index_from_scratch(cwd: Path, tree: str) -> bool:
         lock.unlink(missing_ok=True)
         return False
     return True
+
+
+def _patch_rehashed(cwd: Path, data: bytes, seen: treewatch.Seen) -> bytes | None:
+    """The scratch index `data` with the entries `_rehash` hashed anew (those whose mode or id differ from
+    `seen`'s) as `add` would record them: their stat read again and required to be the one hashed."""
+    old = gitindex.parse(data, items=True)
+    if old is None or old.items is None or [p for p, _m, _o in old.items] != [p for p, _m, _o in seen.items]:
+        return None
+    keys = dict(zip(seen.paths, seen.signature[1], strict=True))
+    top = seen.look.top
+    stats = {}
+    for (p, m0, o0), (_p, m, o) in zip(old.items, seen.items, strict=True):
+        if (m0, o0) == (m, o):
+            continue
+        try:
+            st = os.lstat(os.path.join(top, os.fsdecode(p)))
+        except OSError:
+            return None
+        k = keys.get(p)
+        if k is None or k[:6] != (st.st_mode, st.st_size, st.st_ino, st.st_dev, st.st_mtime_ns, st.st_ctime_ns):
+            return None  # changed again since it was hashed
+        stats[p] = (st, m, o)
+    return gitindex.patched(data, stats)
 
 
 def _overlay(cwd: Path, base_tree: str, now_tree: str, paths: list[str]) -> str:

@@ -537,3 +537,55 @@ def test_the_layout_read_here_is_rev_parse_s_answer(tmp_path, monkeypatch):
         assert hgit._plain_layout(str(main)) is None
     finally:
         os.chown(main, os.getuid(), os.getgid())
+
+
+@pytest.mark.parametrize("edits", ["append", "rewrite-same-size", "mode", "link-target", "several"])
+def test_the_index_after_committing_a_tree_hashed_without_git_is_what_git_reset_makes_it(tmp_path, monkeypatch, edits):
+    """Edits to indexed files only: the last snapshot is hashed here (gitops._rehash, no `add`), the scratch
+    index then lags behind it, and the commit brings it up to the tree (gitops._patch_rehashed): the same
+    entries, status and nothing staged as when git measured (whose index is the reset's, test above)."""
+    base = make_repo(tmp_path / "base", {"README.md": "r\n", "exec.sh": "#!/bin/sh\n", "w.txt": "one\n", "d/n.txt": "n\n"})
+    os.symlink("w.txt", base / "link")
+    git(base, "add", "-A")
+    git(base, "commit", "-q", "-m", "link")
+    results = []
+    for fast in (True, False):
+        repo = tmp_path / f"r-{fast}"
+        shutil.copytree(base, repo, symlinks=True)
+        _reset_caches(repo)
+        gitops._unchanged.clear()
+        adds = []
+        real_run = gitops.run
+        monkeypatch.setattr(gitops, "run", lambda cwd, *a, real_run=real_run, adds=adds, **kw: adds.append(a[0]) or real_run(cwd, *a, **kw))
+        head = gitops.head(repo)
+        since = gitops.snapshot(repo)
+        if not fast:
+            gitops._unchanged.clear()  # the reference: git measures, its scratch index copied in
+        if edits in ("append", "several"):
+            with open(repo / "w.txt", "a") as f:
+                f.write("two\n")
+        if edits in ("rewrite-same-size", "several"):
+            (repo / "d" / "n.txt").write_text("m\n")
+        if edits in ("mode", "several"):
+            (repo / "w.txt").chmod(0o755)
+        if edits in ("link-target", "several"):
+            (repo / "link").unlink()
+            os.symlink("README.md", repo / "link")
+        measured = gitops.snapshot(repo)
+        assert measured == _fresh_tree(repo)
+        sha = gitops.commit_changes(repo, "loop: goal reached at iteration 1", since, head, ["tests/"], measured=measured)
+        assert sha and git(repo, "rev-parse", "HEAD^{tree}") == measured
+        results.append(_commit_state(repo))
+        assert "reset" not in adds, adds  # the index brought by a file here, both times
+        assert adds.count("add") == (1 if fast else 2), adds
+        monkeypatch.undo()
+    assert results[0] == results[1]
+    assert results[0][2] == 0 and results[0][3] == 0  # nothing staged, nothing unstaged
+
+
+def _fresh_tree(repo: Path) -> str:
+    idx = repo / ".healer" / "fresh.index"
+    idx.write_bytes((repo / ".git" / "index").read_bytes())
+    env = {**os.environ, "GIT_INDEX_FILE": str(idx)}
+    subprocess.run(["git", "add", "-A", "--", ":/"], cwd=repo, env=env, check=True)
+    return subprocess.run(["git", "write-tree"], cwd=repo, env=env, capture_output=True, text=True, check=True).stdout.strip()
