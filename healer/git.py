@@ -228,9 +228,10 @@ def _cannot_name_a_driver(files: list[Path]) -> bool:
     return not mentions(files, _DRIVER_WORDS)
 
 
-def mentions(files: Iterable[str | Path], words: tuple[bytes, ...]) -> bool:
+def mentions(files: Iterable[str | Path], words: tuple[bytes, ...], but=None) -> bool:
     """Any of `words` (lower case) in any of the files (any case); a missing file is skipped, an
-    unreadable one counts as a yes (the caller then asks git instead of trusting a shortcut)."""
+    unreadable one counts as a yes (the caller then asks git instead of trusting a shortcut). `but`: a
+    compiled bytes pattern whose matches (in the lower-cased text) do not count."""
     for f in files:
         try:
             with open(f, "rb") as fh:
@@ -239,6 +240,8 @@ def mentions(files: Iterable[str | Path], words: tuple[bytes, ...]) -> bool:
             continue
         except OSError:
             return True
+        if but is not None:
+            text = but.sub(b"", text)
         if any(w in text for w in words):
             return True
     return False

@@ -222,18 +222,9 @@ def _plain_content(cwd: Path, seen: treewatch.Seen) -> bool:
     xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     if os.path.lexists(lay.common / "info" / "attributes") or os.path.lexists(os.path.join(xdg, "git", "attributes")):
         return False
-    for f in (lay.common / "config", lay.git_dir / "config.worktree", *_user_configs()):
-        try:
-            with open(f, "rb") as fh:
-                text = fh.read().lower()
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        except OSError:
-            return False
-        text = _DEFAULT_FILEMODE.sub(b"", text)  # what `git init` writes: the default, stat-given modes
-        if any(w in text for w in _CONTENT_WORDS):
-            return False
-    return True
+    # `filemode = true` is what `git init` writes: the default, stat-given modes
+    return not mentions([lay.common / "config", lay.git_dir / "config.worktree", *_user_configs()], _CONTENT_WORDS,
+                        but=_DEFAULT_FILEMODE)
 
 
 _DEFAULT_FILEMODE = re.compile(rb"(?m)^[ \t]*filemode[ \t]*=[ \t]*true[ \t]*$")
@@ -288,17 +279,19 @@ def _look(cwd: Path) -> treewatch.Look | None:
 def _watch(scratch: Path, looked: treewatch.Look | None) -> treewatch.Seen | None:
     """What would tell the next `measure` that the tree is the one just measured; None unless the index
     `add` left is small and plain."""
-    if looked is None:
-        return None
+    idx = _small_index(scratch) if looked is not None else None
+    return treewatch.take(looked, idx.items) if idx is not None else None
+
+
+def _small_index(path: Path) -> gitindex.Index | None:
+    """The index file at `path` with its entries, when it is plain and small enough to be handled here."""
     try:
-        with open(scratch, "rb") as f:
+        with open(path, "rb") as f:
             data = f.read()
     except OSError:
         return None
     idx = gitindex.parse(data, items=True)
-    if idx is None or not idx.plain or idx.entries > SMALL_INDEX:
-        return None
-    return treewatch.take(looked, idx.items)
+    return idx if idx is not None and idx.plain and idx.entries <= SMALL_INDEX else None
 
 
 SMALL_INDEX = 300  # entries: above, git's own write-tree (which reuses the cache-tree) beats reading it all here
@@ -320,13 +313,8 @@ def _write_tree(cwd: Path, scratch: Path) -> str | None:
     if lay is None or os.environ.get("GIT_OBJECT_DIRECTORY") or str(cwd) in _git_writes_trees \
             or not _plain_objects(lay.common):
         return None
-    try:
-        with open(scratch, "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    idx = gitindex.parse(data, items=True)
-    if idx is None or not idx.plain or idx.entries > SMALL_INDEX:
+    idx = _small_index(scratch)
+    if idx is None:
         return None
     built = gitindex.trees(idx.items)
     if built is None:

@@ -109,18 +109,26 @@ def _walk(top: str, skip_top: frozenset[str], stamp: int, files: dict[bytes, tup
     return tuple(out)
 
 
-def _blob(path: str, st: os.stat_result) -> bytes | None:
+def _content(path: str, st_mode: int) -> bytes | None:
+    """What git stores for the file or link at `path` (no filter applies: see the callers)."""
     try:
-        if stat.S_ISLNK(st.st_mode):
-            data = os.fsencode(os.readlink(path))
-        else:
-            with open(path, "rb") as f:
-                data = f.read()
+        if stat.S_ISLNK(st_mode):
+            return os.fsencode(os.readlink(path))
+        with open(path, "rb") as f:
+            return f.read()
     except OSError:
         return None
+
+
+def _blob_id(data: bytes) -> bytes:
     h = digest.sha1(b"blob %d\0" % len(data))
     h.update(data)
     return h.digest()
+
+
+def _blob(path: str, st: os.stat_result) -> bytes | None:
+    data = _content(path, st.st_mode)
+    return None if data is None else _blob_id(data)
 
 
 def _key(path: str, st: os.stat_result, stamp: int) -> tuple:
@@ -237,17 +245,10 @@ def moved(seen: Seen, max_bytes: int = 8 << 20) -> tuple[Seen, dict[str, bytes]]
         m = _mode(st.st_mode)
         if m is None or st.st_size > max_bytes:
             return None
-        try:
-            if m == 0o120000:
-                data = os.fsencode(os.readlink(full))
-            else:
-                with open(full, "rb") as f:
-                    data = f.read()
-        except OSError:
+        data = _content(full, st.st_mode)
+        if data is None:
             return None
-        h = digest.sha1(b"blob %d\0" % len(data))
-        h.update(data)
-        bid = h.digest()
+        bid = _blob_id(data)
         if max(st.st_mtime_ns, st.st_ctime_ns) >= lk.stamp:
             key += (bid,)  # as `_key` records a racy file (a changed one always is: its ctime moved)
         items.append((p, m, bid))

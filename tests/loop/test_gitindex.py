@@ -585,7 +585,10 @@ def test_the_index_after_committing_a_tree_hashed_without_git_is_what_git_reset_
 
 def _fresh_tree(repo: Path) -> str:
     idx = repo / ".healer" / "fresh.index"
-    idx.write_bytes((repo / ".git" / "index").read_bytes())
+    real = repo / ".git" / "index"
+    idx.write_bytes(real.read_bytes())
+    st = os.stat(real)  # dated as the real one: else git trusts an entry racily clean in it (same tick)
+    os.utime(idx, ns=(st.st_atime_ns, st.st_mtime_ns))
     env = {**os.environ, "GIT_INDEX_FILE": str(idx)}
     subprocess.run(["git", "add", "-A", "--", ":/"], cwd=repo, env=env, check=True)
     return subprocess.run(["git", "write-tree"], cwd=repo, env=env, capture_output=True, text=True, check=True).stdout.strip()

@@ -21,7 +21,10 @@ def _truth(repo: Path) -> str:
     """The tree git itself writes for the working tree, in a throwaway copy of the index (tracked files stay
     tracked, ignored or not; the loop's files left out)."""
     idx = repo / ".healer" / "truth.index"
-    idx.write_bytes((repo / ".git" / "index").read_bytes())
+    real = repo / ".git" / "index"
+    idx.write_bytes(real.read_bytes())
+    st = os.stat(real)  # dated as the real one: else git trusts an entry racily clean in it (same tick)
+    os.utime(idx, ns=(st.st_atime_ns, st.st_mtime_ns))
     env = {**os.environ, "GIT_INDEX_FILE": str(idx)}
     subprocess.run(["git", "add", "-A", "--", ":/", ":(exclude,top)progress.md", ":(exclude,top)lessons.md"], cwd=repo,
                    env=env, check=True, capture_output=True)
