@@ -370,9 +370,23 @@ class RealEngine:
         if any(self.container_alive(a) for a in running if not a.pid and a.kind == "container" and a.container):
             return False
         if self.disp is not None and (self.store.tickets(states=[lifecycle.QUEUED, lifecycle.REVIEW])
-                                      or any((a.data or {}).get("launched_by") == "dispatch" for a in running)):
+                                      or any((a.data or {}).get("launched_by") == "dispatch" for a in running)
+                                      or self._launch_in_flight()):
             return False  # the running dispatcher still has work: a launch, a review, an ended agent to reap
         return True
+
+    def _launch_in_flight(self) -> bool:
+        """A ticket the running dispatcher has moved to in progress and opened an attempt for, whose agent is
+        not registered yet (a container takes a while to create): the launch is under way. Without this the
+        run could settle in that gap and end before the ticket's agent even started."""
+        for t in self.store.tickets(states=[lifecycle.IN_PROGRESS]):
+            attempts = self.store.attempts(t.id)
+            last = attempts[-1] if attempts else None
+            if last is None or last.ended_at is not None:
+                continue
+            if not any(a.started_at >= last.at for a in self.store.agents(ticket_id=t.id)):
+                return True
+        return False
 
     def gave_up(self, el: float) -> bool:
         u, within = self.sc.real.until, self.sc.real.until_within
