@@ -216,11 +216,7 @@ def _plain_content(cwd: Path, seen: treewatch.Seen) -> bool:
     if any(n == ".gitattributes" for _r, _i, names in seen.look.listings for n, _k in names):
         return False
     lay = layout(cwd)
-    if lay is None:
-        return False
-    home = os.path.expanduser("~")
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    if os.path.lexists(lay.common / "info" / "attributes") or os.path.lexists(os.path.join(xdg, "git", "attributes")):
+    if lay is None or not _no_attributes(cwd):  # the attribute files outside the tree, the system's too
         return False
     # `filemode = true` is what `git init` writes: the default, stat-given modes
     return not mentions([lay.common / "config", lay.git_dir / "config.worktree", *_user_configs()], _CONTENT_WORDS,
