@@ -148,10 +148,11 @@ def measure(cwd: str | Path) -> tuple[str, gitindex.Index | None]:
         rs, key = None, None
     kept = _unchanged.pop(cwd, None)
     if kept is not None and kept[0] == key and kept[1] == _stat_key(scratch):
-        if treewatch.same(kept[2]):
+        got = treewatch.moved(kept[2], rehash=kept[5])
+        if got is not None and got[0].signature == kept[2].signature:
             _unchanged[cwd] = kept  # nothing `add -A` reads has changed since it last ran: the same answer
             return kept[3], kept[4]
-        tree = _rehash(cwd, kept) if kept[5] else None
+        tree = _rehash(cwd, kept, got) if got is not None else None
         if tree is not None:
             return tree, None
     copied: bytes | None = None
@@ -226,14 +227,13 @@ def _plain_content(cwd: Path, seen: treewatch.Seen) -> bool:
 _DEFAULT_FILEMODE = re.compile(rb"(?m)^[ \t]*filemode[ \t]*=[ \t]*true[ \t]*$")
 
 
-def _rehash(cwd: Path, kept: tuple) -> str | None:
+def _rehash(cwd: Path, kept: tuple, got: tuple[treewatch.Seen, dict[str, bytes]]) -> str | None:
     """The tree `add -A` would write when only indexed files changed since the last one (content, mode or
-    link target: treewatch.moved), built here: their blobs and the trees written as loose objects, as
-    `_write_tree` does. The scratch index is left as it is (the next `add` brings it up to date: its
-    remembered tree is dropped). None when git must do it."""
+    link target: `got`, treewatch.moved's answer), built here: their blobs and the trees written as loose
+    objects, as `_write_tree` does. The scratch index is left as it is (the next `add` brings it up to
+    date: its remembered tree is dropped). None when git must do it."""
     lay = layout(cwd)
-    got = treewatch.moved(kept[2])
-    if got is None or lay is None:
+    if lay is None:
         return None
     seen, blobs = got
     built = gitindex.trees(list(seen.items))
@@ -1022,7 +1022,7 @@ def _patch_rehashed(cwd: Path, data: bytes, seen: treewatch.Seen) -> bytes | Non
         except OSError:
             return None
         k = keys.get(p)
-        if k is None or k[:6] != (st.st_mode, st.st_size, st.st_ino, st.st_dev, st.st_mtime_ns, st.st_ctime_ns):
+        if k is None or k[:6] != treewatch.file_key(st):
             return None  # changed again since it was hashed
         stats[p] = (st, m, o)
     return gitindex.patched(data, stats)

@@ -2,7 +2,8 @@
 
 The loop measures its working tree after the agent and again after the gates (healer/loop/gitops.py's
 `measure`). Gates most often leave the tree as they found it, and the second `git add -A` then costs a
-process to learn nothing. `take` records, right after an `add`, what any change would have to alter:
+process to learn nothing. `look` (before an `add`) and `take` (after it) record what any change would
+have to alter:
 
 - every folder's listing (inode, names and kinds; `.git` and healer's own entries left out), so a
   file created, deleted or renamed anywhere shows, ignored folders included (a change there only costs
@@ -56,13 +57,14 @@ class Seen:
 
 
 def stamp(path: Path) -> int | None:
-    """The file system's "now", in the clock it dates writes with: `path` touched, its mtime read."""
+    """The file system's "now", in the clock it dates writes with: `path` touched, its mtime read. Never
+    through a link (an agent that swapped the file for one cannot have healer touch what it points to)."""
     try:
         try:
-            os.utime(path)
+            os.utime(path, follow_symlinks=False)
         except FileNotFoundError:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644))
-            os.utime(path)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
+            os.utime(path, follow_symlinks=False)
         return os.lstat(path).st_mtime_ns
     except OSError:
         return None
@@ -134,10 +136,15 @@ def _blob(path: str, st: os.stat_result) -> bytes | None:
 def _key(path: str, st: os.stat_result, stamp: int) -> tuple:
     """A file's stat, plus its blob id when it is racy (dated no earlier than `stamp`); None as the id
     when it could not be read."""
-    key = (st.st_mode, st.st_size, st.st_ino, st.st_dev, st.st_mtime_ns, st.st_ctime_ns)
+    key = file_key(st)
     if max(st.st_mtime_ns, st.st_ctime_ns) >= stamp:
         key += (_blob(path, st),)
     return key
+
+
+def file_key(st: os.stat_result) -> tuple:
+    """What a change to a file would alter in its lstat."""
+    return (st.st_mode, st.st_size, st.st_ino, st.st_dev, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _mode(st_mode: int) -> int | None:
@@ -198,27 +205,15 @@ def take(seen_before: Look | None, items: list[tuple[bytes, int, bytes]]) -> See
 
 def same(seen: Seen) -> bool:
     """Nothing the `add` behind `seen` depended on has changed since: it would write the same tree."""
-    lk = seen.look
-    cfg = _configs(lk.configs)
-    if cfg != lk.cfg:
-        return False
-    listings = _walk(lk.top, lk.skip, lk.stamp, None)
-    if listings != lk.listings:
-        return False
-    keys = []
-    for p in seen.paths:
-        full = os.path.join(lk.top, os.fsdecode(p))
-        try:
-            keys.append(_key(full, os.lstat(full), lk.stamp))
-        except OSError:
-            return False
-    return tuple(keys) == seen.signature[1]
+    got = moved(seen, rehash=False)
+    return got is not None and got[0].signature == seen.signature
 
 
-def moved(seen: Seen, max_bytes: int = 8 << 20) -> tuple[Seen, dict[str, bytes]] | None:
+def moved(seen: Seen, rehash: bool = True, max_bytes: int = 8 << 20) -> tuple[Seen, dict[str, bytes]] | None:
     """When the only change since `seen` is the content, mode or link target of indexed files (no entry
     made, removed or renamed anywhere, no config touched): the index `add -A` would now write, as a new
-    Seen, and {blob id: content} of the new blobs. None otherwise, or for a file over `max_bytes`.
+    Seen (its signature `seen`'s when nothing changed), and {blob id: content} of the new blobs. None
+    otherwise, for a file over `max_bytes`, or for any changed file when not `rehash`.
     (The caller makes sure nothing can make git store a file otherwise than its bytes: filters, eol
     conversion, attributes, a file mode or link setting.)"""
     lk = seen.look
@@ -236,14 +231,14 @@ def moved(seen: Seen, max_bytes: int = 8 << 20) -> tuple[Seen, dict[str, bytes]]
             st = os.lstat(full)
         except OSError:
             return None
-        key = (st.st_mode, st.st_size, st.st_ino, st.st_dev, st.st_mtime_ns, st.st_ctime_ns)
+        key = file_key(st)
         was = old[p]
         if key == was[:6] and len(was) == 6:
             items.append((p, mode, oid))
             keys.append(was)
             continue
         m = _mode(st.st_mode)
-        if m is None or st.st_size > max_bytes:
+        if m is None or st.st_size > max_bytes or (not rehash and key != was[:6]):
             return None
         data = _content(full, st.st_mode)
         if data is None:

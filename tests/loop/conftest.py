@@ -131,3 +131,19 @@ def kill_listed(pids_file: Path) -> None:
 @pytest.fixture
 def lrepo(tmp_path: Path) -> Path:
     return loop_repo(tmp_path / "repo")
+
+
+def git_add_tree(repo: Path) -> str:
+    """The tree git itself writes for the working tree, in a throwaway copy of the index (tracked files stay
+    tracked, ignored or not; the loop's files left out): the oracle for the snapshots healer builds."""
+    idx = repo / ".healer" / "truth.index"
+    idx.parent.mkdir(exist_ok=True)
+    real = repo / ".git" / "index"
+    idx.write_bytes(real.read_bytes())
+    st = os.stat(real)  # dated as the real one: else git trusts an entry racily clean in it (same tick)
+    os.utime(idx, ns=(st.st_atime_ns, st.st_mtime_ns))
+    env = {**os.environ, "GIT_INDEX_FILE": str(idx)}
+    subprocess.run(["git", "add", "-A", "--", ":/", ":(exclude,top)progress.md", ":(exclude,top)lessons.md"], cwd=repo,
+                   env=env, check=True, capture_output=True)
+    return subprocess.run(["git", "write-tree"], cwd=repo, env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()

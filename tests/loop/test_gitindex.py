@@ -13,6 +13,7 @@ import pytest
 
 from healer.loop import gitindex, gitops
 from tests.conftest import git, make_repo
+from tests.loop.conftest import git_add_tree
 
 
 def _index(repo: Path) -> Path:
@@ -572,7 +573,7 @@ def test_the_index_after_committing_a_tree_hashed_without_git_is_what_git_reset_
             (repo / "link").unlink()
             os.symlink("README.md", repo / "link")
         measured = gitops.snapshot(repo)
-        assert measured == _fresh_tree(repo)
+        assert measured == git_add_tree(repo)
         sha = gitops.commit_changes(repo, "loop: goal reached at iteration 1", since, head, ["tests/"], measured=measured)
         assert sha and git(repo, "rev-parse", "HEAD^{tree}") == measured
         results.append(_commit_state(repo))
@@ -582,13 +583,3 @@ def test_the_index_after_committing_a_tree_hashed_without_git_is_what_git_reset_
     assert results[0] == results[1]
     assert results[0][2] == 0 and results[0][3] == 0  # nothing staged, nothing unstaged
 
-
-def _fresh_tree(repo: Path) -> str:
-    idx = repo / ".healer" / "fresh.index"
-    real = repo / ".git" / "index"
-    idx.write_bytes(real.read_bytes())
-    st = os.stat(real)  # dated as the real one: else git trusts an entry racily clean in it (same tick)
-    os.utime(idx, ns=(st.st_atime_ns, st.st_mtime_ns))
-    env = {**os.environ, "GIT_INDEX_FILE": str(idx)}
-    subprocess.run(["git", "add", "-A", "--", ":/"], cwd=repo, env=env, check=True)
-    return subprocess.run(["git", "write-tree"], cwd=repo, env=env, capture_output=True, text=True, check=True).stdout.strip()

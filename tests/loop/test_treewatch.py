@@ -5,7 +5,6 @@ tree is really the same."""
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,22 +13,8 @@ from hypothesis import strategies as st
 
 from healer.loop import gitops, treewatch
 from tests.conftest import git
+from tests.loop.conftest import git_add_tree as _truth
 from tests.loop.conftest import loop_repo
-
-
-def _truth(repo: Path) -> str:
-    """The tree git itself writes for the working tree, in a throwaway copy of the index (tracked files stay
-    tracked, ignored or not; the loop's files left out)."""
-    idx = repo / ".healer" / "truth.index"
-    real = repo / ".git" / "index"
-    idx.write_bytes(real.read_bytes())
-    st = os.stat(real)  # dated as the real one: else git trusts an entry racily clean in it (same tick)
-    os.utime(idx, ns=(st.st_atime_ns, st.st_mtime_ns))
-    env = {**os.environ, "GIT_INDEX_FILE": str(idx)}
-    subprocess.run(["git", "add", "-A", "--", ":/", ":(exclude,top)progress.md", ":(exclude,top)lessons.md"], cwd=repo,
-                   env=env, check=True, capture_output=True)
-    return subprocess.run(["git", "write-tree"], cwd=repo, env=env, check=True, capture_output=True,
-                          text=True).stdout.strip()
 
 
 class Adds:
@@ -237,3 +222,19 @@ def test_a_file_written_after_the_look_is_never_taken_for_unchanged(repo):
     (repo / "src" / "new.py").write_text("n\n")  # a file git's add would have found
     seen = treewatch.take(looked, [])
     assert seen is not None and not treewatch.same(seen)
+
+
+def test_the_stamp_never_touches_what_a_link_in_its_place_points_to(repo, tmp_path):
+    """An unsandboxed agent that swaps .healer/snapshot.stamp for a link cannot make healer re-date a file
+    outside the tree."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep my dates\n")
+    os.utime(outside, ns=(10**9, 10**9))
+    stamp_file = repo / ".healer" / "snapshot.stamp"
+    stamp_file.parent.mkdir(exist_ok=True)
+    stamp_file.unlink(missing_ok=True)
+    stamp_file.symlink_to(outside)
+    assert treewatch.stamp(stamp_file) is not None
+    assert os.stat(outside).st_mtime_ns == 10**9
+    assert gitops.snapshot(repo) == _truth(repo)
+    assert os.stat(outside).st_mtime_ns == 10**9
