@@ -101,34 +101,38 @@ def _descendants(pid: int) -> list[int]:
 
 
 _PROC_STAT = os.path.exists(f"/proc/{os.getpid()}/stat")
-_boot: list[float] = []
+_boot_id: list[str] = []
 GONE = ("", 0.0)
 
 
 def _stat(pid: int) -> tuple[str, float] | None:
-    """(state letter, create time exactly as psutil computes it) from /proc/PID/stat; GONE when no
-    such process; None where /proc cannot say (psutil answers then)."""
+    """(state letter, start in seconds since boot) from /proc/PID/stat; GONE when no such process;
+    None where /proc cannot say (psutil answers then).
+
+    The start is the kernel's own count of clock ticks since boot, never a wall-clock time: psutil's
+    create_time adds the boot time of /proc/stat, which moves whenever the clock is stepped (NTP at
+    boot, a virtual machine resumed, `date -s`), so two readings of the same process taken on either
+    side of a step differ and the process passes for a stranger (a tree that could not be killed)."""
     if not _PROC_STAT:
         return None
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
         fields = data[data.rindex(b")") + 2:].split()
-        if not _boot:
-            with open("/proc/stat", "rb") as f:
-                _boot.append(next(float(ln.split()[1]) for ln in f if ln.startswith(b"btime")))
-        return fields[0].decode(), float(fields[19]) / _TICKS + _boot[0]
+        return fields[0].decode(), int(fields[19]) / _TICKS
     except (FileNotFoundError, ProcessLookupError):
         return GONE
-    except (OSError, ValueError, IndexError, StopIteration):
+    except (OSError, ValueError, IndexError):
         return None
 
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def create_time(pid: int) -> float | None:
-    """The process's create time (psutil's value); None when it is gone."""
+def start_of(pid: int) -> float | None:
+    """When the process started, for telling it from a later one given the same pid within this
+    process's life: seconds since boot on Linux (immune to clock steps), psutil's create time
+    elsewhere. None when it is gone. To keep across processes and restarts, use `mark`."""
     st = _stat(pid)
     if st is None:
         try:
@@ -136,6 +140,48 @@ def create_time(pid: int) -> float | None:
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             return None
     return st[1] if st is not GONE else None
+
+
+def _boot() -> str:
+    if not _boot_id:
+        try:
+            with open("/proc/sys/kernel/random/boot_id") as f:
+                _boot_id.append(f.read().strip()[:8])
+        except OSError:
+            _boot_id.append("")
+    return _boot_id[0]
+
+
+def mark(pid: int) -> str | None:
+    """Who the process at pid is, as a string to store: "<boot>:<start ticks>" on Linux (the boot's id
+    and the kernel's start time: a clock step does not move it, a reboot changes it), "ct:<create
+    time>" elsewhere. None when it is gone. `same(pid, m)` tells later whether pid is still it."""
+    st = _stat(pid)
+    if st is None:
+        ct = start_of(pid)
+        return None if ct is None else f"ct:{ct:.3f}"
+    if st is GONE:
+        return None
+    return f"{_boot()}:{round(st[1] * _TICKS)}"
+
+
+def same(pid: int | None, m: str | float | None) -> bool:
+    """Whether pid still runs (not a zombie) and is the process `m` was taken of (`mark`). A falsy
+    `m` asks only whether something runs there; a number is a create time recorded by an older
+    healer (psutil's, wall-clock) and is compared as one."""
+    if not pid or not alive(pid):
+        return False
+    if not m:
+        return True
+    if isinstance(m, str):
+        if m.startswith("ct:"):
+            ct = start_of(pid)
+            return ct is not None and abs(ct - float(m[3:])) < 0.01
+        return mark(pid) == m
+    try:
+        return abs(psutil.Process(pid).create_time() - float(m)) < 0.01
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError, TypeError):
+        return False
 
 
 def _carries(env: dict[str, str], marker: str) -> bool:
@@ -204,7 +250,7 @@ def stopped(pid: int | None) -> bool:
 @dataclass(frozen=True)
 class Member:
     pid: int
-    create_time: float
+    start: float  # start_of(pid): its start, to tell it from a later process given the same pid
 
 
 class ProcessTree:
@@ -224,35 +270,33 @@ class ProcessTree:
         self._members: dict[int, Member] = {}
         self._add(root_pid)
         root = self._members.get(root_pid)
-        self.started = root.create_time if root else 0.0
+        self.started = root.start if root else 0.0
 
     @classmethod
-    def adopt(cls, marker: str, pid: int | None = None, create_time: float | None = None) -> ProcessTree:
+    def adopt(cls, marker: str, pid: int | None = None, mark: str | float | None = None) -> ProcessTree:
         """Rebuild the tree of an earlier run (e.g. after the runner was SIGKILLed): its root
-        is kept only if its create time still matches; members are found by marker."""
+        is kept only if it is still the process `mark` was taken of (see `same`); members are found
+        by marker."""
         tree = cls.__new__(cls)
         tree.root_pid = 0
         tree.marker = marker
         tree.adopt_orphans = False
         tree._members = {}
         tree.started = 0.0
-        if pid:
-            try:
-                ct = psutil.Process(pid).create_time()
-                if create_time is None or abs(ct - create_time) <= 0.01:
-                    tree.root_pid = pid
-                    tree._members[pid] = Member(pid, ct)
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                pass
+        if pid and same(pid, mark):
+            start = start_of(pid)
+            if start is not None:
+                tree.root_pid = pid
+                tree._members[pid] = Member(pid, start)
         tree.refresh()
         return tree
 
     def _add(self, pid: int) -> None:
         if pid in self._members:
             return
-        ct = create_time(pid)
-        if ct is not None:
-            self._members[pid] = Member(pid, ct)
+        start = start_of(pid)
+        if start is not None:
+            self._members[pid] = Member(pid, start)
 
     def refresh(self) -> None:
         roots = [p for p in dict.fromkeys([self.root_pid, *list(self._members)]) if p]
@@ -272,8 +316,8 @@ class ProcessTree:
             for k in kids:
                 if k in self._members:
                     continue
-                ct = create_time(k)
-                if ct is None or ct < self.started - 0.01:
+                start = start_of(k)
+                if start is None or start < self.started - 0.01:
                     continue
                 self._add(k)
                 for d in _descendants(k):
@@ -284,14 +328,18 @@ class ProcessTree:
         for m in list(self._members.values()):
             st = _stat(m.pid)
             if st is not None:  # most often every member has exited: no psutil object for them
-                if st is GONE or abs(st[1] - m.create_time) > 0.01:
+                if st is GONE or abs(st[1] - m.start) > 0.01:
                     continue
                 if st[0] in ("Z", "X", "x"):
                     self._reap(m.pid)
                     continue
             try:
                 p = psutil.Process(m.pid)
-                if abs(p.create_time() - m.create_time) > 0.01:
+                # asked after the object is made, so the process it signals is the one checked (a pid
+                # reused in between has a later start); one clock for both readings, never psutil's
+                # wall-clock create time against start_of's
+                start = start_of(m.pid)
+                if start is None or abs(start - m.start) > 0.01:
                     continue  # pid reused by a stranger
                 if p.status() in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD):
                     self._reap(m.pid)

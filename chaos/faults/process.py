@@ -35,19 +35,12 @@ def members(pid: int, marker: str | None = None) -> list[int]:
     return [p.pid for p in tree.living()]
 
 
-def _ctime(pid: int) -> float | None:
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return None
-
-
 def stop(journal: UndoJournal, pid: int, marker: str | None = None, *, role: str = "", tree: bool = True) -> list[int]:
     """SIGSTOP a process (and its tree): the SIGCONT is journaled first."""
     pids = members(pid, marker) if tree else ([pid] if procs.alive(pid) else [])
     if not pids:
         return []
-    journal.register("sigcont", pid=pid, create_time=_ctime(pid), also=[p for p in pids if p != pid], role=role)
+    journal.register("sigcont", pid=pid, pid_start=procs.mark(pid), also=[p for p in pids if p != pid], role=role)
     for p in pids:
         _signal(p, signal.SIGSTOP)
     return pids

@@ -37,16 +37,10 @@ def home() -> Path:
     return p
 
 
-def _create_time(pid: int) -> float | None:
-    try:
-        return psutil.Process(pid).create_time()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-
-
-def _same(pid: int, ctime: float | None) -> bool:
-    now = _create_time(pid)
-    return now is not None and (ctime is None or abs(now - ctime) < 0.01)
+def _same(pid: int, d: dict) -> bool:
+    """Whether pid is still the process a record names: its `start` (procs.mark), or the wall-clock
+    `create_time` an older healer wrote."""
+    return procs.same(pid, d.get("pid_start", d.get("create_time")))
 
 
 @dataclass
@@ -68,7 +62,7 @@ class UndoJournal:
         owner = self.folder / OWNER
         if not owner.exists():
             me = os.getpid()
-            owner.write_text(json.dumps({"pid": me, "create_time": _create_time(me), "at": self.clock.now()}))
+            owner.write_text(json.dumps({"pid": me, "pid_start": procs.mark(me), "at": self.clock.now()}))
 
     def _lines(self) -> list[dict]:
         if not self.path.exists():
@@ -134,7 +128,7 @@ def apply(u: Undo, clock: Clock) -> str:
     d = u.data
     if u.kind == "sigcont":
         pid = int(d["pid"])
-        if _same(pid, d.get("create_time")):
+        if _same(pid, d):
             for p in [pid, *d.get("also", [])]:
                 try:
                     os.kill(int(p), signal.SIGCONT)
@@ -145,7 +139,7 @@ def apply(u: Undo, clock: Clock) -> str:
     if u.kind == "kill_tree":
         pid = int(d.get("pid") or 0)
         killed: list[int] = []
-        if pid > 0 and _same(pid, d.get("create_time")):  # pid 0 would signal our own process group
+        if pid > 0 and _same(pid, d):  # pid 0 would signal our own process group
             killed = procs.ProcessTree(pid, d.get("marker")).kill(float(d.get("grace", 0.5)), clock)
         if d.get("marker"):
             killed += kill_marked(d["marker"])  # the root is gone: its escapees still carry the marker
@@ -213,7 +207,7 @@ def _owner_alive(folder: Path) -> bool:
         o = json.loads((folder / OWNER).read_text())
     except (OSError, ValueError):
         return False
-    return _same(int(o["pid"]), o.get("create_time")) and procs.alive(int(o["pid"]))
+    return _same(int(o["pid"]), o)
 
 
 def _orphaned(base: Path, clock: Clock | None = None):
@@ -243,7 +237,7 @@ def recover_leftovers(clock: Clock | None = None, base: Path | None = None) -> l
 def claim(folder: Path) -> None:
     """Mark a run's work folder as owned by this process (pid + start time), like an undo journal's folder."""
     me = os.getpid()
-    (Path(folder) / OWNER).write_text(json.dumps({"pid": me, "create_time": _create_time(me)}))
+    (Path(folder) / OWNER).write_text(json.dumps({"pid": me, "pid_start": procs.mark(me)}))
 
 
 def drop_home_if_empty(base: Path | None = None) -> None:

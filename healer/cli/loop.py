@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from healer import procs
 from healer.cli.common import JsonOpt, console, print_json
 from healer.errors import InvalidInput, UsageError  # noqa: F401 - used by the other commands
 from healer.loop.start import _fleet_root, _workdir
@@ -43,18 +44,6 @@ def run_cmd(
     raise typer.Exit(start(policy=policy, task=task, workdir=workdir, agent=agent, agent_cmd=agent_cmd,
                            argv_after=list(ctx.args), resume=resume, run_id=run_id, root=root,
                            max_iterations=max_iterations, allow_dirty=allow_dirty))
-
-
-def _alive(pid: int, started: float) -> bool:
-    import psutil
-
-    if not pid:
-        return False
-    try:
-        p = psutil.Process(pid)
-        return p.status() != psutil.STATUS_ZOMBIE and (not started or abs(p.create_time() - started) < 0.01)
-    except psutil.Error:
-        return False
 
 
 def _fleet_workdirs(root: Path | None) -> dict[str, Path]:
@@ -96,7 +85,7 @@ def status_cmd(run_id: str = typer.Argument(..., help="The run id."), workdir: P
     """Show one run: status, iterations, last gates, failure signature, cost, exit."""
     from healer.loop.state import describe
 
-    d = describe(_locate(run_id, workdir, root), run_id, _alive)
+    d = describe(_locate(run_id, workdir, root), run_id, procs.same)
     if as_json:
         print_json(d)
         return
@@ -123,7 +112,7 @@ def list_cmd(workdir: Path | None = WorkdirOpt, root: Path | None = FleetOpt, as
     rows = []
     for (_, rid), w in sorted(places.items()):
         try:
-            rows.append(describe(w, rid, _alive))
+            rows.append(describe(w, rid, procs.same))
         except UsageError:
             continue
     rows.sort(key=lambda d: d["started_at"])
@@ -145,7 +134,7 @@ def pause_cmd(run_id: str = typer.Argument(..., help="The run id."), workdir: Pa
     from healer.loop.state import RunPaths, describe
 
     wd = _locate(run_id, workdir, root)
-    d = describe(wd, run_id, _alive)
+    d = describe(wd, run_id, procs.same)
     if d["status"] == "ended":  # a PAUSE file would only mislead: nothing runs to read it
         more = f"; continue it with: healer loop run --workdir {wd} --resume {run_id}" if d["exit_code"] == 4 else ""
         typer.echo(f"{run_id} already ended (exit {d['exit_code']}: {d['reason']}); nothing to pause{more}")

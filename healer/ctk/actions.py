@@ -13,6 +13,7 @@ from typing import Any
 
 import psutil
 
+from healer import procs
 from healer.ctk import fleet_root, undo_journal
 
 __all__ = ["kill_supervisor", "kill_dispatcher", "freeze_dispatch", "thaw_dispatch", "supervise_once", "run_command"]
@@ -67,7 +68,7 @@ def freeze_dispatch(root: str | None = None, configuration: dict[str, Any] | Non
     r = fleet_root(root, configuration)
     pid = _holder_pid(r, "dispatcher")
     j = undo_journal()
-    j.register("sigcont", pid=pid, create_time=psutil.Process(pid).create_time(), role="dispatcher")
+    j.register("sigcont", pid=pid, pid_start=procs.mark(pid), role="dispatcher")
     os.kill(pid, signal.SIGSTOP)
     _wait_status(pid, psutil.STATUS_STOPPED)
     return {"stopped": pid, "undo": str(j.path)}

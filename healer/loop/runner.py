@@ -302,7 +302,7 @@ class Runner:
             _say(warn, "stderr")
         self.limits = Limits.from_policy(self.loop_policy, st.max_iterations)
         st.pid = os.getpid()
-        st.pid_started = procs.create_time(os.getpid()) or 0.0
+        st.pid_started = procs.mark(os.getpid()) or ""
         self.paths.dir.mkdir(parents=True, exist_ok=True)
         self.store = self._open_store()
         self._kill_leftovers(st)
@@ -376,7 +376,7 @@ class Runner:
             pass
         if not inf or not inf.get("marker"):
             return
-        tree = procs.ProcessTree.adopt(inf["marker"], inf.get("pid"), inf.get("create_time"))
+        tree = procs.ProcessTree.adopt(inf["marker"], inf.get("pid"), inf.get("pid_start", inf.get("create_time")))
         killed = tree.kill(self.loop_policy.kill_grace, self.clock)
         gone = sandbox.remove_leftovers(self.workdir) if self.sbx_mode == "container" else []
         st.inflight = None
@@ -620,8 +620,7 @@ class Runner:
         failpoints.hit(FP_BEFORE_AGENT)
 
         def on_spawn(proc, tree) -> None:
-            ct = tree._members.get(proc.pid)
-            st.inflight = {"n": n, "marker": marker, "pid": proc.pid, "create_time": ct.create_time if ct else None}
+            st.inflight = {"n": n, "marker": marker, "pid": proc.pid, "pid_start": procs.mark(proc.pid)}
             # a plain overwrite of a small file (no rename): it survives a SIGKILL of this process
             with open(self.paths.agent, "w") as f:
                 f.write(json.dumps(st.inflight))

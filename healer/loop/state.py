@@ -103,13 +103,13 @@ class RunState:
     updated_at: float = 0.0
     status: str = "running"  # running | ended
     pid: int = 0
-    pid_started: float = 0.0
+    pid_started: str | float = ""  # procs.mark of the runner (a create time from an older healer)
     baseline_tree: str | None = None
     start_head: str | None = None
     history: list[IterationRecord] = field(default_factory=list)
     cost_usd: float = 0.0
     outputs: dict[str, int] = field(default_factory=dict)  # output key -> first iteration
-    inflight: dict | None = None  # {n, marker, pid, create_time}: the agent tree to kill on resume
+    inflight: dict | None = None  # {n, marker, pid, pid_start}: the agent tree to kill on resume
     pending_commit: dict | None = None  # {n, head_before}: gates were green, commit not yet confirmed
     exit_code: int | None = None
     reason: str = ""

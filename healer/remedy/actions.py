@@ -31,8 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from healer import failpoints, lifecycle, procs, switches
 from healer.clock import Clock
 from healer.core.model import PlannedAction
@@ -691,11 +689,7 @@ def _resolve(ctx: Context, action: str, subject: str, params: dict) -> Target:
 
 def _me() -> dict:
     pid = os.getpid()
-    try:
-        ctime = psutil.Process(pid).create_time()
-    except psutil.Error:
-        ctime = 0.0
-    return {"pid": pid, "ctime": ctime}
+    return {"pid": pid, "pid_start": procs.mark(pid) or ""}
 
 
 def execute(ctx: Context, action: PlannedAction) -> Outcome:
@@ -782,13 +776,8 @@ def _owner_alive(it, host: str, now: float, stale_after: float) -> bool:
         return False
     if pid == os.getpid():
         return False  # our own leftover (an exception mid-action): ours to finish
-    try:
-        proc = psutil.Process(int(pid))
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return False
-        return abs(proc.create_time() - float(p.get("ctime") or 0.0)) < 0.01
-    except psutil.Error:
-        return False
+    m = p.get("pid_start") or p.get("ctime")  # ctime: a wall-clock create time written by an older healer
+    return bool(m) and procs.same(int(pid), m)  # no record of who owned it: nobody to wait for
 
 
 def recover(ctx: Context) -> list[Outcome]:

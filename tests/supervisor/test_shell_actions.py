@@ -311,10 +311,15 @@ def test_recover_leaves_intents_of_a_live_process_alone(shell_fleet):
     _in_progress(f)
     p = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])
     try:
-        mine = {"pid": p.pid, "ctime": psutil.Process(p.pid).create_time(), "_host": f.ctx().host}
-        f.store.plan_intent("requeue_ticket", "T-1", {"subject": "T-1", "params": {}, "ticket": "T-1", **mine}, actor="repair-agent")
-        assert recover(f.ctx()) == []
-        assert f.store.intents()[0].state == "planned"
+        from healer import procs
+
+        # who owns it, as this healer writes it, and as an older one did (a wall-clock create time)
+        for owner in ({"pid_start": procs.mark(p.pid)}, {"ctime": psutil.Process(p.pid).create_time()}):
+            mine = {"pid": p.pid, **owner, "_host": f.ctx().host}
+            f.store.plan_intent("requeue_ticket", "T-1", {"subject": "T-1", "params": {}, "ticket": "T-1", **mine},
+                                actor="repair-agent")
+            assert recover(f.ctx()) == []
+            assert all(i.state == "planned" for i in f.store.intents())
     finally:
         p.kill()
         p.wait()
