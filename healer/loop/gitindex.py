@@ -18,10 +18,10 @@ anything else is git's to count.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
 
 from healer import digest
 
+TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
 if TYPE_CHECKING:
     import os
 
