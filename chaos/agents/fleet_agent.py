@@ -84,6 +84,30 @@ def commit(workdir: Path, run_id: str, name: str | None = None, text: str | None
     return git(workdir, "rev-parse", "HEAD")
 
 
+def runs_so_far(workdir: Path) -> int:
+    """How many runs this worktree saw: its counter, else (a counter an older agent truncated on a full
+    disk) the run folders, each run's own."""
+    counter = workdir / ".healer" / "fleet_agent.runs"
+    try:
+        return int(counter.read_text())
+    except FileNotFoundError:
+        return 0
+    except (OSError, ValueError):
+        return sum(1 for _ in (workdir / ".healer" / "runs").glob("*/started"))
+
+
+def count_run(workdir: Path, n: int) -> None:
+    """Written aside then renamed: on a full disk the counter keeps its last value instead of being
+    truncated (every later run would then fail: a ticket lost to the fixture, not to healer)."""
+    counter = workdir / ".healer" / "fleet_agent.runs"
+    tmp = counter.with_name(f"{counter.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(str(n))
+        tmp.replace(counter)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="fleet_agent")
     ap.add_argument("--policy")
@@ -101,9 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(args.workdir)
     run_dir = workdir / ".healer" / "runs" / args.run_id
     run_dir.mkdir(parents=True, exist_ok=True)
-    counter = workdir / ".healer" / "fleet_agent.runs"
-    n = int(counter.read_text()) if counter.exists() else 0
-    counter.write_text(str(n + 1))
+    n = runs_so_far(workdir)
+    count_run(workdir, n + 1)
     what = behaviour_for(args, workdir, n)
     with_commit = args.commit or what.endswith("+commit")
     what = what.split("+")[0]

@@ -8,15 +8,17 @@ line (exit 70) instead of a split brain; read-only commands work on a read-only 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from chaos.storm import StormConfig, StormRun, problems
+from chaos.storm import AGENT, StormConfig, StormRun, problems
 from healer.errors import StoreLost
 from healer.store import open_store
 from tests.conftest import wait_until
@@ -59,6 +61,48 @@ def _fill(path) -> None:
         os.close(fd)
 
 
+def test_the_scripted_agent_works_again_once_space_is_back(tiny_disk):
+    """The campaign below lost a ticket to its stand-in agent, not to healer: a worktree's first run on
+    the full disk left the agent's run counter empty and every later run died reading it (the same
+    failure twice, so the supervisor rightly escalated). The counter is now renamed into place."""
+    repo = tiny_disk / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    (repo / "README.md").write_text("x\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@healer.invalid"]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "init"], check=True)
+    (repo / ".git" / "info" / "exclude").write_text(".healer/\n")
+    task = tiny_disk / "task.md"
+    task.write_text("behaviour: success\n")
+
+    def agent(run_id: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(AGENT), "--task", str(task), "--workdir", str(repo), "--run-id", run_id],
+                              capture_output=True, text=True, env={k: v for k, v in os.environ.items() if not k.startswith("HEALER_")})
+
+    ballast = tiny_disk / "ballast"
+    _fill(ballast)
+    assert agent("r1").returncode != 0  # the worktree's first run, on a full disk: it fails, as any would
+    ballast.unlink()
+    r = agent("r2")
+    assert r.returncode == 0, r.stderr
+    assert (repo / ".healer" / "fleet_agent.runs").read_text() == "1"  # r1 could not count itself
+    assert agent("r3").returncode == 0
+    log = subprocess.run([*git, "log", "--format=%s"], capture_output=True, text=True, check=True).stdout
+    assert log.splitlines()[:2] == ["agent r3: step 2", "agent r2: step 1"]
+
+
+def _story(s, log) -> str:
+    """What a failure needs: each ticket's state, the events of those not done, the end of `up`'s output."""
+    out = [", ".join(f"{t.id} {t.state}" for t in s.tickets())]
+    for t in s.tickets():
+        if t.state != "done":
+            out += [f"  {e.kind} {json.dumps(e.payload, sort_keys=True)[:300]}" for e in s.events(subject=t.id)]
+            for f in sorted((Path(s.root) / ".healer" / "logs" / "agents").glob(f"agent-{t.id}-*.log")):
+                out += [f"  {f.name}:", *("    " + ln for ln in f.read_text(errors="replace").splitlines()[-12:])]
+    out += log.read_text(errors="replace").splitlines()[-40:]
+    return "\n".join(out)
+
+
 @pytest.mark.campaign
 def test_a_full_disk_costs_passes_not_tickets(tiny_disk, tmp_path):
     logs = tmp_path / "logs"
@@ -78,7 +122,8 @@ def test_a_full_disk_costs_passes_not_tickets(tiny_disk, tmp_path):
         ballast.unlink()
         s = open_store(run.root)
         try:
-            wait_until(lambda: all(t.state == "done" for t in s.tickets()), 240, "every ticket done once space is back")
+            wait_until(lambda: all(t.state == "done" for t in s.tickets()), 240,
+                       lambda: "every ticket done once space is back:\n" + _story(s, log))
         finally:
             s.close()
         proc.send_signal(signal.SIGTERM)
