@@ -696,7 +696,10 @@ class Dispatcher:
         text = yaml.safe_dump(self.policy.model_dump(mode="json", by_alias=True), sort_keys=False)
         if not path.exists() or path.read_text() != text:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            # renamed into place: a loop starting now reads the old policy or the new one, never half of one
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, path)
         return path
 
     def _argv(self, t: Ticket, launch: core.Launch, run_id: str, task: Path, wt: Path) -> list[str]:

@@ -680,10 +680,25 @@ def _quarantine(cwd: Path, paths: list[str], fallback_dir: Path, reason: str, cl
             shutil.move(str(src), str(dst))
         out[p] = str(dst)
         manifest.append({"path": p, "saved_as": str(dst), "reason": reason, "git_blob": sha})
-    mf = fallback_dir / "MANIFEST.json"
-    old = json.loads(mf.read_text()) if mf.exists() else []
-    mf.write_text(json.dumps(old + manifest, indent=2) + "\n")
+    _add_to_manifest(fallback_dir / "MANIFEST.json", manifest)
     return out
+
+
+def _add_to_manifest(mf: Path, entries: list[dict]) -> None:
+    """Append to the fallback folder's MANIFEST.json, renamed into place: a crash or a full disk mid-write
+    leaves the old one whole. One cut short by an older healer is kept beside it, never dropped."""
+    try:
+        old = json.loads(mf.read_text())
+        if not isinstance(old, list):
+            raise ValueError("not a list")
+    except FileNotFoundError:
+        old = []
+    except (OSError, ValueError):
+        os.replace(mf, mf.with_name(f"{mf.name}.unreadable-{os.getpid()}"))
+        old = []
+    tmp = mf.with_name(f".{mf.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(old + entries, indent=2) + "\n")
+    os.replace(tmp, mf)
 
 
 def _same_fs(a: Path, b: Path) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 from healer.loop import gitops
@@ -71,3 +72,16 @@ def test_commit_all_skips_loop_files_and_empty(lrepo):
     sha = gitops.commit_all(lrepo, "loop: goal reached at iteration 1")
     assert sha and git(lrepo, "show", "--name-only", "--format=", sha) == "a.py"
     assert "?? progress.md" in git(lrepo, "status", "--porcelain")
+
+
+def test_the_fallback_manifest_is_renamed_into_place_and_a_cut_one_kept(tmp_path):
+    mf = tmp_path / "MANIFEST.json"
+    gitops._add_to_manifest(mf, [{"path": "a"}])
+    gitops._add_to_manifest(mf, [{"path": "b"}])
+    assert [e["path"] for e in json.loads(mf.read_text())] == ["a", "b"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["MANIFEST.json"]  # no temp file left
+    mf.write_text('[{"path": "a"}, {"pa')  # cut short by a crash or a full disk, as an older healer wrote it
+    gitops._add_to_manifest(mf, [{"path": "c"}])
+    assert [e["path"] for e in json.loads(mf.read_text())] == ["c"]
+    kept = [p for p in tmp_path.iterdir() if p.name.startswith("MANIFEST.json.unreadable-")]
+    assert len(kept) == 1 and kept[0].read_text() == '[{"path": "a"}, {"pa'  # set aside, never dropped
