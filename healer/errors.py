@@ -15,6 +15,7 @@ USAGE = 64
 INVALID_INPUT = 65
 UNAVAILABLE = 69  # sysexits EX_UNAVAILABLE: a service healer needs does not answer (no Docker engine)
 INTERNAL = 70
+HOST_TROUBLE = 74  # sysexits EX_IOERR: the disk healer writes to is full, over quota or read-only
 
 
 class HealerError(Exception):
@@ -76,3 +77,30 @@ def transient(e: BaseException) -> bool:
     if isinstance(e, (GitError, OSError, sqlite3.OperationalError)):
         return "readonly" not in str(e) and "read-only" not in str(e)
     return False
+
+
+class HostTrouble(HealerError):
+    """The host cannot take a write (a full disk, a quota, a read-only file system): exit 74, one line,
+    what was saved stays saved. Not the work's fault and not healer's: free space, then run it again."""
+
+    exit_code = HOST_TROUBLE
+
+
+def host_trouble(e: BaseException) -> bool:
+    """A failure of the host (a full disk, a quota, a read-only file system), not of the work or of healer:
+    the OSError itself, or a message that carries one (git's, SQLite's)."""
+    import errno
+
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+        return True
+    text = str(e)
+    return any(s in text for s in ("No space left on device", "Disk quota exceeded", "Read-only file system",
+                                   "database or disk is full"))
+
+
+def unexpected(e: BaseException) -> tuple[int, str]:
+    """The exit code and one line for an exception no handler expected: the host's trouble (74), said as
+    such, or an internal error (70). Both entry points (healer.cli and the `loop run` fast path) use it."""
+    if host_trouble(e):
+        return HOST_TROUBLE, f"healer: the host took no more writes: {e}; what was saved stays saved: free space, then run it again"
+    return INTERNAL, f"healer: internal error: {type(e).__name__}: {e}"

@@ -49,8 +49,9 @@ def _loop_run(argv: list[str]) -> int | None:
         sys.stderr.write("healer: interrupted\n")
         return errors.STOPPED
     except Exception as e:  # noqa: BLE001 - the last line of defence, as in healer.cli.main
-        sys.stderr.write(f"healer: internal error: {type(e).__name__}: {e} (run with --debug for the traceback)\n")
-        return errors.INTERNAL
+        code, line = errors.unexpected(e)
+        sys.stderr.write(line + (" (run with --debug for the traceback)\n" if code == errors.INTERNAL else "\n"))
+        return code
 
 
 def _leave(code: int) -> None:

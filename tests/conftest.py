@@ -85,6 +85,43 @@ def wait_until(cond, timeout: float = 60.0, what="condition", poll: float = 0.05
         clock.sleep(poll)
 
 
+def need_root() -> None:
+    """Mounting a tmpfs (a disk that fills) needs root and mount(8): CI has both and never skips."""
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI runs as root with mount(8): this test must run there")
+        pytest.skip(reason="needs root and mount(8) for a tmpfs / read-only bind mount")
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 24 MB tmpfs: a disk a test can fill (fill_disk), unmounted at the end."""
+    need_root()
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk)], check=True)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)
+        if os.path.ismount(disk):
+            subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def fill_disk(path) -> None:
+    """Write `path` until its disk refuses one more byte."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        for size in (1 << 20, 4096, 1):
+            while True:
+                try:
+                    os.write(fd, b"\0" * size)
+                except OSError:
+                    break
+    finally:
+        os.close(fd)
+
+
 @pytest.fixture
 def vclock() -> VirtualClock:
     return VirtualClock()

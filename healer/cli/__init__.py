@@ -114,8 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Exception as e:  # noqa: BLE001 - the last line of defence: one line, exit 70
         _trace(debug)
-        err(f"healer: internal error: {type(e).__name__}: {e}" + ("" if debug else " (run with --debug for the traceback)"))
-        return errors.INTERNAL
+        code, line = errors.unexpected(e)
+        err(line + ("" if debug or code != errors.INTERNAL else " (run with --debug for the traceback)"))
+        return code
 
 
 def entry() -> None:

@@ -20,7 +20,7 @@ from healer import conventions as cv
 from healer import lifecycle
 
 GREEN, RED, UNKNOWN = "green", "red", "unknown"
-from healer.core.dispatch import STOPPED  # noqa: E402 - one definition, the planner's
+from healer.core.dispatch import HOST_TROUBLE, STOPPED  # noqa: E402 - one definition, the planner's
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,8 @@ def exit_move(agent_id: str, code: int | None, head: str | None, sig: str | None
     """Where an in-progress ticket goes when its agent ends: exit 0 with a commit opens a proposal; anything else requeues."""
     if code == 0 and head:
         return ExitMove(lifecycle.REVIEW, f"agent {agent_id} exited 0", True)
-    why = "agent died" if code is None or code < 0 else ("agent stopped" if code == STOPPED else f"agent exited {code}")
+    why = ("agent died" if code is None or code < 0 else "agent stopped" if code == STOPPED
+           else "agent cut short by its host's disk" if code == HOST_TROUBLE else f"agent exited {code}")
     return ExitMove(lifecycle.QUEUED, f"{why} ({sig})", False)
 
 

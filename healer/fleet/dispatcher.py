@@ -37,7 +37,7 @@ from healer.clock import Clock, SystemClock, iso, system
 from healer.core import dispatch as core
 from healer.core import fleet as rules
 from healer.core import hosts
-from healer.errors import StaleLease
+from healer.errors import StaleLease, host_trouble
 from healer.fleet import budget, shared
 from healer.fleet.gates import PASS
 from healer.fleet.hosts import host_id
@@ -875,17 +875,6 @@ class Dispatcher:
                 continue
             if done:
                 self._reaped.set()
-
-
-def host_trouble(e: BaseException) -> bool:
-    """A failure of the host (a full disk, a quota, a read-only file system), not of the ticket's work."""
-    import errno
-
-    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
-        return True
-    text = str(e)
-    return any(s in text for s in ("No space left on device", "Disk quota exceeded", "Read-only file system",
-                                   "database or disk is full"))
 
 
 def raise_if_lost(store) -> None:

@@ -86,8 +86,18 @@ def ignore_own_dir(cwd: str | Path) -> None:
     if gi in _ignored_dirs and gi.exists():
         return
     d.mkdir(parents=True, exist_ok=True)
-    if not gi.exists():
-        gi.write_text("# healer's own files: never part of the work\n*\n")
+    try:
+        ok = "*" in gi.read_text(errors="replace").splitlines()
+    except OSError:
+        ok = False
+    if not ok:
+        # renamed into place: a full disk or a crash mid-write must not leave an empty file that ignores nothing
+        tmp = d / f".gitignore.{os.getpid()}.tmp"
+        try:
+            tmp.write_text("# healer's own files: never part of the work\n*\n")
+            os.replace(tmp, gi)
+        finally:
+            tmp.unlink(missing_ok=True)
     _ignored_dirs.add(gi)
 
 

@@ -143,10 +143,18 @@ class Runner:
         if top is None:
             raise UsageError(f"--workdir {self.req.workdir}: expected a git working tree, found none")
         self.workdir = top.resolve()
-        gitops.ignore_own_dir(self.workdir)
-        self._take_lock()
         try:
-            st = self._prepare()
+            gitops.ignore_own_dir(self.workdir)
+            self._take_lock()
+        except Exception as e:
+            self._no_start(e)
+            raise
+        try:
+            try:
+                st = self._prepare()
+            except Exception as e:
+                self._no_start(e)
+                raise
             if isinstance(st, Outcome):
                 return st
             self.st = st
@@ -155,9 +163,11 @@ class Runner:
                 self.subreaper = procs.become_subreaper()
             try:
                 return self._loop()
-            except errors.HealerError as e:
-                return self._finish(e.exit_code, str(e))
             except Exception as e:  # noqa: BLE001 - recorded as exit 70 with the run's evidence kept
+                if errors.host_trouble(e):
+                    raise self._cut_short(e) from e
+                if isinstance(e, errors.HealerError):
+                    return self._finish(e.exit_code, str(e))
                 if os.environ.get("HEALER_DEBUG"):
                     raise
                 return self._finish(errors.INTERNAL, f"internal error: {type(e).__name__}: {e}")
@@ -870,6 +880,24 @@ class Runner:
         st.pending_commit = None
         self._save()
         return None
+
+    def _no_start(self, e: BaseException) -> None:
+        """A run that could not start for the host's trouble (a full disk) says so with the folder it is about."""
+        if errors.host_trouble(e) and not isinstance(e, errors.HostTrouble):
+            raise errors.HostTrouble(f"loop in {self.workdir}: the host took no more writes ({e}); "
+                                     "free space, then run it again") from e
+
+    def _cut_short(self, e: BaseException) -> errors.HostTrouble:
+        """The host took no more writes mid-run (an agent can fill the disk): nothing is written over. The run
+        stays as a SIGKILL would leave it, its last saved state and iteration folders, and `--resume` goes on
+        from there once there is room; a dispatcher that reaps the exit (74) resumes it, counted by no budget."""
+        st = self.st
+        try:
+            self._event("loop.host_trouble", {"error": str(e)[-300:], "iterations": len(st.history)})
+        except Exception:  # noqa: BLE001 - the store is most often on the same full disk
+            pass
+        return errors.HostTrouble(f"loop {st.run_id}: the host took no more writes ({e}); the run is kept as last "
+                                  f"saved: free space, then `healer loop run --resume {st.run_id}`")
 
     def _finish(self, code: int | None, reason: str) -> Outcome:
         st = self.st

@@ -37,10 +37,14 @@ def check_run_id(run_id: str) -> str:
 def write_json_atomic(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        # dumps, not dump: dump streams through the pure-Python encoder, dumps writes it in C
-        f.write(json.dumps(data, sort_keys=True, default=str, separators=(",", ":")) + "\n")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            # dumps, not dump: dump streams through the pure-Python encoder, dumps writes it in C
+            f.write(json.dumps(data, sort_keys=True, default=str, separators=(",", ":")) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # our own half-written copy (a full disk): `path` is untouched
+        raise
 
 
 def read_json(path: Path) -> Any:

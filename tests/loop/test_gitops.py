@@ -85,3 +85,14 @@ def test_the_fallback_manifest_is_renamed_into_place_and_a_cut_one_kept(tmp_path
     assert [e["path"] for e in json.loads(mf.read_text())] == ["c"]
     kept = [p for p in tmp_path.iterdir() if p.name.startswith("MANIFEST.json.unreadable-")]
     assert len(kept) == 1 and kept[0].read_text() == '[{"path": "a"}, {"pa'  # set aside, never dropped
+
+
+def test_an_empty_own_gitignore_is_written_again(tmp_path):
+    """A full disk or a crash mid-write used to leave `.healer/.gitignore` empty, and it was never
+    written again: git then saw healer's own files in a repository that does not ignore them."""
+    (tmp_path / ".healer").mkdir()
+    (tmp_path / ".healer" / ".gitignore").write_text("")
+    gitops._ignored_dirs.clear()
+    gitops.ignore_own_dir(tmp_path)
+    assert "*" in (tmp_path / ".healer" / ".gitignore").read_text().splitlines()
+    assert sorted(p.name for p in (tmp_path / ".healer").iterdir()) == [".gitignore"]

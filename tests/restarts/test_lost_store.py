@@ -21,44 +21,7 @@ import pytest
 from chaos.storm import AGENT, StormConfig, StormRun, problems
 from healer.errors import StoreLost
 from healer.store import open_store
-from tests.conftest import wait_until
-
-ROOT = os.geteuid() == 0
-
-
-def _need_root() -> None:
-    if not ROOT or not shutil.which("mount"):
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI runs as root with mount(8): this test must run there")
-        pytest.skip(reason="needs root and mount(8) for a tmpfs / read-only bind mount")
-
-
-@pytest.fixture
-def tiny_disk(tmp_path):
-    _need_root()
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk)], check=True)
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", str(disk)], check=False)
-        if os.path.ismount(disk):
-            subprocess.run(["umount", "-l", str(disk)], check=False)
-
-
-def _fill(path) -> None:
-    """Write until the disk refuses one more byte."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        for size in (1 << 20, 4096, 1):
-            while True:
-                try:
-                    os.write(fd, b"\0" * size)
-                except OSError:
-                    break
-    finally:
-        os.close(fd)
+from tests.conftest import fill_disk, need_root, wait_until
 
 
 def test_the_scripted_agent_works_again_once_space_is_back(tiny_disk):
@@ -80,7 +43,7 @@ def test_the_scripted_agent_works_again_once_space_is_back(tiny_disk):
                               capture_output=True, text=True, env={k: v for k, v in os.environ.items() if not k.startswith("HEALER_")})
 
     ballast = tiny_disk / "ballast"
-    _fill(ballast)
+    fill_disk(ballast)
     assert agent("r1").returncode != 0  # the worktree's first run, on a full disk: it fails, as any would
     ballast.unlink()
     r = agent("r2")
@@ -114,7 +77,7 @@ def test_a_full_disk_costs_passes_not_tickets(tiny_disk, tmp_path):
     try:
         run.wait_started(proc, log)
         ballast = tiny_disk / "ballast"
-        _fill(ballast)
+        fill_disk(ballast)
         wait_until(lambda: b"pass failed" in log.read_bytes(), 60, "a pass to fail on the full disk")
         for _ in range(4):  # several passes on a full disk: `up` stays up
             assert proc.poll() is None, log.read_text()
@@ -179,7 +142,7 @@ def test_a_replaced_store_is_detected(tmp_path):
 
 @pytest.fixture
 def read_only_healer(tmp_path):
-    _need_root()
+    need_root()
     run = StormRun(StormConfig(seed=1, tickets=3, kills=0), tmp_path)
     run.setup()
     h = run.root / ".healer"
