@@ -74,7 +74,8 @@ BEHAVIOUR_PARAMS: dict[str, dict[str, str]] = {
     "cannot_start": {"error": "str", "times": "int", "duration": "duration"},  # simulated mode only
     "random": {},
 }
-REAL_OUTCOMES = ("success", "fail", "die", "hang", "noop", "broken", "stall", "budget", "die+commit", "hang+commit")
+REAL_OUTCOMES = ("success", "fail", "die", "hang", "noop", "broken", "stall", "budget", "diskfull", "die+commit",
+                 "hang+commit")
 
 
 def _param(kind: str, v: Any) -> Any:

@@ -9,6 +9,7 @@ Behaviours (the outcome names of chaos/agents/behaviours.py):
   fail     exit 1 with a failure signature  broken  commit a file named BROKEN, exit 0
   die      SIGKILL itself                    hang    wait (bounded by --hang-max), killable
   stall    exit 3 (stalled)                  budget  exit 2 (budget exhausted)
+  diskfull exit 74 (the host took no more writes: a full disk)
 `die` and `hang` commit first when given --commit (or the behaviour is `die+commit`).
 
 $HEALER_FLEET_SCRIPTS/$HEALER_TICKET (a file a game-day fault wrote: same_commit_repush, broken_proposal)
@@ -163,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         return result(3, "stalled: same failure 3 times", "tests:AssertionError:expected-42")
     if what == "budget":
         return result(2, "iteration cap reached", "tests:AssertionError:expected-42")
+    if what == "diskfull":  # what `healer loop run` answers when the disk takes no more writes
+        return result(74, "the host took no more writes (scripted)")
     if what in ("die", "hang"):
         if with_commit:
             commit(workdir, args.run_id)

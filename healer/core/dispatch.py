@@ -127,7 +127,9 @@ class DispatchPlan:
 # -- small rules -----------------------------------------------------------------
 
 STOPPED = 4  # the loop's "stopped" exit (SIGTERM, kill switch, pause): interrupted, not failed
-HOST_TROUBLE = 74  # the loop's exit when its disk took no more writes (full, quota, read-only): cut short, its state kept
+# the loop's exit when its disk took no more writes (full, quota, read-only): cut short with its state kept, so
+# resumed; yet counted by the budgets (an agent that fills the disk each run must not be relaunched for ever)
+HOST_TROUBLE = 74
 
 
 def died(a: Attempt) -> bool:
@@ -149,14 +151,10 @@ def interrupted(a: Attempt) -> bool:
 
 def interrupted_signature(code: int | None, *, stopped: bool, launcher_died: bool) -> str | None:
     """The signature of an attempt whose agent vanished without an exit status or a result while the
-    dispatcher that launched it was dead (it never released its lease), or whose loop its host cut short
-    (exit 74); None when that is not the case.
+    dispatcher that launched it was dead (it never released its lease); None when that is not the case.
     An agent the supervisor stopped on purpose (`stopped`) was judged, not interrupted."""
     if code is None and not stopped and launcher_died:
         return f"{INTERRUPTED}: its dispatcher died before it ended (no exit status, no result)"
-    if code == HOST_TROUBLE:
-        # the host's failure, as when the dispatcher itself cannot launch on a full disk: no budget counts it
-        return f"{INTERRUPTED}: its host took no more writes (exit 74: a full disk, a quota or a read-only file system)"
     return None
 
 

@@ -108,6 +108,8 @@ def signature(code: int | None) -> str | None:
     if code < 0:
         name = _SIGNALS.get(-code)
         return f"killed: {name}" if name else f"killed: signal {-code}"
+    if code == HOST_TROUBLE:
+        return "host_trouble: exit 74 (its disk took no more writes: full, over quota or read-only)"
     return None if code == 0 else f"exit {code}"
 
 

@@ -890,7 +890,7 @@ class Runner:
     def _cut_short(self, e: BaseException) -> errors.HostTrouble:
         """The host took no more writes mid-run (an agent can fill the disk): nothing is written over. The run
         stays as a SIGKILL would leave it, its last saved state and iteration folders, and `--resume` goes on
-        from there once there is room; a dispatcher that reaps the exit (74) resumes it, counted by no budget."""
+        from there once there is room; a dispatcher that reaps the exit (74) resumes it (its budget counts it)."""
         st = self.st
         try:
             self._event("loop.host_trouble", {"error": str(e)[-300:], "iterations": len(st.history)})

@@ -158,3 +158,34 @@ def test_agent_marked_lost_by_someone_else_still_gets_its_attempt_closed_and_res
     assert att.ended_at is not None and att.failure_signature.startswith("lost")
     f.clock.advance(300)
     assert f.d.tick().launched == [("T-1", "resume")]
+
+
+def test_a_loop_cut_short_by_a_full_disk_is_resumed_and_counted(fleet_factory):
+    """`healer loop run` exits 74 when the disk takes no more writes (tests/loop/test_full_disk.py), its state
+    kept: the dispatcher resumes that run, as it does a killed one. The budget counts it: an agent that fills
+    the disk on every run is stopped like any other spinning one, not relaunched for ever."""
+    f = fleet_factory(scripted_policy(max_launches=3))
+    f.add("T-1", "diskfull,success")
+    assert f.d.tick().launched == [("T-1", "launch")]
+    f.settle()
+    f.d.tick()  # reaps the 74
+    first = f.store.attempts("T-1")[0]
+    assert first.exit_code == 74 and first.failure_signature.startswith("host_trouble: exit 74")
+    f.clock.advance(2400)
+    f.d.tick()
+    assert [(a.kind, a.run_id) for a in f.store.attempts("T-1")] == [("launch", first.run_id), ("resume", first.run_id)]
+    f.settle()
+    f.d.tick()
+    assert f.state("T-1") in ("review", "done"), f.state("T-1")
+
+
+def test_an_agent_that_fills_the_disk_on_every_run_is_stopped_by_its_budget(fleet_factory):
+    f = fleet_factory(scripted_policy(max_launches=3))
+    f.add("T-1", "diskfull")
+    for _ in range(8):
+        f.d.tick()
+        f.settle()
+        f.clock.advance(2400)
+    f.d.tick()
+    assert f.state("T-1") == "needs_human"
+    assert len(f.store.attempts("T-1")) <= 3

@@ -7,6 +7,7 @@ import json
 import sys
 
 from healer.core import dispatch as core
+from healer.core import fleet as rules
 from healer.records import Attempt
 from tests.conftest import fill_disk, git, healer, make_repo
 
@@ -73,10 +74,8 @@ def _att(code, sig=None):
                    failure_signature=sig)
 
 
-def test_a_loop_cut_short_by_its_host_is_resumed_and_counted_by_no_budget():
-    sig = core.interrupted_signature(core.HOST_TROUBLE, stopped=False, launcher_died=False)
-    a = _att(core.HOST_TROUBLE, sig)
-    assert core.died(a) and core.interrupted(a) and core.counted([a]) == []
+def test_a_loop_cut_short_by_its_host_is_resumed_and_counted():
+    a = _att(core.HOST_TROUBLE, rules.signature(core.HOST_TROUBLE))
+    assert core.died(a) and not core.interrupted(a) and core.counted([a]) == [a]
     assert core.resumable([a], now=10.0, ttl=3600.0) == "r"
-    assert core.interrupted_signature(1, stopped=False, launcher_died=False) is None
     assert not core.died(_att(1, "exit 1"))
