@@ -16,6 +16,7 @@ import fnmatch
 import json
 import os
 import re
+import stat
 import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -111,7 +112,12 @@ def _blob_id(path: Path) -> str:
         if path.is_symlink():
             data = os.readlink(path).encode("utf-8", "surrogateescape")
         else:
-            data = path.read_bytes()
+            # never opened unless plain: a FIFO an agent left would block the read for ever
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    return "unreadable"
+                data = f.read()
     except FileNotFoundError:
         return "deleted"
     except (IsADirectoryError, PermissionError, OSError):
@@ -656,6 +662,11 @@ def _quarantine_dir(src: Path, dst: Path) -> None:
     import shutil  # only to move what is quarantined
 
     shutil.move(str(src), str(dst))
+
+
+def set_aside(cwd: Path, rel: str, fallback_dir: Path, reason: str, clock) -> str | None:
+    """Whatever stands at `rel` (a link, a FIFO, a folder, a file), moved into quarantine; where it went."""
+    return _quarantine(cwd, [rel], fallback_dir, reason, clock).get(rel)
 
 
 def _quarantine(cwd: Path, paths: list[str], fallback_dir: Path, reason: str, clock) -> dict[str, str]:

@@ -28,7 +28,7 @@ from healer import errors, failpoints, git, procs, sandbox
 from healer.clock import Clock, day_of, iso, stamp, system
 from healer.errors import InvalidInput, UsageError
 from healer.lite import dataclass
-from healer.loop import agents, decide, gitops, guard
+from healer.loop import agents, decide, gitops, guard, ownfiles
 from healer.loop.decide import EXIT_WORDS, Facts, GateResult, IterationRecord, Limits, Verdict
 from healer.loop.state import RunPaths, RunState, bump_daily, check_run_id, daily_count, load, save, write_json_atomic
 
@@ -83,14 +83,7 @@ def run_loop(req: LoopRequest, clock: Clock | None = None) -> Outcome:
 
 
 def _read_tail(path: Path, cap: int = READ_CAP) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - cap))
-            return f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
+    return ownfiles.read_tail(path, cap)  # never through a link an agent put in place
 
 
 def _say(line: str, stream_name: str = "stdout") -> None:
@@ -539,7 +532,7 @@ class Runner:
                 if paths:
                     self._event("loop.outside_write", {"n": n, "sandbox": self.sbx_mode, "count": len(paths),
                                                        "paths": paths[:200]})
-                    self._note(f"## iteration {n}: writes outside the working tree (unsandboxed agent)\n- "
+                    self._note(n, f"## iteration {n}: writes outside the working tree (unsandboxed agent)\n- "
                                + ", ".join(paths[:20]) + (f" (+{len(paths) - 20} more)" if len(paths) > 20 else ""))
 
     def _own_folders(self, idir: Path) -> None:
@@ -571,9 +564,25 @@ class Runner:
             res = procs.run(launch.argv, pass_fds=launch.pass_fds, **kw)
             return launch.settle(res, log)
 
-    def _note(self, text: str) -> None:
-        with open(self.workdir / "progress.md", "a") as f:
-            f.write(text + "\n\n")
+    def _note(self, n: int, text: str) -> None:
+        self._append_own("progress.md", text + "\n\n", n)
+
+    def _append_own(self, name: str, text: str, n: int) -> None:
+        """Append to one of the loop's files at the top of the tree (healer/loop/ownfiles.py), never through what
+        the agent put there instead: a link, a FIFO or a folder is set aside in the iteration's quarantine folder
+        (`loop.own_file_set_aside`, nothing deleted) and the file begins anew."""
+        path = self.workdir / name
+        fd = ownfiles.open_append(path)
+        if fd is None:
+            what = ownfiles.what_is(path) or "not a plain file"
+            saved = gitops.set_aside(self.workdir, name, self.paths.quarantine(n), f"loop {self.st.run_id}: {name} was {what}",
+                                     self.clock)
+            self._event("loop.own_file_set_aside", {"n": n, "file": name, "was": what, "saved_as": saved})
+            fd = ownfiles.open_append(path)
+            if fd is None:
+                raise errors.HealerError(f"{path}: {what} stands where the loop keeps its {name} and could not be set aside")
+        with os.fdopen(fd, "a", encoding="utf-8") as f:
+            f.write(text)
 
     def _check_git(self, n: int, phase: str) -> None:
         """Undo what the agent (or the code the gates ran) changed in the git common directory."""
@@ -595,7 +604,7 @@ class Runner:
                                           "refs_moved_back": self.req.fleet_root is None})
         self._event("loop.outside_write", {"n": n, "sandbox": self.sbx_mode, "count": len(ch.files) + len(ch.refs),
                                            "paths": ch.paths(before)[:200], "area": "git"})
-        self._note(f"## iteration {n}: git directory changed outside the branch ({phase}); undone\n- "
+        self._note(n, f"## iteration {n}: git directory changed outside the branch ({phase}); undone\n- "
                    + ", ".join(ch.paths(before)[:20]))
         self._gsnap = self._gsnap_end = guard.git_capture(self.workdir)
 
@@ -811,9 +820,7 @@ class Runner:
             failed = next((g for g in rec.gates if not g.passed), None)
             nxt = f"make gate `{failed.name}` pass (see its log above)" if failed else "continue"
             lines.append(f"- next: {nxt}")
-        path = self.workdir / "progress.md"
-        with open(path, "a") as f:
-            f.write("\n".join(lines) + "\n\n")
+        self._append_own("progress.md", "\n".join(lines) + "\n\n", rec.n)
 
     def _checkpoint(self, rec: IterationRecord, verdict: Verdict) -> None:
         st = self.st

@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -63,9 +64,13 @@ def _digest(p: Path) -> tuple[int, str, str | None]:
         target = os.readlink(p)
         data = target.encode()
         return len(data), hashlib.sha256(data).hexdigest(), target
+    mode = os.lstat(p).st_mode
+    if not stat.S_ISREG(mode):
+        # a FIFO or a socket an agent left: opening it could block for ever; it is named by its kind
+        return 0, hashlib.sha256(f"special file, mode {mode:o}".encode()).hexdigest(), None
     h = hashlib.sha256()
     size = 0
-    with p.open("rb") as f:
+    with os.fdopen(os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
             size += len(chunk)

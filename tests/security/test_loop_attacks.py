@@ -142,3 +142,22 @@ def test_wiping_the_loops_own_folder_is_no_internal_error(tmp_path, mode):
     out, _ = run(repo, policy(mode, "wipe", max_iterations=2))
     assert_contained(repo, out)
     assert out.result_path.exists()
+
+
+def test_the_loops_own_files_swapped_for_links_redirect_nothing(tmp_path, mode):
+    """progress.md as a link to a file outside: healer (outside the sandbox) must not append to it;
+    lessons.md as a link to a secret: its text must not reach the prompt. Both links are set aside
+    (quarantined, not deleted) and the files begin anew; a FIFO in the tree blocks nothing."""
+    repo = target_repo(tmp_path / "repo")
+    target, secret = tmp_path / "crontab", tmp_path / "secret"
+    target.write_text("# a file healer can write and the agent cannot\n")
+    secret.write_text("TOKEN-9f2c\n")
+    out, _ = run(repo, policy(mode, "ownlink", str(target), str(secret), max_iterations=2))
+    assert out.exit_code not in (0, 70), out
+    assert target.read_text() == "# a file healer can write and the agent cannot\n"
+    assert not (repo / "progress.md").is_symlink() and "## iteration 2" in (repo / "progress.md").read_text()
+    prompts = sorted((repo / ".healer" / "runs" / "attack").glob("iter-*/prompt.md"))
+    assert len(prompts) == 2 and not any("TOKEN-9f2c" in p.read_text() for p in prompts)
+    aside = events(repo, "loop.own_file_set_aside")
+    assert aside and aside[0].payload["file"] == "progress.md" and str(target) in aside[0].payload["was"]
+    assert Path(aside[0].payload["saved_as"]).is_symlink()  # moved as a link, nothing deleted

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 
 from healer.cli.misc import init_fleet
 from healer.remedy import quarantine as q
@@ -49,3 +50,14 @@ def test_forged_and_malformed_manifests(tmp_path):
     assert ok.returncode == 0, ok.stderr
     assert (root / "note.txt").read_text() == "mine\n"
     assert json.loads((root / ".healer" / "quarantine" / good.batch / "manifest.json").read_text())
+
+
+def test_a_fifo_an_agent_left_is_quarantined_and_restored_without_blocking(tmp_path):
+    """Hashing opens what it quarantines: a FIFO (no writer) used to block the supervisor's pass for ever."""
+    root = make_repo(tmp_path / "fleet")
+    init_fleet(root)
+    os.mkfifo(root / "pipe")
+    (e,) = q.quarantine_many(root, ["pipe"], "unknown file")
+    assert not os.path.lexists(root / "pipe") and e.size == 0
+    (back,) = q.restore(root, e.batch)
+    assert back.state == "restored" and stat.S_ISFIFO(os.lstat(root / "pipe").st_mode)
