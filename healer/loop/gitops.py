@@ -554,6 +554,53 @@ def diff_lines(cwd: str | Path, before: str, after: str) -> int:
     return total
 
 
+PROTECTED_CAP = 50_000  # entries per walk: a huge protected folder is compared in part, never for ever
+
+
+def protected_on_disk(cwd: Path, patterns: Sequence[str]) -> dict[str, tuple]:
+    """Every file and link at the protected paths as the disk has them, ignored ones too: git's view (the
+    snapshot) leaves out what .gitignore names, so an agent could add `tests/conftest.py` and the ignore line
+    for it and no diff would show the change. path -> (mode, size, mtime_ns, ctime_ns, inode). Globs are
+    git's to see. `__pycache__` is left out: an agent that runs the tests itself rewrites it every iteration
+    (a forged .pyc is a known limit, docs/security.md)."""
+    out: dict[str, tuple] = {}
+    cut = len(os.path.join(cwd, ""))
+    for pat in patterns:
+        pat = (pat[2:] if pat.startswith("./") else pat).rstrip("/")
+        if not pat or any(c in pat for c in "*?[") or ".." in pat.split("/"):
+            continue
+        top = os.path.join(cwd, pat)
+        try:
+            st = os.lstat(top)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode):
+            out[pat] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+            continue
+        for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+            for n in (*filenames, *(d for d in dirnames if os.path.islink(os.path.join(dirpath, d)))):
+                if len(out) >= PROTECTED_CAP:
+                    return out
+                q = os.path.join(dirpath, n)
+                try:
+                    st = os.lstat(q)
+                except OSError:
+                    continue
+                out[q[cut:]] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    return out
+
+
+def hidden_changes(cwd: Path, tree: str, before: dict[str, tuple], after: dict[str, tuple], known: set[str]) -> list[str]:
+    """The protected paths that changed on disk (`protected_on_disk` before and after) where git, whose
+    snapshot `tree` is, cannot see them (ignored); a file git sees and reports unchanged is not one."""
+    cand = sorted(p for p, k in after.items() if before.get(p) != k and p not in known)
+    if not cand:
+        return []
+    seen = _entries(cwd, tree, cand)
+    return [p for p in cand if p not in seen]
+
+
 def protected(path: str, patterns: Sequence[str]) -> bool:
     for pat in patterns:
         pat = pat[2:] if pat.startswith("./") else pat

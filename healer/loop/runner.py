@@ -503,9 +503,8 @@ class Runner:
                                 self.clock)
         self._last_tree = None
         self._event("loop.protected_reverted", {"n": None, "why": why, "paths": prot, "moves": [m.__dict__ for m in moves]})
-        with open(wd / "progress.md", "a") as f:
-            f.write(f"## {why} · run {self.st.run_id}\n- reverted (protected paths, copies in quarantine): "
-                    f"{', '.join(prot)}\n\n")
+        self._append_own("progress.md", f"## {why} · run {self.st.run_id}\n- reverted (protected paths, copies in "
+                                        f"quarantine): {', '.join(prot)}\n\n", n)
 
     def _iterate(self, n: int) -> IterationRecord:
         """One iteration, inside a fresh sandbox session (its own private temp dir) when sandboxed,
@@ -636,6 +635,7 @@ class Runner:
         env.update({"HEALER_LOOP_RUN_ID": st.run_id, "HEALER_LOOP_ITERATION": str(n), "HEALER_PROMPT_FILE": str(pf),
                     "HEALER_WORKDIR": str(self.workdir)})
         marker = os.urandom(16).hex()
+        on_disk = gitops.protected_on_disk(self.workdir, L.protected_paths)
         failpoints.hit(FP_BEFORE_AGENT)
 
         def on_spawn(proc, tree) -> None:
@@ -670,6 +670,8 @@ class Runner:
         after = gitops.snapshot(wd)
         changed, lines, nbytes = gitops.diff_stat(wd, before, after)
         prot = [p for p in changed if gitops.protected(p, L.protected_paths)]
+        # and what git does not see there: files its ignore rules hide (the agent may write .gitignore too)
+        prot += gitops.hidden_changes(wd, after, on_disk, gitops.protected_on_disk(wd, L.protected_paths), set(prot))
         quarantine = self.paths.quarantine(n)
         reverted = gitops.put_back(wd, before, prot, quarantine, f"loop {st.run_id} iteration {n}: protected path",
                                    clock) if prot else []

@@ -161,3 +161,15 @@ def test_the_loops_own_files_swapped_for_links_redirect_nothing(tmp_path, mode):
     aside = events(repo, "loop.own_file_set_aside")
     assert aside and aside[0].payload["file"] == "progress.md" and str(target) in aside[0].payload["was"]
     assert Path(aside[0].payload["saved_as"]).is_symlink()  # moved as a link, nothing deleted
+
+
+def test_a_conftest_hidden_by_gitignore_under_a_protected_path_is_reverted(tmp_path, mode):
+    """tests/conftest.py that skips every test, plus the .gitignore line that hides it from git: no diff shows
+    it and the commit would not hold it, but the gates would load it (the loop used to commit 41 as the
+    answer). The protected paths are compared on disk too: it is quarantined before the gates run."""
+    repo = target_repo(tmp_path / "repo")
+    out, _ = run(repo, policy(mode, "ignored", max_iterations=2))
+    assert_contained(repo, out)
+    rev = events(repo, "loop.protected_reverted")
+    assert rev and "tests/conftest.py" in rev[0].payload["paths"]
+    assert not (repo / "tests" / "conftest.py").exists()
