@@ -38,7 +38,7 @@ retry:
 """
 
 
-def run(console: Console, *, keep: bool = False, suite: bool = True) -> int:
+def run(console: Console, *, keep: bool = False, suite: bool = True, report: Path | None = None) -> int:
     """The demo; returns the exit code (0 when everything shown worked)."""
     from healer.cli.board import board_table
     from healer.cli.misc import init_fleet
@@ -98,7 +98,7 @@ def run(console: Console, *, keep: bool = False, suite: bool = True) -> int:
         for s in lifecycle.STATES:
             console.print(f"   {s:<12} -> {', '.join(moves.get(s, [])) or '-'}", highlight=False)
 
-        rc = max(rc, gameday_stage(console, tmp, suite=suite))
+        rc = max(rc, gameday_stage(console, tmp, suite=suite, report=report))
 
         console.print()
         console.print(Rule("next: [bold]make test[/], [bold]healer --help[/]"))
@@ -110,7 +110,7 @@ def run(console: Console, *, keep: bool = False, suite: bool = True) -> int:
     return rc
 
 
-def gameday_stage(console: Console, tmp: Path, suite: bool = True) -> int:
+def gameday_stage(console: Console, tmp: Path, suite: bool = True, report: Path | None = None) -> int:
     """A demo fleet broken and healed live (its timeline as it happens), then the standard game-day suite."""
     from chaos import engine, runner
     from chaos.scenario import discover, load
@@ -136,7 +136,10 @@ def gameday_stage(console: Console, tmp: Path, suite: bool = True) -> int:
         return 0 if r.ok else 1
     console.print("\n[bold]6. The standard game-day suite[/]  (healer gameday run chaos/scenarios)")
     results = runner.run_all(runner.load_all(None), console=console)
-    report_dir = Path(tempfile.gettempdir()) / "healer-gameday-report"
+    # where a user keeps what a tool made for them, not the temp folder (a main job leaves nothing there)
+    from healer.policy.cache import cache_dir
+
+    report_dir = report or cache_dir() / "demo-report"
     code, written = runner.outcome(results, report_dir, report_dir / "junit.xml", console)
     console.print(f"   report: {written.get('markdown')}", highlight=False, soft_wrap=True)
     return code

@@ -281,11 +281,13 @@ def doctor(root: Path = RootOpt, as_json: bool = JsonOpt) -> None:
 
 def demo(keep: bool = typer.Option(False, "--keep", help="Keep the demo fleet folder and print where it is."),
          suite: bool = typer.Option(True, "--suite/--no-suite",
-                                    help="End with the standard game-day suite (minutes); --no-suite stops after the live heal.")) -> None:
+                                    help="End with the standard game-day suite (minutes); --no-suite stops after the live heal."),
+         report: Path | None = typer.Option(None, "--report", help="Write the suite's report here "
+                                            "(default: ~/.cache/healer/demo-report, or $HEALER_CACHE_DIR/demo-report).")) -> None:
     """A short tour of what healer has: a temp fleet, its board, the shipped policies."""
     from healer import demo as demo_mod
 
-    rc = demo_mod.run(console, keep=keep, suite=suite)
+    rc = demo_mod.run(console, keep=keep, suite=suite, report=report)
     if rc:
         raise typer.Exit(rc)
 
