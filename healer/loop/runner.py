@@ -124,7 +124,6 @@ class Runner:
         self._last_tree: str | None = None  # snapshot after the last iteration's gates: the next one's "before"
         self._before: str | None = None
         self._diff_bytes = 0
-        self._planted: list[str] = []  # protected paths git cannot see that the last gates' run wrote
         self.sbx_mode = "none"
         self._profile: sandbox.Profile | None = None
         self._gp: sandbox.GitPaths | None = None  # the worktree's git paths, asked once per run
@@ -689,18 +688,10 @@ class Runner:
                                      f"loop {st.run_id} iteration {n}: scope drift, {why}", clock)
         failpoints.hit(FP_BEFORE_GATES)
 
-        pre_gates = gitops.protected_on_disk(wd, L.protected_paths)
         gates, failing_log = self._gates(idir, deadline)
         if self.stop_signal:
             raise _Interrupted
         tree = gitops.snapshot(self.workdir)
-        # code the gates ran (a root conftest.py) may write there too, hidden from git: such gates proved nothing
-        self._planted = gitops.hidden_changes(wd, tree, pre_gates, gitops.protected_on_disk(wd, L.protected_paths), set())
-        if self._planted:
-            moves = gitops.put_back(wd, tree, self._planted, quarantine,
-                                    f"loop {st.run_id} iteration {n}: protected path written during the gates", clock)
-            self._event("loop.protected_reverted", {"n": n, "why": "written during the gates where git does not see it",
-                                                    "paths": self._planted, "moves": [m.__dict__ for m in moves]})
         self._last_tree = tree
         sig, sig_text = (None, "")
         failed = next((g for g in gates if not g.passed), None)
@@ -854,12 +845,6 @@ class Runner:
         """`measured`: the snapshot the gates just passed on (committed as is); None measures again."""
         failpoints.hit(FP_BEFORE_COMMIT)
         st = self.st
-        if self._planted:
-            st.pending_commit = None
-            self._event("loop.commit_refused", {"n": n, "paths": self._planted,
-                                                "why": "the gates' run wrote protected paths git does not see"})
-            return self._finish(errors.STALLED, f"gates green at iteration {n} but their run wrote protected paths "
-                                                f"git does not see: {', '.join(self._planted[:5])} (quarantined)")
         since = st.baseline_tree if st.allow_dirty else gitops.tree_of(self.workdir, st.start_head)
         try:
             sha = gitops.commit_changes(self.workdir, gitops.COMMIT_SUBJECT.format(n=n), since or gitops.EMPTY_TREE,
