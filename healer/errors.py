@@ -6,6 +6,8 @@ stderr and exits with its code, never a traceback (unless --debug).
 
 from __future__ import annotations
 
+import errno
+
 OK = 0
 FAILED = 1  # a game day whose expectations did not all hold
 BUDGET_EXHAUSTED = 2
@@ -89,8 +91,6 @@ class HostTrouble(HealerError):
 def host_trouble(e: BaseException) -> bool:
     """A failure of the host (a full disk, a quota, a read-only file system), not of the work or of healer:
     the OSError itself, or a message that carries one (git's, SQLite's)."""
-    import errno
-
     if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
         return True
     text = str(e)

@@ -38,6 +38,7 @@ from healer.core import dispatch as core
 from healer.core import fleet as rules
 from healer.core import hosts
 from healer.errors import StaleLease, host_trouble
+from healer.files import write_atomic
 from healer.fleet import budget, shared
 from healer.fleet.gates import PASS
 from healer.fleet.hosts import host_id
@@ -696,10 +697,7 @@ class Dispatcher:
         text = yaml.safe_dump(self.policy.model_dump(mode="json", by_alias=True), sort_keys=False)
         if not path.exists() or path.read_text() != text:
             path.parent.mkdir(parents=True, exist_ok=True)
-            # renamed into place: a loop starting now reads the old policy or the new one, never half of one
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text(text)
-            os.replace(tmp, path)
+            write_atomic(path, text)  # a loop starting now reads the old policy or the new one, never half of one
         return path
 
     def _argv(self, t: Ticket, launch: core.Launch, run_id: str, task: Path, wt: Path) -> list[str]:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from healer import digest
 from healer.errors import HealerError
+from healer.files import write_atomic
 from healer.git import GitError, layout, mentions, raw, rev, run
 from healer.lite import dataclass
 from healer.loop import gitindex, treewatch
@@ -91,14 +92,8 @@ def ignore_own_dir(cwd: str | Path) -> None:
         ok = "*" in gi.read_text(errors="replace").splitlines()
     except OSError:
         ok = False
-    if not ok:
-        # renamed into place: a full disk or a crash mid-write must not leave an empty file that ignores nothing
-        tmp = d / f".gitignore.{os.getpid()}.tmp"
-        try:
-            tmp.write_text("# healer's own files: never part of the work\n*\n")
-            os.replace(tmp, gi)
-        finally:
-            tmp.unlink(missing_ok=True)
+    if not ok:  # renamed into place: a full disk or a crash mid-write must not leave an empty file that ignores nothing
+        write_atomic(gi, "# healer's own files: never part of the work\n*\n")
     _ignored_dirs.add(gi)
 
 
@@ -764,9 +759,7 @@ def _add_to_manifest(mf: Path, entries: list[dict]) -> None:
     except (OSError, ValueError):
         os.replace(mf, mf.with_name(f"{mf.name}.unreadable-{os.getpid()}"))
         old = []
-    tmp = mf.with_name(f".{mf.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(old + entries, indent=2) + "\n")
-    os.replace(tmp, mf)
+    write_atomic(mf, json.dumps(old + entries, indent=2) + "\n")
 
 
 def _same_fs(a: Path, b: Path) -> bool:

@@ -15,6 +15,7 @@ around the commit neither loses it nor commits twice.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -136,18 +137,12 @@ class Runner:
         if top is None:
             raise UsageError(f"--workdir {self.req.workdir}: expected a git working tree, found none")
         self.workdir = top.resolve()
-        try:
+        with self._starting():
             gitops.ignore_own_dir(self.workdir)
             self._take_lock()
-        except Exception as e:
-            self._no_start(e)
-            raise
         try:
-            try:
+            with self._starting():
                 st = self._prepare()
-            except Exception as e:
-                self._no_start(e)
-                raise
             if isinstance(st, Outcome):
                 return st
             self.st = st
@@ -890,11 +885,16 @@ class Runner:
         self._save()
         return None
 
-    def _no_start(self, e: BaseException) -> None:
-        """A run that could not start for the host's trouble (a full disk) says so with the folder it is about."""
-        if errors.host_trouble(e) and not isinstance(e, errors.HostTrouble):
-            raise errors.HostTrouble(f"loop in {self.workdir}: the host took no more writes ({e}); "
-                                     "free space, then run it again") from e
+    @contextlib.contextmanager
+    def _starting(self):
+        """A run that cannot start for the host's trouble (a full disk) says so with the folder it is about."""
+        try:
+            yield
+        except Exception as e:
+            if errors.host_trouble(e) and not isinstance(e, errors.HostTrouble):
+                raise errors.HostTrouble(f"loop in {self.workdir}: the host took no more writes ({e}); "
+                                         "free space, then run it again") from e
+            raise
 
     def _cut_short(self, e: BaseException) -> errors.HostTrouble:
         """The host took no more writes mid-run (an agent can fill the disk): nothing is written over. The run

@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 
 from healer.errors import UsageError
+from healer.files import write_atomic
 from healer.lite import dataclass, field, field_names
 from healer.loop.decide import IterationRecord
 
@@ -36,15 +37,8 @@ def check_run_id(run_id: str) -> str:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w") as f:
-            # dumps, not dump: dump streams through the pure-Python encoder, dumps writes it in C
-            f.write(json.dumps(data, sort_keys=True, default=str, separators=(",", ":")) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # our own half-written copy (a full disk): `path` is untouched
-        raise
+    # dumps, not dump: dump streams through the pure-Python encoder, dumps writes it in C
+    write_atomic(path, json.dumps(data, sort_keys=True, default=str, separators=(",", ":")) + "\n")
 
 
 def read_json(path: Path) -> Any:

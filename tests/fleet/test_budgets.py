@@ -188,4 +188,6 @@ def test_an_agent_that_fills_the_disk_on_every_run_is_stopped_by_its_budget(flee
         f.clock.advance(2400)
     f.d.tick()
     assert f.state("T-1") == "needs_human"
-    assert len(f.store.attempts("T-1")) <= 3
+    atts = f.store.attempts("T-1")
+    assert len(atts) == 3 and all(a.exit_code == 74 for a in atts), atts  # max_launches, each counted
+    assert [e.payload["reason"] for e in f.events("dispatch.budget_exhausted", "T-1")] == ["launch_budget"]

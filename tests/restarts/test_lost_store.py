@@ -21,20 +21,14 @@ import pytest
 from chaos.storm import AGENT, StormConfig, StormRun, problems
 from healer.errors import StoreLost
 from healer.store import open_store
-from tests.conftest import fill_disk, need_root, wait_until
+from tests.conftest import fill_disk, git, make_repo, need_root, wait_until
 
 
 def test_the_scripted_agent_works_again_once_space_is_back(tiny_disk):
     """The campaign below lost a ticket to its stand-in agent, not to healer: a worktree's first run on
     the full disk left the agent's run counter empty and every later run died reading it (the same
     failure twice, so the supervisor rightly escalated). The counter is now renamed into place."""
-    repo = tiny_disk / "repo"
-    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
-    (repo / "README.md").write_text("x\n")
-    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@healer.invalid"]
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "init"], check=True)
-    (repo / ".git" / "info" / "exclude").write_text(".healer/\n")
+    repo = make_repo(tiny_disk / "repo")
     task = tiny_disk / "task.md"
     task.write_text("behaviour: success\n")
 
@@ -50,8 +44,7 @@ def test_the_scripted_agent_works_again_once_space_is_back(tiny_disk):
     assert r.returncode == 0, r.stderr
     assert (repo / ".healer" / "fleet_agent.runs").read_text() == "1"  # r1 could not count itself
     assert agent("r3").returncode == 0
-    log = subprocess.run([*git, "log", "--format=%s"], capture_output=True, text=True, check=True).stdout
-    assert log.splitlines()[:2] == ["agent r3: step 2", "agent r2: step 1"]
+    assert git(repo, "log", "--format=%s").splitlines()[:2] == ["agent r3: step 2", "agent r2: step 1"]
 
 
 def _story(s, log) -> str:
