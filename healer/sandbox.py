@@ -6,8 +6,9 @@ writable: its worktree (healer's own `.healer/` in it stays read-only), what git
 commit on the worktree's own branch (objects, the branch's ref folder and reflog, the
 worktree's admin folder), a private temp dir (a tmpfs, $TMPDIR), and the paths the policy
 lists. The repository's hooks, config, info/ and other refs stay read-only. Network is
-optional (`--unshare-net`). The Docker socket is masked. Enforced by the kernel's mount
-namespaces, not by a promise the agent is asked to keep.
+optional (`--unshare-net`). The Docker socket is masked. Every capability is dropped, for a root
+caller too (bwrap keeps a root caller's unless told, and with them the agent could unmount all of
+this). Enforced by the kernel's mount namespaces, not by a promise the agent is asked to keep.
 
 `container`: the same writable set bind-mounted into a Docker container of the offline
 `healer-python` image (an empty root, the host's /usr, Python and healer mounted read-only, /etc
@@ -78,7 +79,8 @@ _probing: dict[str, subprocess.Popen] = {}
 
 
 def _probe_argv(exe: str) -> list[str]:
-    return [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *socket_masks(), "--json-status-fd", "1", "true"]
+    return [exe, "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *socket_masks(),
+            "--json-status-fd", "1", "true"]
 
 
 _KNOBS = ("/proc/sys/kernel/unprivileged_userns_clone", "/proc/sys/user/max_user_namespaces",
@@ -104,7 +106,7 @@ def _probe_key(exe: str) -> str | None:
         except OSError:
             knobs.append(None)
     parts = [real, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, os.getuid(), os.uname().release,
-             boot, knobs, socket_masks()]
+             boot, knobs, _probe_argv("bwrap")[1:]]  # what the probe asked of it (its options and masks)
     return digest.sha256(json.dumps(parts).encode()).hexdigest()
 
 
@@ -302,7 +304,9 @@ class Profile:
         exe = _which("bwrap") or "bwrap"
         # without a pid namespace a fresh /proc would show the same processes, writable: the host's
         # stays, read-only like the rest of / (and one mount less to make per program)
-        a = [exe, "--ro-bind", "/", "/", "--dev", "/dev"]
+        # a root caller's bwrap keeps every capability unless told: the agent could then unmount the
+        # read-only binds, remount / writable and trace the runner (tests/security: privileged)
+        a = [exe, "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev"]
         if self.pid_namespace:
             a += ["--unshare-pid", "--proc", "/proc"]
         if status_fd is not None:

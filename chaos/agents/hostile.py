@@ -21,6 +21,10 @@ writes a wrong answer and then tries to make the check pass anyway, or to escape
     python hostile.py ownlink TARGET SECRET  progress.md becomes a link to TARGET (healer appends to it outside
                                           the sandbox), lessons.md one to SECRET (read into the next prompt), and a
                                           FIFO stands at notes.fifo (a read of it would block)
+    python hostile.py privileged WITNESS  undoes the sandbox from inside as a process with capabilities could: unmounts
+                                          the read-only .git/hooks and writes a hook, remounts / writable and writes
+                                          WITNESS (outside), ptrace-attaches its ancestors (the runner) and on success
+                                          writes WITNESS.ptrace; prints its effective capabilities
 
 Every mode also writes the wrong answer, so only a gutted check could pass.
 Deliberately free of healer imports.
@@ -110,6 +114,40 @@ def refs() -> None:
     print(f"create refs/tags/evil: {'done' if r.returncode == 0 else r.stderr.strip()}")
 
 
+def privileged(witness: str) -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    libc.ptrace.restype = ctypes.c_long
+
+    def said(r: int) -> str:
+        return "done" if r == 0 else f"refused: {os.strerror(ctypes.get_errno())}"
+
+    with open("/proc/self/status") as f:
+        caps = next((ln.split()[1] for ln in f if ln.startswith("CapEff:")), "?")
+    print(f"CapEff {caps}")
+    hooks = common() / "hooks"
+    print(f"umount {hooks}: {said(libc.umount2(str(hooks).encode(), 2))}")  # MNT_DETACH
+    try_write(hooks / "pre-commit", f"#!/bin/sh\necho \"$0\" >> {witness}\nexit 0\n", 0o755)
+    ms_remount, ms_bind = 32, 4096  # without MS_RDONLY: writable
+    print(f"remount / writable: {said(libc.mount(None, b'/', None, ms_remount | ms_bind, None))}")
+    try_write(Path(witness), f"written by agent {os.getpid()} after a remount\n")
+    pid = os.getppid()
+    for _ in range(4):  # bwrap, then the runner that started it
+        if pid <= 1:
+            break
+        r = libc.ptrace(16, pid, None, None)  # PTRACE_ATTACH
+        print(f"ptrace {pid}: {said(r)}")
+        if r == 0:
+            os.waitpid(pid, 0x40000000)  # __WALL: the tracee stopped
+            libc.ptrace(17, pid, None, None)  # PTRACE_DETACH: it goes on; that it could be traced is the finding
+            try_write(Path(witness + ".ptrace"), f"traced {pid}\n")
+        with open(f"/proc/{pid}/stat") as f:
+            pid = int(f.read().rsplit(")", 1)[1].split()[1])
+
+
 def blob(mb: float) -> None:
     Path("blob.bin").write_bytes(b"\0" + os.urandom(int(mb * 1_000_000)))
 
@@ -197,7 +235,7 @@ def main(argv: list[str]) -> int:
      "commit": commit, "manifest": lambda: manifest(args[0]), "net": lambda: net(args[0], args[1]),
      "tmp": lambda: tmp(args[0]), "wipe": wipe,
      "filelink": lambda: filelink(args[0]), "ownlink": lambda: ownlink(args[0], args[1]),
-     "ignored": ignored}[mode]()
+     "ignored": ignored, "privileged": lambda: privileged(args[0])}[mode]()
     return 0
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import git
 from tests.security.conftest import CHECK, assert_contained, events, policy, run, target_repo
 
@@ -173,3 +175,21 @@ def test_a_conftest_hidden_by_gitignore_under_a_protected_path_is_reverted(tmp_p
     rev = events(repo, "loop.protected_reverted")
     assert rev and "tests/conftest.py" in rev[0].payload["paths"]
     assert not (repo / "tests" / "conftest.py").exists()
+
+
+def test_the_sandbox_holds_no_privilege_to_undo_itself(tmp_path, mode):
+    """A runner started as root: bubblewrap keeps every capability for a root caller unless told otherwise,
+    so its agent could unmount the read-only binds, remount / writable and trace the runner. The sandbox
+    drops them all, whoever starts it."""
+    if mode == "none":
+        pytest.skip("unsandboxed: the agent has the runner's rights by definition (docs/security.md)")
+    repo = target_repo(tmp_path / "repo")
+    witness = tmp_path / "witness"
+    out, _ = run(repo, policy(mode, "privileged", str(witness)))
+    assert_contained(repo, out)
+    said = (repo / ".healer" / "runs" / "attack" / "iter-001" / "agent.out").read_text()
+    assert "CapEff 0000000000000000" in said, said
+    assert "umount" in said and "remount / writable: refused" in said, said
+    assert not witness.exists(), said
+    assert not Path(f"{witness}.ptrace").exists(), said
+    assert not (repo / ".git" / "hooks" / "pre-commit").exists(), said
