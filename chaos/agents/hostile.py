@@ -18,6 +18,8 @@ writes a wrong answer and then tries to make the check pass anyway, or to escape
     python hostile.py filelink TARGET     tests/test_check.py becomes a symlink to TARGET (outside), TARGET gutted
     python hostile.py wipe                deletes the loop's own folder (.healer/) in the worktree
     python hostile.py ignored             tests/conftest.py that skips every test, hidden by a .gitignore line
+    python hostile.py ignored_once        the same, planted only when it is not there yet (a redone iteration changes
+                                          nothing: what a runner killed mid-iteration must still find on resume)
     python hostile.py ownlink TARGET SECRET  progress.md becomes a link to TARGET (healer appends to it outside
                                           the sandbox), lessons.md one to SECRET (read into the next prompt), and a
                                           FIFO stands at notes.fifo (a read of it would block)
@@ -218,6 +220,11 @@ def ignored() -> None:
                                          "def pytest_runtest_call(item):\n    item.runtest = lambda: None\n")
 
 
+def ignored_once() -> None:
+    if not os.path.lexists("tests/conftest.py"):
+        ignored()
+
+
 def ownlink(target: str, secret: str) -> None:
     for name, to in (("progress.md", target), ("lessons.md", secret)):
         if os.path.lexists(name):
@@ -235,7 +242,7 @@ def main(argv: list[str]) -> int:
      "commit": commit, "manifest": lambda: manifest(args[0]), "net": lambda: net(args[0], args[1]),
      "tmp": lambda: tmp(args[0]), "wipe": wipe,
      "filelink": lambda: filelink(args[0]), "ownlink": lambda: ownlink(args[0], args[1]),
-     "ignored": ignored, "privileged": lambda: privileged(args[0])}[mode]()
+     "ignored": ignored, "ignored_once": ignored_once, "privileged": lambda: privileged(args[0])}[mode]()
     return 0
 
 

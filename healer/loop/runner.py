@@ -34,6 +34,8 @@ from healer.loop.decide import EXIT_WORDS, Facts, GateResult, IterationRecord, L
 from healer.loop.state import RunPaths, RunState, bump_daily, check_run_id, daily_count, load, save, write_json_atomic
 
 FP_BEFORE_AGENT = failpoints.declare("loop.before_agent", "healer/loop/runner.py: prompt written, agent not started yet")
+UNCHECKED = "protected-before.json"  # the protected paths on disk before the agent, until its step is compared
+CHECKED = "protected-before.checked.json"
 FP_AFTER_AGENT = failpoints.declare("loop.after_agent", "healer/loop/runner.py: agent tree ended or killed, nothing reverted yet")
 FP_BEFORE_GATES = failpoints.declare("loop.before_gates", "healer/loop/runner.py: protected paths and diff cap applied, gates not run")
 FP_BEFORE_COMMIT = failpoints.declare("loop.before_commit", "healer/loop/runner.py: gates green and persisted as pending commit, not committed")
@@ -124,6 +126,7 @@ class Runner:
         self.subreaper = False
         self._last_tree: str | None = None  # snapshot after the last iteration's gates: the next one's "before"
         self._before: str | None = None
+        self._on_disk: dict[str, tuple] | None = None  # the protected paths on disk before the agent's step
         self._diff_bytes = 0
         self.sbx_mode = "none"
         self._profile: sandbox.Profile | None = None
@@ -427,7 +430,8 @@ class Runner:
         st = self.st
         if self.req.resume:
             # the iteration in flight when the runner died may have touched protected paths
-            self._guard_protected(st.history[-1].tree_hash if st.history else st.baseline_tree, "resume")
+            self._guard_protected(st.history[-1].tree_hash if st.history else st.baseline_tree, "resume",
+                                  self._unchecked_disk(len(st.history) + 1))
         if st.pending_commit:
             try:
                 done = self._settle_pending_commit()
@@ -446,12 +450,12 @@ class Runner:
                 rec = self._iterate(n)
             except _Interrupted:
                 st.inflight = None
-                self._guard_protected(self._before, f"iteration {n} interrupted")
+                self._guard_protected(self._before, f"iteration {n} interrupted", self._on_disk)
                 return self._finish(errors.STOPPED, f"{self.stop_signal} received during iteration {n} "
                                                     f"(iteration discarded; --resume {st.run_id} redoes it)")
             except sandbox.SandboxFailed as e:
                 st.inflight = None
-                self._guard_protected(self._before, f"iteration {n}: sandbox failed")
+                self._guard_protected(self._before, f"iteration {n}: sandbox failed", self._on_disk)
                 return self._sandbox_failed(e, n)
             prev = st.history[-1].state_hash if st.history else None
             st.history.append(rec)
@@ -480,17 +484,22 @@ class Runner:
         self._event("loop.sandbox_failed", {"n": n, "mode": e.mode, "what": e.what, "stderr": e.detail[-4000:]})
         return self._finish(e.exit_code, f"{e} (iteration {n} discarded; fix the sandbox, then --resume {self.st.run_id})")
 
-    def _guard_protected(self, reference: str | None, why: str) -> None:
+    def _guard_protected(self, reference: str | None, why: str, on_disk: dict[str, tuple] | None = None) -> None:
         """Undo changes to protected paths made since `reference` (a snapshot) outside a
-        complete iteration: an interrupted one, or the one in flight when the runner died."""
+        complete iteration: an interrupted one, or the one in flight when the runner died. `on_disk`: the
+        protected paths as the disk held them before that iteration's agent, when its step was not
+        compared yet: what changed there where git cannot see it (ignored files) is undone too."""
         if not reference:
             return
         wd, L = self.workdir, self.loop_policy
         try:
-            changed = gitops.changed_between(wd, reference, gitops.snapshot(wd))
+            now = gitops.snapshot(wd)
+            changed = gitops.changed_between(wd, reference, now)
         except git.GitError:  # the reference tree was pruned: nothing to compare with
             return
         prot = [p for p in changed if gitops.protected(p, L.protected_paths)]
+        if on_disk is not None:
+            prot += gitops.hidden_changes(wd, now, on_disk, gitops.protected_on_disk(wd, L.protected_paths), set(prot))
         if not prot:
             return
         n = len(self.st.history) + 1
@@ -500,6 +509,25 @@ class Runner:
         self._event("loop.protected_reverted", {"n": None, "why": why, "paths": prot, "moves": [m.__dict__ for m in moves]})
         self._append_own("progress.md", f"## {why} · run {self.st.run_id}\n- reverted (protected paths, copies in "
                                         f"quarantine): {', '.join(prot)}\n\n", n)
+
+    def _checked(self, idir: Path) -> None:
+        """The agent's step is compared: its before-state is no longer needed to judge it (what the gates
+        write under a protected path is not judged, docs/security.md). Renamed, kept for the record."""
+        self._on_disk = None
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(idir / UNCHECKED, idir / CHECKED)
+
+    def _unchecked_disk(self, n: int) -> dict[str, tuple] | None:
+        """The protected paths on disk before iteration n's agent, when its step was never compared (the runner
+        died in between); None otherwise, or when the record cannot be read (git's view alone then)."""
+        try:
+            with open(self.paths.iteration(n) / UNCHECKED) as f:
+                got = json.load(f).get("protected_on_disk")
+        except (OSError, ValueError, AttributeError):
+            return None
+        if not isinstance(got, dict):
+            return None
+        return {str(k): tuple(v) for k, v in got.items() if isinstance(v, list)}
 
     def _iterate(self, n: int) -> IterationRecord:
         """One iteration, inside a fresh sandbox session (its own private temp dir) when sandboxed,
@@ -631,6 +659,9 @@ class Runner:
                     "HEALER_WORKDIR": str(self.workdir)})
         marker = os.urandom(16).hex()
         on_disk = gitops.protected_on_disk(self.workdir, L.protected_paths)
+        # kept on disk until the agent's step is compared: a runner killed in between finds it on resume
+        self._on_disk = on_disk
+        write_json_atomic(idir / UNCHECKED, {"protected_on_disk": on_disk})
         failpoints.hit(FP_BEFORE_AGENT)
 
         def on_spawn(proc, tree) -> None:
@@ -670,6 +701,7 @@ class Runner:
         quarantine = self.paths.quarantine(n)
         reverted = gitops.put_back(wd, before, prot, quarantine, f"loop {st.run_id} iteration {n}: protected path",
                                    clock) if prot else []
+        self._checked(idir)
         if reverted:
             after = gitops.snapshot(wd)
             lines, nbytes = gitops.diff_size(wd, before, after)

@@ -193,3 +193,25 @@ def test_the_sandbox_holds_no_privilege_to_undo_itself(tmp_path, mode):
     assert not witness.exists(), said
     assert not Path(f"{witness}.ptrace").exists(), said
     assert not (repo / ".git" / "hooks" / "pre-commit").exists(), said
+
+
+def test_a_hidden_conftest_planted_before_the_runner_is_killed_is_found_on_resume(tmp_path, mode):
+    """The runner SIGKILLed right after the agent's step, before it compared the protected paths on disk: the
+    agent's hidden tests/conftest.py stays, and the redone iteration (an agent that plants it once) changes
+    nothing there, so only what the disk held before the killed step can tell. The resume compares with it."""
+    import yaml
+
+    from tests.loop.conftest import run_loop_cli
+
+    repo = target_repo(tmp_path / "repo")
+    pol = policy(mode, "ignored_once", max_iterations=2)
+    pfile = tmp_path / "policy.yaml"
+    pfile.write_text(yaml.safe_dump({"version": 1, "loop": pol.loop.model_dump(mode="json")}))
+    cp = run_loop_cli(repo, pfile, "--run-id", "killed", env={"HEALER_FAILPOINTS": "loop.after_agent=kill"})
+    assert cp.returncode == -9, cp.stdout + cp.stderr
+    assert (repo / "tests" / "conftest.py").exists()  # planted, and nothing compared it yet
+    out, _ = run(repo, pol, run_id="killed", resume=True)
+    assert_contained(repo, out)
+    rev = events(repo, "loop.protected_reverted")
+    assert rev and "tests/conftest.py" in rev[0].payload["paths"], rev
+    assert not (repo / "tests" / "conftest.py").exists()
