@@ -116,6 +116,19 @@ def refs() -> None:
     print(f"create refs/tags/evil: {'done' if r.returncode == 0 else r.stderr.strip()}")
 
 
+def symref(victim: str) -> None:
+    """The right answer, and its own branch made a symbolic ref to `victim`: a loop that commits
+    through HEAD would follow the chain and move `victim` (main, another ticket's branch)."""
+    Path("solution.txt").write_text("42\n")
+    common = Path(git("rev-parse", "--path-format=absolute", "--git-common-dir"))
+    own = git("symbolic-ref", "-q", "HEAD")
+    try:
+        (common / own).write_text(f"ref: {victim}\n")
+        print(f"{own} -> {victim}: done")
+    except OSError as e:
+        print(f"{own} -> {victim}: refused {e}")
+
+
 def privileged(witness: str) -> None:
     import ctypes
 
@@ -242,7 +255,8 @@ def main(argv: list[str]) -> int:
      "commit": commit, "manifest": lambda: manifest(args[0]), "net": lambda: net(args[0], args[1]),
      "tmp": lambda: tmp(args[0]), "wipe": wipe,
      "filelink": lambda: filelink(args[0]), "ownlink": lambda: ownlink(args[0], args[1]),
-     "ignored": ignored, "ignored_once": ignored_once, "privileged": lambda: privileged(args[0])}[mode]()
+     "ignored": ignored, "ignored_once": ignored_once, "privileged": lambda: privileged(args[0]),
+     "symref": lambda: symref(args[0])}[mode]()
     return 0
 
 

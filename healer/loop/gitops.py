@@ -982,6 +982,20 @@ def commit_all(cwd: str | Path, message: str, patterns: Sequence[str] = ()) -> s
     return commit_changes(cwd, message, tree_of(cwd, base), base, patterns)
 
 
+def _refuse_symbolic_branch(cwd: Path) -> None:
+    """HEAD names a branch whose ref is a plain id: `update-ref HEAD` follows every link, so a branch
+    made a link to main would move main (the guard sets it back after each step; this is the last word)."""
+    lay = layout(cwd)
+    try:  # read from the files, no git process: a packed ref cannot be a link, a loose one says `ref: `
+        head = (lay.git_dir / "HEAD").read_text(errors="replace") if lay else ""
+        branch = head[5:].strip() if head.startswith("ref: ") else ""
+        linked = bool(branch) and lay is not None and (lay.common / branch).read_text(errors="replace").startswith("ref:")
+    except OSError:
+        linked = False
+    if linked:
+        raise GitError(f"{cwd}: the branch {branch} is a link to another ref; the loop does not commit through it")
+
+
 def commit_changes(cwd: str | Path, message: str, since: str, base: str | None, patterns: Sequence[str],
                    keep_staged: Sequence[str] = (), measured: str | None = None) -> str | None:
     """Commit exactly what changed between snapshot `since` (the tree when the run began) and the
@@ -1019,6 +1033,7 @@ def commit_changes(cwd: str | Path, message: str, since: str, base: str | None, 
     elif r.code != 0:
         raise GitError(f"git commit-tree failed in {cwd}: {r.text[-300:]}")
     new = r.stdout
+    _refuse_symbolic_branch(cwd)
     run(cwd, "update-ref", "-m", f"loop: {message}", "HEAD", new, parent or "0" * 40)
     # the index follows the commit; what the user had staged before the run stays staged
     keep = set(keep_staged)

@@ -71,6 +71,7 @@ class GitSnap:
     top: Path = Path(".")
     files: dict[str, Entry] = field(default_factory=dict)  # relative to common ("@wt/..." for the worktree's own admin dir)
     refs: dict[str, str] = field(default_factory=dict)
+    own_value: str | None = None  # what the branch's ref holds: an id (it may move), never `ref: ...`
 
 
 def _abs(s: GitSnap, rel: str) -> Path:
@@ -146,9 +147,15 @@ def git_capture(workdir: Path) -> GitSnap | None:
             if e is not None:
                 s.files[f"@wt/{n}"] = e
     for name, sha in _refs(cd).items():
-        if name != own and not name.startswith("refs/healer/"):
+        if name == own:
+            s.own_value = sha
+        elif not name.startswith("refs/healer/"):
             s.refs[name] = sha
     return s
+
+
+def _symbolic(v: str | None) -> bool:
+    return v is not None and v.startswith("ref:")
 
 
 @dataclass
@@ -167,6 +174,10 @@ def git_changes(before: GitSnap, after: GitSnap) -> GitChanges:
     files = sorted(k for k in set(before.files) | set(after.files) if before.files.get(k) != after.files.get(k))
     refs = {k: (before.refs.get(k), after.refs.get(k)) for k in set(before.refs) | set(after.refs)
             if before.refs.get(k) != after.refs.get(k)}
+    if after.own_ref and after.own_ref == before.own_ref and _symbolic(after.own_value):
+        # the branch may move (the agent commits), but made a link to another ref every commit through
+        # HEAD would land on that one (main, another ticket's branch)
+        refs[after.own_ref] = (before.own_value, after.own_value)
     return GitChanges(files, dict(sorted(refs.items())))
 
 
@@ -220,10 +231,17 @@ def git_revert(workdir: Path, before: GitSnap, ch: GitChanges, qdir: Path, run_i
                 f.write(was[2])
             os.chmod(p, was[1])
         done.append({"path": str(p), "action": "restored"})
-    if not move_refs:
-        return done
     zero = "0" * 40
     for ref, (old, new) in ch.refs.items():
+        if _symbolic(new) and ref == before.own_ref:  # in a fleet too: only this run's branch is touched
+            r = git.run(workdir, "update-ref", "--no-deref", "-m", "healer: symbolic branch ref set back", ref,
+                        old if old and not _symbolic(old) else zero, check=False)
+            done.append({"ref": ref, "action": "restored", "to": old, "from": new, "ok": r.code == 0})
+    if not move_refs:
+        return done
+    for ref, (old, new) in ch.refs.items():
+        if _symbolic(new) and ref == before.own_ref:
+            continue
         if new is not None and old is None:
             keep = f"refs/healer/quarantine/{run_id}/{n}/{ref}"
             git.run(workdir, "update-ref", "-m", "healer: ref made by an agent", keep, new, check=False)

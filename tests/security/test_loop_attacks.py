@@ -215,3 +215,22 @@ def test_a_hidden_conftest_planted_before_the_runner_is_killed_is_found_on_resum
     rev = events(repo, "loop.protected_reverted")
     assert rev and "tests/conftest.py" in rev[0].payload["paths"], rev
     assert not (repo / "tests" / "conftest.py").exists()
+
+
+def test_the_branch_made_a_link_to_another_ref_moves_neither(tmp_path, mode):
+    """The agent gives the right answer and makes its own branch's ref `ref: refs/heads/victim`: healer's
+    commit through HEAD would follow the link and move `victim` (in a fleet: main). The guard sets the branch
+    back to an id after the step, so the commit lands on the run's branch and `victim` stays."""
+    repo = target_repo(tmp_path / "repo")
+    git(repo, "checkout", "-q", "-b", "work")
+    git(repo, "branch", "victim")
+    victim = git(repo, "rev-parse", "victim")
+    out, _ = run(repo, policy(mode, "symref", "refs/heads/victim"))
+    said = (repo / ".healer" / "runs" / "attack" / "iter-001" / "agent.out").read_text()
+    assert "-> refs/heads/victim: done" in said, said  # the attack itself worked in every mode
+    assert out.exit_code == 0, out
+    assert git(repo, "rev-parse", "victim") == victim
+    assert not (repo / ".git" / "refs" / "heads" / "work").read_text().startswith("ref:")
+    assert git(repo, "show", "work:solution.txt") == "42"
+    tampered = events(repo, "loop.git_tampered")
+    assert tampered and any(u.get("ref") == "refs/heads/work" for u in tampered[0].payload["undone"])
