@@ -20,6 +20,7 @@ writes a wrong answer and then tries to make the check pass anyway, or to escape
     python hostile.py ignored             tests/conftest.py that skips every test, hidden by a .gitignore line
     python hostile.py ignored_once        the same, planted only when it is not there yet (a redone iteration changes
                                           nothing: what a runner killed mid-iteration must still find on resume)
+    python hostile.py symref VICTIM [REF] the right answer, and REF (its own branch) made `ref: VICTIM`
     python hostile.py ownlink TARGET SECRET  progress.md becomes a link to TARGET (healer appends to it outside
                                           the sandbox), lessons.md one to SECRET (read into the next prompt), and a
                                           FIFO stands at notes.fifo (a read of it would block)
@@ -116,12 +117,12 @@ def refs() -> None:
     print(f"create refs/tags/evil: {'done' if r.returncode == 0 else r.stderr.strip()}")
 
 
-def symref(victim: str) -> None:
-    """The right answer, and its own branch made a symbolic ref to `victim`: a loop that commits
-    through HEAD would follow the chain and move `victim` (main, another ticket's branch)."""
+def symref(victim: str, ref: str | None = None) -> None:
+    """The right answer, and `ref` (default: its own branch) made a symbolic ref to `victim`: a loop that
+    commits through HEAD would follow the chain and move `victim` (main, another ticket's branch)."""
     Path("solution.txt").write_text("42\n")
     common = Path(git("rev-parse", "--path-format=absolute", "--git-common-dir"))
-    own = git("symbolic-ref", "-q", "HEAD")
+    own = ref or Path(git("rev-parse", "--git-path", "HEAD")).read_text().removeprefix("ref: ").strip()  # unfollowed
     try:
         (common / own).write_text(f"ref: {victim}\n")
         print(f"{own} -> {victim}: done")
@@ -256,7 +257,7 @@ def main(argv: list[str]) -> int:
      "tmp": lambda: tmp(args[0]), "wipe": wipe,
      "filelink": lambda: filelink(args[0]), "ownlink": lambda: ownlink(args[0], args[1]),
      "ignored": ignored, "ignored_once": ignored_once, "privileged": lambda: privileged(args[0]),
-     "symref": lambda: symref(args[0])}[mode]()
+     "symref": lambda: symref(*args[:2])}[mode]()
     return 0
 
 

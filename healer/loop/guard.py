@@ -233,19 +233,29 @@ def git_revert(workdir: Path, before: GitSnap, ch: GitChanges, qdir: Path, run_i
         done.append({"path": str(p), "action": "restored"})
     zero = "0" * 40
     for ref, (old, new) in ch.refs.items():
-        if _symbolic(new) and ref == before.own_ref:  # in a fleet too: only this run's branch is touched
-            r = git.run(workdir, "update-ref", "--no-deref", "-m", "healer: symbolic branch ref set back", ref,
-                        old if old and not _symbolic(old) else zero, check=False)
-            done.append({"ref": ref, "action": "restored", "to": old, "from": new, "ok": r.code == 0})
-    if not move_refs:
-        return done
-    for ref, (old, new) in ch.refs.items():
-        if _symbolic(new) and ref == before.own_ref:
+        mine = ref == before.own_ref  # in a fleet the only ref a run may set back: other loops move theirs
+        if _symbolic(new) and (mine or (move_refs and old is not None)):
+            # a link, written back as an id without following it (a compare would follow it): the id it held,
+            # or when that is unknown (the link stood before this snapshot) the id the link leads to
+            to = old if old and not _symbolic(old) else git.run(workdir, "rev-parse", "--verify", "-q", ref,
+                                                                   check=False).stdout
+            r = git.run(workdir, "update-ref", "--no-deref", "-m", "healer: ref link set back", ref, to,
+                        check=False) if to else None
+            done.append({"ref": ref, "action": "restored", "to": to or None, "from": new,
+                         "ok": r is not None and r.code == 0})
+            continue
+        if not move_refs:
             continue
         if new is not None and old is None:
             keep = f"refs/healer/quarantine/{run_id}/{n}/{ref}"
-            git.run(workdir, "update-ref", "-m", "healer: ref made by an agent", keep, new, check=False)
-            r = git.run(workdir, "update-ref", "-d", ref, new, check=False)
+            if _symbolic(new):  # a new link: what it leads to is kept, the link itself set aside unfollowed
+                to = git.run(workdir, "rev-parse", "--verify", "-q", ref, check=False).stdout
+                if to:
+                    git.run(workdir, "update-ref", "-m", "healer: ref made by an agent", keep, to, check=False)
+                r = git.run(workdir, "update-ref", "--no-deref", "-d", ref, check=False)
+            else:
+                git.run(workdir, "update-ref", "-m", "healer: ref made by an agent", keep, new, check=False)
+                r = git.run(workdir, "update-ref", "-d", ref, new, check=False)
             done.append({"ref": ref, "action": "quarantined", "saved_as": keep, "ok": r.code == 0})
         else:
             r = git.run(workdir, "update-ref", "-m", "healer: ref moved back", ref, old or zero, new or zero, check=False)

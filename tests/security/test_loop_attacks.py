@@ -182,7 +182,7 @@ def test_the_sandbox_holds_no_privilege_to_undo_itself(tmp_path, mode):
     so its agent could unmount the read-only binds, remount / writable and trace the runner. The sandbox
     drops them all, whoever starts it."""
     if mode == "none":
-        pytest.skip("unsandboxed: the agent has the runner's rights by definition (docs/security.md)")
+        pytest.skip(reason="unsandboxed: the agent has the runner's rights by definition (docs/security.md)")
     repo = target_repo(tmp_path / "repo")
     witness = tmp_path / "witness"
     out, _ = run(repo, policy(mode, "privileged", str(witness)))
@@ -234,3 +234,40 @@ def test_the_branch_made_a_link_to_another_ref_moves_neither(tmp_path, mode):
     assert git(repo, "show", "work:solution.txt") == "42"
     tampered = events(repo, "loop.git_tampered")
     assert tampered and any(u.get("ref") == "refs/heads/work" for u in tampered[0].payload["undone"])
+
+
+def test_a_branch_link_made_before_the_runner_is_killed_moves_nothing_on_resume(tmp_path, mode):
+    """The runner SIGKILLed right after the agent linked its branch to `victim`: the resumed run's first snapshot
+    already holds the link, so the id to set the branch back to is the one the link leads to. `victim` stays."""
+    import yaml
+
+    from tests.loop.conftest import run_loop_cli
+
+    repo = target_repo(tmp_path / "repo")
+    git(repo, "checkout", "-q", "-b", "work")
+    git(repo, "branch", "victim")
+    victim = git(repo, "rev-parse", "victim")
+    pol = policy(mode, "symref", "refs/heads/victim", max_iterations=2)
+    pfile = tmp_path / "policy.yaml"
+    pfile.write_text(yaml.safe_dump({"version": 1, "loop": pol.loop.model_dump(mode="json")}))
+    cp = run_loop_cli(repo, pfile, "--run-id", "killed", env={"HEALER_FAILPOINTS": "loop.after_agent=kill"})
+    assert cp.returncode == -9, cp.stdout + cp.stderr
+    assert (repo / ".git" / "refs" / "heads" / "work").read_text().startswith("ref:")  # linked, not compared yet
+    out, _ = run(repo, pol, run_id="killed", resume=True)
+    assert out.exit_code == 0, out
+    assert git(repo, "rev-parse", "victim") == victim
+    assert not (repo / ".git" / "refs" / "heads" / "work").read_text().startswith("ref:")
+    assert git(repo, "show", "work:solution.txt") == "42"
+
+
+def test_another_branch_made_a_link_is_set_back_to_its_id(tmp_path, mode):
+    """Another branch (`victim`) made a link to the run's branch: every commit on the run's branch would move it
+    too. The guard writes it back as the id it held, without following the link."""
+    repo = target_repo(tmp_path / "repo")
+    git(repo, "checkout", "-q", "-b", "work")
+    git(repo, "branch", "victim")
+    victim = git(repo, "rev-parse", "victim")
+    out, _ = run(repo, policy(mode, "symref", "refs/heads/work", "refs/heads/victim"))
+    assert out.exit_code == 0, out
+    assert (repo / ".git" / "refs" / "heads" / "victim").read_text().strip() == victim
+    assert git(repo, "show", "work:solution.txt") == "42"
