@@ -17,6 +17,7 @@ HEALER_DIR = ".healer"
 DB_NAME = "healer.db"
 WORKTREES_DIR = f"{HEALER_DIR}/worktrees"  # one linked worktree per ticket
 SCRATCH_DIR = f"{HEALER_DIR}/scratch"  # merge results and main checks, healer's own
+SCRATCH_TMP_DIR = f"{HEALER_DIR}/scratch-tmp"  # the sandboxed gates' private temp folders (a tmpfs over each)
 HALT_FILE = f"{HEALER_DIR}/HALT"  # present: every remediation is observe-only
 TASKS_DIR = f"{HEALER_DIR}/tasks"
 AGENT_LOGS_DIR = f"{HEALER_DIR}/logs/agents"
@@ -48,6 +49,10 @@ def worktree_for(root: str | Path, ticket_id: str) -> Path:
 
 def scratch_dir(root: str | Path, name: str) -> Path:
     return Path(root) / SCRATCH_DIR / name
+
+
+def scratch_tmp(root: str | Path, name: str) -> Path:
+    return Path(root) / SCRATCH_TMP_DIR / name
 
 
 def set_aside_dir(root: str | Path, kind: str) -> Path:

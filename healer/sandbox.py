@@ -590,6 +590,11 @@ def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind:
         prof.rw += rw_git
         prof.ro += ro_git
         prof.rw_last += branch_rw
+    _add_writable(prof, writable)
+    return prof
+
+
+def _add_writable(prof: Profile, writable: list[str]) -> None:
     for w in writable:
         p = Path(os.path.expanduser(w)).resolve()
         p.mkdir(parents=True, exist_ok=True)
@@ -602,7 +607,42 @@ def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind:
     if any(c == w or w in c.parents for w in prof.rw):
         c.mkdir(parents=True, exist_ok=True)
         prof.ro.append(c)
+
+
+def gate_profile(checkout: Path, loop_policy, kind: str, tmpdir: Path) -> Profile:
+    """The fleet's merge and main gates, in healer's scratch checkout of the agent's merged code: a test
+    suite imports that code, so it runs as confined as the loop's gates. Writable: the checkout, a private
+    tmpfs (`tmpdir`, a folder of healer's own outside the checkout, so nothing the agent committed there
+    decides where it goes) and `loop.sandbox_writable`. Everything else read-only: the fleet's git (no object,
+    ref or admin file of a checkout healer itself merges with), its `.healer/` store and the rest of the
+    machine."""
+    checkout = checkout.resolve()
+    tmpdir.mkdir(parents=True, exist_ok=True)
+    network = loop_policy.sandbox_network
+    prof = Profile(workdir=checkout, network=kind != "container" if network is None else network, kind=kind,
+                   image=loop_policy.sandbox_image, pid_namespace=loop_policy.sandbox_pid_namespace,
+                   tmpdir=tmpdir.resolve())
+    prof.rw.append(checkout)
+    if (checkout / ".git").is_file() and not (checkout / ".git").is_symlink():
+        prof.ro.append(checkout / ".git")
+    _add_writable(prof, loop_policy.sandbox_writable)
     return prof
+
+
+def run(profile: Profile | None, argv: list[str], log: Path, what: str, **kw):
+    """procs.run, in `profile`'s sandbox when there is one (None: unconfined). `log` is where the program's
+    stderr went (bwrap's own `bwrap: ...` line is read back from it). A sandbox that did not start the
+    program raises SandboxFailed, never a result of a program that did not run."""
+    from healer import procs
+
+    if profile is None:
+        return procs.run(argv, **kw)
+    argv = procs.resolve_python(argv, os.environ.get("PATH"))
+    with profile.launch(argv, dict(kw.get("env") or procs.environ()), what) as launch:
+        if launch.env is not None:
+            kw["env"] = launch.env
+        res = procs.run(launch.argv, pass_fds=launch.pass_fds, **kw)
+        return launch.settle(res, log)
 
 
 @dataclass

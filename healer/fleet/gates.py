@@ -3,15 +3,23 @@
 Exit codes decide. A gate that cannot decide (timed out, cannot start) makes the
 result `unknown`; the caller chooses whether unknown blocks (a merge) or lets pass
 (main's status, fail-open).
+
+The gates run the agent's merged code (a test suite imports it), so they run under the loop's sandbox
+(`loop.sandbox`, healer/sandbox.py `gate_profile`): the scratch checkout and a private temp folder
+writable, the fleet's git and store read-only. A sandbox that cannot be had, or that fails to start a
+gate, is `unknown` (never a pass of a gate that did not run).
 """
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from healer import procs
+from healer import conventions as cv
+from healer import errors, sandbox
 from healer.clock import Clock, system
 
 PASS = "pass"
@@ -29,14 +37,57 @@ class GateResult:
         return "\n".join(self.log.splitlines()[-n:])
 
 
-def run_gates(gates, cwd: str | Path, *, grace: float = 5.0, clock: Clock | None = None) -> GateResult:
+@dataclass(frozen=True)
+class Confinement:
+    profile: sandbox.Profile | None  # None: unconfined (loop.sandbox none, or auto without bwrap)
+    note: str | None = None  # said first in the gate log (a warning, or why no gate could run)
+    refused: bool = False  # the sandbox the policy asks for is not there: no gate runs
+
+
+@contextlib.contextmanager
+def confined(root: Path, checkout: Path, loop_policy) -> Iterator[Confinement]:
+    """The sandbox the merge or main gates of `checkout` run in, with its private temp folder
+    (.healer/scratch-tmp/<name>: an empty folder a tmpfs covers while a gate runs, removed after)."""
+    try:
+        mode, warn = sandbox.resolve(loop_policy.sandbox, image=loop_policy.sandbox_image)
+    except (errors.InvalidInput, errors.Unavailable) as e:
+        yield Confinement(None, f"gates not run: {e}", refused=True)
+        return
+    if mode == "none":
+        yield Confinement(None, warn)
+        return
+    tmp = cv.scratch_tmp(root, checkout.name)
+    try:
+        yield Confinement(sandbox.gate_profile(checkout, loop_policy, mode, tmp), warn)
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.rmdir()  # empty on the host: what the gates wrote went to the tmpfs over it
+
+
+def gate_checkout(root: Path, checkout: Path, gates, loop_policy, clock: Clock | None = None) -> GateResult:
+    """The fleet's gates (merge or main) on healer's scratch `checkout`, confined like the loop's."""
+    with confined(root, checkout, loop_policy) as box:
+        return run_gates(gates, checkout, grace=loop_policy.kill_grace, clock=clock, confinement=box)
+
+
+def run_gates(gates, cwd: str | Path, *, grace: float = 5.0, clock: Clock | None = None,
+              confinement: Confinement | None = None) -> GateResult:
     clock = clock or system()
-    parts: list[str] = []
+    profile = confinement.profile if confinement is not None else None
+    parts: list[str] = [confinement.note] if confinement is not None and confinement.note else []
+    if confinement is not None and confinement.refused:
+        return GateResult(UNKNOWN, gates[0].name if gates else None, "\n".join(parts))
     for g in gates:
         parts.append(f"$ {' '.join(g.run)}  # gate {g.name}")
         with tempfile.TemporaryFile(mode="w+b") as out:
             try:
-                done = procs.run(g.run, cwd=cwd, timeout=g.timeout, grace=grace, clock=clock, stdout=out, stderr=out)
+                # the unnamed file by its /proc name: the sandbox reads its own error line back from it
+                done = sandbox.run(profile, list(g.run), Path(f"/proc/self/fd/{out.fileno()}"), f"gate {g.name}",
+                                   cwd=cwd, timeout=g.timeout, grace=grace, clock=clock, stdout=out, stderr=out)
+            except sandbox.SandboxFailed as e:
+                sandbox.forget_probe()
+                parts.append(f"gate {g.name}: {e}")
+                return GateResult(UNKNOWN, g.name, "\n".join(parts))
             except OSError as e:
                 parts.append(f"gate {g.name}: cannot start: {e}")
                 return GateResult(UNKNOWN, g.name, "\n".join(parts))

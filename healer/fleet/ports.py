@@ -154,14 +154,14 @@ class RealGates:
     def main(self, root, policy, head, clock):
         from healer import conventions as cv
         from healer import git
-        from healer.fleet.gates import run_gates
+        from healer.fleet.gates import gate_checkout
 
         scratch = cv.scratch_dir(root, "main")
         git.remove_worktree(scratch, root, check=False)
         scratch.parent.mkdir(parents=True, exist_ok=True)
         git.run(root, "worktree", "add", "--detach", str(scratch), head)
         try:
-            return run_gates(policy.fleet.main_gates, scratch, grace=policy.loop.kill_grace, clock=clock)
+            return gate_checkout(root, scratch, policy.fleet.main_gates, policy.loop, clock)
         finally:
             git.remove_worktree(scratch, root, check=False)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from healer import conventions as cv
 from healer import failpoints, git
 from healer.clock import Clock
-from healer.fleet.gates import PASS, run_gates
+from healer.fleet.gates import PASS, gate_checkout
 from healer.records import Proposal
 
 FP_BEFORE_MERGE = failpoints.declare("dispatch.before_merge", "healer/fleet/proposals.py: merge gates passed, main not yet advanced")
@@ -94,7 +94,7 @@ def gate_proposal(root: Path, policy, p: Proposal, clock: Clock, still_wanted=No
             git.run(scratch, "merge", "--abort", check=False)
             return Verdict(REJECTED, f"$ git merge {p.branch}\n{m.text}\nmerge: conflict with {main}", old)
         new = git.rev(scratch)
-        res = run_gates(policy.fleet.merge_gates, scratch, grace=policy.loop.kill_grace, clock=clock)
+        res = gate_checkout(root, scratch, policy.fleet.merge_gates, policy.loop, clock)
         log = "\n".join(res.log.splitlines()[-LOG_LINES:])
         if res.outcome != PASS:
             return Verdict(REJECTED, log or f"merge gate {res.failed}: {res.outcome}", old)

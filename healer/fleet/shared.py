@@ -81,7 +81,7 @@ def gate_shared(root: Path, policy, p, clock, remote: str, tries: int = 10, stil
     merge gates on that tree, push it without force. A refused push means another host moved main: fetch, re-merge,
     re-gate. `still_wanted()` is asked before each push (as in gate_proposal). A ticket whose trailer is already on the shared main is merged (once), never again."""
     from healer.fleet import proposals as pr
-    from healer.fleet.gates import PASS, run_gates
+    from healer.fleet.gates import PASS, gate_checkout
 
     main = policy.fleet.main_branch
     log = ""
@@ -112,7 +112,7 @@ def gate_shared(root: Path, policy, p, clock, remote: str, tries: int = 10, stil
                 git.run(scratch, "merge", "--abort", check=False)
                 return pr.Verdict(pr.REJECTED, f"$ git merge {p.branch}\n{m.text}\nmerge: conflict with {remote}/{main}", old)
             new = git.rev(scratch)
-            res = run_gates(policy.fleet.merge_gates, scratch, grace=policy.loop.kill_grace, clock=clock)
+            res = gate_checkout(root, scratch, policy.fleet.merge_gates, policy.loop, clock)
             log = "\n".join(res.log.splitlines()[-pr.LOG_LINES:])
             if res.outcome != PASS:
                 return pr.Verdict(pr.REJECTED, log or f"merge gate {res.failed}: {res.outcome}", old)

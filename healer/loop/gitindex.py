@@ -5,8 +5,8 @@ scratch index was just copied from the real one and `git add -A` found nothing t
 tree it would write is the one the real index already names in its cache-tree extension, and the
 start is clean exactly when that tree is HEAD's: then neither `git write-tree` nor `git status` has
 to run. Anything this reader is not sure of (another version than 2 or 3, a bad checksum, a split or
-sparse index, an unknown required extension, an unmerged entry, an extended flag such as
-intent-to-add or skip-worktree, a submodule, an invalid or missing cache-tree) makes `parse` say so,
+sparse index, an unknown required extension, an unmerged entry, an assume-unchanged entry, an extended
+flag such as intent-to-add or skip-worktree, a submodule, an invalid or missing cache-tree) makes `parse` say so,
 and git is asked as before.
 
 The same reading gives the tree `git write-tree` writes for a small index (`trees`: every tree object of
@@ -33,7 +33,7 @@ _DIR = 0o040000  # a sparse index's directory entry
 class Index:
     """What the loop needs to know of one index file."""
 
-    __slots__ = ("version", "entries", "plain", "root_tree", "items", "extensions")
+    __slots__ = ("version", "entries", "plain", "root_tree", "items", "extensions", "flagged")
 
     def __init__(self, version: int, entries: int, plain: bool, root_tree: str | None,
                  items: list[tuple[bytes, int, bytes]] | None = None) -> None:
@@ -43,6 +43,7 @@ class Index:
         self.root_tree = root_tree  # the cache-tree's root when it is valid and covers every entry
         self.items = items  # (path, mode, 20-byte id) of every entry, in the index's order, when asked for
         self.extensions: tuple[bytes, ...] = ()  # the signatures of its extensions, in order
+        self.flagged = False  # an entry git trusts without looking at its file: assume-unchanged, skip-worktree
 
 
 def parse(data: bytes, items: bool = False) -> Index | None:
@@ -58,6 +59,7 @@ def parse(data: bytes, items: bool = False) -> Index | None:
         return None
     pos = 12
     plain = True
+    flagged = False
     kept: list[tuple[bytes, int, bytes]] | None = [] if items else None
     for _ in range(count):
         if pos + 62 > end:
@@ -65,11 +67,16 @@ def parse(data: bytes, items: bool = False) -> Index | None:
         mode, = struct.unpack_from(">I", data, pos + 24)
         flags, = struct.unpack_from(">H", data, pos + 60)
         off = 62
+        if flags & 0x8000:  # CE_VALID: `update-index --assume-unchanged`
+            plain, flagged = False, True
         if flags & 0x4000:  # extended flags follow (version 3): intent-to-add, skip-worktree
             if version < 3:
                 return None
             plain = False
             off = 64
+            ext, = struct.unpack_from(">H", data, pos + 62)
+            if ext & 0x4000:  # CE_SKIP_WORKTREE
+                flagged = True
         namelen = flags & 0xFFF
         if namelen == 0xFFF:  # a long name: up to its NUL
             nul = data.find(b"\0", pos + off, end)
@@ -105,6 +112,7 @@ def parse(data: bytes, items: bool = False) -> Index | None:
         pos = body_end
     idx = Index(version, count, plain, root, kept)
     idx.extensions = tuple(exts)
+    idx.flagged = flagged
     return idx
 
 

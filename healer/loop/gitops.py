@@ -172,6 +172,8 @@ def measure(cwd: str | Path) -> tuple[str, gitindex.Index | None]:
             scratch.unlink(missing_ok=True)
         else:
             copied = _copy_index(real, scratch, rs)
+            if _unflag(cwd, copied, scratch):
+                copied = None  # no longer the real index's bytes
         _scratch_from[cwd] = key
         _scratch_tree.pop(cwd, None)  # other entries: their tree is not known
     env = {"GIT_INDEX_FILE": str(scratch)}
@@ -421,6 +423,27 @@ def _copy_index(real: Path, scratch: Path, rs: os.stat_result) -> bytes:
     return data
 
 
+def _unflag(cwd: Path, data: bytes, scratch: Path) -> bool:
+    """Clear, in the scratch copy, what makes `add -A` trust an entry without reading its file: the agent
+    writes its own index, and `update-index --assume-unchanged` or `--skip-worktree` on a file it rewrote
+    would keep the old blob in the snapshot (a gutted protected test no diff shows). Entries whose file is
+    absent keep their flag (a sparse checkout's files are not there to read; a protected one gone from disk
+    is hidden_changes' to see). Whether any was cleared; one git call only when the index says it has some
+    (or is one gitindex does not read)."""
+    idx = gitindex.parse(data)
+    if idx is not None and not idx.flagged:
+        return False
+    env = {"GIT_INDEX_FILE": str(scratch)}
+    paths = [rec[2:] for rec in raw(cwd, "ls-files", "-v", "-z", env=env).split(b"\0")
+             if len(rec) > 2 and (rec[:1].islower() or rec[:1] == b"S")
+             and os.path.lexists(os.path.join(os.fsencode(cwd), rec[2:]))]
+    if not paths:
+        return False
+    raw(cwd, "update-index", "--no-assume-unchanged", "--no-skip-worktree", "-z", "--stdin",
+        input=b"\0".join(paths) + b"\0", env=env)
+    return True
+
+
 def _loose_exists(cwd: Path, oid: str) -> bool:
     """The object is on disk as a loose object (an existence check git would pass; packs are left to git)."""
     if len(oid) != 40 or oid.strip("0123456789abcdef") or os.environ.get("GIT_OBJECT_DIRECTORY"):
@@ -588,12 +611,31 @@ def protected_on_disk(cwd: Path, patterns: Sequence[str]) -> dict[str, tuple]:
 
 def hidden_changes(cwd: Path, tree: str, before: dict[str, tuple], after: dict[str, tuple], known: set[str]) -> list[str]:
     """The protected paths that changed on disk (`protected_on_disk` before and after) where git, whose
-    snapshot `tree` is, cannot see them (ignored); a file git sees and reports unchanged is not one."""
-    cand = sorted(p for p, k in after.items() if before.get(p) != k and p not in known)
+    snapshot `tree` is, does not show it: ignored ones, and the ones `tree` holds with other content than
+    the disk's, or that are gone from disk (an index flag the agent set, see _unflag). A file whose content
+    is still the tree's (touched, rewritten the same) is not one."""
+    cand = sorted(p for p in {*after, *before} if before.get(p) != after.get(p) and p not in known)
     if not cand:
         return []
     seen = _entries(cwd, tree, cand)
-    return [p for p in cand if p not in seen]
+    return [p for p in cand if (p in after and p not in seen) or (p in seen and not _disk_is(cwd, p, *seen[p]))]
+
+
+def _disk_is(cwd: Path, path: str, mode: str, blob: str) -> bool:
+    """The disk holds `path` as the tree entry (mode, blob) says, by content (git's own hash of the file,
+    with the path's attributes, as `add` would store it)."""
+    full = os.path.join(cwd, path)
+    try:
+        st = os.lstat(full)
+    except OSError:
+        return False
+    if stat.S_ISLNK(st.st_mode):
+        target = os.fsencode(os.readlink(full))
+        return mode == "120000" and digest.sha1(b"blob %d\0" % len(target) + target).hexdigest() == blob
+    if not stat.S_ISREG(st.st_mode) or mode not in ("100644", "100755"):
+        return False
+    got = raw(cwd, "hash-object", "--", path).strip().decode()
+    return got == blob
 
 
 def protected(path: str, patterns: Sequence[str]) -> bool:

@@ -577,14 +577,7 @@ class Runner:
 
     def _run(self, argv: list[str], log: Path, what: str, **kw) -> procs.Completed:
         """procs.run, in the sandbox when there is one; a sandbox that did not start it raises SandboxFailed."""
-        if self._profile is None:
-            return procs.run(argv, **kw)
-        argv = procs.resolve_python(argv, os.environ.get("PATH"))
-        with self._profile.launch(argv, dict(kw.get("env") or procs.environ()), what) as launch:
-            if launch.env is not None:
-                kw["env"] = launch.env
-            res = procs.run(launch.argv, pass_fds=launch.pass_fds, **kw)
-            return launch.settle(res, log)
+        return sandbox.run(self._profile, argv, log, what, **kw)
 
     def _note(self, n: int, text: str) -> None:
         self._append_own("progress.md", text + "\n\n", n)

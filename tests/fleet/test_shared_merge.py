@@ -15,7 +15,7 @@ from tests.fleet.test_cli import stop_all
 from tests.fleet.test_crash import agents_done
 
 
-def shared_fleet(tmp_path, merge_gates=()):
+def shared_fleet(tmp_path, merge_gates=(), writable=()):
     seed = make_repo(tmp_path / "seed")
     bare = tmp_path / "shared.git"
     git(tmp_path, "clone", "-q", "--bare", str(seed), str(bare))
@@ -24,6 +24,7 @@ def shared_fleet(tmp_path, merge_gates=()):
     (root / ".healer").mkdir()
     pol = scripted_policy(merge_gates=merge_gates).model_dump(mode="json", by_alias=True)
     pol["fleet"]["shared_remote"] = "origin"
+    pol["loop"]["sandbox_writable"] = [str(w) for w in writable]  # the merge gates are sandboxed like the loop's
     (root / "healer.yaml").write_text(yaml.safe_dump(pol, sort_keys=False))
     return bare, root
 
@@ -72,10 +73,11 @@ if not pathlib.Path(mark).exists():
 
 
 def test_main_moved_by_another_host_during_the_gates_is_refused_then_merged_on_top(tmp_path):
-    other, mark = tmp_path / "other", tmp_path / "gate-ran"
+    other, mark = tmp_path / "other", tmp_path / "marks" / "gate-ran"
     gate = {"name": "race", "run": [sys.executable, "-c", OTHER_HOST, str(tmp_path / "shared.git"), str(other), str(mark)],
             "timeout": "60s"}
-    bare, root = shared_fleet(tmp_path, merge_gates=[gate])
+    # the gate plays another host: it may write the shared repository, its own clone and its mark
+    bare, root = shared_fleet(tmp_path, merge_gates=[gate], writable=[tmp_path / "shared.git", other, mark.parent])
     s = open_store(root)
     s.add_ticket("a", id="T-1", body="behaviour: success\n")
     s.close()

@@ -271,3 +271,16 @@ def test_another_branch_made_a_link_is_set_back_to_its_id(tmp_path, mode):
     assert out.exit_code == 0, out
     assert (repo / ".git" / "refs" / "heads" / "victim").read_text().strip() == victim
     assert git(repo, "show", "work:solution.txt") == "42"
+
+
+@pytest.mark.parametrize("flag", ["--assume-unchanged", "--skip-worktree"])
+@pytest.mark.parametrize("gone", [None, "gone"])
+def test_an_index_flag_does_not_hide_a_gutted_or_deleted_protected_test(tmp_path, mode, flag, gone):
+    """The agent guts (or deletes) the protected test and sets FLAG on it in its own index: git's `add -A` keeps
+    the old blob, so neither the diff nor the tree shows it, and the gates would run the gutted test. The snapshot
+    clears the flag of a file on disk, and the protected paths are compared with the tree by content."""
+    repo = target_repo(tmp_path / "repo")
+    out, _ = run(repo, policy(mode, "flagged", flag, *([gone] if gone else [])))
+    assert_contained(repo, out)
+    rev = events(repo, "loop.protected_reverted")
+    assert rev and "tests/test_check.py" in rev[0].payload["paths"], rev
