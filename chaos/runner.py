@@ -51,6 +51,9 @@ def run_all(scenarios: list[Scenario], *, seed: int | None = None, disabled: boo
             r = engine.run(sc, wd, seed=seed, disabled=disabled, overrides=overrides, progress=tick,
                            keep=True if wd is not None else keep)
             results.append(r)
+            if r.moved_aside:
+                console.print(f"moved the earlier game day's folder {r.workdir} aside to {r.moved_aside}", markup=False,
+                              highlight=False, soft_wrap=True)
             status = "[green]PASS[/]" if r.ok else f"[red]{r.status.upper()}[/]"
             prog.update(task, completed=1.0, status=status)
     undo.drop_home_if_empty()  # recover_leftovers() made it; nothing of ours is left in it

@@ -51,6 +51,7 @@ class Result:
     stats: dict[str, Any] = field(default_factory=dict)
     workdir: str = ""
     kept: bool = True  # the work folder is still there (False: removed at the end of the run)
+    moved_aside: str = ""  # where an earlier game day's folder in a given `workdir` was moved (chaos/workdir.py)
     incident: list[Check] = field(default_factory=list)  # disabled run: the scenario's `incident:` checks
 
     @property
@@ -119,13 +120,15 @@ def run(scenario: Scenario, workdir: str | Path | None = None, *, seed: int | No
     """Run one scenario in `workdir` (a fresh temp dir by default) and check it.
 
     A temp dir of its own is removed at the end unless `keep` (a given `workdir` is the caller's, kept unless
-    keep=False). `disable:`'s product switches are set in this process's environment for the run, so every
+    keep=False; it must be new, empty or an earlier game day's, which is moved aside: chaos/workdir.py). `disable:`'s product switches are set in this process's environment for the run, so every
     child (supervisor ticks, the dispatcher) inherits them; the environment is restored after."""
+    from chaos import workdir as kept
+
     owned = workdir is None
     wd = Path(tempfile.mkdtemp(prefix=f"gameday-{scenario.name}-")) if owned else Path(workdir)
-    wd.mkdir(parents=True, exist_ok=True)
     if owned:
         undo.claim(wd)  # a SIGKILLed run's folder is then known dead to `healer gameday clean`
+    moved = None if owned else kept.take(wd)  # a folder not healer's is refused, an earlier game day's moved aside
     keep = (not owned) if keep is None else keep
     clock = clock or system()
     if scenario.mode == "simulated" and scenario.storm is not None:
@@ -166,6 +169,7 @@ def run(scenario: Scenario, workdir: str | Path | None = None, *, seed: int | No
     result.ended = clock.now()
     result.workdir = str(wd)
     result.kept = keep
+    result.moved_aside = str(moved) if moved else ""
     if not keep:
         shutil.rmtree(wd, ignore_errors=True)
     return result

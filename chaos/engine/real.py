@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -46,6 +45,7 @@ from chaos.faults import process as pfault
 from chaos.faults import repo
 from chaos.faults.undo import UndoJournal, home
 from chaos.scenario import Fault, Scenario, TicketSpec, deep_merge, match
+from chaos.workdir import fresh
 from healer import clock, failpoints, lifecycle, procs
 from healer.clock import Clock, system
 from healer.fleet.snapshot import HOST
@@ -192,18 +192,13 @@ class RealEngine:
 
     # -- setup --------------------------------------------------------------------------
     def setup(self) -> None:
-        if self.root.exists():
-            shutil.rmtree(self.root)
+        fresh(self.root, self.gd / "scripts", self.gd / "clock-offset", *(self.gd / rel for rel in self.sc.real.pidfiles))
         self.gd.mkdir(parents=True, exist_ok=True)
-        (self.gd / "clock-offset").unlink(missing_ok=True)  # an earlier run's clock and scripts in this folder are not ours
-        shutil.rmtree(self.gd / "scripts", ignore_errors=True)
         for rel, text in self.sc.real.outside.items():
             p = self.gd / rel
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(text)
         self.outside_before = _tree_hash(self.gd, list(self.sc.real.outside))
-        for rel in self.sc.real.pidfiles:  # the engine's own scratch: pids of an earlier run in this folder are not ours
-            (self.gd / rel).unlink(missing_ok=True)
         repo.init(self.root)
         for rel, text in self.sc.fleet.files.items():
             p = self.root / rel

@@ -23,7 +23,6 @@ import itertools
 import json
 import os
 import random
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from chaos.agents.behaviours import Behaviour, Run, make
 from chaos.checkers import STANDARD, History
 from chaos.engine import Activity, Result, finish
 from chaos.scenario import Fault, Scenario, deep_merge, match
+from chaos.workdir import fresh
 from healer import conventions as cv
 from healer import lifecycle
 from healer.clock import Clock, VirtualClock, system
@@ -80,8 +80,7 @@ class SimEngine:
         self.clock = VirtualClock(START)
         self.offset = 0.0  # wall-clock jumps (clock_jump fault)
         self.root = Path(workdir) / "fleet"
-        if self.root.exists():
-            shutil.rmtree(self.root)
+        fresh(self.root)
         (self.root / ".healer").mkdir(parents=True)
         self.store = self._open_store()
         self.pid_n = 0

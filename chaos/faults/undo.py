@@ -203,11 +203,17 @@ def kill_marked(marker: str) -> list[int]:
 
 
 def _owner_alive(folder: Path) -> bool:
+    return live_owner(folder) is not None
+
+
+def live_owner(folder: Path, name: str = OWNER) -> int | None:
+    """The pid of the live process that claimed `folder` (its `name` file), or None (no claim, or its owner is dead)."""
     try:
-        o = json.loads((folder / OWNER).read_text())
-    except (OSError, ValueError):
-        return False
-    return _same(int(o["pid"]), o)
+        o = json.loads((folder / name).read_text())
+        pid = int(o["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return pid if _same(pid, o) else None
 
 
 def _orphaned(base: Path, clock: Clock | None = None):
@@ -234,10 +240,10 @@ def recover_leftovers(clock: Clock | None = None, base: Path | None = None) -> l
     return out
 
 
-def claim(folder: Path) -> None:
+def claim(folder: Path, name: str = OWNER) -> None:
     """Mark a run's work folder as owned by this process (pid + start time), like an undo journal's folder."""
     me = os.getpid()
-    (Path(folder) / OWNER).write_text(json.dumps({"pid": me, "pid_start": procs.mark(me)}))
+    (Path(folder) / name).write_text(json.dumps({"pid": me, "pid_start": procs.mark(me)}))
 
 
 def drop_home_if_empty(base: Path | None = None) -> None:

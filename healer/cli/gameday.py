@@ -65,15 +65,34 @@ def _overrides(items: list[str] | None) -> dict:
 
 
 def _check_outputs(report_dir: Path | None, junit: Path | None) -> None:
-    """Refuse unusable output paths before a long game day, not with a traceback after it."""
+    """Refuse unusable output paths before a long game day, not with a traceback after it: the folders are
+    made now (a path that cannot be one is exit 64, a host that takes no writes 74)."""
+    from healer.errors import UsageError
+    from healer.files import ensure_folder
+
+    if junit is not None and (junit.is_dir() or (report_dir is not None and junit.resolve() == report_dir.resolve())):
+        raise UsageError(f"--junit {junit}: expected a file name, found a folder")
+    if report_dir is not None:
+        ensure_folder(report_dir, f"--report {report_dir}")
+    if junit is not None:
+        ensure_folder(junit.parent, f"--junit {junit}")
+
+
+def _check_workdir(workdir: Path | None, scs) -> Path | None:
+    """`--workdir DIR`: each scenario works in DIR/<name>, which must be new, empty or an earlier game day's
+    (moved aside, never emptied: chaos/workdir.py); checked for every scenario before the first runs."""
+    if workdir is None:
+        return None
+    from chaos.workdir import problem
     from healer.errors import UsageError
 
-    if report_dir is not None and report_dir.exists() and not report_dir.is_dir():
-        raise UsageError(f"--report {report_dir}: expected a folder, found a file")
-    if junit is not None and junit.is_dir():
-        raise UsageError(f"--junit {junit}: expected a file name, found a folder")
-    if junit is not None and any(p.exists() and not p.is_dir() for p in junit.parents):
-        raise UsageError(f"--junit {junit}: a parent of it is a file")
+    if workdir.exists() and not workdir.is_dir():
+        raise UsageError(f"--workdir {workdir}: expected a folder, found a file")
+    for sc in scs:
+        why = problem(workdir / sc.name)
+        if why:
+            raise UsageError(f"--workdir {workdir}: {why}")
+    return workdir.resolve()
 
 
 def _against_fleet(scs, root: Path, report_dir, junit, quiet: bool) -> int:
@@ -129,6 +148,12 @@ def run_cmd(
     if paths and _experiments(paths):
         from healer.ctk import run as ctk
 
+        ignored = [flag for flag, given in (("--disable", disable), ("--seed", seed is not None), ("--override", bool(override)),
+                                            ("--workdir", workdir is not None), ("--keep", keep)) if given]
+        if ignored:  # an experiment has no `disable:`, seed or healer policy: a flag it would drop is refused, not ignored
+            raise UsageError(f"{', '.join(ignored)}: not for a Chaos Toolkit experiment (it has no disable:, seed, "
+                             "policy or work folder of healer's); run it without")
+
         target = root.resolve() if root else None
         if target is not None and not (target / ".healer").is_dir():
             raise UsageError(f"--root {root}: not a healer fleet (no .healer/); run 'healer init' there first")
@@ -144,8 +169,8 @@ def run_cmd(
     if extra:  # a bad --override is bad input (65), not a game day that failed (1)
         for sc in scs:
             sc.effective_policy(extra, disabled=disable)
-    results = run_all(scs, seed=seed, disabled=disable, overrides=extra, live=not quiet,
-                      workroot=workdir.resolve() if workdir else None, keep=keep)
+    workroot = _check_workdir(workdir, scs)
+    results = run_all(scs, seed=seed, disabled=disable, overrides=extra, live=not quiet, workroot=workroot, keep=keep)
     code, _ = outcome(results, report_dir, junit, console)
     if disable:  # did each fail for the right reason? (exit 1 either way: expectations broke)
         for r in results:
@@ -193,11 +218,16 @@ def new_cmd(name: str = typer.Argument(..., help="Scenario name (letters, digits
 
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
         raise UsageError(f"gameday new {name!r}: expected a name of lower-case letters, digits and dashes")
+    from healer.files import ensure_folder
+
     path = out or Path(f"{name}.yaml")
     if path.is_dir():
         path = path / f"{name}.yaml"
     if path.exists() and not force:
         raise UsageError(f"{path} already exists (--force to overwrite)")
+    if path.is_dir():
+        raise UsageError(f"--out {out}: {path} is a folder")
+    ensure_folder(path.parent, f"--out {out}")
     path.write_text(skeleton(name))
     typer.echo(f"wrote {path}; check it with: healer gameday validate {path}")
 
@@ -240,20 +270,28 @@ def replay_cmd(
 
         typer.echo(yaml.safe_dump(sc.model_dump(mode="json", exclude_defaults=True), sort_keys=False), err=True)
     _check_outputs(report_dir, None)
-    results = run_all([sc], seed=seed, live=False, workroot=workdir.resolve() if workdir else None)
+    results = run_all([sc], seed=seed, live=False, workroot=_check_workdir(workdir, [sc]))
     code, _ = outcome(results, report_dir, None, console)
     raise typer.Exit(code)
 
 
 @gameday_app.command("explore")
 def explore_cmd(
-    examples: int = typer.Option(25, "--examples", "-n", help="How many generated schedules to try."),
+    examples: int = typer.Option(25, "--examples", "-n", min=1, help="How many generated schedules to try."),
     seed: int = typer.Option(0, "--seed", help="Seed of the exploration itself (the same seed searches the same schedules)."),
     out: Path = typer.Option(None, "--out", help="Where to write a failing schedule (default: ./gameday-explore-SEED.yaml)."),
     seeded: bool = typer.Option(False, "--seeded", help="Try the seeded schedules SEED..SEED+N-1 instead (no shrinking)."),
 ) -> None:
     """Generate fault schedules (hypothesis) against the simulated engine; shrink and save any failure."""
     from chaos import explore
+
+    if out is not None:  # where a failure goes is checked before the search, not after it
+        from healer.errors import UsageError
+        from healer.files import ensure_folder
+
+        if out.is_dir():
+            raise UsageError(f"--out {out}: expected a file name, found a folder")
+        ensure_folder(out.parent, f"--out {out}")
 
     if seeded:
         failing = explore.explore_seeds(examples, seed)

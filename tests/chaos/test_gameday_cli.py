@@ -142,3 +142,64 @@ def test_clean_removes_what_dead_runs_left(tmp_path):
     finally:
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
+
+
+def _quiet_env(tmp_path) -> dict[str, str]:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    return {"TMPDIR": str(tmp), "HEALER_GAMEDAY_HOME": ""}
+
+
+def test_workdir_never_deletes_a_folder_it_did_not_make_and_moves_an_earlier_game_day_aside(tmp_path):
+    env = _quiet_env(tmp_path)
+    keep = tmp_path / "keep"
+    mine = keep / "relaunch-storm" / "fleet"
+    mine.mkdir(parents=True)
+    (mine / "NOTES.txt").write_text("my notes\n")
+    r = healer("gameday", "run", "-q", "relaunch-storm", "--workdir", str(keep), env=env)
+    assert r.returncode == 64, r.stdout + r.stderr
+    assert r.stderr.startswith(f"healer: --workdir {keep}: {keep / 'relaunch-storm'}: not empty") and len(r.stderr.splitlines()) == 1
+    assert (mine / "NOTES.txt").read_text() == "my notes\n" and sorted(p.name for p in keep.iterdir()) == ["relaunch-storm"]
+    from chaos import engine
+    from healer.errors import UsageError
+
+    with pytest.raises(UsageError):  # the library entry point refuses it too
+        engine.run(load(SCENARIO_DIR / "relaunch-storm.yaml"), keep / "relaunch-storm")
+    assert sorted(p.name for p in mine.iterdir()) == ["NOTES.txt"]
+    # a folder an earlier game day made: the next run moves it aside whole, with what a person added to it
+    k2 = tmp_path / "k2"
+    assert healer("gameday", "run", "-q", "relaunch-storm", "--workdir", str(k2), env=env).returncode == 0
+    (k2 / "relaunch-storm" / "fleet" / "mine.txt").write_text("looked into it\n")
+    r = healer("gameday", "replay", "relaunch-storm", "--workdir", str(k2), env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (k2 / "relaunch-storm.earlier-1" / "fleet" / "mine.txt").read_text() == "looked into it\n"
+    assert (k2 / "relaunch-storm" / "fleet" / ".healer").is_dir() and not (k2 / "relaunch-storm" / "fleet" / "mine.txt").exists()
+    assert f"aside to {k2 / 'relaunch-storm.earlier-1'}" in r.stderr
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_unusable_report_and_junit_paths_are_refused_before_the_game_day_runs(tmp_path):
+    env = _quiet_env(tmp_path)
+    p = tmp_path / "plain.yaml"
+    p.write_text(GOOD)
+    (tmp_path / "afile").write_text("a file\n")
+    for args, needle in ((["--junit", "/proc/x/j.xml"], "--junit /proc/x/j.xml: cannot make the folder /proc/x"),
+                         (["--report", "/proc/x"], "--report /proc/x: cannot make the folder /proc/x"),
+                         (["--report", str(tmp_path / "rep"), "--junit", str(tmp_path / "rep")], "expected a file name"),
+                         (["--report", str(tmp_path / "afile" / "r")], "cannot make the folder")):
+        r = healer("gameday", "run", str(p), *args, env=env)
+        assert r.returncode == 64, (args, r.stdout + r.stderr)
+        assert needle in r.stderr and len(r.stderr.splitlines()) == 1 and "PASS" not in r.stdout + r.stderr, args
+
+
+def test_flags_a_chaos_toolkit_experiment_cannot_honour_are_refused(tmp_path):
+    exp = tmp_path / "exp.json"
+    exp.write_text(json.dumps({
+        "version": "1.0.0", "title": "t", "description": "d",
+        "steady-state-hypothesis": {"title": "h", "probes": [
+            {"type": "probe", "name": "p", "tolerance": 0, "provider": {"type": "process", "path": "true"}}]},
+        "method": [{"type": "action", "name": "a", "provider": {"type": "process", "path": "true"}}]}))
+    for flags in (["--disable"], ["--seed", "3"], ["--workdir", str(tmp_path / "w")]):
+        r = healer("gameday", "run", *flags, str(exp), env=_quiet_env(tmp_path))
+        assert r.returncode == 64, r.stdout + r.stderr
+        assert r.stderr.startswith(f"healer: {flags[0]}: not for a Chaos Toolkit experiment") and "PASS" not in r.stdout
