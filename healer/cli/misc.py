@@ -30,14 +30,22 @@ def init_fleet(root: Path, actor: str = "human", store: str | None = None) -> In
     """Make `root` a fleet; safe to repeat (nothing existing is overwritten). `store`: a store URL
     (postgresql://…) this host's fleet uses instead of the embedded SQLite file; checked, then kept in
     .healer/config.yaml (mode 0600: it may carry a password; it is never printed)."""
+    from healer.errors import UsageError
+    from healer.files import ensure_folder
     from healer.policy.load import default_policy_path
     from healer.store import check_url, config_path, open_store, open_url, read_config, write_config
 
     res = InitResult(root)
+    pol, gi = root / "healer.yaml", root / ".gitignore"
+    # every path checked before the first is made: a refusal leaves no half-made fleet behind
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"{root}: expected the fleet's folder, found a file")
+    for p, kind in ((root / ".healer", "a folder"), (pol, "a file"), (gi, "a file")):
+        if p.exists() and p.is_dir() != (kind == "a folder"):
+            raise UsageError(f"{p}: expected {kind}, found {'a folder' if p.is_dir() else 'a file'}")
     if not (root / ".healer").is_dir():
         res.created.append(".healer/")
-    (root / ".healer").mkdir(parents=True, exist_ok=True)
-    pol = root / "healer.yaml"
+    ensure_folder(root / ".healer", str(root))
     if not pol.exists():
         src = default_policy_path()
         if src.exists():
@@ -50,18 +58,17 @@ def init_fleet(root: Path, actor: str = "human", store: str | None = None) -> In
             pol.write_text("# healer policy: the defaults (see `healer policy show`)\n"
                            + yaml.safe_dump(Policy().model_dump(mode="json", by_alias=True), sort_keys=False))
         res.created.append("healer.yaml")
-    gi = root / ".gitignore"
-    text = gi.read_text() if gi.exists() else ""
-    if not _IGNORE_FORMS & {ln.strip() for ln in text.splitlines()}:
-        with gi.open("a") as f:
-            f.write(("\n" if text and not text.endswith("\n") else "") + ".healer/\n")
+    text = gi.read_bytes() if gi.exists() else b""  # bytes: git reads any encoding, and so does this
+    if not {f.encode() for f in _IGNORE_FORMS} & {ln.strip() for ln in text.splitlines()}:
+        with gi.open("ab") as f:
+            f.write((b"\n" if text and not text.endswith(b"\n") else b"") + b".healer/\n")
         res.created.append(".gitignore entry")
     if store is not None and read_config(root).get("store") != store:
         check_url(store)
         open_url(store, root=root).close()  # reachable, and its schema migrated, before it is written down
         write_config(root, store=store)
         res.created.append(f"{config_path(root).relative_to(root)} (store)")
-    s = open_store(root)
+    s = open_store(root, create=True)
     try:
         s.append("fleet.init", str(root), {"actor": actor, "created": res.created, "store": s.path})
     finally:
@@ -79,6 +86,10 @@ def init(root: Path = RootOpt,
     from healer.store.postgres import redact
 
     r = find_root(root) if root else Path.cwd().resolve()
+    if root is not None and not r.exists() and not r.is_symlink():  # a mistyped --root must not become a new fleet
+        from healer.errors import UsageError
+
+        raise UsageError(f"--root {root}: no such folder (make it first, then run healer init there)")
     res = init_fleet(r, store=store)
     log.setup(r, bool(_state.get("debug")))
     for what in res.created:

@@ -84,10 +84,12 @@ def new(
         raise errors.UsageError(f"{name!r}: expected a name of lowercase letters, digits and dashes (e.g. requeue-frozen)")
     if when not in FINDINGS:
         raise errors.UsageError(f"--when: expected one of {', '.join(FINDINGS)}, got {when!r}")
+    from healer.files import ensure_folder
+
     target = folder / f"{name}.md"
     if target.exists():
         raise errors.UsageError(f"{target}: already exists; choose another name or edit it")
-    folder.mkdir(parents=True, exist_ok=True)
+    ensure_folder(folder, f"--dir {folder}")
     target.write_text(template(name, when))
     typer.echo(str(target))
 

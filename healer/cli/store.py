@@ -14,10 +14,14 @@ UrlOpt = typer.Option(None, "--url", help="Store URL (default: $HEALER_STORE_URL
 
 
 def _url(root: Path | None, url: str | None) -> tuple[str, Path]:
-    from healer.store import check_url, store_url
+    """The store to inspect or migrate: it must be there (these commands never make one)."""
+    import os
+
+    from healer.store import ENV_URL, existing, store_url
 
     r = find_root(root)
-    return check_url(url or store_url(r)), r
+    where = "--url" if url else ENV_URL if os.environ.get(ENV_URL) else f"the store of {r}"
+    return existing(url or store_url(r), where), r
 
 
 @app.command("migrate")
@@ -43,15 +47,11 @@ def copy(src: str = typer.Option(..., "--from", help="Source store URL, e.g. sql
          dst: str = typer.Option(..., "--to", help="Destination store URL (empty), e.g. postgresql://healer@db/fleet"),
          as_json: bool = JsonOpt) -> None:
     """Copy every table, ids kept, into an empty store; the source is not changed."""
-    from healer.store import check_url, open_url, sqlite_path
+    from healer.store import check_url, existing, open_url
     from healer.store.copy import copy_store
 
-    check_url(src)
+    existing(src, "--from")
     check_url(dst)
-    if src.startswith("sqlite:") and not sqlite_path(src).exists():
-        from healer.errors import UsageError
-
-        raise UsageError(f"{sqlite_path(src)}: no such store file")
     a = open_url(src)
     try:
         b = open_url(dst)
@@ -73,11 +73,18 @@ def copy(src: str = typer.Option(..., "--from", help="Source store URL, e.g. sql
 def info(root: Path = RootOpt, url: str = UrlOpt, as_json: bool = JsonOpt) -> None:
     """Which store this fleet uses, its schema version and size."""
     from healer.store import open_url
+    from healer.store.migrations import CURRENT
 
     u, r = _url(root, url)
-    s = open_url(u, root=r)
+    s = open_url(u, root=r, migrate=False)  # an inspection: it neither migrates the store nor refuses a newer one
     try:
-        data = {"store": s.path, "schema_version": s.version(), "events": s.last_event_id(), "tickets": len(s.tickets())}
+        v = s.version()
+        data: dict = {"store": s.path, "schema_version": v}
+        if v == CURRENT:
+            data.update(events=s.last_event_id(), tickets=len(s.tickets()))
+        else:
+            data["note"] = (f"newer than this healer ({CURRENT}): upgrade healer" if v > CURRENT else
+                            f"older than this healer ({CURRENT}): `healer store migrate` brings it up")
         if hasattr(s, "server_info"):
             data.update(s.server_info())
     finally:

@@ -68,9 +68,18 @@ def store_url(root: str | Path = ".") -> str:
 
 def check_url(url: str) -> str:
     """A store URL we can open, or a UsageError naming what is accepted."""
-    if url.startswith(("postgresql://", "postgres://")) or url.startswith("sqlite:"):
+    if url.startswith(("postgresql://", "postgres://")) or (url.startswith("sqlite:") and str(sqlite_path(url)) not in ("", ".")):
         return url
     raise UsageError(f"store URL {url.split('://')[0] + '://…' if '://' in url else url!r}: expected postgresql://… or sqlite:PATH")
+
+
+def existing(url: str, where: str) -> str:
+    """`url`, checked, when it names a store that is there: a mistyped `sqlite:` path must not become a new,
+    empty store (a board that looks as if every ticket were gone). Creating one is `healer init`'s job."""
+    check_url(url)
+    if url.startswith("sqlite:") and not sqlite_path(url).exists():
+        raise UsageError(f"{where}: {sqlite_path(url)}: no such store file (`healer init --store {url}` makes one)")
+    return url
 
 
 def sqlite_path(url: str) -> Path:
@@ -85,18 +94,24 @@ def sqlite_path(url: str) -> Path:
 def open_url(url: str, clock: Clock | None = None, root: str | Path | None = None, migrate: bool = True):
     check_url(url)
     if url.startswith("sqlite:"):
-        return SqliteStore(sqlite_path(url), clock, root=root)
+        return SqliteStore(sqlite_path(url), clock, root=root, migrate=migrate)
     from healer.store.postgres import PgStore
 
     return PgStore(url, clock, root=str(root) if root is not None else None, migrate=migrate)
 
 
-def open_store(root: str | Path = ".", clock: Clock | None = None, *, readonly: bool = False) -> SqliteStore:
-    """`readonly`: for commands that only read (status, plan, journal); works on a read-only .healer/."""
+def open_store(root: str | Path = ".", clock: Clock | None = None, *, readonly: bool = False,
+               create: bool = False) -> SqliteStore:
+    """`readonly`: for commands that only read (status, plan, journal); works on a read-only .healer/.
+    The embedded file is made when missing; a `sqlite:` URL from $HEALER_STORE_URL or .healer/config.yaml
+    must name a store that is there, unless `create` (`healer init`)."""
     root = Path(root).resolve()
-    url = os.environ.get(ENV_URL) or read_config(root).get("store")
+    env = os.environ.get(ENV_URL)
+    url = env or read_config(root).get("store")
     if not url:
         return SqliteStore(db_path(root), clock, root=root, readonly=readonly)
+    if not create:
+        existing(str(url), ENV_URL if env else f"{config_path(root)}: store")
     return open_url(str(url), clock, root=root)
 
 
@@ -108,4 +123,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["DB_NAME", "ENV_URL", "HEALER_DIR", "SqliteStore", "Store", "db_path", "open_store", "open_url", "store_url"]
+__all__ = ["DB_NAME", "ENV_URL", "HEALER_DIR", "SqliteStore", "Store", "db_path", "existing", "open_store", "open_url", "store_url"]

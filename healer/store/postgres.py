@@ -38,7 +38,7 @@ from healer.clock import Clock, system
 from healer.errors import HealerError, StoreUnavailable
 from healer.records import Lease
 from healer.store.migrations import CURRENT, MIGRATIONS
-from healer.store.sqlite import FP_TX_COMMIT, SqliteStore, _Fenced
+from healer.store.sqlite import FP_TX_COMMIT, SqliteStore, _Fenced, newer
 
 # advisory lock classes (the second key is the fleet's schema hash)
 _LOCK_EVENTS, _LOCK_TICKET_IDS, _LOCK_MIGRATE = 1, 2, 3
@@ -298,7 +298,7 @@ class PgStore(SqliteStore):
     def _migrate(self) -> None:
         v = self.version()
         if v > CURRENT:
-            raise HealerError(f"{self.path}: store schema version {v} is newer than this healer ({CURRENT}); upgrade healer")
+            raise newer(self.path, v)
         if v < CURRENT:
             with self._lock, self._pg.transaction():
                 # one migrator at a time, even when several hosts start together

@@ -19,7 +19,8 @@ from types import MappingProxyType
 from healer import failpoints, lifecycle
 from healer.clock import Clock, system
 from healer.conventions import ticket_id_problem
-from healer.errors import HealerError, NotFound, StaleLease, StoreLost
+from healer.errors import INVALID_INPUT, HealerError, HostTrouble, NotFound, StaleLease, StoreLost, UsageError, host_trouble
+from healer.files import read_only_mount
 from healer.store.migrations import CURRENT, MIGRATIONS
 
 TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
@@ -89,11 +90,21 @@ class SqliteStore:
         self._lock = threading.RLock()
         self._fence: Lease | None = None
         self._depth = 0  # nesting of tx() on this connection (under _lock)
-        if readonly:
-            self._db = _connect_readonly(self.path)
-        else:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        try:
+            self._db = _connect_readonly(self.path) if readonly else _connect(self.path)
+        except (sqlite3.DatabaseError, OSError) as e:
+            raise _refused(self.path, readonly, e) or e from None
+        try:
+            self._setup(readonly, migrate)
+        except BaseException as e:
+            self._db.close()
+            why = _refused(self.path, readonly, e) if isinstance(e, (sqlite3.DatabaseError, OSError)) else None
+            if why is None:
+                raise
+            raise why from None
+        self._identity = _identity(self.path)
+
+    def _setup(self, readonly: bool, migrate: bool) -> None:
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA busy_timeout=30000")
         if not readonly:
@@ -103,8 +114,7 @@ class SqliteStore:
             if migrate:
                 self._migrate()
         elif self.version() > CURRENT:
-            raise HealerError(f"{self.path}: store schema version {self.version()} is newer than this healer ({CURRENT}); upgrade healer")
-        self._identity = _identity(self.path)
+            raise newer(self.path, self.version())
 
     def check(self) -> None:
         """Raise StoreLost when the file this connection writes is no longer the fleet's store:
@@ -114,7 +124,7 @@ class SqliteStore:
             raise StoreLost(f"{self.path}: the store was deleted under this process; stopping (restart once it is back)")
         if now != self._identity:
             raise StoreLost(f"{self.path}: the store was replaced by another file under this process; stopping")
-        if not self.readonly and _read_only_mount(self.path):
+        if not self.readonly and read_only_mount(self.path):
             raise StoreLost(f"{self.path}: the store is on a read-only file system now; stopping")
 
     # -- plumbing ---------------------------------------------------------------
@@ -202,7 +212,7 @@ class SqliteStore:
     def _migrate(self) -> None:
         if self.version() >= CURRENT:
             if self.version() > CURRENT:
-                raise HealerError(f"{self.path}: store schema version {self.version()} is newer than this healer ({CURRENT}); upgrade healer")
+                raise newer(self.path, self.version())
             return
         with self.tx() as db:
             v = db.execute("PRAGMA user_version").fetchone()[0]
@@ -922,11 +932,34 @@ def _identity(path: str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def _read_only_mount(path: str) -> bool:
-    try:
-        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-    except OSError:
-        return False
+def _connect(path: str) -> sqlite3.Connection:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+
+
+def newer(path: str, version: int) -> HealerError:
+    """A store written by a newer healer: this one cannot read it (65, input it does not understand)."""
+    return HealerError(f"{path}: store schema version {version} is newer than this healer ({CURRENT}); upgrade healer",
+                       INVALID_INPUT)
+
+
+def _refused(path: str, readonly: bool, e: BaseException) -> HealerError | None:
+    """One line for a store file that cannot be opened for what it is (None: a failure of healer, left as it is):
+    a folder on a read-only file system or a full disk (74), a path that cannot be a store file (64), a file
+    that is no SQLite database (65)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if host_trouble(e) or (not readonly and os.path.isdir(folder) and read_only_mount(folder)):
+        return HostTrouble(f"{path}: the store's folder takes no writes ({getattr(e, 'strerror', None) or e}; "
+                           "a read-only file system or a full disk); what was saved stays saved")
+    if os.path.isdir(path):
+        return UsageError(f"{path}: expected a store file, found a folder")
+    if isinstance(e, FileExistsError):
+        return UsageError(f"{path}: cannot make the store's folder: {e.filename or folder} is a file")
+    if isinstance(e, OSError):
+        return UsageError(f"{path}: cannot make the store's folder: {e.strerror or e}")
+    if not isinstance(e, sqlite3.OperationalError) or "not a database" in str(e):
+        return HealerError(f"{path}: not a healer store (SQLite: {e})", INVALID_INPUT)
+    return None
 
 
 def _connect_readonly(path: str) -> sqlite3.Connection:

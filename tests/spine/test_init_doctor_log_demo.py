@@ -60,6 +60,30 @@ def test_init_outside_git_says_so_on_one_line(cli, tmp_path):
     assert r.code == 0 and "not a git repository" not in r.err
 
 
+def test_paths_that_cannot_be_a_fleet_or_an_output_folder_are_one_line_and_leave_nothing_half_made(cli, tmp_path):
+    (tmp_path / "afile").write_text("hi\n")
+    (tmp_path / "i1" / ".gitignore").mkdir(parents=True)
+    (tmp_path / "i3").mkdir()
+    (tmp_path / "i3" / ".healer").write_text("x\n")
+    for args, needle in ((["init", "--root", str(tmp_path / "afile")], "expected the fleet's folder, found a file"),
+                         (["init", "--root", "/proc/x"], "--root /proc/x: no such folder"),
+                         (["init", "--root", str(tmp_path / "typo" / "fleet")], "no such folder"),
+                         (["init", "--root", str(tmp_path / "i1")], ".gitignore: expected a file, found a folder"),
+                         (["init", "--root", str(tmp_path / "i3")], ".healer: expected a folder, found a file"),
+                         (["runbook", "new", "my-rule", "--dir", "/proc/x"], "--dir /proc/x: cannot make the folder"),
+                         (["gameday", "new", "x", "--out", "/proc/x/y.yaml"], "--out /proc/x/y.yaml: cannot make the folder"),
+                         (["gameday", "explore", "--out", str(tmp_path / "afile" / "y.yaml")], "afile is a file")):
+        r = cli(*args)
+        assert r.code == 64, (args, r.err)
+        assert r.err.startswith("healer: ") and needle in r.err and len(r.err.strip().splitlines()) == 1, (args, r.err)
+    assert sorted(p.name for p in (tmp_path / "i1").iterdir()) == [".gitignore"]  # no half-made fleet
+    assert not (tmp_path / "typo").exists()
+    (tmp_path / "i4").mkdir()
+    (tmp_path / "i4" / ".gitignore").write_bytes(b"caf\xe9\n")  # not UTF-8: git reads it, and so does init
+    assert cli("init", "--root", str(tmp_path / "i4")).code == 0
+    assert (tmp_path / "i4" / ".gitignore").read_bytes() == b"caf\xe9\n.healer/\n"
+
+
 def test_doctor_in_a_fleet_and_outside(cli, tmp_path, tmp_path_factory):
     cli("init", cwd=tmp_path)
     r = cli("doctor", "--json", cwd=tmp_path)
