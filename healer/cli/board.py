@@ -17,18 +17,24 @@ from rich.markup import escape
 from rich.table import Table
 
 from healer import lifecycle
-from healer.cli.common import JsonOpt, RootOpt, console, print_json, require_fleet
+from healer.cli.common import JsonOpt, RootOpt, console, print_json, require_fleet, utf8
 from healer.conventions import ticket_id_problem
-from healer.errors import InvalidInput, NotFound, UsageError
+from healer.errors import INVALID_INPUT, HealerError, NotFound, UsageError
 
 board_app = typer.Typer(help="The ticket board of the reference fleet.", no_args_is_help=True)
 
 HUMAN = "human"
+INT64 = (-(2**63), 2**63 - 1)  # what the store keeps as an integer
 _STATE_STYLE = {"queued": "cyan", "in_progress": "yellow", "review": "magenta", "done": "green",
                 "blocked": "red", "needs_human": "bold red", "closed": "dim"}
 
 
-def _open(root: Path | None):
+def _bad(line: str) -> HealerError:
+    """Bad input to a board command: exit 65, one `healer: ` line."""
+    return HealerError(line, INVALID_INPUT)
+
+
+def _open(root: Path | None, *, readonly: bool = False):
     from healer import log
     from healer.cli import _state
     from healer.store import open_store
@@ -36,7 +42,7 @@ def _open(root: Path | None):
     r = require_fleet(root)
     if root is not None:
         log.setup(r, bool(_state.get("debug")))
-    return open_store(r)
+    return open_store(r, readonly=readonly)  # a read opens read-only: it works on a read-only .healer/ too
 
 
 def _human(store, ticket_id: str, action: str, **details: Any) -> None:
@@ -81,10 +87,14 @@ def add(
     as_json: bool = JsonOpt,
 ) -> None:
     """Add a queued ticket."""
+    utf8(title, "board add: title")
+    utf8(body, "board add: --body")
     if not title.strip():
-        raise InvalidInput("board add: title: expected some text, got an empty title")
+        raise _bad("board add: title: expected some text, got an empty title")
+    if not INT64[0] <= priority <= INT64[1]:
+        raise UsageError(f"board add: --priority: expected a whole number from {INT64[0]} to {INT64[1]}, got {priority}")
     if id is not None and (why := ticket_id_problem(id)):
-        raise InvalidInput(f"board add: --id: {why}, got {id!r}")
+        raise _bad(f"board add: --id: {why}, got {id!r}")
     for lb in label:
         _check_label(lb)
     store = _open(root)
@@ -93,7 +103,7 @@ def add(
         missing = [b for b in blocked_by if b not in known]
         if missing:
             # dependencies must exist first, which also keeps the dependency graph acyclic
-            raise InvalidInput(f"board add: --blocked-by: expected existing ticket ids, got unknown {', '.join(missing)}")
+            raise _bad(f"board add: --blocked-by: expected existing ticket ids, got unknown {', '.join(missing)}")
         t = store.add_ticket(title, id=id, body=body, priority=priority, blocked_by=list(dict.fromkeys(blocked_by)),
                              labels=label, actor=HUMAN)
         _human(store, t.id, "add", title=title)
@@ -115,7 +125,7 @@ def list_(
     bad = [s for s in state if s not in lifecycle.STATES]
     if bad:
         raise UsageError(f"board list: --state: expected one of {', '.join(lifecycle.STATES)}, got {', '.join(bad)}")
-    store = _open(root)
+    store = _open(root, readonly=True)
     try:
         tickets = store.tickets(state or None)
         now = store.now()
@@ -147,7 +157,7 @@ def show(
     as_json: bool = JsonOpt,
 ) -> None:
     """One ticket: labels with age, comments, attempts, proposals, agents, recent events."""
-    store = _open(root)
+    store = _open(root, readonly=True)
     try:
         t = store.ticket(ticket_id)
         now = store.now()
@@ -222,8 +232,9 @@ def _payload_text(p: dict) -> str:
 
 
 def _check_label(label: str) -> None:
+    utf8(label, "board: label")
     if not label or any(c.isspace() for c in label) or len(label) > 64:
-        raise InvalidInput(f"board: label: expected a word without spaces (at most 64 characters), got {label!r}")
+        raise _bad(f"board: label: expected a word without spaces (at most 64 characters), got {label!r}")
 
 
 @board_app.command("label")
@@ -257,9 +268,13 @@ def comment(
 ) -> None:
     """Comment on a ticket."""
     if text == "-":
-        text = sys.stdin.read()
+        try:
+            text = sys.stdin.read()
+        except UnicodeDecodeError as e:
+            raise _bad(f"board comment: stdin: expected UTF-8 text, got a byte that is not UTF-8 at offset {e.start}") from None
+    utf8(text, "board comment: TEXT")
     if not text.strip():
-        raise InvalidInput("board comment: TEXT: expected some text, got an empty comment")
+        raise _bad("board comment: TEXT: expected some text, got an empty comment")
     store = _open(root)
     try:
         c = store.comment(ticket_id, text, author=HUMAN)

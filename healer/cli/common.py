@@ -71,5 +71,44 @@ def policy_for(root: Path, policy: Path | None):
     return policy_with_runbooks(load_policy(path), path.resolve().parent)
 
 
+def on_ctrl_c(stop) -> list[int]:
+    """A daemon's Ctrl-C (SIGINT) calls `stop` and is remembered in the list returned: the daemon then ends
+    with `exit_if_interrupted`, exit 4 as the README's table says for `healer up` (SIGTERM, a service
+    manager's stop, stays exit 0)."""
+    import signal
+
+    interrupted: list[int] = []
+
+    def handler(*_: Any) -> None:
+        interrupted.append(1)
+        stop()
+
+    signal.signal(signal.SIGINT, handler)
+    return interrupted
+
+
+def exit_if_interrupted(interrupted: list[int], who: str) -> None:
+    if interrupted:
+        import sys
+
+        from healer.errors import STOPPED
+
+        sys.stderr.write(f"healer {who}: stopped (interrupted)\n")
+        raise typer.Exit(STOPPED)
+
+
+def utf8(text: str, where: str) -> str:
+    """Text bound for the store, refused (65, one line naming `where`) when it is not UTF-8: an argument or
+    stdin in another encoding reaches Python as lone surrogates, which no store can keep."""
+    from healer.errors import INVALID_INPUT, HealerError
+
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise HealerError(f"{where}: expected UTF-8 text, got a byte that is not UTF-8 at character {e.start + 1}",
+                          INVALID_INPUT) from None
+    return text
+
+
 def print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))

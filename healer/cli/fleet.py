@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from healer.cli.common import JsonOpt, PolicyOpt, RootOpt, console, print_json, require_fleet
+from healer.cli.common import JsonOpt, PolicyOpt, RootOpt, console, exit_if_interrupted, on_ctrl_c, print_json, require_fleet
 from healer.errors import InvalidInput
 
 
@@ -39,6 +39,7 @@ def dispatch(
     from healer.notify.outbox import ONCE_DEADLINE
 
     courier = None
+    interrupted: list[int] = []
     try:
         if once:
             try:
@@ -61,6 +62,7 @@ def dispatch(
                 raise InvalidInput(f"dispatch: {rep.plan.cycle_line()}; these tickets are not launched, the rest are served")
             return
         install_signal_handlers(d)
+        interrupted = on_ctrl_c(d.stop)  # Ctrl-C: exit 4, as `healer up`
         seen: dict[str, str] = {"cycles": ""}
 
         def on_tick(rep) -> None:
@@ -78,6 +80,7 @@ def dispatch(
     finally:
         outbox.finish(courier)
         store.close()
+    exit_if_interrupted(interrupted, "dispatch")
 
 
 def _report(rep) -> dict:

@@ -11,7 +11,17 @@ from typing import Any
 
 import typer
 
-from healer.cli.common import JsonOpt, PolicyOpt, RootOpt, policy_for, print_json, require_fleet, store_for
+from healer.cli.common import (
+    JsonOpt,
+    PolicyOpt,
+    RootOpt,
+    exit_if_interrupted,
+    on_ctrl_c,
+    policy_for,
+    print_json,
+    require_fleet,
+    store_for,
+)
 from healer.clock import iso, system
 
 
@@ -119,16 +129,18 @@ def _supervisor(root: Path, policy_path: Path | None, *, dry_run: bool = False, 
 def supervise(
     once: bool = typer.Option(False, "--once", help="Run one tick and exit."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print findings and the plan; change nothing (no lease, no action)."),
-    metrics_port: int = typer.Option(None, "--metrics-port", help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics."),
+    metrics_port: int = typer.Option(None, "--metrics-port", min=1, max=65535,
+                                     help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics."),
     as_json: bool = JsonOpt,
     root: Path = RootOpt,
     policy: Path = PolicyOpt,
 ) -> None:
     """Run the supervisor: lease, recover intents, snapshot, core, execute, notify, every supervisor.tick."""
     r = require_fleet(root)
-    early: list[int] = []
+    early: list[int] = []  # 0: SIGTERM, 1: Ctrl-C
+    interrupted: list[int] = []
     if not once:  # a SIGTERM from the moment the metrics port answers stops cleanly (exit 0, lease released)
-        signal.signal(signal.SIGTERM, lambda *a: early.append(1))
+        signal.signal(signal.SIGTERM, lambda *a: early.append(0))
         signal.signal(signal.SIGINT, lambda *a: early.append(1))
     metrics = server = None
     if metrics_port is not None:
@@ -167,7 +179,8 @@ def supervise(
                 _print_tick(rep)
             return
         signal.signal(signal.SIGTERM, sup.stop)
-        signal.signal(signal.SIGINT, sup.stop)
+        interrupted = on_ctrl_c(sup.stop)  # Ctrl-C: exit 4, as `healer up`
+        interrupted += [n for n in early if n]
         if early:
             sup.stop()
         if not dry_run:
@@ -188,6 +201,7 @@ def supervise(
         if server is not None:
             server.shutdown()
         sup.store.close()
+    exit_if_interrupted(interrupted, "supervise")
 
 
 def _print_tick(rep) -> None:

@@ -79,6 +79,49 @@ def _has_fd_on_db(pid: int) -> bool:
         return False
 
 
+def _ticks(root, kind: str) -> int:
+    s = open_store(root)
+    try:
+        return s.count_events(kind)
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("daemon", ["supervise", "dispatch"])
+def test_supervise_and_dispatch_exit_4_on_ctrl_c_and_0_on_sigterm_as_up_does(tmp_path, daemon):
+    root = _fleet(tmp_path, "supervisor:\n  tick: 1s\nfleet:\n  dispatch_tick: 1s\n"
+                            "loop:\n  agent: {command: [python3, -c, pass]}\n  gates: [{name: ok, run: [python3, -c, pass]}]\n")
+    kind = "supervisor.tick" if daemon == "supervise" else "dispatch.tick"
+    for sig, code in ((signal.SIGINT, 4), (signal.SIGTERM, 0)):
+        before = _ticks(root, kind)
+        p = _spawn(daemon, "--root", str(root))
+        try:
+            wait_until(lambda before=before: _ticks(root, kind) > before, 60, f"a {kind} of this {daemon}")
+            p.send_signal(sig)
+            assert p.wait(timeout=40) == code, p.stderr.read()[-2000:]
+            if code == 4:
+                assert p.stderr.read().strip().splitlines()[-1] == f"healer {daemon}: stopped (interrupted)"
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_out_of_range_numbers_are_refused_when_the_command_line_is_read(tmp_path):
+    root = _fleet(tmp_path)
+    for args, opt in ((["supervise", "--once", "--metrics-port", "99999"], "--metrics-port"),
+                      (["supervise", "--once", "--metrics-port", "-5"], "--metrics-port"),
+                      (["gameday", "explore", "-n", "0"], "--examples"), (["gameday", "explore", "-n", "-3"], "--examples")):
+        r = healer(*args, "--root", str(root)) if args[0] == "supervise" else healer(*args, cwd=root)
+        assert r.returncode == 64, (args, r.stderr)
+        assert opt in r.stderr and "internal error" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    s = open_store(root)
+    try:
+        assert s.count_events("supervisor.tick") == 0  # refused before anything ran
+    finally:
+        s.close()
+
+
 @pytest.mark.campaign  # a dispatcher and a supervisor started for real: `make campaigns`
 def test_up_exits_4_on_ctrl_c(tmp_path):
     root = _fleet(tmp_path, "supervisor:\n  tick: 1s\nfleet:\n  dispatch_tick: 1s\n"

@@ -147,3 +147,32 @@ def test_markup_in_titles_prints_as_written(ok):
 def test_states_prints_mermaid(ok):
     out = ok("board", "states", "--mermaid").out
     assert out.startswith("stateDiagram-v2") and "queued --> in_progress: launch" in out
+
+
+def test_text_that_is_not_utf8_is_exit_65_naming_where_and_nothing_is_written(fleet):
+    import os
+    import subprocess
+
+    from tests.conftest import PY
+
+    assert healer("board", "add", "A", cwd=fleet).returncode == 0
+    bad = os.fsdecode(b"\xff")  # the byte reaches healer as it would from a shell: $'\xff'
+    for args, where in ((["board", "add", bad], "board add: title"), (["board", "add", "t", "--body", bad], "board add: --body"),
+                        (["board", "comment", "T-1", bad], "board comment: TEXT"), (["board", "label", "T-1", bad], "board: label")):
+        r = healer(*args, cwd=fleet)
+        assert r.returncode == 65, (args, r.stderr)
+        assert r.stderr == f"healer: {where}: expected UTF-8 text, got a byte that is not UTF-8 at character 1\n", r.stderr
+    r = subprocess.run([PY, "-m", "healer", "board", "comment", "T-1", "-"], cwd=fleet, input=b"\xff\xfe bad",
+                       capture_output=True, timeout=120)
+    assert r.returncode == 65 and r.stderr.decode().startswith("healer: board comment: ") and b"UTF-8" in r.stderr, r.stderr
+    s = open_store(fleet)
+    try:
+        assert [t.title for t in s.tickets()] == ["A"] and s.comments("T-1") == [] and s.ticket("T-1").labels == {}
+    finally:
+        s.close()
+
+
+def test_a_priority_the_store_cannot_keep_is_refused_up_front(cli, fleet):
+    r = cli("board", "add", "t", "--priority", "99999999999999999999", cwd=fleet)
+    assert r.code == 64 and r.err.startswith("healer: board add: --priority: expected a whole number from ") and "internal" not in r.err
+    assert cli("board", "add", "t", "--priority", str(2**63 - 1), cwd=fleet).code == 0
