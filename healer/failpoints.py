@@ -76,8 +76,29 @@ def parse_spec(text: str) -> dict[str, tuple[str, str, int | None]]:
         if action not in {"kill", "raise", "sleep", "stop", "exit", "crash", "off"}:
             raise ValueError(f"{ENV}: unknown action {action!r} for {name}; expected kill, raise, sleep(MS), stop, exit(CODE), "
                              "crash, off")
+        why = _bad_argument(action, arg)
+        if why:
+            raise ValueError(f"{ENV}: {raw.strip()!r}: {why}")
+        if nth is not None and int(nth) < 1:
+            raise ValueError(f"{ENV}: {raw.strip()!r}: expected @N with N at least 1 (hits count from 1), got @{nth}")
         out[name] = (action, arg or "", int(nth) if nth else None)
     return out
+
+
+def _bad_argument(action: str, arg: str | None) -> str | None:
+    """Why `action(arg)` could never act as asked (checked up front, not when the point is hit), or None."""
+    if action == "sleep" and arg is not None:
+        try:
+            ms = float(arg)
+        except ValueError:
+            ms = -1.0
+        return None if 0 <= ms < float("inf") else f"expected sleep(MS), MS a number of milliseconds, got sleep({arg})"
+    if action == "exit" and arg is not None:
+        ok = arg.strip().isdigit() and int(arg) <= 255
+        return None if ok else f"expected exit(CODE), CODE from 0 to 255, got exit({arg})"
+    if action not in ("sleep", "exit") and arg is not None:
+        return f"expected {action} without an argument, got {action}({arg})"
+    return None
 
 
 def _active() -> dict[str, tuple[str, str, int | None]]:

@@ -75,7 +75,9 @@ def test_unset_hit_is_one_lookup(monkeypatch):
     failpoints.hit("store.before_commit")
 
 
-@pytest.mark.parametrize("spec", ["nonsense", "a.b=explode", "a.b=kill@x", "=kill"])
+@pytest.mark.parametrize("spec", ["nonsense", "a.b=explode", "a.b=kill@x", "=kill", "store.before_commit=sleep(abc)",
+                                  "store.before_commit=exit(abc)", "store.before_commit=exit(256)", "a.b=raise@0",
+                                  "a.b=kill(3)", "a.b=sleep(-1)"])
 def test_bad_spec_is_a_clear_error(spec):
     with pytest.raises(ValueError, match=r"^HEALER_FAILPOINTS: "):
         failpoints.parse_spec(spec)
