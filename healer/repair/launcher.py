@@ -141,6 +141,10 @@ def launch(root: str | Path, policy, store, clock: Clock | None = None, *, agent
     prompt = PROMPT.format(max_calls=ra.max_tool_calls, reason=reason or "blockage persisted past every ceiling")
     (scratch / "prompt.md").write_text(prompt)
     argv = agent_argv(preset, policy, cfg=cfg, root=root, run_id=run_id, scratch=scratch, prompt=prompt)
+    if ra.agent.sandbox != "docker" and not _runnable(argv[0], cwd, env):
+        # refused before `repair.started`: the daily cap counts agents that ran, not a typo or a missing binary
+        store.append("repair.not_started", run_id, {"agent": preset, "program": argv[0], "reason": reason})
+        raise UsageError(f"repair agent {preset!r}: cannot run {argv[0]!r}: not found on PATH")
     store.append("repair.started", run_id, {"agent": preset, "argv": _redact(argv, prompt), "reason": reason,
                                             "blockages": list(blockages or [])[:50], "scratch": str(scratch),
                                             "timeout": ra.timeout, "max_tool_calls": ra.max_tool_calls})
@@ -169,6 +173,19 @@ def launch(root: str | Path, policy, store, clock: Clock | None = None, *, agent
                                           "elapsed": round(res.elapsed, 3), "calls": res.calls, "done": res.done,
                                           "refused": res.refused, "touched": res.touched})
     return res
+
+
+def _runnable(program: str, cwd: Path, env: dict[str, str] | None) -> bool:
+    """Whether exec would find `program` as the agent is started (its PATH, its cwd)."""
+    import os
+    import shutil
+
+    if os.sep in program:
+        p = Path(program) if os.path.isabs(program) else cwd / program
+        return p.is_file() and os.access(p, os.X_OK)
+    if program in ("python", "python3"):
+        return True  # procs.resolve_python runs healer's own interpreter for it
+    return shutil.which(program, path=os.pathsep.join(os.get_exec_path(env))) is not None
 
 
 def _redact(argv: list[str], prompt: str) -> list[str]:

@@ -130,3 +130,25 @@ def test_repair_run_cli_and_daily_cap(fleet: Path):
     (fleet / ".healer" / "HALT").write_text("")
     r = healer("repair", "run", "--root", str(fleet), env=child_env())  # HALT is checked first
     assert r.returncode == 4 and "HALT" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_repair_agent_that_cannot_start_does_not_spend_the_daily_cap(fleet: Path):
+    import json
+    import os
+
+    env = {**child_env(), "PATH": os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep)
+                                                  if not (Path(p) / "claude").exists())}
+    for _ in range(3):  # the cap is 2 a day: three refusals spend none of it
+        r = healer("repair", "run", "--root", str(fleet), "--agent", "claude", env=env)
+        assert r.returncode == 64 and r.stderr == "healer: repair agent 'claude': cannot run 'claude': not found on PATH\n"
+    r = healer("repair", "run", "--root", str(fleet), "--json", env=child_env())
+    assert r.returncode == 0, r.stderr
+    r = healer("repair", "run", "--root", str(fleet), "--json", env=child_env())
+    assert r.returncode == 0, r.stderr  # the second of the day's two runs
+    r = healer("repair", "list", "--root", str(fleet), "--json", env=child_env())
+    assert [row["agent"] for row in json.loads(r.stdout)] == ["builtin", "builtin"]
+    s = open_store(fleet)
+    try:
+        assert [e.payload["program"] for e in s.events(kinds=["repair.not_started"])] == ["claude"] * 3
+    finally:
+        s.close()
