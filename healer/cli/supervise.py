@@ -436,8 +436,16 @@ def quarantine_restore(
     from healer.remedy import quarantine as q
     from healer.store import open_store
 
+    from healer.errors import INTERNAL, INVALID_INPUT, HealerError
+
     r = require_fleet(root)
-    done = q.restore(r, target, system())
+    try:
+        done = q.restore(r, target, system())
+    except HealerError as e:
+        if e.exit_code != INTERNAL:
+            raise
+        # a copy missing or altered, a manifest that does not parse: the quarantine's data is bad (65), not healer
+        raise HealerError(str(e), INVALID_INPUT) from None
     store = open_store(r)
     try:
         for e in done:

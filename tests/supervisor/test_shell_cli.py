@@ -113,6 +113,21 @@ def test_quarantine_list_and_restore_cli(tmp_path):
     assert healer("quarantine", "list", "--root", str(root)).stdout.strip() == "quarantine is empty"
 
 
+def test_restoring_an_altered_or_missing_quarantined_copy_is_exit_65_and_touches_nothing(tmp_path):
+    root = _fleet(tmp_path)
+    (root / "note.txt").write_text("mine\n")
+    e = q.quarantine(root, "note.txt", "test")
+    copy = root / ".healer" / "quarantine" / e.batch / e.stored
+    copy.write_text("altered\n")
+    r = healer("quarantine", "restore", e.id, "--root", str(root))
+    assert r.returncode == 65, r.stderr
+    assert r.stderr.startswith(f"healer: {e.id}: the quarantined copy's sha256 ") and len(r.stderr.splitlines()) == 1
+    assert not (root / "note.txt").exists() and copy.read_text() == "altered\n"
+    copy.unlink()
+    r = healer("quarantine", "restore", e.id, "--root", str(root))
+    assert r.returncode == 65 and "the quarantined copy is missing" in r.stderr, r.stderr
+
+
 def _sigterm_leaves_no_lease(p: subprocess.Popen, root: Path, *leases: str) -> None:
     """SIGTERM a daemon: it must exit 0 and release its leases (a corpse lease blocks the next holder)."""
     p.send_signal(signal.SIGTERM)
