@@ -433,10 +433,9 @@ def quarantine_restore(
     root: Path = RootOpt,
 ) -> None:
     """Put quarantined files back where they were (refuses to overwrite an existing file)."""
+    from healer.errors import INTERNAL, INVALID_INPUT, HealerError
     from healer.remedy import quarantine as q
     from healer.store import open_store
-
-    from healer.errors import INTERNAL, INVALID_INPUT, HealerError
 
     r = require_fleet(root)
     try:
