@@ -86,9 +86,24 @@ def entry() -> None:
         code = _loop_run(args[2:])
         if code is not None:
             _leave(code)
+    if not early.wants(args):
+        _private()
     from healer.cli import entry as full
 
     full()
+
+
+def _private() -> None:
+    """Every command but `loop run` is made non-dumpable: its /proc/PID/environ (the block it started with,
+    a notifier's secret included, healer/notify/secrets.py), memory and fds then need CAP_SYS_PTRACE, which no
+    sandboxed agent has, to read. `loop run` stays dumpable: the supervisor finds a run by its environment."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+        except (OSError, AttributeError):
+            pass
 
 
 if __name__ == "__main__":

@@ -156,6 +156,10 @@ class Supervisor:
                  dry_run: bool = False, holder: str | None = None, metrics=None, repair_async: bool = False,
                  ports=None, host: str | None = None, pid: int | None = None, lease_host: str | None = None) -> None:
         self.ports = ports or REAL_PORTS
+        if self.ports is REAL_PORTS:
+            from healer.notify import secrets
+
+            secrets.hold(policy)  # a repair agent it starts must not inherit a notifier's secret
         self.root = Path(root).resolve()
         self.policy = policy
         self.store = store

@@ -107,14 +107,17 @@ class TickReport:
 
 
 def preflight(policy) -> None:
-    """Refuse to start a dispatcher whose loops would all exit 65 at once.
+    """Refuse to start a dispatcher whose loops would all exit 65 at once (and keep the notifiers' secrets
+    from everything it starts, healer/notify/secrets.py).
 
     With the default loop command, every launch runs `healer loop run` with this policy;
     without an agent or without gates that loop cannot start, and the retry budget would
     burn five launches per ticket on a configuration mistake.
     """
     from healer.errors import InvalidInput
+    from healer.notify import secrets
 
+    secrets.hold(policy)  # before the first launch: no loop, agent or gate inherits a notifier's secret
     argv = list(policy.fleet.loop_command)
     if not ("loop" in argv and "run" in argv and "{policy}" in argv):
         return  # a custom loop command: its own business

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from loguru import logger
+
+from healer.notify import secrets
 
 REMOTE = ("webhook", "command")
 
@@ -73,7 +74,7 @@ def _local(store, n, key: str, text: str, severity: str, evidence: dict[str, Any
 
 def _scrubbed(n, e: Exception) -> str:
     reason = str(e)
-    secret = os.environ.get(n.secret_env) if getattr(n, "secret_env", None) else None
+    secret = secrets.get(getattr(n, "secret_env", None))
     return reason.replace(secret, "***") if secret else reason
 
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 from loguru import logger
 
+from healer.notify import secrets
+
 BASE_DELAY = 0.5  # seconds before the first retry; doubles per failed try
 MAX_DELAY = 300.0
 POLL = 0.25  # how often a worker looks for rows another process owes (a local notify wakes it at once)
@@ -63,7 +65,7 @@ def _remote(policy) -> dict:
 def _scrub(n, text: str) -> str:
     from healer.notify.webhook import scrub
 
-    secret = os.environ.get(n.secret_env) if getattr(n, "secret_env", None) else None
+    secret = secrets.get(getattr(n, "secret_env", None))
     return scrub(text, secret, getattr(n, "url", None))
 
 

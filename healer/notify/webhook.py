@@ -11,10 +11,11 @@ as scheme://host only (Slack-style URLs carry a token in their path).
 from __future__ import annotations
 
 import json
-import os
 import urllib.error
 import urllib.request
 from urllib.parse import urlsplit
+
+from healer.notify import secrets
 
 
 class WebhookError(Exception):
@@ -60,7 +61,7 @@ class Rejected(WebhookError):
 
 def send(url: str, data: dict, *, secret_env: str | None, timeout: float, idem: str | None = None) -> None:
     """One POST with a deadline; returns on a 2xx. Raises Rejected or WebhookError (secret-free)."""
-    secret = os.environ.get(secret_env) if secret_env else None
+    secret = secrets.get(secret_env)
     raw = json.dumps(data, default=str).encode()
     headers = {"Content-Type": "application/json", "User-Agent": "healer"}
     if idem:

@@ -56,7 +56,10 @@ ESCALATE_IN_GATE = (
 
 def test_no_merge_for_a_ticket_moved_while_its_merge_gates_ran(fleet_factory):
     """The gate itself escalates the ticket (as the supervisor did in the red-team trace) while it runs."""
-    f = fleet_factory(scripted_policy(merge_gates=[gate("escalates-meanwhile", ESCALATE_IN_GATE)]))
+    pol = scripted_policy(merge_gates=[gate("escalates-meanwhile", ESCALATE_IN_GATE)])
+    # the gate plays the supervisor, so it must write the store: unconfined (merge gates are sandboxed by default)
+    pol = pol.model_copy(update={"loop": pol.loop.model_copy(update={"sandbox": "none"})})
+    f = fleet_factory(pol)
     f.add("T-1", "success")
     f.d.tick()
     f.settle()

@@ -3,7 +3,12 @@ ended (the merge gates, main's gates). Real repositories, the real sandbox, the 
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+from pathlib import Path
+
+import pytest
 
 from healer import git, procs
 from healer.clock import VirtualClock
@@ -99,3 +104,96 @@ def test_a_required_sandbox_that_is_missing_blocks_the_merge(tmp_path, monkeypat
     assert v.outcome == proposals.REJECTED
     assert "bwrap" in v.log and "gates not run" in v.log
     assert not outside.exists()
+
+
+SPY = r"""
+import json, os, sys
+secret_name, report = sys.argv[1], sys.argv[2]
+out = {"env": sorted(k for k in os.environ), "seen": [], "procs": {}}
+for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+    try:
+        cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        continue
+    try:
+        env = open(f"/proc/{pid}/environ", "rb").read()
+        out["seen"] += [e.decode(errors="replace") for e in env.split(b"\0") if e.startswith(secret_name.encode() + b"=")]
+        got = "read"
+    except OSError as e:
+        got = type(e).__name__
+    if "healer" in cmd:
+        out["procs"][pid] = [cmd, got]
+open(report + ".tmp", "w").write(json.dumps(out))
+os.replace(report + ".tmp", report)
+"""
+
+
+def test_a_notifiers_secret_reaches_no_agent_and_no_readable_process(tmp_path):
+    """`healer up` holds a webhook's signing secret (`secret_env`). The sandboxed agent looks for it in its own
+    environment and in every /proc/PID/environ it can open (its runner, bwrap, the dispatcher): it finds none,
+    because `up` moved the secret out of the environment it hands down (healer/notify/secrets.py). The `up`
+    process itself is not readable from the sandbox (here as root: the agent lacks root's capabilities)."""
+    import signal
+    import subprocess
+
+    import yaml
+
+    from healer.store import open_store
+    from tests.conftest import wait_until
+    from tests.notify.receiver import free_port
+
+    need_bwrap()
+    root = make_repo(tmp_path / "fleet")
+    (root / ".healer").mkdir(exist_ok=True)
+    spy, report = tmp_path / "spy.py", tmp_path / "report" / "spy.json"
+    spy.write_text(SPY)
+    name, value = "HEALER_TEST_HOOK_SECRET", "s3cret-signing-key-" + os.urandom(4).hex()
+    pol = {"version": 1,
+           "loop": {"sandbox": "bwrap", "max_iterations": 1, "kill_grace": "1s", "sandbox_writable": [str(report.parent)],
+                    "agent": {"preset": "command", "command": [PY, str(spy), name, str(report)]},
+                    "gates": [{"name": "ok", "run": [PY, "-c", "pass"], "timeout": "30s"}]},
+           "fleet": {"dispatch_tick": "1s"},
+           "notify": {"notifiers": [{"kind": "webhook", "url": f"http://127.0.0.1:{free_port()}/hook", "secret_env": name}]}}
+    (root / "healer.yaml").write_text(yaml.safe_dump(Policy.model_validate(pol).model_dump(mode="json", by_alias=True)))
+    s = open_store(root)
+    s.add_ticket("spy", id="T-1")
+    s.close()
+    up = subprocess.Popen([PY, "-m", "healer", "up", "-C", str(root)], env={**os.environ, name: value},
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(report.exists, timeout=120, what="the spy agent's report")
+    finally:
+        up.send_signal(signal.SIGTERM)
+        _, err = up.communicate(timeout=120)
+    got = json.loads(report.read_text())
+    assert name not in got["env"]
+    assert got["seen"] == [], got["seen"]
+    assert value not in report.read_text()
+    assert got["procs"].get(str(up.pid), [None, None])[1] == "PermissionError", (up.pid, got["procs"], err)
+
+
+def test_healers_long_running_commands_are_not_readable_by_another_process_of_the_same_user(tmp_path):
+    """Unsandboxed (loop.sandbox none, or auto without bwrap), an agent runs as the operator's user and could read
+    `healer up`'s /proc/PID/environ, which still holds the secret it was started with. Every command but
+    `loop run` makes itself non-dumpable (healer/launch.py `_private`): the file then needs CAP_SYS_PTRACE."""
+    import subprocess
+
+    system_python = "/usr/bin/python3"  # the venv's may live where another user cannot read (/root)
+    if os.geteuid() != 0 or procs.which("setpriv") is None or not os.access(system_python, os.X_OK):
+        pytest.skip(reason="needs root, setpriv (util-linux) and /usr/bin/python3 to run both sides as another user")
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    value = "s3cret-" + os.urandom(4).hex()
+    hold = "import sys\nfrom healer.launch import _private\nif sys.argv[1] == '1':\n    _private()\nprint('ready', flush=True)\nsys.stdin.read()\n"
+    seen = {}
+    for private in ("0", "1"):
+        p = subprocess.Popen([*as_nobody, "env", f"HEALER_TEST_SECRET={value}", system_python, "-c", hold, private],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=tmp_path,
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+        try:
+            assert p.stdout.readline().strip() == "ready"
+            r = subprocess.run([*as_nobody, "cat", f"/proc/{p.pid}/environ"], capture_output=True)
+            seen[private] = value.encode() in r.stdout
+        finally:
+            p.stdin.close()
+            p.wait(timeout=30)
+    assert seen == {"0": True, "1": False}  # the control reads it; the private one cannot
