@@ -145,12 +145,18 @@ def load_schedule(path: str | Path) -> Scenario:
     """`--schedule FILE`: a schedule (JSON or YAML, as printed by a failing exploration) or a whole scenario file."""
     from chaos.scenario import load
     from healer.errors import InvalidInput
+    from healer.policy.yamlpos import YamlProblem, load_one, read_text
 
     p = Path(path)
     try:
-        data = yaml.safe_load(p.read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise InvalidInput(f"{p}: expected a schedule (JSON or YAML), got {type(e).__name__}: {e}") from None
+        data = load_one(read_text(p.read_bytes())).data  # JSON is YAML: one located line for either
+    except FileNotFoundError:
+        raise InvalidInput(f"{p}: no such schedule file") from None
+    except OSError as e:
+        raise InvalidInput(f"{p}: cannot read: {e.strerror or e}") from None
+    except YamlProblem as yp:
+        x = yp.problem
+        raise InvalidInput(f"{p}:{x.line}:{x.col}: {x.path}: {x.message}") from None
     if isinstance(data, dict) and "expect" in data:
         return load(p)
     need = ("seed", "duration", "pool_size", "tickets", "faults")

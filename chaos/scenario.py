@@ -654,6 +654,28 @@ def _semantic(sc: Scenario, marks: dict) -> list[Problem]:
                 line, col = mark_for(marks, ("faults", i, "failpoint"))
                 out.append(Problem(line, col, f"faults[{i}].failpoint", f"expected a failpoint name or glob that "
                                    f"`healer failpoints` lists, got {f.failpoint!r}{did_you_mean(f.failpoint, names)}"))
+    return out + _missed_targets(sc, marks)
+
+
+def _missed_targets(sc: Scenario, marks: dict) -> list[Problem]:
+    """A fault aimed at tickets the scenario never makes would do nothing, and the game day pass without its
+    chaos: a located problem. Not checked where the tickets are not the scenario's to know (a storm, or no
+    fleet.tickets: a game day for `--root`, against a fleet of yours)."""
+    from chaos.faults.registry import FAULTS
+
+    if sc.storm is not None or not (sc.fleet.tickets or sc.fleet.random_tickets):
+        return []
+    ids = [t for spec in sc.fleet.tickets for t in spec.ids()] + [f"R-{i + 1}" for i in range(sc.fleet.random_tickets)]
+    out = []
+    for i, f in enumerate(sc.faults):
+        spec = FAULTS.get(f.fault)
+        if f.target is None or spec is None or "target" not in spec.uses or (f.fault == "index_lock" and f.target == "main"):
+            continue
+        if not any(match(f.target, t) for t in ids):
+            line, col = mark_for(marks, ("faults", i, "target"))
+            few = ", ".join(ids[:5]) + (f", … ({len(ids)} in all)" if len(ids) > 5 else "")
+            out.append(Problem(line, col, f"faults[{i}].target", f"expected a ticket of the fleet ({few}) or a glob "
+                               f"matching one, got {f.target!r}{did_you_mean(f.target, ids)}"))
     return out
 
 

@@ -55,6 +55,10 @@ def _problem(tmp_path, text: str) -> str:
     (GOOD.replace("min: 1}", "min: 1}\n  - notifications: {key: 'a*', max_per_window: 1}"), ":7:", "window"),
     (GOOD + "faults:\n  - {fault: failpoint, failpoint: remedy.no_such_point}\n", ":8:", "remedy.no_such_point"),
     (GOOD.replace("min: 1}", "min: 1}\n  - state: {dispatch_pausd: false}"), ":7:", "did you mean 'dispatch_paused'"),
+    # a fault aimed at a ticket the scenario never makes would do nothing: a false pass
+    (GOOD + "faults:\n  - {at: 30m, fault: kill_agent, target: Z-9}\n", ":8:",
+     "faults[0].target: expected a ticket of the fleet (T-1) or a glob matching one, got 'Z-9'"),
+    (GOOD + "faults:\n  - {at: 30m, fault: stale_labels, target: 'X-*', seconds: 1h}\n", ":8:", "got 'X-*'"),
 ])
 def test_every_scenario_problem_is_a_located_line(tmp_path, text, where, needle):
     lines = _problem(tmp_path, text)
@@ -203,3 +207,14 @@ def test_flags_a_chaos_toolkit_experiment_cannot_honour_are_refused(tmp_path):
         r = healer("gameday", "run", *flags, str(exp), env=_quiet_env(tmp_path))
         assert r.returncode == 64, r.stdout + r.stderr
         assert r.stderr.startswith(f"healer: {flags[0]}: not for a Chaos Toolkit experiment") and "PASS" not in r.stdout
+
+
+def test_a_bad_schedule_file_is_one_located_line(tmp_path):
+    (tmp_path / "bad.json").write_text("{bad\n")
+    (tmp_path / "bin.json").write_bytes(b"\xff\xfe")
+    for name, line in (("bad.json", f"{tmp_path / 'bad.json'}:2:1: (file): expected valid YAML, got a syntax error: "),
+                       ("nosuch.json", f"{tmp_path / 'nosuch.json'}: no such schedule file"),
+                       ("bin.json", f"{tmp_path / 'bin.json'}:1:1: (file): expected UTF-8 text")):
+        r = healer("gameday", "replay", "--schedule", str(tmp_path / name), env=_quiet_env(tmp_path))
+        assert r.returncode == 65, r.stderr
+        assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith(line), r.stderr
