@@ -295,7 +295,7 @@ def demo(keep: bool = typer.Option(False, "--keep", help="Keep the demo fleet fo
                                     help="End with the standard game-day suite (minutes); --no-suite stops after the live heal."),
          report: Path | None = typer.Option(None, "--report", help="Write the suite's report here "
                                             "(default: ~/.cache/healer/demo-report, or $HEALER_CACHE_DIR/demo-report).")) -> None:
-    """A short tour of what healer has: a temp fleet, its board, the shipped policies."""
+    """What `make run` runs: a demo fleet broken and healed live, then the standard game-day suite."""
     from healer import demo as demo_mod
 
     rc = demo_mod.run(console, keep=keep, suite=suite, report=report)
