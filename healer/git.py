@@ -426,6 +426,33 @@ def dirty(path: str | Path) -> list[str]:
     return out
 
 
+def unsaved(path: str | Path) -> list[str]:
+    """Every file of this worktree whose content git does not hold, so `git worktree remove --force` would
+    destroy it: `dirty()`, and what `status` leaves out of it: ignored files (the loop's own evidence under
+    `.healer/` too), the files of an untracked nested repository, and tracked files an index flag
+    (`--assume-unchanged`, `--skip-worktree`, the agent's to set) hides from status. Links as links."""
+    top = Path(path)
+    out = set(dirty(top))
+    items = raw(top, "status", "--porcelain=v1", "-z", "--ignored=matching", "--untracked-files=all")
+    for item in items.decode("utf-8", "surrogateescape").split("\0"):
+        if item[:3] not in ("!! ", "?? "):
+            continue
+        name = item[3:]
+        p = top / name
+        if p.is_symlink() or p.is_file():
+            out.add(name.rstrip("/"))
+        elif p.is_dir():  # an ignored folder, or a nested repository status does not descend into
+            for f in p.rglob("*"):
+                if f.is_symlink() or f.is_file():
+                    out.add(str(f.relative_to(top)))
+    for rec in raw(top, "ls-files", "-v", "-z").decode("utf-8", "surrogateescape").split("\0"):
+        if len(rec) > 2 and (rec[:1].islower() or rec[:1] == "S"):
+            f = top / rec[2:]
+            if f.is_symlink() or f.is_file():
+                out.add(rec[2:])
+    return sorted(out)
+
+
 def tracked(path: str | Path) -> bool:
     """Is this file tracked by the git repository it sits in? False outside any repository."""
     p = Path(path)

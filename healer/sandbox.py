@@ -3,7 +3,8 @@
 bubblewrap (Debian package `bubblewrap`, the mechanism Claude Code's sandbox uses on Linux):
 the agent sees the machine read-only (`--ro-bind / /`, a fresh /dev and /proc), with these
 writable: its worktree (healer's own `.healer/` in it stays read-only), what git needs to
-commit on the worktree's own branch (objects, the branch's ref folder and reflog, the
+commit on the worktree's own branch (the run's own object folder, adopted by healer/loop/objects.py
+with every id checked, never the repository's store; the branch's ref folder and reflog, the
 worktree's admin folder), a private temp dir (a tmpfs, $TMPDIR), and the paths the policy
 lists. The repository's hooks, config, info/ and other refs stay read-only. Network is
 optional (`--unshare-net`). The Docker socket is masked. Every capability is dropped, for a root
@@ -294,6 +295,7 @@ class Profile:
     kind: str = "bwrap"  # or "container"
     image: str = "healer-python"
     pid_namespace: bool = False  # bwrap --unshare-pid (a container always has its own)
+    env: dict[str, str] = field(default_factory=dict)  # set inside, whatever the caller's environment says
 
     def launch(self, argv: list[str], env: dict[str, str] | None = None, what: str = "the program") -> Launch:
         if self.kind == "container":
@@ -320,6 +322,8 @@ class Profile:
         for p in self.rw_last:
             a += ["--bind", str(p), str(p)]
         a += socket_masks()
+        for k, v in self.env.items():
+            a += ["--setenv", k, v]
         if self.tmpdir is not None:
             t = str(self.tmpdir)
             a += ["--tmpfs", t, "--setenv", "TMPDIR", t, "--setenv", "TMP", t, "--setenv", "TEMP", t]
@@ -456,7 +460,7 @@ class ContainerLaunch(Launch):
         # run's kill of a dead runner's leftovers, find the container's processes by it
         from healer.procs import ANCESTORS, MARKER
 
-        self.env = {**env, "TMPDIR": tmp, "TMP": tmp, "TEMP": tmp}
+        self.env = {**env, **profile.env, "TMPDIR": tmp, "TMP": tmp, "TEMP": tmp}
         for k in sorted({*self.env, MARKER, ANCESTORS}):
             if k not in _KEEP_OUT and "=" not in k:
                 a += ["-e", k]
@@ -547,11 +551,12 @@ def _mk(p: Path) -> Path:
 
 def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind: str = "bwrap",
                  image: str = "healer-python", gp: GitPaths | None = None,
-                 pid_namespace: bool = False) -> Profile:
+                 pid_namespace: bool = False, objects: Path | None = None) -> Profile:
     """The loop's agent and gates: the worktree, its branch in git, a private temp dir, `writable`.
     `network` None: the mode's default (bwrap on, container off). `gp`: the worktree's git paths
     when the caller already knows them (the loop asks once per run: its guard puts back any change
-    to HEAD, so the branch cannot move under it)."""
+    to HEAD, so the branch cannot move under it). `objects`: the run's own object folder, where the
+    programs' git writes (healer/loop/objects.py); the repository's `objects/` is then read-only."""
     workdir = workdir.resolve()
     if network is None:
         network = kind != "container"
@@ -565,7 +570,8 @@ def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind:
     gp = gp or git_paths(workdir)
     if gp is not None:
         cd, gd = gp.common, gp.git_dir
-        rw_git: list[Path] = [_mk(cd / "objects")]
+        store = _mk(cd / "objects")
+        rw_git: list[Path] = [] if objects is not None else [store]
         ro_git: list[Path] = []
         if gd != cd:
             # a linked worktree: its admin folder holds its index, HEAD and logs/HEAD
@@ -581,6 +587,8 @@ def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind:
                 ro_git.append(_mk(cd / n))
             ro_git += [cd / n for n in ("config", "config.worktree", "packed-refs", "worktrees", "modules")
                        if (cd / n).exists()]
+            if objects is not None:
+                ro_git.append(store)
             (cd / "logs" / "HEAD").touch(exist_ok=True)
         branch_rw: list[Path] = []
         if gp.branch_ref and gp.branch_ref.startswith("refs/heads/"):
@@ -590,6 +598,11 @@ def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind:
         prof.rw += rw_git
         prof.ro += ro_git
         prof.rw_last += branch_rw
+        if objects is not None:
+            from healer.loop import objects as objmod
+
+            prof.rw_last.append(_mk(objects))
+            prof.env.update(objmod.env(objects.resolve(), store.resolve()))
     _add_writable(prof, writable)
     return prof
 

@@ -36,7 +36,8 @@ class Git(Protocol):
     def is_toplevel(self, path: str | Path) -> bool: ...
     # what the remediation executor asks (healer/remedy/actions.py)
     def dirty(self, path: str | Path) -> list[str]:
-        """Every file whose content exists only in the worktree at `path` (untracked, modified, added)."""
+        """Every file whose content exists only in the worktree at `path`, so removing the worktree would destroy
+        it: untracked, modified, added, ignored, in a nested repository, hidden by an index flag."""
     def tracked(self, path: str | Path) -> bool:
         """Is this file under git's control (False outside any repository)?"""
     def remove_worktree(self, path: str | Path) -> None:
@@ -130,7 +131,7 @@ class RealGit:
     def dirty(self, path):
         from healer import git
 
-        return git.dirty(path)
+        return git.unsaved(path)  # ignored files, nested repositories and flag-hidden edits too
 
     def tracked(self, path):
         from healer import git

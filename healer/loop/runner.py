@@ -29,7 +29,7 @@ from healer import errors, failpoints, git, procs, sandbox
 from healer.clock import Clock, day_of, iso, stamp, system
 from healer.errors import InvalidInput, UsageError
 from healer.lite import dataclass
-from healer.loop import agents, decide, gitops, guard, ownfiles
+from healer.loop import agents, decide, gitops, guard, objects, ownfiles
 from healer.loop.decide import EXIT_WORDS, Facts, GateResult, IterationRecord, Limits, Verdict
 from healer.loop.state import RunPaths, RunState, bump_daily, check_run_id, daily_count, load, save, write_json_atomic
 
@@ -131,6 +131,7 @@ class Runner:
         self.sbx_mode = "none"
         self._profile: sandbox.Profile | None = None
         self._gp: sandbox.GitPaths | None = None  # the worktree's git paths, asked once per run
+        self._n = 0  # the iteration under way (where a forged object is set aside)
         self._gsnap_end: guard.GitSnap | None = None  # the git dir after the last check
 
     # -- setup ---------------------------------------------------------------------
@@ -534,6 +535,8 @@ class Runner:
         with the git common dir and the outside world compared before and after."""
         # the git dir as the last iteration's check left it: nothing of the loop's writes there in
         # between; in a fleet other loops move refs meanwhile, so there it is read again
+        self._n = n
+        self._adopt_objects(n)  # what a runner killed after a program's end had not adopted yet
         last, self._gsnap_end = self._gsnap_end, None
         self._gsnap = last if last is not None and self.req.fleet_root is None else guard.git_capture(self.workdir)
         watch = self.sbx_mode == "none"
@@ -573,11 +576,34 @@ class Runner:
         if self._gp is None:
             self._gp = sandbox.git_paths(self.workdir)
         return sandbox.loop_profile(self.workdir, L.sandbox_writable, L.sandbox_network, self.sbx_mode, L.sandbox_image,
-                                    gp=self._gp, pid_namespace=L.sandbox_pid_namespace)
+                                    gp=self._gp, pid_namespace=L.sandbox_pid_namespace, objects=self._objects_dir())
+
+    def _objects_dir(self) -> Path:
+        return self.paths.dir / "objects"
+
+    def _adopt_objects(self, n: int) -> None:
+        """The objects the sandboxed programs wrote, into the repository's store, each checked (healer/loop/objects.py)."""
+        if self.sbx_mode == "none":
+            return
+        if self._gp is None:
+            self._gp = sandbox.git_paths(self.workdir)
+        gp = self._gp
+        if gp is None:
+            return
+        refused = objects.adopt(self.workdir, self._objects_dir(), gp.common / "objects", self.paths.quarantine(n))
+        if refused:
+            self._event("loop.git_tampered", {"n": n, "phase": "objects", "paths": [f"objects/{r}" for r in refused][:200],
+                                              "undone": True, "why": "content does not hash to its name: never stored"})
+            self._note(n, f"## iteration {n}: forged git objects set aside (quarantine), never stored\n- "
+                       + ", ".join(refused[:20]))
 
     def _run(self, argv: list[str], log: Path, what: str, **kw) -> procs.Completed:
         """procs.run, in the sandbox when there is one; a sandbox that did not start it raises SandboxFailed."""
-        return sandbox.run(self._profile, argv, log, what, **kw)
+        try:
+            return sandbox.run(self._profile, argv, log, what, **kw)
+        finally:
+            if self._profile is not None:
+                self._adopt_objects(self._n)
 
     def _note(self, n: int, text: str) -> None:
         self._append_own("progress.md", text + "\n\n", n)

@@ -134,3 +134,31 @@ def test_kill_mid_quarantine_then_restart_removes_orphan_once_and_loses_nothing(
     for e in ents:
         q.restore(root, e.id)
     assert {p: q.sha256_of(wt / p) for p in want} == want
+
+
+def test_removing_an_orphan_worktree_keeps_what_git_status_does_not_list(tmp_path):
+    """`git worktree remove --force` deletes every file git does not hold: besides what `status` lists, an ignored
+    file (the loop's own evidence under .healer/), an untracked nested repository, and a tracked file whose edit an
+    index flag (the agent's to set) hides. Each is quarantined first, byte for byte."""
+    root = _fleet(tmp_path)
+    wt = _orphan_worktree(root)
+    (wt / ".healer" / "runs" / "T-9-01").mkdir(parents=True)
+    (wt / ".healer" / "runs" / "T-9-01" / "result.json").write_text('{"exit_code": 2}\n')  # ignored (.gitignore)
+    (wt / "notes").mkdir()
+    git(wt / "notes", "init", "-q")
+    (wt / "notes" / "design.md").write_text("two days of notes\n")
+    (wt / "README.md").write_text("a local edit\n")
+    git(wt, "update-index", "--skip-worktree", "README.md")
+    want = {"scratch.txt", "more.bin", ".healer/runs/T-9-01/result.json", "notes/design.md", "README.md"}
+    r = _supervise(root, None)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not wt.exists()
+    kept = {e.path.split("worktrees/T-9/", 1)[1]: e for e in q.entries(root) if e.state == "quarantined"}
+    assert want <= set(kept), sorted(kept)
+
+    def stored(e):
+        return (root / ".healer" / "quarantine" / e.batch / e.stored).read_text()
+
+    assert stored(kept["notes/design.md"]) == "two days of notes\n"
+    assert stored(kept["README.md"]) == "a local edit\n"
+    assert any(k.startswith("notes/.git/") for k in kept)  # the nested repository whole, its history too

@@ -1,0 +1,141 @@
+"""The sandboxed programs' own object directory: they read the repository's objects, and write only here.
+
+git never checks a loose object's content against its name when it reads one, and the folders of
+`objects/` must be writable to commit. An agent with that store writable could replace the blob of
+`main:tests/check.py` under its own id: every later checkout (the merge gates', a new worktree, a
+user's) would read the gutted test, and nothing compared by id would differ. So the repository's
+`objects/` stays read-only in the sandbox; the agent's and the gates' git write to a folder of the
+run's own (`GIT_OBJECT_DIRECTORY`, the real store as `GIT_ALTERNATE_OBJECT_DIRECTORIES`), and
+`adopt()` brings what they wrote into the real store from outside the sandbox, each id derived again
+from the content: a loose object whose content does not hash to its name, or a pack `git index-pack`
+refuses, is set aside in the iteration's quarantine (`loop.git_tampered`), never stored.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from pathlib import Path
+
+from healer import digest
+
+_HEX2 = re.compile(r"[0-9a-f]{2}")
+_HEX38 = re.compile(r"[0-9a-f]{38}")
+_KINDS = (b"blob", b"tree", b"commit", b"tag")
+CHUNK = 1 << 16
+
+
+def env(private: Path, store: Path) -> dict[str, str]:
+    return {"GIT_OBJECT_DIRECTORY": str(private), "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(store)}
+
+
+def _verified(path: str, oid: str) -> bool:
+    """The loose object at `path` is a well-formed zlib stream of `type size\\0content` whose SHA-1 is `oid`.
+    Streamed: a small file that inflates to gigabytes costs time, never memory."""
+    h = digest.sha1()
+    d = zlib.decompressobj()
+    head = b""
+    size = total = -1
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(CHUNK)
+            if not chunk:
+                break
+            buf = d.decompress(chunk, CHUNK)
+            while True:
+                if size < 0:
+                    head += buf
+                    nul = head.find(b"\0")
+                    if nul < 0:
+                        if len(head) > 64:
+                            return False
+                    else:
+                        kind, _, n = head[:nul].partition(b" ")
+                        if kind not in _KINDS or not n.isdigit():
+                            return False
+                        size, total = int(n), len(head) - nul - 1
+                        h.update(head)
+                else:
+                    total += len(buf)
+                    h.update(buf)
+                if total > size >= 0:
+                    return False
+                if not d.unconsumed_tail:
+                    break
+                buf = d.decompress(d.unconsumed_tail, CHUNK)
+    try:
+        rest = d.flush()
+    except zlib.error:
+        return False
+    if rest:
+        total += len(rest)
+        h.update(rest)
+    return d.eof and not d.unused_data and size >= 0 and total == size and h.hexdigest() == oid
+
+
+def adopt(cwd: Path, private: Path, store: Path, quarantine: Path) -> list[str]:
+    """Move what the sandboxed programs wrote to `private` into the repository's `store`, checked. Returns the
+    names set aside (content that is not what its name says). What git left half-written (`tmp_obj_*`) stays."""
+    if not private.is_dir():
+        return []
+    refused: list[str] = []
+    try:
+        tops = list(os.scandir(private))
+    except OSError:
+        return []
+    for top in tops:
+        if _HEX2.fullmatch(top.name) and top.is_dir(follow_symlinks=False):
+            for f in os.scandir(top.path):
+                if not _HEX38.fullmatch(f.name):
+                    continue
+                oid = top.name + f.name
+                try:
+                    ok = f.is_file(follow_symlinks=False) and _verified(f.path, oid)
+                except (OSError, zlib.error):
+                    ok = False
+                if not ok:
+                    refused.append(f"{top.name}/{f.name}")
+                    _set_aside(f.path, quarantine, f"objects-{top.name}{f.name}")
+                    continue
+                dest = store / top.name / f.name
+                if os.path.exists(dest):  # the real store's copy is authoritative
+                    os.unlink(f.path)
+                    continue
+                dest.parent.mkdir(exist_ok=True)
+                os.chmod(f.path, 0o444)
+                os.replace(f.path, dest)
+        elif top.name == "pack" and top.is_dir(follow_symlinks=False):
+            refused += _adopt_packs(cwd, Path(top.path), quarantine)
+    return refused
+
+
+def _adopt_packs(cwd: Path, folder: Path, quarantine: Path) -> list[str]:
+    """Each pack is indexed again by `git index-pack --stdin` into the real store (ids computed from its
+    content, its own .idx never trusted); one git refuses is set aside."""
+    from healer.git import GitError, raw
+
+    refused = []
+    for p in sorted(folder.glob("*.pack")):
+        if p.is_symlink() or not p.is_file():
+            continue
+        try:
+            with open(p, "rb") as f:
+                raw(cwd, "index-pack", "--stdin", "--strict", input=f.read())
+            ok = True
+        except (GitError, OSError):
+            ok = False
+        if not ok:
+            refused.append(f"pack/{p.name}")
+            _set_aside(str(p), quarantine, f"objects-{p.name}")
+        for side in folder.glob(p.stem + ".*"):
+            if side.is_file() and side.suffix != ".pack":
+                side.unlink()  # git's own index of a pack now stored (or refused): derived data
+        if ok:
+            p.unlink()
+    return refused
+
+
+def _set_aside(path: str, quarantine: Path, name: str) -> None:
+    quarantine.mkdir(parents=True, exist_ok=True)
+    os.replace(path, quarantine / name)
