@@ -26,6 +26,7 @@ writes a wrong answer and then tries to make the check pass anyway, or to escape
     python hostile.py forge               rewrites the loose object of HEAD:tests/test_check.py in the repository's store
                                           (same id, gutted content), and writes such a forged object where its own
                                           git writes ($GIT_OBJECT_DIRECTORY); prints what each attempt did
+    python hostile.py nested              an untracked nested repository without a commit (git cannot add it)
     python hostile.py symref VICTIM [REF] the right answer, and REF (its own branch) made `ref: VICTIM`
     python hostile.py ownlink TARGET SECRET  progress.md becomes a link to TARGET (healer appends to it outside
                                           the sandbox), lessons.md one to SECRET (read into the next prompt), and a
@@ -277,6 +278,12 @@ def forge() -> None:
             print(f"refused {path}: {e}")
 
 
+def nested() -> None:
+    Path("vendor/lib").mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", "vendor/lib"], check=True)
+    Path("vendor/lib/lib.py").write_text("X = 1\n")
+
+
 def ownlink(target: str, secret: str) -> None:
     for name, to in (("progress.md", target), ("lessons.md", secret)):
         if os.path.lexists(name):
@@ -296,7 +303,7 @@ def main(argv: list[str]) -> int:
      "filelink": lambda: filelink(args[0]), "ownlink": lambda: ownlink(args[0], args[1]),
      "ignored": ignored, "ignored_once": ignored_once, "privileged": lambda: privileged(args[0]),
      "symref": lambda: symref(*args[:2]), "flagged": lambda: flagged(*args[:2]),
-     "forge": forge}[mode]()
+     "forge": forge, "nested": nested}[mode]()
     return 0
 
 

@@ -187,8 +187,11 @@ def measure(cwd: str | Path) -> tuple[str, gitindex.Index | None]:
     looked = _look(cwd)
     r = run(cwd, "add", "-A", "-v", "--", ":/", *(_exclude(f) for f in own), check=False, env=env, timeout=TIMEOUT)
     if r.code != 0:
-        # git refuses to name an ignored file even in an exclude; ignored files are not added anyway
-        run(cwd, "add", "-A", "--", ":/", env=env, timeout=TIMEOUT)
+        # git refuses to name an ignored file even in an exclude; ignored files are not added anyway.
+        # A nested repository without a commit cannot be added at all (not even as a link): it stays out
+        # of the snapshot, as a file git cannot hold, instead of failing the run
+        run(cwd, "add", "-A", "--", ":/", *(_exclude_path(n) for n in _uncommitted_repos(r.stderr)), env=env,
+            timeout=TIMEOUT)
         same = False
         copied = None
     idx = gitindex.parse(copied, items=True) if copied is not None and not r.stdout else None
@@ -461,6 +464,18 @@ def _stat_key(path: Path) -> tuple | None:
     except OSError:
         return None
     return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+
+
+_NO_COMMIT = re.compile(r"^error: '(.+)/' does not have a commit checked out$", re.M)
+
+
+def _uncommitted_repos(stderr: str) -> list[str]:
+    return _NO_COMMIT.findall(stderr)
+
+
+def _exclude_path(path: str) -> str:
+    """An exclude pathspec for `path` exactly (a nested repository is not ignored, so git takes a literal one)."""
+    return f":(exclude,top,literal){path}"
 
 
 def _exclude(name: str) -> str:

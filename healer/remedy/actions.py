@@ -396,7 +396,7 @@ def _q_resolve(ctx: Context, subject: str, params: dict) -> Target:
     base = params.get("root") or ""
     raw = [str(Path(base) / f) if base else str(f) for f in files] if files else [subject]
     try:
-        paths = [confine(ctx.root, r) for r in raw]
+        paths = [confine(ctx.root, r, link_anywhere=True) for r in raw]  # moved as links, never followed
     except UnsafePath as e:
         raise Refuse(str(e)) from e
     for pth in paths:
@@ -425,7 +425,7 @@ def _q_why_not(ctx: Context, p: Path) -> str | None:
 
 def _q_check(ctx: Context, t: Target) -> None:
     for p in t.paths:
-        confine(ctx.root, p)  # again, on fresh state: a symlink may have appeared since
+        confine(ctx.root, p, link_anywhere=True)  # again, on fresh state: a symlinked folder may have appeared since
     why = [_q_why_not(ctx, p) for p in t.paths]
     if all(why):
         raise Abort("; ".join(why))

@@ -21,12 +21,14 @@ class UnsafePath(HealerError):
 _PROTECTED = (".git", ".healer/healer.db", ".healer/healer.db-wal", ".healer/healer.db-shm", ".healer/quarantine")
 
 
-def confine(root: str | Path, path: str | Path) -> Path:
+def confine(root: str | Path, path: str | Path, *, link_anywhere: bool = False) -> Path:
     """The absolute path of `path` (relative to `root` or absolute), proven to stay inside `root`.
 
     The parent folder is resolved (symlinks followed) and must be inside the root; the
     last component is kept as is, so a symlink is handled as a link, not as its target,
-    and must itself point inside the root.
+    and must itself point inside the root, unless `link_anywhere`: the caller only moves the
+    link itself (the quarantine), so where it points does not matter (an agent's link to /etc
+    must not pin its worktree forever).
     """
     root_r = Path(root).resolve()
     raw = str(path)
@@ -41,7 +43,7 @@ def confine(root: str | Path, path: str | Path) -> Path:
     full = parent / p.name
     if not _inside(full, root_r) or full == root_r:
         raise UnsafePath(f"{raw}: expected a path inside the fleet root {root_r}, got one outside it")
-    if full.is_symlink():
+    if full.is_symlink() and not link_anywhere:
         target = full.resolve()
         if not _inside(target, root_r):
             raise UnsafePath(f"{raw}: expected a path inside the fleet root, got a symlink pointing outside ({target})")

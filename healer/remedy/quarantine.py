@@ -154,7 +154,7 @@ def quarantine_many(root: str | Path, paths: Iterable[str | Path], reason: str, 
     items: list[tuple[Path, str, int, str, str | None]] = []
     seen: set[str] = set()
     for p in paths:
-        full = confine(root_r, p)
+        full = confine(root_r, p, link_anywhere=True)  # a link is moved as a link, never followed
         if not full.is_symlink() and full.is_dir():
             raise UnsafePath(f"{p}: expected a file, got a folder; quarantine its files one by one")
         if not full.is_symlink() and not full.exists():

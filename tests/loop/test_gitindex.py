@@ -584,3 +584,17 @@ def test_the_index_after_committing_a_tree_hashed_without_git_is_what_git_reset_
     assert results[0] == results[1]
     assert results[0][2] == 0 and results[0][3] == 0  # nothing staged, nothing unstaged
 
+
+
+def test_a_nested_repository_without_a_commit_stays_out_of_the_snapshot(tmp_path):
+    """`git add -A` refuses a nested repository that has no commit (it cannot even record it as a link): the
+    snapshot leaves it out instead of failing the run (it was an exit 70 at iteration 0)."""
+    repo = make_repo(tmp_path / "r")
+    (repo / "new.txt").write_text("new\n")
+    nested = repo / "we*ird [sub]"
+    nested.mkdir()
+    git(nested, "init", "-q")
+    (nested / "f.txt").write_text("x\n")
+    tree, _ = gitops.measure(repo)
+    names = git(repo, "ls-tree", "-r", "--name-only", tree).splitlines()
+    assert "new.txt" in names and not any(n.startswith("we*ird") for n in names)

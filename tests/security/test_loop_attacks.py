@@ -303,3 +303,12 @@ def test_a_forged_object_never_reaches_the_repositorys_store(tmp_path, mode):
     assert git(repo, "fsck", "--no-dangling") == ""
     t = [e for e in events(repo, "loop.git_tampered") if e.payload.get("phase") == "objects"]
     assert t and t[0].payload["paths"] == [f"objects/{oid[:2]}/{oid[2:]}"], t
+
+
+def test_a_nested_repository_without_a_commit_is_a_decision_not_an_internal_error(tmp_path, mode):
+    """git cannot add a nested repository that has no commit: the snapshot leaves it out, the loop goes on to its
+    gates (the wrong answer fails them) and ends with a decision, never 70."""
+    repo = target_repo(tmp_path / "repo")
+    out, _ = run(repo, policy(mode, "nested"))
+    assert_contained(repo, out)
+    assert (repo / "vendor" / "lib" / "lib.py").exists()  # the agent's folder is left where it is

@@ -162,3 +162,20 @@ def test_removing_an_orphan_worktree_keeps_what_git_status_does_not_list(tmp_pat
     assert stored(kept["notes/design.md"]) == "two days of notes\n"
     assert stored(kept["README.md"]) == "a local edit\n"
     assert any(k.startswith("notes/.git/") for k in kept)  # the nested repository whole, its history too
+
+
+def test_a_link_out_of_the_fleet_is_quarantined_as_a_link_and_does_not_pin_the_worktree(tmp_path):
+    """An agent leaves links to /etc and beside the fleet in its worktree: they are moved as links (never followed,
+    their targets untouched) and the orphan worktree is removed, instead of an abort on every tick."""
+    root = _fleet(tmp_path)
+    wt = _orphan_worktree(root)
+    beside = tmp_path / "beside.txt"
+    beside.write_text("not healer's\n")
+    os.symlink("/etc", wt / "etc-link")
+    os.symlink(beside, wt / "beside-link")
+    r = _supervise(root, None)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not wt.exists(), r.stdout[-2000:]
+    links = {e.path.rsplit("/", 1)[1]: e.link for e in q.entries(root) if e.link}
+    assert links == {"etc-link": "/etc", "beside-link": str(beside)}
+    assert beside.read_text() == "not healer's\n" and os.path.isdir("/etc")
