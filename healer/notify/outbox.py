@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from loguru import logger
 
+from healer import failpoints
 from healer.notify import secrets
 
 BASE_DELAY = 0.5  # seconds before the first retry; doubles per failed try
@@ -27,6 +28,10 @@ MAX_DELAY = 300.0
 POLL = 0.25  # how often a worker looks for rows another process owes (a local notify wakes it at once)
 WORKERS = 8
 ONCE_DEADLINE = 10.0  # a --once command waits this long for answers; what is still out stays owed for the next run
+
+FP_AFTER_CLAIM = failpoints.declare("notify.after_claim", "healer/notify/outbox.py: rows claimed, nothing sent yet")
+FP_AFTER_SEND = failpoints.declare("notify.after_send", "healer/notify/outbox.py: the receiver answered 2xx, "
+                                   "the row not yet marked delivered")
 
 _WAKE = threading.Event()
 
@@ -54,6 +59,17 @@ def _send(n, item, root: str) -> None:
         command.send(n.command, data, timeout=n.timeout, cwd=root, idem=item.idem)
     else:
         raise ValueError(f"notifier kind {n.kind!r} is not delivered through the outbox")
+    failpoints.hit(FP_AFTER_SEND)
+
+
+def _dead(holder: str) -> bool:
+    """A courier of this host (`courier@HOST:PID:...`) whose process is gone: its claims need not wait out their lease."""
+    from healer import procs
+
+    who, _, rest = holder.partition("@")
+    host, _, tail = rest.partition(":")
+    pid = tail.partition(":")[0]
+    return who == "courier" and host == socket.gethostname() and pid.isdigit() and not procs.alive(int(pid))
 
 
 def _remote(policy) -> dict:
@@ -110,12 +126,13 @@ class Courier:
         room = self.workers * 4 - len(self._inflight)
         if room <= 0:
             return
-        claimed, expired = self.store.outbox_claim(self.holder, limit=room, lease=self._lease())
+        claimed, expired = self.store.outbox_claim(self.holder, limit=room, lease=self._lease(), dead=_dead)
         for it in expired:
             out.given_up += 1
             _settle_undelivered(self.store, it)
         if not claimed:
             return
+        failpoints.hit(FP_AFTER_CLAIM)
         remote = _remote(self.policy)
         for it in claimed:
             n = remote.get(it.notifier)

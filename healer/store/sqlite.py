@@ -842,12 +842,21 @@ class SqliteStore:
             args.append(limit)
         return [self._outbox_item(r) for r in self._q(sql, args)]
 
-    def outbox_claim(self, holder: str, *, limit: int = 50, lease: float = 60.0) -> tuple[list[OutboxItem], list[OutboxItem]]:
+    def outbox_claim(self, holder: str, *, limit: int = 50, lease: float = 60.0,
+                     dead=None) -> tuple[list[OutboxItem], list[OutboxItem]]:
         """Claim due pending rows for `lease` seconds (another worker skips them); expire the overdue ones.
 
-        Returns (claimed, expired). A worker that dies mid-delivery loses its claim when the lease runs out."""
+        Returns (claimed, expired). A worker that dies mid-delivery loses its claim when the lease runs out, or at
+        once when `dead(holder)` says its holder is gone (a courier on this host whose process is dead)."""
         now = self.now()
         with self.tx() as db:
+            if dead is not None:
+                held = [r[0] for r in db.execute("SELECT DISTINCT claimed_by FROM outbox WHERE state='pending' AND "
+                                                 "claimed_by IS NOT NULL AND claim_until>?", (now,)).fetchall()]
+                for h in held:
+                    if h != holder and dead(h):
+                        db.execute("UPDATE outbox SET claimed_by=NULL, claim_until=NULL WHERE state='pending' AND "
+                                   "claimed_by=?", (h,))
             gone = [self._outbox_item(r) for r in db.execute(self._skip_locked(
                 "SELECT * FROM outbox WHERE state='pending' AND expires_at<=? ORDER BY id"), (now,)).fetchall()]
             for it in gone:

@@ -186,3 +186,50 @@ def test_dispatch_once_delivers_its_own_page_after_the_pass(tmp_path, receiver):
     assert cp.returncode == 0, cp.stderr
     assert [b["key"].split(":")[0] for b, _ in r.got] == ["main_red"]
     assert [e.subject.split(":")[0] for e in _events(root, "notify.delivered")] == ["main_red"]
+
+
+@pytest.mark.parametrize("point", ["notify.after_claim", "notify.after_send"])
+def test_up_killed_mid_delivery_delivers_the_alert_after_a_restart_by_one_key(tmp_path, point):
+    """`healer up` SIGKILLed with an alert claimed and not yet sent, or sent (the receiver answered 2xx) and not yet
+    marked delivered: the restarted `up` delivers it at once (a dead courier's claim on this host does not wait out
+    its lease), under the same idempotency key, and records one delivery. After `after_send` the receiver sees
+    the repeat it can drop by key; after `after_claim`, exactly one request."""
+    r = Receiver()
+    root = make_repo(tmp_path / "fleet")
+    (root / ".healer").mkdir()
+    pol = _with_webhook(scripted_policy(main_gates=[gate("main-ok", NO_FILE.format("README.md"))]), r.url, timeout="5s")
+    (root / "healer.yaml").write_text(yaml.safe_dump(pol.model_dump(mode="json", by_alias=True), sort_keys=False))
+    killed = subprocess.Popen([sys.executable, "-m", "healer", "up", "-C", str(root)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env={**__import__("os").environ, "HEALER_FAILPOINTS": f"{point}=kill@1"})
+    try:
+        _, err = killed.communicate(timeout=120)
+    finally:
+        if killed.poll() is None:
+            killed.kill()
+            killed.communicate()
+    assert killed.returncode == -signal.SIGKILL, err[-2000:]
+    sent_before = len([b for b, _ in r.got if b["key"].startswith("main_red")])
+    assert sent_before == (1 if point == "notify.after_send" else 0)
+    [sent] = [e for e in _events(root, "notify.sent") if e.subject.startswith("main_red")]
+    s = open_store(root)
+    [row] = [it for it in s.outbox() if it.key.startswith("main_red") and it.notifier != "jsonl"]
+    s.close()
+    assert row.state == "pending" and row.claimed_by and row.claim_until  # the dead courier's claim
+    p = _up(root)
+    try:
+        wait_until(lambda: [e for e in _events(root, "notify.delivered") if e.subject.startswith("main_red")], timeout=90,
+                   what="the alert delivered by the restarted up")
+    finally:
+        code, err = _stop(p)
+        r.close()
+    assert code == 0, err
+    got = [(b, h) for b, h in r.got if b["key"].startswith("main_red")]
+    assert len(got) == sent_before + 1
+    assert {h["Idempotency-Key"] for _, h in got} == {sent.payload["idem"]}  # one alert, one key
+    assert len([e for e in _events(root, "notify.delivered") if e.subject.startswith("main_red")]) == 1
+    assert len([e for e in _events(root, "notify.sent") if e.subject.startswith("main_red")]) == 1
+    s = open_store(root)
+    [done] = [it for it in s.outbox() if it.id == row.id]
+    s.close()
+    assert done.state == "delivered" and done.delivered_at < row.claim_until  # never waited out the dead claim

@@ -300,6 +300,16 @@ def test_outbox_owes_claims_and_delivers_once(store, vclock):
     assert store.count_events("notify.sent") == 1 and store.count_events("notify.delivered") == 1
 
 
+def test_a_dead_couriers_claims_are_taken_at_once_and_a_live_ones_are_not(store, vclock):
+    rows = [("hook-a", {"notifier": "a", "text": "main is red"})]
+    store.enqueue_notification("main_red", 60, "idem-1", rows, vclock.now() + 3600, {"text": "main is red"})
+    [first], _ = store.outbox_claim("courier-1", limit=10, lease=300)
+    assert store.outbox_claim("courier-2", limit=10, lease=30, dead=lambda h: False) == ([], [])
+    [again], _ = store.outbox_claim("courier-2", limit=10, lease=30, dead=lambda h: h == "courier-1")
+    assert again.id == first.id and again.idem == first.idem
+    assert [(i.claimed_by, i.state) for i in store.outbox(key="main_red")] == [("courier-2", "pending")]
+
+
 def test_wait_for_events_wakes_when_another_connection_writes(store_url, tmp_path):
     import threading
 
