@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from healer import conventions as cv
-from healer import errors, sandbox
+from healer import environ, errors, procs, sandbox
 from healer.clock import Clock, system
 
 PASS = "pass"
@@ -67,13 +67,15 @@ def confined(root: Path, checkout: Path, loop_policy) -> Iterator[Confinement]:
 def gate_checkout(root: Path, checkout: Path, gates, loop_policy, clock: Clock | None = None) -> GateResult:
     """The fleet's gates (merge or main) on healer's scratch `checkout`, confined like the loop's."""
     with confined(root, checkout, loop_policy) as box:
-        return run_gates(gates, checkout, grace=loop_policy.kill_grace, clock=clock, confinement=box)
+        return run_gates(gates, checkout, grace=loop_policy.kill_grace, clock=clock, confinement=box,
+                         env_pass=loop_policy.env_pass)
 
 
 def run_gates(gates, cwd: str | Path, *, grace: float = 5.0, clock: Clock | None = None,
-              confinement: Confinement | None = None) -> GateResult:
+              confinement: Confinement | None = None, env_pass: list[str] | None = None) -> GateResult:
     clock = clock or system()
     profile = confinement.profile if confinement is not None else None
+    env = environ.for_programs(procs.environ(), env_pass)
     parts: list[str] = [confinement.note] if confinement is not None and confinement.note else []
     if confinement is not None and confinement.refused:
         return GateResult(UNKNOWN, gates[0].name if gates else None, "\n".join(parts))
@@ -83,7 +85,8 @@ def run_gates(gates, cwd: str | Path, *, grace: float = 5.0, clock: Clock | None
             try:
                 # the unnamed file by its /proc name: the sandbox reads its own error line back from it
                 done = sandbox.run(profile, list(g.run), Path(f"/proc/self/fd/{out.fileno()}"), f"gate {g.name}",
-                                   cwd=cwd, timeout=g.timeout, grace=grace, clock=clock, stdout=out, stderr=out)
+                                   cwd=cwd, timeout=g.timeout, grace=grace, clock=clock, stdout=out, stderr=out,
+                                   env=env)
             except sandbox.SandboxFailed as e:
                 sandbox.forget_probe()
                 parts.append(f"gate {g.name}: {e}")

@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from healer import errors, failpoints, git, procs, sandbox
+from healer import environ, errors, failpoints, git, procs, sandbox
 from healer.clock import Clock, day_of, iso, stamp, system
 from healer.errors import InvalidInput, UsageError
 from healer.lite import dataclass
@@ -672,8 +672,7 @@ class Runner:
         remaining_usd = (L.spend_cap_usd - st.cost_usd) if L.spend_cap_usd is not None else None
         argv = agents.render(self.spec, prompt_file=str(pf), workdir=str(self.workdir), iteration=n, prompt=prompt,
                              remaining_usd=remaining_usd)
-        env = procs.environ()
-        env.pop(failpoints.ENV, None)
+        env = environ.for_programs(procs.environ(), L.env_pass)
         env.update({"HEALER_LOOP_RUN_ID": st.run_id, "HEALER_LOOP_ITERATION": str(n), "HEALER_PROMPT_FILE": str(pf),
                     "HEALER_WORKDIR": str(self.workdir)})
         marker = os.urandom(16).hex()
@@ -761,8 +760,7 @@ class Runner:
 
     def _gates(self, idir: Path, deadline: float) -> tuple[list[GateResult], str]:
         L, clock = self.loop_policy, self.clock
-        env = procs.environ()
-        env.pop(failpoints.ENV, None)
+        env = environ.for_programs(procs.environ(), L.env_pass)
         results: list[GateResult] = []
         combined: list[str] = []
         failing_log = ""

@@ -116,7 +116,11 @@ def _content(path: str, st_mode: int) -> bytes | None:
     try:
         if stat.S_ISLNK(st_mode):
             return os.fsencode(os.readlink(path))
-        with open(path, "rb") as f:
+        if not stat.S_ISREG(st_mode):
+            return None  # a FIFO or a socket the agent left: an open would wait for a writer for ever
+        # O_NONBLOCK|O_NOFOLLOW: swapped for a FIFO or a link since its lstat, it is not waited on or followed
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
             return f.read()
     except OSError:
         return None

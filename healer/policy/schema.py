@@ -144,6 +144,12 @@ class Loop(Strict):
                                                             "offline, the host's /usr and Python mounted read-only)")
     sandbox_writable: list[str] = Field(default_factory=list, description="more paths the sandboxed agent may write "
                                                                           "(e.g. ~/.claude); ~ is expanded")
+    env_pass: list[str] | None = Field(None, description="the environment variables the agent and the gates get "
+                                                         "(names or globs: [ANTHROPIC_API_KEY, 'AWS_*']) besides a "
+                                                         "base set (PATH, HOME, locale, terminal, temp dir, user) and "
+                                                         "the loop's HEALER_* run variables; null: all of healer's but "
+                                                         "its store's credentials (HEALER_STORE_URL, PGPASSWORD) and "
+                                                         "HEALER_FAILPOINTS")
     kill_switch: str = ".healer/STOP"
     spend_cap_usd: Annotated[float, Field(gt=0), BeforeValidator(_not_bool)] | None = 5.0
     agent: Agent = Field(default_factory=Agent)

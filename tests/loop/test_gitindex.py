@@ -598,3 +598,17 @@ def test_a_nested_repository_without_a_commit_stays_out_of_the_snapshot(tmp_path
     tree, _ = gitops.measure(repo)
     names = git(repo, "ls-tree", "-r", "--name-only", tree).splitlines()
     assert "new.txt" in names and not any(n.startswith("we*ird") for n in names)
+
+
+def test_a_fifo_in_the_tree_is_never_opened_by_the_snapshot(tmp_path):
+    """An agent leaves a FIFO dated in the future (so the snapshot's stat watch takes it as racy and would read it):
+    opening it would wait for a writer for ever. The snapshot does not open what is not a file or a link."""
+    import os
+
+    repo = make_repo(tmp_path / "r")
+    fifo = repo / "notes.fifo"
+    os.mkfifo(fifo)
+    future = 4_000_000_000 * 10**9
+    os.utime(fifo, ns=(future, future))
+    tree, _ = gitops.measure(repo)
+    assert tree == gitops.measure(repo)[0]  # and again, from what it remembered

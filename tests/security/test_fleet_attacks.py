@@ -197,3 +197,22 @@ def test_healers_long_running_commands_are_not_readable_by_another_process_of_th
             p.stdin.close()
             p.wait(timeout=30)
     assert seen == {"0": True, "1": False}  # the control reads it; the private one cannot
+
+
+def test_merge_gates_get_the_loops_environment_rule(tmp_path, monkeypatch):
+    """The fleet's gates run the agent's code too: the store's credentials never reach them, and `loop.env_pass`
+    narrows what else does, as for the loop's own gates."""
+    root, _outside, _policy, prop = _fleet(tmp_path, "none")
+    dump = tmp_path / "env.json"
+    monkeypatch.setenv("PGPASSWORD", "pw")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s3cret")
+    monkeypatch.setenv("GITHUB_TOKEN", "t")
+    gate = {"name": "env", "run": [PY, "-c", f"import json, os; open({str(dump)!r}, 'w').write(json.dumps(sorted(os.environ)))"],
+            "timeout": "30s"}
+    policy = Policy.model_validate({"version": 1, "loop": {"sandbox": "none", "env_pass": ["GITHUB_TOKEN"]},
+                                    "fleet": {"merge_gates": [gate]}})
+    v = proposals.gate_proposal(root, policy, prop, VirtualClock())
+    assert v.outcome == proposals.MERGED, v.log
+    got = set(json.loads(dump.read_text()))
+    assert "GITHUB_TOKEN" in got and "PATH" in got
+    assert "PGPASSWORD" not in got and "AWS_SECRET_ACCESS_KEY" not in got
