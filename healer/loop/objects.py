@@ -106,33 +106,43 @@ def adopt(cwd: Path, private: Path, store: Path, quarantine: Path) -> list[str]:
                 os.chmod(f.path, 0o444)
                 os.replace(f.path, dest)
         elif top.name == "pack" and top.is_dir(follow_symlinks=False):
-            refused += _adopt_packs(cwd, Path(top.path), quarantine)
+            refused += _adopt_packs(cwd, Path(top.path), store, quarantine)
     return refused
 
 
-def _adopt_packs(cwd: Path, folder: Path, quarantine: Path) -> list[str]:
-    """Each pack is indexed again by `git index-pack --stdin` into the real store (ids computed from its
-    content, its own .idx never trusted); one git refuses is set aside."""
+def _adopt_packs(cwd: Path, folder: Path, store: Path, quarantine: Path) -> list[str]:
+    """Each pack is indexed again by `git index-pack --strict` (ids computed from its content, every object
+    checked, the pack's own .idx never trusted; read from its file, never whole into memory), then moved into the
+    real store under the name git gives it, its new index last (git finds a pack by its index)."""
     from healer.git import GitError, raw
 
     refused = []
     for p in sorted(folder.glob("*.pack")):
         if p.is_symlink() or not p.is_file():
             continue
+        for side in folder.glob(p.stem + ".*"):
+            if side.suffix != ".pack" and (side.is_symlink() or side.is_file()):
+                side.unlink()  # the agent's index of its pack (or git's own): derived data, made again below
+        idx = p.with_suffix(".idx")
         try:
-            with open(p, "rb") as f:
-                raw(cwd, "index-pack", "--stdin", "--strict", input=f.read())
-            ok = True
-        except (GitError, OSError):
+            name = raw(cwd, "index-pack", "--strict", "-o", str(idx), str(p)).split()[-1].decode()
+            ok = len(name) == 40 and not name.strip("0123456789abcdef")
+        except (GitError, OSError, IndexError):
             ok = False
         if not ok:
             refused.append(f"pack/{p.name}")
             _set_aside(str(p), quarantine, f"objects-{p.name}")
-        for side in folder.glob(p.stem + ".*"):
-            if side.is_file() and side.suffix != ".pack":
-                side.unlink()  # git's own index of a pack now stored (or refused): derived data
-        if ok:
+            if idx.exists():
+                idx.unlink()
+            continue
+        dest = store / "pack" / f"pack-{name}"
+        dest.parent.mkdir(exist_ok=True)
+        if dest.with_suffix(".idx").exists():  # the store has this very pack already
             p.unlink()
+            idx.unlink()
+            continue
+        os.replace(p, dest.with_suffix(".pack"))
+        os.replace(idx, dest.with_suffix(".idx"))
     return refused
 
 

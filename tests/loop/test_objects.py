@@ -97,3 +97,22 @@ def test_verified_is_exactly_gits_rule(tmp_path_factory, content, kind, size_off
     f.write_bytes(data)
     want = kind == b"blob" and size == len(content) and not truncate
     assert objects._verified(str(f), oid) is want
+
+
+def test_a_corrupted_pack_is_set_aside_and_nothing_of_it_stored(tmp_path):
+    repo, private, store, q = _setup(tmp_path)
+    env = _git_env(private, store)
+    (repo / "big.txt").write_text("y\n" * 1000)
+    subprocess.run(["git", "add", "big.txt"], cwd=repo, env=env, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "agent"], cwd=repo, env=env, check=True)
+    subprocess.run(["git", "repack", "-q", "-d"], cwd=repo, env=env, check=True)
+    [pack] = (private / "pack").glob("*.pack")
+    data = bytearray(pack.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte: the content no longer matches what the pack claims
+    pack.write_bytes(bytes(data))
+    head = git(repo, "rev-parse", "HEAD")
+    packs_before = sorted((store / "pack").glob("*"))
+    assert objects.adopt(repo, private, store, q) == [f"pack/{pack.name}"]
+    assert (q / f"objects-{pack.name}").exists()
+    assert sorted((store / "pack").glob("*")) == packs_before
+    assert subprocess.run(["git", "cat-file", "-e", head], cwd=repo).returncode != 0
