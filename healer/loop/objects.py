@@ -13,6 +13,7 @@ refuses, is set aside in the iteration's quarantine (`loop.git_tampered`), never
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import zlib
@@ -117,6 +118,15 @@ def _adopt_packs(cwd: Path, folder: Path, store: Path, quarantine: Path) -> list
     from healer.git import GitError, raw
 
     refused = []
+    # a runner killed between moving a pack and its index left the store a pack git cannot see: its index is
+    # made again from the pack itself (never the one left here, which the agent could have written)
+    for p in sorted((store / "pack").glob("pack-*.pack")):
+        if not p.with_suffix(".idx").exists() and not p.is_symlink():
+            with contextlib.suppress(GitError, OSError):
+                raw(cwd, "index-pack", "--strict", str(p))
+    for p in sorted(folder.glob("*.idx")):
+        if not p.with_suffix(".pack").exists():
+            p.unlink()  # the index of a pack adopted already (or of none): derived data
     for p in sorted(folder.glob("*.pack")):
         if p.is_symlink() or not p.is_file():
             continue

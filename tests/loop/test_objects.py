@@ -116,3 +116,20 @@ def test_a_corrupted_pack_is_set_aside_and_nothing_of_it_stored(tmp_path):
     assert (q / f"objects-{pack.name}").exists()
     assert sorted((store / "pack").glob("*")) == packs_before
     assert subprocess.run(["git", "cat-file", "-e", head], cwd=repo).returncode != 0
+
+
+def test_a_pack_moved_without_its_index_by_a_killed_runner_gets_one_made_from_its_content(tmp_path):
+    repo, private, store, q = _setup(tmp_path)
+    env = _git_env(private, store)
+    (repo / "big.txt").write_text("z\n" * 1000)
+    subprocess.run(["git", "add", "big.txt"], cwd=repo, env=env, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "agent"], cwd=repo, env=env, check=True)
+    subprocess.run(["git", "repack", "-q", "-d"], cwd=repo, env=env, check=True)
+    [pack] = (private / "pack").glob("*.pack")
+    os.replace(pack, store / "pack" / pack.name)  # what a kill between the two moves leaves
+    head = git(repo, "rev-parse", "HEAD")
+    assert subprocess.run(["git", "cat-file", "-e", head], cwd=repo).returncode != 0
+    assert objects.adopt(repo, private, store, q) == []
+    assert (store / "pack" / pack.name).with_suffix(".idx").exists()
+    assert git(repo, "cat-file", "-t", head) == "commit"
+    assert not list((private / "pack").glob("*"))
