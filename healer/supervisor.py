@@ -156,7 +156,7 @@ class Supervisor:
                  dry_run: bool = False, holder: str | None = None, metrics=None, repair_async: bool = False,
                  ports=None, host: str | None = None, pid: int | None = None, lease_host: str | None = None) -> None:
         self.ports = ports or REAL_PORTS
-        if self.ports is REAL_PORTS:
+        if self.ports is REAL_PORTS and not dry_run:  # a dry run starts nothing (a Chaos Toolkit probe's process keeps its env)
             from healer.notify import secrets
 
             secrets.hold(policy)  # a repair agent it starts must not inherit a notifier's secret
