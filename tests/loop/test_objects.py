@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import zlib
+from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,6 +26,17 @@ def _git_env(private, store):
     return {**os.environ, **objects.env(private, store)}
 
 
+def _agent_pack(repo, private, store, text: str) -> Path:
+    """What an agent that commits and then packs leaves in its own object folder: one pack (and its index)."""
+    env = _git_env(private, store)
+    (repo / "big.txt").write_text(text * 1000)
+    subprocess.run(["git", "add", "big.txt"], cwd=repo, env=env, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", "agent"], cwd=repo, env=env, check=True)
+    subprocess.run(["git", "repack", "-q", "-d"], cwd=repo, env=env, check=True)
+    [pack] = (private / "pack").glob("*.pack")
+    return pack
+
+
 def test_objects_a_programs_git_wrote_are_adopted_and_readable(tmp_path):
     repo, private, store, q = _setup(tmp_path)
     (repo / "new.txt").write_text("new\n")
@@ -41,12 +53,7 @@ def test_objects_a_programs_git_wrote_are_adopted_and_readable(tmp_path):
 
 def test_a_pack_is_indexed_again_from_its_content(tmp_path):
     repo, private, store, q = _setup(tmp_path)
-    env = _git_env(private, store)
-    (repo / "big.txt").write_text("x\n" * 1000)
-    subprocess.run(["git", "add", "big.txt"], cwd=repo, env=env, check=True)
-    subprocess.run(["git", "commit", "-q", "-m", "agent"], cwd=repo, env=env, check=True)
-    subprocess.run(["git", "repack", "-q", "-d"], cwd=repo, env=env, check=True)  # the agent packs its objects
-    assert list((private / "pack").glob("*.pack"))
+    _agent_pack(repo, private, store, "x\n")
     head = git(repo, "rev-parse", "HEAD")
     assert objects.adopt(repo, private, store, q) == []
     assert git(repo, "cat-file", "-t", head) == "commit"
@@ -101,12 +108,7 @@ def test_verified_is_exactly_gits_rule(tmp_path_factory, content, kind, size_off
 
 def test_a_corrupted_pack_is_set_aside_and_nothing_of_it_stored(tmp_path):
     repo, private, store, q = _setup(tmp_path)
-    env = _git_env(private, store)
-    (repo / "big.txt").write_text("y\n" * 1000)
-    subprocess.run(["git", "add", "big.txt"], cwd=repo, env=env, check=True)
-    subprocess.run(["git", "commit", "-q", "-m", "agent"], cwd=repo, env=env, check=True)
-    subprocess.run(["git", "repack", "-q", "-d"], cwd=repo, env=env, check=True)
-    [pack] = (private / "pack").glob("*.pack")
+    pack = _agent_pack(repo, private, store, "y\n")
     data = bytearray(pack.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped byte: the content no longer matches what the pack claims
     pack.write_bytes(bytes(data))
@@ -120,12 +122,7 @@ def test_a_corrupted_pack_is_set_aside_and_nothing_of_it_stored(tmp_path):
 
 def test_a_pack_moved_without_its_index_by_a_killed_runner_gets_one_made_from_its_content(tmp_path):
     repo, private, store, q = _setup(tmp_path)
-    env = _git_env(private, store)
-    (repo / "big.txt").write_text("z\n" * 1000)
-    subprocess.run(["git", "add", "big.txt"], cwd=repo, env=env, check=True)
-    subprocess.run(["git", "commit", "-q", "-m", "agent"], cwd=repo, env=env, check=True)
-    subprocess.run(["git", "repack", "-q", "-d"], cwd=repo, env=env, check=True)
-    [pack] = (private / "pack").glob("*.pack")
+    pack = _agent_pack(repo, private, store, "z\n")
     os.replace(pack, store / "pack" / pack.name)  # what a kill between the two moves leaves
     head = git(repo, "rev-parse", "HEAD")
     assert subprocess.run(["git", "cat-file", "-e", head], cwd=repo).returncode != 0
