@@ -112,7 +112,7 @@ class StormRun:
         from chaos.scenario import deep_merge
 
         (r / "healer.yaml").write_text(yaml.safe_dump(deep_merge(policy, self.overrides), sort_keys=False))
-        s = open_store(r)
+        s = open_store(r, use_env=False)
         try:
             for i in range(1, self.cfg.tickets + 1):
                 s.add_ticket(f"storm ticket {i}", id=f"S-{i}", body="behaviour: success\n")
@@ -120,7 +120,8 @@ class StormRun:
             s.close()
 
     def env(self) -> dict[str, str]:
-        drop = ("HEALER_ROOT", "HEALER_AGENT_ID", "HEALER_FAILPOINTS", "HEALER_FLEET_BEHAVIOUR", "HEALER_DB")
+        drop = ("HEALER_ROOT", "HEALER_AGENT_ID", "HEALER_FAILPOINTS", "HEALER_FLEET_BEHAVIOUR", "HEALER_DB",
+                "HEALER_STORE_URL")  # the storm's fleet has its own store, never the operator's
         e = {k: v for k, v in os.environ.items() if k not in drop}
         e["HEALER_FLEET_DELAY"] = str(self.cfg.agent_delay)
         return e
@@ -181,7 +182,7 @@ class StormRun:
         from healer.store import open_store
 
         proc, log = self.start_up(n)
-        s = open_store(self.root)
+        s = open_store(self.root, use_env=False)
         try:
             end = self.wall.monotonic() + self.cfg.finish_timeout
             while self.wall.monotonic() < end and proc.poll() is None:
@@ -219,7 +220,7 @@ class StormRun:
     def facts(self) -> dict[str, Any]:
         from healer.store import db_path, open_store
 
-        s = open_store(self.root)
+        s = open_store(self.root, use_env=False)
         try:
             tickets = {t.id: t for t in s.tickets()}
             events = s.events()
@@ -331,7 +332,7 @@ class StormEngine:
         res.started = self.wall.now()
         storm = StormRun(self.cfg, self.workdir, self.wall, overrides=self.overrides)
         facts = storm.run()
-        s = open_store(storm.root)
+        s = open_store(storm.root, use_env=False)
         try:
             events, tickets, intents = s.events(), {t.id: t for t in s.tickets()}, s.intents()
         finally:

@@ -69,7 +69,7 @@ class FleetEngine:
         from healer.store import open_store
 
         refuse_unsupported(self.sc)
-        store = open_store(self.root)
+        store = open_store(self.root, use_env=False)
         pol = policy_for(self.root, None)
         tick = float(self.sc.tick or pol.supervisor.tick)
         journal = UndoJournal(home() / f"fleet-{os.getpid()}-{self.sc.name}", self.clock)

@@ -144,7 +144,8 @@ class RealEngine:
         return self.wall.monotonic() - self.t0
 
     def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in (failpoints.ENV, "HEALER_ROOT", "HEALER_DB")}
+        # the game day's fleet has its own store: an operator's exported HEALER_STORE_URL never reaches it
+        env = {k: v for k, v in os.environ.items() if k not in (failpoints.ENV, "HEALER_ROOT", "HEALER_DB", "HEALER_STORE_URL")}
         env.update(repo.GIT_ID)
         # the run's marker: procs.spawn moves it among the ancestors' markers of each child's own tree
         env[procs.MARKER] = self.marker
@@ -209,7 +210,7 @@ class RealEngine:
         (self.root / ".healer").mkdir()
         (self.root / "healer.yaml").write_text(yaml.safe_dump(self.policy.model_dump(mode="json", by_alias=True),
                                                               sort_keys=False))
-        self.store = open_store(self.root, self.wall)
+        self.store = open_store(self.root, self.wall, use_env=False)
         self.start = self.wall.now()
         self.store.append("chaos.start", self.sc.name, {"run": self.run_id, "mode": "real", "seed": self.seed,
                                                         "disabled": self.disabled})

@@ -101,12 +101,13 @@ def open_url(url: str, clock: Clock | None = None, root: str | Path | None = Non
 
 
 def open_store(root: str | Path = ".", clock: Clock | None = None, *, readonly: bool = False,
-               create: bool = False) -> SqliteStore:
+               create: bool = False, use_env: bool = True) -> SqliteStore:
     """`readonly`: for commands that only read (status, plan, journal); works on a read-only .healer/.
     The embedded file is made when missing; a `sqlite:` URL from $HEALER_STORE_URL or .healer/config.yaml
-    must name a store that is there, unless `create` (`healer init`)."""
+    must name a store that is there, unless `create` (`healer init`). `use_env=False`: a game day's own
+    throwaway fleet, whose store an operator's exported $HEALER_STORE_URL must never redirect."""
     root = Path(root).resolve()
-    env = os.environ.get(ENV_URL)
+    env = os.environ.get(ENV_URL) if use_env else None
     url = env or read_config(root).get("store")
     if not url:
         return SqliteStore(db_path(root), clock, root=root, readonly=readonly)
