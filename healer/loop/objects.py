@@ -157,5 +157,11 @@ def _adopt_packs(cwd: Path, folder: Path, store: Path, quarantine: Path) -> list
 
 
 def _set_aside(path: str, quarantine: Path, name: str) -> None:
+    """Kept, never over an earlier copy: the same forged name refused after the agent and again after a gate
+    is two pieces of evidence."""
     quarantine.mkdir(parents=True, exist_ok=True)
-    os.replace(path, quarantine / name)
+    dest, n = quarantine / name, 1
+    while os.path.lexists(dest):
+        n += 1
+        dest = quarantine / f"{name}.{n}"
+    os.replace(path, dest)

@@ -130,3 +130,14 @@ def test_a_pack_moved_without_its_index_by_a_killed_runner_gets_one_made_from_it
     assert (store / "pack" / pack.name).with_suffix(".idx").exists()
     assert git(repo, "cat-file", "-t", head) == "commit"
     assert not list((private / "pack").glob("*"))
+
+
+def test_the_same_forgery_twice_keeps_both_copies(tmp_path):
+    repo, private, store, q = _setup(tmp_path)
+    oid = git(repo, "rev-parse", "HEAD:README.md")
+    for text in (b"one\n", b"two\n"):
+        (private / oid[:2]).mkdir(exist_ok=True)
+        (private / oid[:2] / oid[2:]).write_bytes(zlib.compress(b"blob %d\0" % len(text) + text))
+        assert objects.adopt(repo, private, store, q) == [f"{oid[:2]}/{oid[2:]}"]
+    kept = sorted(zlib.decompress(f.read_bytes()) for f in q.iterdir())
+    assert kept == [b"blob 4\0one\n", b"blob 4\0two\n"]
