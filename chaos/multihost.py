@@ -34,7 +34,7 @@ from pathlib import Path
 
 import yaml
 
-from healer import git, lifecycle
+from healer import git, lifecycle, procs
 from healer.clock import system
 from healer.core import hosts as host_rules
 from healer.errors import HealerError
@@ -299,7 +299,7 @@ def _kill_agents(roots: list[Path]) -> None:
     import psutil
 
     want = {str(r.resolve()) for r in roots}
-    for p in psutil.process_iter(["pid"]):
+    for p in procs.processes():
         try:
             if p.environ().get("HEALER_ROOT") in want:
                 p.kill()

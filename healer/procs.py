@@ -184,6 +184,18 @@ def same(pid: int | None, m: str | float | None) -> bool:
         return False
 
 
+def processes():
+    """Every process now, each as a new psutil object. Never psutil.process_iter: it hands back the
+    objects of its earlier calls, and once a pid is reused (pid_max is 32768 on many machines) a kept
+    object reads the newcomer's environment and cwd, gives its predecessor's create time, and has its
+    signals refused as "pid reused": a marked process found and never killed."""
+    for pid in psutil.pids():
+        try:
+            yield psutil.Process(pid)
+        except psutil.Error:
+            continue
+
+
 def _carries(env: dict[str, str], marker: str) -> bool:
     return env.get(MARKER) == marker or marker in env.get(ANCESTORS, "").split(",")
 
@@ -213,7 +225,7 @@ def _marked_pids(marker: str) -> list[int]:
             if _carries(env, marker):
                 out.append(pid)
         return out
-    for p in psutil.process_iter(["pid"]):
+    for p in processes():
         if p.pid == me:
             continue
         try:
@@ -628,7 +640,7 @@ def busy_pids(path: str | Path) -> list[int]:
     root = str(Path(path).resolve())
     prefix = root.rstrip("/") + "/"
     out = []
-    for p in psutil.process_iter(["pid"]):
+    for p in processes():
         try:
             cwd = p.cwd()
             if cwd == root or cwd.startswith(prefix):

@@ -179,13 +179,10 @@ def apply(u: Undo, clock: Clock) -> str:
 
 def marked(marker: str) -> list[psutil.Process]:
     out = []
-    for p in psutil.process_iter(["pid"]):
-        if p.pid == os.getpid():
-            continue
+    for pid in procs._marked_pids(marker):  # as HEALER_TREE, or inherited among HEALER_TREE_ANCESTORS
         try:
-            if procs._carries(p.environ(), marker):  # as HEALER_TREE, or inherited among HEALER_TREE_ANCESTORS
-                out.append(p)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+            out.append(psutil.Process(pid))  # a new object: signals checked against this process, never a kept one
+        except psutil.Error:
             continue
     return out
 

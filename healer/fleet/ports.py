@@ -181,7 +181,9 @@ class RealProcesses:
     def find_agent(self, root, agent_id, run_id):
         import psutil
 
-        for p in psutil.process_iter(["pid"]):
+        from healer import procs
+
+        for p in procs.processes():
             try:
                 env = p.environ()
                 started = p.create_time()

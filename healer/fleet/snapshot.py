@@ -294,10 +294,6 @@ def busy_map(paths: list[Path]) -> dict[Path, tuple[int, ...]]:
 
     if not paths or not switches.enabled("busy_check"):  # a game day proving busy-worktree can fail
         return {}
-    from healer import switches
-
-    if not switches.enabled("busy_check"):  # the same switch as procs.busy_pids: a game day proving busy-worktree can fail
-        return {p: () for p in paths}
     import psutil
 
     prefixes = [(p, str(p).rstrip("/") + "/") for p in paths]
@@ -308,7 +304,7 @@ def busy_map(paths: list[Path]) -> dict[Path, tuple[int, ...]]:
             if f == str(p) or f.startswith(pre):
                 found[p].add(pid)
 
-    for proc in psutil.process_iter(["pid"]):
+    for proc in procs.processes():
         try:
             hit(proc.cwd(), proc.pid)
             for of in proc.open_files():

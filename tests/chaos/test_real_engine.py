@@ -134,6 +134,27 @@ def test_holder_journals_its_kill_before_it_starts(tmp_path):
         tree.kill(0.2)
 
 
+def test_a_reused_pid_psutil_remembers_is_still_killed(tmp_path):
+    """psutil.process_iter hands back the object it made for an earlier process of the same pid (pid_max is
+    32768 here: a long test session reuses pids). That object reads the newcomer's environment but refuses to
+    signal it ("pid reused"), so the holder carried the marker, was found, and outlived its undo (CI)."""
+    journal = UndoJournal(tmp_path / "run")
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    proc, tree = pfault.hold(journal, wt)
+    try:
+        stale = psutil.Process(proc.pid)  # as psutil keeps it for the pid's previous owner, started earlier
+        stale._create_time = stale.create_time() - 100.0
+        stale._ident = (proc.pid, stale._create_time)
+        psutil._pmap[proc.pid] = stale
+        journal.undo_all()
+        proc.wait(timeout=30)  # undo_all reaped it already (psutil.wait_procs): its status is lost to Popen
+        assert procs.busy_pids(wt) == []
+    finally:
+        psutil._pmap.pop(proc.pid, None)
+        tree.kill(0.2)
+
+
 def test_index_lock_is_ours_only(tmp_path):
     root = repo.init(tmp_path / "fleet")
     journal = UndoJournal(tmp_path / "run")
