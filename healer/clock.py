@@ -12,7 +12,6 @@ sees one wall-clock jump at once while monotonic time goes on. Unset (always, ou
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import threading
 import time as _time
@@ -82,19 +81,40 @@ class VirtualClock:
             self._t = float(t)
 
 
+def _utc(t: float) -> tuple[_time.struct_time, int]:
+    """(UTC calendar fields, microseconds) of an epoch time, as `datetime.fromtimestamp(t, UTC)` splits it:
+    the fraction rounded half-even to the microsecond, carried into the seconds. `datetime` itself costs
+    `healer loop run` a millisecond of start-up for three formats (tests/spine/test_clock.py compares them)."""
+    whole = int(t)
+    us = round((t - whole) * 1e6)
+    if us >= 1_000_000:
+        whole, us = whole + 1, us - 1_000_000
+    elif us < 0:
+        whole, us = whole - 1, us + 1_000_000
+    tm = _time.gmtime(whole)
+    if not 1 <= tm.tm_year <= 9999:
+        raise ValueError(f"year {tm.tm_year} is out of range")
+    return tm, us
+
+
 def iso(t: float) -> str:
     """Render an epoch time as ISO 8601 UTC (for humans and reports)."""
-    return _dt.datetime.fromtimestamp(t, tz=_dt.UTC).isoformat(timespec="seconds")
+    tm, _us = _utc(t)
+    return (f"{tm.tm_year:04d}-{tm.tm_mon:02d}-{tm.tm_mday:02d}T{tm.tm_hour:02d}:{tm.tm_min:02d}:{tm.tm_sec:02d}"
+            "+00:00")
 
 
 def stamp(t: float) -> str:
     """A filesystem-safe UTC timestamp, sortable (e.g. quarantine folders)."""
-    return _dt.datetime.fromtimestamp(t, tz=_dt.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    tm, us = _utc(t)
+    return (f"{tm.tm_year:04d}{tm.tm_mon:02d}{tm.tm_mday:02d}T{tm.tm_hour:02d}{tm.tm_min:02d}{tm.tm_sec:02d}"
+            f".{us:06d}Z")
 
 
 def day_of(t: float) -> str:
     """The UTC calendar day of an epoch time (daily caps)."""
-    return _dt.datetime.fromtimestamp(t, tz=_dt.UTC).strftime("%Y-%m-%d")
+    tm, _us = _utc(t)
+    return f"{tm.tm_year:04d}-{tm.tm_mon:02d}-{tm.tm_mday:02d}"
 
 
 OFFSET_ENV = "HEALER_CLOCK_OFFSET_FILE"

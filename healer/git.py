@@ -98,7 +98,7 @@ _layouts: dict[str, tuple[tuple, Layout]] = {}
 
 def _dot_git(top: Path) -> tuple:
     try:
-        s = os.lstat(top / ".git")
+        s = os.lstat(os.path.join(top, ".git"))  # a string join: the loop asks this dozens of times a run
         return (s.st_dev, s.st_ino)
     except OSError:
         return ()

@@ -160,3 +160,39 @@ def replace(obj, /, **changes):
     """A copy of `obj` with `changes` (`dataclasses.replace`)."""
     names = obj.__lite_fields__
     return obj.__class__(**{**{n: getattr(obj, n) for n in names}, **changes})
+
+
+class Pattern:
+    """A regular expression compiled the first time it is used (`re.compile`'s object otherwise): a
+    module imported by `healer loop run` whose pattern serves only some runs (a failpoint spec, a
+    `--run-id`, a gate's failure text) does not make every run compile it."""
+
+    __slots__ = ("_src", "_flags", "_re")
+
+    def __init__(self, src, flags: int = 0) -> None:
+        self._src, self._flags, self._re = src, flags, None
+
+    def get(self):
+        if self._re is None:
+            import re
+
+            self._re = re.compile(self._src, self._flags)
+        return self._re
+
+    def sub(self, repl, text, count: int = 0):
+        return self.get().sub(repl, text, count)
+
+    def search(self, text):
+        return self.get().search(text)
+
+    def match(self, text):
+        return self.get().match(text)
+
+    def fullmatch(self, text):
+        return self.get().fullmatch(text)
+
+    def findall(self, text):
+        return self.get().findall(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.get(), name)

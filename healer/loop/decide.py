@@ -19,11 +19,10 @@ The agent's exit code and words never appear in a decision: only gate exit codes
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
 
 from healer import digest, errors
-from healer.lite import dataclass, field_names
+from healer.lite import Pattern, dataclass, field_names
 
 # -- records ---------------------------------------------------------------------
 
@@ -236,41 +235,16 @@ def after_iteration(history: Sequence[IterationRecord], limits: Limits, spent: f
 # -- normalisation and hashing ---------------------------------------------------------
 
 
-class _Pattern:
-    """A regular expression compiled the first time it is used: compiling all of this module's costs
-    more CPU than a short loop's hashing, and a log that cannot match a pattern (see normalise's literal
-    checks) never needs it."""
-
-    __slots__ = ("_src", "_re")
-
-    def __init__(self, src: str) -> None:
-        self._src, self._re = src, None
-
-    def _get(self) -> re.Pattern:
-        if self._re is None:
-            self._re = re.compile(self._src)
-        return self._re
-
-    def sub(self, repl: str, text: str) -> str:
-        return self._get().sub(repl, text)
-
-    def search(self, text: str):
-        return self._get().search(text)
-
-    def match(self, text: str):
-        return self._get().match(text)
-
-
-_ANSI = _Pattern(r"\x1b\[[0-9;?]*[A-Za-z]")
-_UUID = _Pattern(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
-_ISO_TS = _Pattern(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?\b")
-_DATE = _Pattern(r"\b\d{4}-\d{2}-\d{2}\b")
-_TIME = _Pattern(r"\b\d{1,2}:\d{2}:\d{2}(\.\d+)?\b")
-_TMP = _Pattern(r"(?:/private)?(?:/tmp|/var/tmp|/var/folders|/dev/shm)/\S*|\b(?:tmp|pytest-)[A-Za-z0-9_-]*\d[A-Za-z0-9_-]*")
-_HEX0X = _Pattern(r"\b0x[0-9a-fA-F]+\b")
-_HEXID = _Pattern(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{7,64}\b")
-_NUM = _Pattern(r"(?<![A-Za-z_\d.])\d+(\.\d+)?")
-_WS = _Pattern(r"[ \t]+")
+_ANSI = Pattern(r"\x1b\[[0-9;?]*[A-Za-z]")
+_UUID = Pattern(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_ISO_TS = Pattern(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?\b")
+_DATE = Pattern(r"\b\d{4}-\d{2}-\d{2}\b")
+_TIME = Pattern(r"\b\d{1,2}:\d{2}:\d{2}(\.\d+)?\b")
+_TMP = Pattern(r"(?:/private)?(?:/tmp|/var/tmp|/var/folders|/dev/shm)/\S*|\b(?:tmp|pytest-)[A-Za-z0-9_-]*\d[A-Za-z0-9_-]*")
+_HEX0X = Pattern(r"\b0x[0-9a-fA-F]+\b")
+_HEXID = Pattern(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{7,64}\b")
+_NUM = Pattern(r"(?<![A-Za-z_\d.])\d+(\.\d+)?")
+_WS = Pattern(r"[ \t]+")
 
 
 def normalise(text: str, roots: Iterable[str] = ()) -> str:
@@ -298,12 +272,12 @@ def normalise(text: str, roots: Iterable[str] = ()) -> str:
     return "\n".join(ln for ln in lines if ln)
 
 
-_ERRORISH = _Pattern(
+_ERRORISH = Pattern(
     r"(?i)\b(error|errors|fail|failed|failure|failures|exception|assert\w*|traceback|fatal|panic|"
     r"expected|missing|undefined|not found|cannot|can't|unable)\b|^E\s"
 )
-_NOISE = _Pattern(r"^[=_\-*#~]{3,}.*[=_\-*#~]{3,}$|^[=_\-*#~]{3,}$")  # banners: === FAILURES ===, ____ x ____
-_TIERS = (_Pattern(r"^(FAILED|ERROR)\b"), _Pattern(r"(?i)\berror\b"), _Pattern(r"^E\s"))
+_NOISE = Pattern(r"^[=_\-*#~]{3,}.*[=_\-*#~]{3,}$|^[=_\-*#~]{3,}$")  # banners: === FAILURES ===, ____ x ____
+_TIERS = (Pattern(r"^(FAILED|ERROR)\b"), Pattern(r"(?i)\berror\b"), Pattern(r"^E\s"))
 
 
 def error_lines(log: str, limit: int = 40) -> list[str]:
@@ -376,7 +350,7 @@ def reported_cost(text: str) -> float:
     return float(cost)
 
 
-_DONE = _Pattern(r"(?i)\b(done|complete[d]?|finished|all tests pass(ed)?|task is complete)\b")
+_DONE = Pattern(r"(?i)\b(done|complete[d]?|finished|all tests pass(ed)?|task is complete)\b")
 
 
 def claims_done(text: str) -> bool:

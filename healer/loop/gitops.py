@@ -25,7 +25,7 @@ from healer import digest
 from healer.errors import HealerError
 from healer.files import write_atomic
 from healer.git import GitError, layout, mentions, raw, rev, run
-from healer.lite import dataclass
+from healer.lite import Pattern, dataclass
 from healer.loop import gitindex, treewatch
 
 LOOP_FILES = ("progress.md", "lessons.md")
@@ -466,7 +466,7 @@ def _stat_key(path: Path) -> tuple | None:
     return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
 
 
-_NO_COMMIT = re.compile(r"^error: '(.+)/' does not have a commit checked out$", re.M)
+_NO_COMMIT = Pattern(r"^error: '(.+)/' does not have a commit checked out$", re.M)
 
 
 def _uncommitted_repos(stderr: str) -> list[str]:

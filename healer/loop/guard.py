@@ -80,16 +80,17 @@ def _abs(s: GitSnap, rel: str) -> Path:
     return s.git_dir / rel[4:] if rel.startswith("@wt/") else s.common / rel
 
 
-_dirs: dict[Path, tuple[Path, Path]] = {}
+_dirs: dict[Path, tuple[Path, Path, Path]] = {}
 
 
-def _git_dirs(workdir: Path) -> tuple[Path, Path] | None:
-    # pinned once found: an agent that removes or replaces .git must not move what is compared
+def _git_dirs(workdir: Path) -> tuple[Path, Path, Path] | None:
+    """(git dir, common dir, the resolved work tree), pinned once found: an agent that removes or replaces
+    .git, or links the work tree elsewhere, must not move what is compared."""
     if workdir not in _dirs:
         lay = git.layout(workdir)
         if lay is None:
             return None
-        _dirs[workdir] = (lay.git_dir, lay.common)
+        _dirs[workdir] = (lay.git_dir, lay.common, workdir.resolve())
     return _dirs[workdir]
 
 
@@ -123,13 +124,13 @@ def git_capture(workdir: Path) -> GitSnap | None:
     d = _git_dirs(Path(workdir))
     if d is None:
         return None
-    gd, cd = d
+    gd, cd, top = d
     try:
         head = (gd / "HEAD").read_text(errors="replace").strip()
     except OSError:
         head = ""
     own = head[5:].strip() if head.startswith("ref: ") else None
-    s = GitSnap(cd, gd, own, Path(workdir).resolve())
+    s = GitSnap(cd, gd, own, top)
     if (s.top / ".git").is_file() or (s.top / ".git").is_symlink():  # the worktree's pointer to its git dir
         e = _entry(s.top / ".git")
         if e is not None:

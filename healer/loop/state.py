@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 from healer.errors import UsageError
 from healer.files import write_atomic
-from healer.lite import dataclass, field, field_names
+from healer.lite import Pattern, dataclass, field, field_names
 from healer.loop.decide import IterationRecord
 
 TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
 
 RUNS_DIR = Path(".healer") / "runs"
 DAILY_FILE = Path(".healer") / "loop-days.log"
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+RUN_ID_RE = Pattern(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 
 
 def check_run_id(run_id: str) -> str:
@@ -53,7 +52,12 @@ class RunPaths:
 
     @property
     def dir(self) -> Path:
-        return self.workdir / RUNS_DIR / self.run_id
+        # made once: the runner asks for its files a hundred times a run, and each Path join costs
+        d = self.__dict__.get("_dir")
+        if d is None:
+            d = self.workdir / RUNS_DIR / self.run_id
+            object.__setattr__(self, "_dir", d)
+        return d
 
     @property
     def state(self) -> Path:
@@ -81,7 +85,11 @@ class RunPaths:
         return self.dir / f"iter-{n:03d}"
 
     def quarantine(self, n: int) -> Path:
-        return self.workdir / ".healer" / "quarantine" / "loop" / self.run_id / f"iter-{n:03d}"
+        q = self.__dict__.get("_quarantine")
+        if q is None:
+            q = self.workdir / ".healer" / "quarantine" / "loop" / self.run_id
+            object.__setattr__(self, "_quarantine", q)
+        return q / f"iter-{n:03d}"
 
 
 @dataclass
