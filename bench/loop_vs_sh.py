@@ -6,7 +6,10 @@ count, so neither loop sees a stall), same 3 iterations,
 each run in a fresh clone of one repository, the two alternated. Wall time and CPU (the loop and
 everything it started) per run; medians; ratio healer / loop.sh (target <= 1.2), the median of each
 alternated pair's own ratio (both runs of a pair saw the same load). A third run per round, the same loop
-with `sandbox: none`, prints what the sandbox costs (informational, no target).
+with `sandbox: none`, prints what the sandbox costs (informational, no target). A fourth, the agent and the
+gate run three times each by the bench itself with nothing around them, is the programs' own CPU (the floor
+both loops pay): each loop's overhead above it is printed too, so a machine where the ratio misses shows
+whose overhead grew (informational, no target).
 
 Both sides see the same environment, as an installed healer runs: Python may keep bytecode (in a
 pycache folder inside the bench's temp dir, whatever PYTHONDONTWRITEBYTECODE says outside) and
@@ -75,16 +78,27 @@ def template(d: Path) -> Path:
     return t
 
 
-def timed(argv: list[str], cwd: Path, env: dict) -> tuple[float, float, int]:
+def timed(argv: list[str], cwd: Path, env: dict, check: bool = True) -> tuple[float, float, int]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = CLOCK.monotonic()
     r = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True)
     wall = CLOCK.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    if r.returncode != 0:
+    if check and r.returncode != 0:
         raise SystemExit(f"{argv[:3]} exited {r.returncode}: {(r.stderr or r.stdout)[-400:]}")
     return wall, cpu, r.returncode
+
+
+def floor(wd: Path, env: dict, py: str, d: Path) -> tuple[float, float]:
+    """The agent and the gate, three times each, run by the bench with nothing around them: what both loops
+    cannot avoid paying."""
+    wall = cpu = 0.0
+    for _ in range(3):
+        for argv in ([py, str(d / "agent.py"), "prompt"], [py, str(d / "gate.py")]):
+            w, c, _ = timed(argv, wd, env, check=False)  # the gate fails until the third line: its answer
+            wall, cpu = wall + w, cpu + c
+    return wall, cpu
 
 
 def main() -> int:
@@ -98,15 +112,17 @@ def main() -> int:
         env = {**os.environ, "AGENT": f"{py} {d / 'agent.py'}", "GATES": f"{py} {d / 'gate.py'}", "MAX_ITER": "8",
                "PYTHONPYCACHEPREFIX": str(d / "pycache"), "HEALER_CACHE_DIR": str(d / "cache")}
         env.pop("PYTHONDONTWRITEBYTECODE", None)
-        runs: dict[str, list[tuple[float, float]]] = {"healer": [], "sh": [], "bare": []}
+        runs: dict[str, list[tuple[float, float]]] = {"healer": [], "sh": [], "bare": [], "floor": []}
         cold: list[float] = []
         pairs = 3 if QUICK else 9
         for i in range(pairs + 1):  # the first round warms the page cache and is not counted
-            for side in (("sh", "healer", "bare") if i % 2 else ("healer", "sh", "bare")):
+            for side in (("sh", "healer", "bare", "floor") if i % 2 else ("healer", "sh", "bare", "floor")):
                 wd = d / f"{side}-{i}"
                 shutil.copytree(tpl, wd)
                 loop = [py, "-m", "healer", "loop", "run", "--task", "task.md", "--workdir", str(wd)]
-                if side == "sh":
+                if side == "floor":
+                    w, c = floor(wd, env, py, d)
+                elif side == "sh":
                     w, c, _ = timed(["bash", str(LOOP_SH)], wd, env)
                 elif side == "bare":
                     w, c, _ = timed([*loop, "--policy", str(d / "unsandboxed.yaml")], wd, env)
@@ -135,6 +151,12 @@ def main() -> int:
     # what the bubblewrap sandbox (one per agent call and per gate) costs: the same loop without it
     emit("healer_unsandboxed_loop_cpu_s", med["bare"][1], "s", None)
     emit("healer_unsandboxed_over_loop_sh_cpu", bare_r, "ratio", None)
+    # the programs alone, and what each loop adds to them (runner or bash, its git, its tools, the sandbox)
+    emit("programs_alone_cpu_s", med["floor"][1], "s", None)
+    emit("loop_sh_overhead_cpu_s", statistics.median(s[1] - f[1] for s, f in zip(runs["sh"], runs["floor"], strict=True)),
+         "s", None)
+    emit("healer_overhead_cpu_s", statistics.median(h[1] - f[1] for h, f in zip(runs["healer"], runs["floor"], strict=True)),
+         "s", None)
     return 0
 
 
