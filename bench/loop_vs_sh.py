@@ -95,9 +95,9 @@ def floor(wd: Path, env: dict, py: str, d: Path) -> tuple[float, float]:
     cannot avoid paying."""
     wall = cpu = 0.0
     for _ in range(3):
-        for argv in ([py, str(d / "agent.py"), "prompt"], [py, str(d / "gate.py")]):
-            w, c, _ = timed(argv, wd, env, check=False)  # the gate fails until the third line: its answer
-            wall, cpu = wall + w, cpu + c
+        w, c, _ = timed([py, str(d / "agent.py"), "prompt"], wd, env)
+        gw, gc, _ = timed([py, str(d / "gate.py")], wd, env, check=False)  # fails until the third line: its answer
+        wall, cpu = wall + w + gw, cpu + c + gc
     return wall, cpu
 
 
@@ -153,10 +153,8 @@ def main() -> int:
     emit("healer_unsandboxed_over_loop_sh_cpu", bare_r, "ratio", None)
     # the programs alone, and what each loop adds to them (runner or bash, its git, its tools, the sandbox)
     emit("programs_alone_cpu_s", med["floor"][1], "s", None)
-    emit("loop_sh_overhead_cpu_s", statistics.median(s[1] - f[1] for s, f in zip(runs["sh"], runs["floor"], strict=True)),
-         "s", None)
-    emit("healer_overhead_cpu_s", statistics.median(h[1] - f[1] for h, f in zip(runs["healer"], runs["floor"], strict=True)),
-         "s", None)
+    for side, metric in (("sh", "loop_sh_overhead_cpu_s"), ("healer", "healer_overhead_cpu_s")):
+        emit(metric, statistics.median(r[1] - f[1] for r, f in zip(runs[side], runs["floor"], strict=True)), "s", None)
     return 0
 
 
