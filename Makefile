@@ -22,8 +22,11 @@ install: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/healer demo
 
+# the suite runs on every core (pytest-xdist): its tests are independent (own repos, stores, ports);
+# TEST_JOBS=0 runs it in one process
+TEST_JOBS ?= auto
 test: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_JOBS) $(PYTEST_ARGS)
 
 # long campaigns (restart storms, multi-host): run by .ci/run after `make test`
 campaigns: $(STAMP)
