@@ -83,6 +83,7 @@ def entry() -> None:
     early.arm()  # before any heavy import: a SIGTERM from here on stops `loop run` cleanly (exit 4)
     args = sys.argv[1:]
     if args[:2] == ["loop", "run"]:
+        hide_secrets()
         code = _loop_run(args[2:])
         if code is not None:
             _leave(code)
@@ -91,6 +92,40 @@ def entry() -> None:
     from healer.cli import entry as full
 
     full()
+
+
+SECRETS = ("PGPASSWORD", "PGPASSFILE", "HEALER_STORE_URL")  # healer/environ.py's NEVER, less the failpoints
+
+
+def hide_secrets() -> None:
+    """`loop run` stays dumpable (the supervisor finds a run by its environment), so anyone of its user, an
+    agent under `sandbox: none` included, reads /proc/<runner>/environ: the block the process started with.
+    The store's credentials are wiped in that block, in place, after a copy is handed to the C environment
+    (libpq reads PGPASSWORD through getenv; Python's os.environ keeps its own): /proc then shows
+    `PGPASSWORD=` and NULs (tests/security/test_containment.py::test_runner_environ_hides_the_store_password)."""
+    if not sys.platform.startswith("linux") or not any(os.environ.get(n) for n in SECRETS):
+        return
+    import ctypes
+
+    try:
+        with open("/proc/self/stat", "rb") as f:
+            data = f.read()
+        fields = data[data.rindex(b")") + 2:].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (proc(5) fields 50 and 51)
+        block = ctypes.string_at(start, end - start)
+    except (OSError, ValueError, IndexError):
+        return
+    keys = []
+    for name in SECRETS:
+        if os.environ.get(name):
+            os.environ[name] = os.environ[name]  # putenv: the C environment now points at a copy, not at the block
+            keys.append(name.encode() + b"=")
+    off = 0
+    for entry in block.split(b"\0"):
+        key = next((k for k in keys if entry.startswith(k)), None)
+        if key is not None and len(entry) > len(key):
+            ctypes.memset(start + off + len(key), 0, len(entry) - len(key))
+        off += len(entry) + 1
 
 
 def _private() -> None:

@@ -12,6 +12,7 @@ later escapes both nets (pid reuse is guarded by the create time).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import select
@@ -376,8 +377,9 @@ class ProcessTree:
                 pass
         for p in living:
             try:
-                if sig == signal.SIGKILL or sig == signal.SIGTERM:
-                    # a stopped process never handles SIGTERM; wake it so it can die
+                if sig == signal.SIGTERM:
+                    # a stopped process never handles SIGTERM; wake it so it can die (SIGKILL needs no
+                    # waking, and a woken process could fork before it arrives: see _stop_all)
                     p.send_signal(signal.SIGCONT)
                 p.send_signal(sig)
             except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -386,8 +388,7 @@ class ProcessTree:
     def kill(self, grace: float, clock: Clock | None = None, poll: float = 0.05) -> list[int]:
         """SIGTERM the whole tree, SIGKILL what is left after `grace`. Returns the pids that were alive."""
         clock = clock or system()
-        self.refresh()
-        victims = [p.pid for p in self.living()]
+        victims = self._stop_all()  # a tree that hops pids is caught standing still, SIGTERM then wakes it
         if not victims:
             return []
         self.signal_all(signal.SIGTERM)
@@ -397,6 +398,7 @@ class ProcessTree:
             if not self.living():
                 break
             clock.sleep(poll)
+        self._stop_all()
         for _ in range(50):
             self.signal_all(signal.SIGKILL)
             left = self.living()
@@ -406,6 +408,32 @@ class ProcessTree:
         for pid in victims:
             self._reap(pid)
         return victims
+
+    def _stop_all(self, rounds: int = 200) -> list[int]:
+        """SIGSTOP every member until a walk finds none running and no new member: a stopped process cannot
+        fork, so a tree that hops pids (fork, exit, again) stands still for the SIGKILL that follows (which
+        needs no SIGCONT). A member found dead in a walk that found it means its child was reparented before
+        it died (the kernel does that first), so the next walk finds the child: the walks end only when one
+        adds nobody. Without a cgroup (healer/cgroups.py) this is the sweep's answer to pid hopping.
+        Returns the pids found alive."""
+        seen: list[int] = []
+        for _ in range(rounds):
+            before = len(self._members)
+            self.refresh()
+            grew = len(self._members) != before
+            running = []
+            for p in self.living():
+                if p.pid not in seen:
+                    seen.append(p.pid)
+                st = _stat(p.pid)
+                if st is None or st[0] not in ("T", "t"):
+                    running.append(p.pid)
+            if not running and not grew:
+                break
+            for pid in running:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGSTOP)
+        return seen
 
     def _reap(self, pid: int) -> None:
         if self.popen is not None and pid == self.popen.pid:
@@ -486,8 +514,9 @@ def resolve_python(argv: Sequence[str], path: str | None = None) -> list[str]:
 
 def spawn(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None = None, stdout=None, stderr=None,
           stdin=subprocess.DEVNULL, marker: str | None = None,
-          adopt_orphans: bool = False, pass_fds: Sequence[int] = ()) -> tuple[subprocess.Popen, ProcessTree]:
-    """Start argv (never through a shell) in its own session, tagged with a tree marker."""
+          adopt_orphans: bool = False, pass_fds: Sequence[int] = (), group=None) -> tuple[subprocess.Popen, ProcessTree]:
+    """Start argv (never through a shell) in its own session, tagged with a tree marker; in `group` (a
+    healer.cgroups.Group) from before it execs when one is given."""
     marker = marker or os.urandom(16).hex()  # uuid4's randomness; `import uuid` costs more than a loop iteration's git
     full_env = environ() if env is None else dict(env)
     outer = [m for m in (full_env.get(ANCESTORS, "").split(",") + [full_env.get(MARKER, "")]) if m]
@@ -496,7 +525,8 @@ def spawn(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None
     full_env[MARKER] = marker
     proc = subprocess.Popen(resolve_python(argv, full_env.get("PATH")), cwd=str(cwd), env=full_env, stdout=stdout,
                             stderr=stderr, stdin=stdin,
-                            start_new_session=True, close_fds=True, pass_fds=tuple(pass_fds))
+                            start_new_session=True, close_fds=True, pass_fds=tuple(pass_fds),
+                            preexec_fn=group.enter() if group is not None else None)
     tree = ProcessTree(proc.pid, marker, adopt_orphans=adopt_orphans)
     tree.popen = proc
     return proc, tree
@@ -574,7 +604,8 @@ REFRESH = 0.2  # seconds between two walks of a running tree that has to be watc
 def run(argv: Sequence[str], *, cwd: str | Path, timeout: float, grace: float, clock: Clock | None = None,
         env: Mapping[str, str] | None = None, stdout=None, stderr=None, stdin=subprocess.DEVNULL,
         should_stop=None, poll: float = 0.05, marker: str | None = None, on_spawn=None,
-        adopt_orphans: bool = False, pass_fds: Sequence[int] = (), wake_fd: int | None = None) -> Completed:
+        adopt_orphans: bool = False, pass_fds: Sequence[int] = (), wake_fd: int | None = None, group=None,
+        watchdog=None) -> Completed:
     """Run argv under a deadline around the whole tree; leave no descendant alive.
 
     `should_stop()` (e.g. SIGTERM received, kill switch) ends the run early like a deadline;
@@ -588,14 +619,21 @@ def run(argv: Sequence[str], *, cwd: str | Path, timeout: float, grace: float, c
     the tree stays a descendant of the root or of this process (an orphan is reparented to the
     nearest subreaper above it), and the walk when the root ends finds them all. Each wake-up
     costs CPU (~3 ms per second of the agent's run at a 50 ms period, measured).
+
+    `group` (healer.cgroups.Group): the program runs in it, and when it ends (or the deadline fires)
+    everything in the group is killed first, at once, before the sweep: nothing it forked survives
+    the call (tests/security/test_containment.py). `watchdog` (healer.watchdog.Watchdog): told the
+    deadline, so that a runner stopped by the agent still ends the program on time.
     """
     clock = clock or system()
     start = clock.monotonic()
     proc, tree = spawn(argv, cwd=cwd, env=env, stdout=stdout, stderr=stderr, stdin=stdin, marker=marker,
-                       adopt_orphans=adopt_orphans, pass_fds=pass_fds)
+                       adopt_orphans=adopt_orphans, pass_fds=pass_fds, group=group)
+    deadline = start + timeout
+    if watchdog is not None:
+        watchdog.arm(proc.pid, timeout + grace, group)
     if on_spawn is not None:
         on_spawn(proc, tree)
-    deadline = start + timeout
     timed_out = False
     stopped_early = False
     code: int | None = None
@@ -621,7 +659,11 @@ def run(argv: Sequence[str], *, cwd: str | Path, timeout: float, grace: float, c
                 stopped_early = True
                 break
     waiter.close()
+    caged = _end_group(group, tree, grace if code is None else 0.0, clock, poll) if group is not None else []
     killed = tree.kill(grace, clock) if (code is None) else tree.kill(min(grace, 1.0), clock)
+    killed += [p for p in caged if p not in killed and (code is None or p != proc.pid)]
+    if watchdog is not None:
+        watchdog.disarm()
     if code is None:
         try:
             proc.wait(timeout=1)
@@ -629,6 +671,24 @@ def run(argv: Sequence[str], *, cwd: str | Path, timeout: float, grace: float, c
             pass
         code = None
     return Completed(code, timed_out, killed, clock.monotonic() - start, proc.pid, stopped_early)
+
+
+def _end_group(group, tree: ProcessTree, grace: float, clock: Clock, poll: float) -> list[int]:
+    """Everything in the program's cgroup, ended: at a deadline SIGTERM first and `grace` to go (as the sweep
+    gives), then the group's kill, which nothing in it outruns. Returns the pids that were in it."""
+    found = group.pids()
+    if not found:
+        return []
+    if grace > 0:
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGTERM)
+        end = clock.monotonic() + grace
+        while group.pids() and clock.monotonic() < end:
+            clock.sleep(min(poll, 0.05))
+    found += [p for p in group.kill(clock) if p not in found]
+    return found
 
 
 def busy_pids(path: str | Path) -> list[int]:

@@ -79,9 +79,19 @@ def socket_masks() -> list[str]:
 _probing: dict[str, subprocess.Popen] = {}
 
 
-def _probe_argv(exe: str) -> list[str]:
-    return [exe, "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", *socket_masks(),
-            "--json-status-fd", "1", "true"]
+# a user namespace of its own (where the kernel allows one): the sandbox's root then has capabilities only
+# there (an empty bounding set), its mounts are locked beneath it, and it may not make another one
+USERNS = ["--unshare-user", "--disable-userns"]
+# a pid namespace and a fresh /proc of its own, tied to bwrap's life: the agent sees no process but its own
+# (no /proc/PID/root or cwd magic link to the host's or a neighbour's mount namespace, no runner to signal),
+# and when bwrap dies the kernel kills the namespace's init and with it every process inside, whatever forked
+PIDNS = ["--unshare-pid", "--proc", "/proc", "--die-with-parent"]
+_userns: dict[str, bool] = {}  # bwrap path -> whether USERNS passed the probe here
+
+
+def _probe_argv(exe: str, userns: bool = True) -> list[str]:
+    return [exe, "--cap-drop", "ALL", *(USERNS if userns else []), "--ro-bind", "/", "/", "--dev", "/dev", *PIDNS,
+            *socket_masks(), "--json-status-fd", "1", "true"]
 
 
 _KNOBS = ("/proc/sys/kernel/unprivileged_userns_clone", "/proc/sys/user/max_user_namespaces",
@@ -120,14 +130,19 @@ def _probe_path() -> Path:
 def _remembered(exe: str) -> bool:
     """The probe passed before with everything it depends on unchanged (healer's cache folder, which the
     sandbox keeps read-only): bubblewrap works, without a process to prove it again. Only a pass is ever
-    remembered, so the cache can only make healer sandbox; a sandbox that then fails to start forgets it."""
+    remembered, so the cache can only make healer sandbox; a sandbox that then fails to start forgets it.
+    The second line says whether it passed with a user namespace of its own (USERNS)."""
     key = _probe_key(exe)
     if key is None:
         return False
     try:
-        return _probe_path().read_text().strip() == key
+        lines = _probe_path().read_text().split("\n")
     except (OSError, UnicodeDecodeError):
         return False
+    if lines[0].strip() != key:
+        return False
+    _userns[exe] = len(lines) > 1 and lines[1].strip() == "userns"
+    return True
 
 
 def _remember(exe: str) -> None:
@@ -138,7 +153,7 @@ def _remember(exe: str) -> None:
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         tmp = p.with_name(f"{p.name}.{os.getpid()}.tmp")
-        tmp.write_text(key + "\n")
+        tmp.write_text(key + "\n" + ("userns" if _userns.get(exe) else "plain") + "\n")
         os.replace(tmp, p)
     except OSError:
         pass
@@ -188,6 +203,11 @@ def unavailable() -> str | None:
                 proc.kill()
                 proc.communicate()
                 raise
+            _userns[exe] = proc.returncode == 0
+            if proc.returncode != 0:  # no user namespace allowed here (a setuid bwrap, a kernel that refuses): without
+                proc = subprocess.Popen(_probe_argv(exe, userns=False), stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+                _out, err = proc.communicate(timeout=30)
             _probe[exe] = None if proc.returncode == 0 else f"bwrap does not run here: {err.strip()[-200:]}"
             if proc.returncode == 0:
                 _remember(exe)
@@ -294,7 +314,7 @@ class Profile:
     tmpdir: Path | None = None
     kind: str = "bwrap"  # or "container"
     image: str = "healer-python"
-    pid_namespace: bool = False  # bwrap --unshare-pid (a container always has its own)
+    pid_namespace: bool = True  # bwrap PIDNS (a container always has its own); see `wants_pidns`
     env: dict[str, str] = field(default_factory=dict)  # set inside, whatever the caller's environment says
 
     def launch(self, argv: list[str], env: dict[str, str] | None = None, what: str = "the program") -> Launch:
@@ -304,13 +324,16 @@ class Profile:
 
     def wrap(self, argv: list[str], status_fd: int | None = None) -> list[str]:
         exe = _which("bwrap") or "bwrap"
-        # without a pid namespace a fresh /proc would show the same processes, writable: the host's
-        # stays, read-only like the rest of / (and one mount less to make per program)
         # a root caller's bwrap keeps every capability unless told: the agent could then unmount the
         # read-only binds, remount / writable and trace the runner (tests/security: privileged)
-        a = [exe, "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev"]
+        a = [exe, "--cap-drop", "ALL"]
+        if _userns.get(exe):
+            a += USERNS
+        a += ["--ro-bind", "/", "/", "--dev", "/dev"]
         if self.pid_namespace:
-            a += ["--unshare-pid", "--proc", "/proc"]
+            a += PIDNS
+        # without a pid namespace a fresh /proc would show the same processes, writable: the host's
+        # stays, read-only like the rest of / (an opt-out for a non-root runner only: `wants_pidns`)
         if status_fd is not None:
             a += ["--json-status-fd", str(status_fd)]
         if not self.network:
@@ -549,9 +572,17 @@ def _mk(p: Path) -> Path:
     return p
 
 
+def wants_pidns(asked: bool) -> bool:
+    """Whether bwrap gets PIDNS. Always for a root runner: without it, as root, a sandboxed program reaches the
+    host's mount namespace through /proc/<bwrap's pid>/root (a magic link a read-only /proc does not stop) and a
+    neighbour's worktree through /proc/PID/cwd. `loop.sandbox_pid_namespace: false` is honoured for another
+    user only (tests/security/test_containment.py)."""
+    return asked or os.geteuid() == 0
+
+
 def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind: str = "bwrap",
                  image: str = "healer-python", gp: GitPaths | None = None,
-                 pid_namespace: bool = False, objects: Path | None = None) -> Profile:
+                 pid_namespace: bool = True, objects: Path | None = None) -> Profile:
     """The loop's agent and gates: the worktree, its branch in git, a private temp dir, `writable`.
     `network` None: the mode's default (bwrap on, container off). `gp`: the worktree's git paths
     when the caller already knows them (the loop asks once per run: its guard puts back any change
@@ -560,7 +591,8 @@ def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind:
     workdir = workdir.resolve()
     if network is None:
         network = kind != "container"
-    prof = Profile(workdir=workdir, network=network, kind=kind, image=image, pid_namespace=pid_namespace)
+    prof = Profile(workdir=workdir, network=network, kind=kind, image=image,
+                   pid_namespace=wants_pidns(pid_namespace))
     prof.rw.append(workdir)
     own = workdir / ".healer"
     own.mkdir(exist_ok=True)
@@ -633,7 +665,7 @@ def gate_profile(checkout: Path, loop_policy, kind: str, tmpdir: Path) -> Profil
     tmpdir.mkdir(parents=True, exist_ok=True)
     network = loop_policy.sandbox_network
     prof = Profile(workdir=checkout, network=kind != "container" if network is None else network, kind=kind,
-                   image=loop_policy.sandbox_image, pid_namespace=loop_policy.sandbox_pid_namespace,
+                   image=loop_policy.sandbox_image, pid_namespace=wants_pidns(loop_policy.sandbox_pid_namespace),
                    tmpdir=tmpdir.resolve())
     prof.rw.append(checkout)
     if (checkout / ".git").is_file() and not (checkout / ".git").is_symlink():

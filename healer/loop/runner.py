@@ -25,7 +25,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from healer import environ, errors, failpoints, git, procs, sandbox
+from healer import cgroups, environ, errors, failpoints, git, procs, sandbox, watchdog
 from healer.clock import Clock, day_of, iso, stamp, system
 from healer.errors import InvalidInput, UsageError
 from healer.lite import dataclass
@@ -133,6 +133,8 @@ class Runner:
         self._gp: sandbox.GitPaths | None = None  # the worktree's git paths, asked once per run
         self._n = 0  # the iteration under way (where a forged object is set aside)
         self._gsnap_end: guard.GitSnap | None = None  # the git dir after the last check
+        self.group: cgroups.Group | None = None  # the run's cgroup: every program in it, emptied after each
+        self.dog: watchdog.Watchdog | None = None  # the deadline a stopped runner still keeps
 
     # -- setup ---------------------------------------------------------------------
     def run(self) -> Outcome:
@@ -153,6 +155,7 @@ class Runner:
             self._install_signals()
             if self.req.subreaper:
                 self.subreaper = procs.become_subreaper()
+            self.dog = watchdog.start()  # before any program: never mistaken for an orphan of one
             try:
                 return self._loop()
             except Exception as e:  # noqa: BLE001 - recorded as exit 70 with the run's evidence kept
@@ -164,10 +167,21 @@ class Runner:
                     raise
                 return self._finish(errors.INTERNAL, f"internal error: {type(e).__name__}: {e}")
         finally:
+            self._end_containment()
             self._restore_signals()
             if self.store is not None:
                 self.store.close()
             self._release_lock()
+
+    def _end_containment(self) -> None:
+        if self.dog is not None:
+            self.dog.close()
+            self.dog = None
+        if self.group is not None:
+            with contextlib.suppress(OSError):
+                self.group.kill(self.clock)
+            self.group.remove()
+            self.group = None
 
     def _take_lock(self) -> None:
         path = self.workdir / ".healer" / "loop.lock"
@@ -307,6 +321,7 @@ class Runner:
         st.pid_started = procs.mark(os.getpid()) or ""
         self.paths.dir.mkdir(parents=True, exist_ok=True)
         self.store = self._open_store()
+        self._open_group(st)
         self._kill_leftovers(st)
         save(self.paths, st, self.clock.now())
         self._event("loop.started", {
@@ -368,6 +383,15 @@ class Runner:
             exe = procs.resolve_python(g.run[:1], os.environ.get("PATH"))[0] if g.run else ""
             if exe and "/" not in exe and "{" not in exe and procs.which(exe, path=os.environ.get("PATH")) is None:
                 raise InvalidInput(f"{st.policy_file or 'policy'}: loop.gates[{g.name}].run: command {exe!r} not found on PATH")
+
+    def _open_group(self, st: RunState) -> None:
+        """The run's cgroup (healer/cgroups.py), emptied of what a SIGKILLed runner of this run left in it."""
+        self.group, left, note = cgroups.open_run(self.workdir, st.run_id, None, self.clock)
+        if note:
+            _say(note, "stderr")
+        if left:
+            self._event("loop.leftovers_killed", {"iteration": (st.inflight or {}).get("n"), "killed": left,
+                                                  "containers": [], "cgroup": str(self.group.top)})
 
     def _kill_leftovers(self, st: RunState) -> None:
         """A runner SIGKILLed mid-iteration leaves its agent tree behind: end it first."""
@@ -600,10 +624,22 @@ class Runner:
     def _run(self, argv: list[str], log: Path, what: str, **kw) -> procs.Completed:
         """procs.run, in the sandbox when there is one; a sandbox that did not start it raises SandboxFailed."""
         try:
-            return sandbox.run(self._profile, argv, log, what, **kw)
+            return sandbox.run(self._profile, argv, log, what, group=self.group, watchdog=self.dog, **kw)
         finally:
+            self._watchdog_said(what)
             if self._profile is not None:
                 self._adopt_objects(self._n)
+
+    def _watchdog_said(self, what: str) -> None:
+        """What the watchdog did during the program: a runner it found stopped (and resumed) is an event the
+        fleet's supervisor sees; a program it had to kill itself, the deadline the runner could not keep."""
+        said = self.dog.reports() if self.dog is not None else []
+        stops = sum(1 for s in said if s == "stopped")
+        if stops:
+            self._event("loop.runner_stopped", {"n": self._n, "what": what, "times": stops, "pid": os.getpid()})
+        for s in said:
+            if s.startswith("killed "):
+                self._event("loop.watchdog_killed", {"n": self._n, "what": what, "pid": int(s.split()[1])})
 
     def _note(self, n: int, text: str) -> None:
         self._append_own("progress.md", text + "\n\n", n)

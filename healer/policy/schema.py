@@ -137,9 +137,11 @@ class Loop(Strict):
                             "warning). A sandbox that fails to start ends the loop: exit 69, loop.sandbox_failed")
     sandbox_network: bool | None = Field(None, description="network inside the sandbox; null: the mode's default "
                                                            "(bwrap: on, container: none)")
-    sandbox_pid_namespace: bool = Field(False, description="bwrap: the agent and gates in a pid namespace of their own "
-                                                           "(they cannot see or signal the loop runner); pids they "
-                                                           "report are then the namespace's (container: always)")
+    sandbox_pid_namespace: bool = Field(True, description="bwrap: the agent and gates in a pid namespace of their own "
+                                                           "(they cannot see or signal the loop runner, nor reach the "
+                                                           "host through /proc magic links; every process ends with "
+                                                           "bwrap); pids they report are the namespace's. false is "
+                                                           "honoured for a non-root runner only (container: always)")
     sandbox_image: str = Field("healer-python", description="the image of sandbox: container (healer-python: built "
                                                             "offline, the host's /usr and Python mounted read-only)")
     sandbox_writable: list[str] = Field(default_factory=list, description="more paths the sandboxed agent may write "

@@ -119,9 +119,29 @@ def live(pids) -> list[int]:
     return out
 
 
+def carrying(needle: str | Path) -> list[int]:
+    """Host processes (not zombies) whose command line holds `needle`: what a test agent started, found on the host.
+    The pids an agent writes down are its pid namespace's under bwrap (issue 31), never to be looked up here."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(f"/proc/{name}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if os.fsencode(str(needle)) in cmd and state not in (b"Z", b"X") and int(name) != os.getpid():
+            out.append(int(name))
+    return out
+
+
 def kill_listed(pids_file: Path) -> None:
-    """SIGKILL every pid a test agent wrote to `pids_file`: nothing outlives a failed test."""
-    for p in [int(x) for x in pids_file.read_text().split()] if pids_file.exists() else []:
+    """SIGKILL every process of a test agent that wrote to `pids_file` (its path is on their command lines): nothing
+    outlives a failed test."""
+    for p in carrying(pids_file):
         try:
             os.kill(p, signal.SIGKILL)
         except OSError:

@@ -9,18 +9,16 @@ import signal
 import subprocess
 from pathlib import Path
 
-import psutil
-
 from healer.clock import system
 from tests.conftest import git, wait_until
 from tests.loop.conftest import (
     PY,
     agent,
+    carrying,
     events,
     final_line,
     gate,
     kill_listed,
-    live,
     loop_commits,
     py_tests_gate,
     result,
@@ -186,7 +184,7 @@ def test_6_hang_ignore_sigterm_setsid_grandchild(lrepo, tmp_path):
         assert len(h["killed"]) >= 3  # agent, its setsid child, the double-forked grandchild
     seen = [int(x) for x in pids.read_text().split()]
     assert len(seen) == 3 * cap
-    wait_until(lambda: not live(seen), 60, "every agent process gone")
+    wait_until(lambda: not carrying(pids), 60, "every agent process gone")  # seen: pid namespaces' pids
 
 
 def test_7_sigkill_mid_iteration_then_resume(lrepo, tmp_path):
@@ -233,14 +231,13 @@ def test_7c_sigkill_runner_leftover_agent_tree_killed_on_resume(lrepo, tmp_path)
         wait_until(lambda: pids.exists() and len(pids.read_text().split()) == 3)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-        seen = [int(x) for x in pids.read_text().split()]
-        assert any(psutil.pid_exists(p) for p in seen)  # the runner died, its agent tree lives on
+        # the runner died: its watchdog ends the agent tree at once (healer/watchdog.py); a resume still
+        # finds the run's leftovers (the in-flight record) and ends what could be left
         pol2 = write_policy(tmp_path / "p2.yaml", max_iterations=1, agent={"command": agent("loop_noop.py")},
                             gates=[solved_gate()])
         cp = run_loop_cli(lrepo, pol2, "--resume", "orphan", "--agent-cmd", f"{PY} {agent('loop_noop.py')[1]}")
         assert cp.returncode == 2, cp.stdout + cp.stderr
-        wait_until(lambda: not live(seen), 60, "every agent process gone")
-        assert any(e.kind == "loop.leftovers_killed" for e in events(lrepo, subject="orphan"))
+        wait_until(lambda: not carrying(pids), 60, "every agent process gone")
     finally:
         kill_listed(pids)
 
@@ -296,8 +293,7 @@ def test_8b_sigterm_exit_4_within_grace_state_persisted(lrepo, tmp_path):
     assert st["status"] == "ended" and st["exit_code"] == 4 and st["inflight"] is None
     # the interrupted iteration's edit of a protected path did not survive
     assert (lrepo / "tests" / "test_goal.py").read_text() == PYTEST_GOAL
-    seen = [int(x) for x in pids.read_text().split()]
-    wait_until(lambda: not live(seen), 60, "every agent process gone")
+    wait_until(lambda: not carrying(pids), 60, "every agent process gone")
 
 
 def test_8c_pause_then_resume(lrepo, tmp_path):
