@@ -17,7 +17,8 @@ Two things the mount namespace cannot do:
   Debian package outside the virtualenv (python3-seccomp) or a ctypes wrapper last released in 2021
   (pyseccomp), and the program is short enough to read and to test instruction by instruction
   (tests/security/test_sockets.py runs it under the real bwrap). x86-64 (with i386 and x32) and aarch64
-  (with 32-bit arm) hosts; elsewhere no filter is built and `unix_filter_missing()` says why once.
+  (with 32-bit arm) hosts; elsewhere no filter is built (`unix_filter_missing()` words it) and Unix sockets
+  stay open.
 
 * **An allow-list** (`loop.sandbox_network_allow: ["host:port", ...]`) with network off: the sandbox keeps
   its own network namespace (`--unshare-net`, only a loopback) and exactly the listed endpoints answer in
