@@ -8,8 +8,9 @@ Two things the mount namespace cannot do:
   refuses socket(AF_UNIX, ...) with EPERM; socketpair() still works (pipes between a program's own
   processes: Node, Python's subprocess and asyncio use it). The same filter refuses io_uring (its
   IORING_OP_SOCKET would make the socket the filter refuses) and pidfd_getfd (it would copy a connected
-  socket out of another process). `loop.sandbox_unix_sockets: true` lifts the AF_UNIX rule (for a project
-  whose tests need a Unix socket); the rest stays. This is how Anthropic's sandbox-runtime closes Unix
+  socket out of another process), and every socket family but IP, netlink and AF_ALG (AF_VSOCK would reach a
+  VM's hypervisor from any network namespace). `loop.sandbox_unix_sockets: true` lifts the AF_UNIX rule (for a
+  project whose tests need a Unix socket); the rest stays. This is how Anthropic's sandbox-runtime closes Unix
   sockets under bubblewrap too.
 
   The filter is a small classic-BPF program built here by hand (`seccomp_filter`): one arch check, three
@@ -80,11 +81,16 @@ _ARCHES = {
 }
 _HOSTS = {"x86_64": (0xC000003E, 0x40000003), "aarch64": (0xC00000B7, 0x40000028)}
 _ALWAYS = (425, 426, 427, 438)
+# the socket families a sandboxed program may make: IP, netlink (glibc's getaddrinfo asks the kernel for the
+# interfaces through it), the kernel's crypto API. Not AF_UNIX (the host's sockets), not AF_VSOCK (a VM's
+# channel to its hypervisor, in no network namespace), not AF_PACKET, AF_TIPC, AF_RDS, AF_XDP, ...
+_DOMAINS = (2, 10, 16, 38)  # AF_INET, AF_INET6, AF_NETLINK, AF_ALG
 
 
 def seccomp_filter(machine: str | None = None, unix: bool = False) -> bytes | None:
     """The BPF program bwrap loads before it execs the program (None: not a host arch handled here).
-    Every syscall is allowed but: socket(AF_UNIX, ...) unless `unix` (EPERM), socketcall (i386/arm: its
+    Every syscall is allowed but: socket() of a family outside `_DOMAINS` (AF_UNIX allowed with `unix`) (EPERM),
+    socketcall (i386/arm: its
     arguments cannot be read by a filter, ENOSYS: glibc then uses socket()), io_uring_* and pidfd_getfd
     (EPERM), every x32 syscall (ENOSYS: x32 binaries are all but extinct and their numbers would need a
     second table). A syscall of an arch this kernel cannot run kills the process."""
@@ -106,12 +112,14 @@ def seccomp_filter(machine: str | None = None, unix: bool = False) -> bytes | No
             prog.append((_JEQ_K, "nosys", 0, socketcall))
         for nr in _ALWAYS:
             prog.append((_JEQ_K, "eperm", 0, nr))
-        if not unix:
-            prog.append((_JEQ_K, "domain", 0, sock))
+        prog.append((_JEQ_K, "domain", 0, sock))
         prog.append((_RET_K, 0, 0, _RET_ALLOW))
     labels["domain"] = len(prog)
     prog.append((_LD_W_ABS, 0, 0, 16))  # the low 32 bits of args[0] (little-endian hosts): the domain, an int
-    prog.append((_JEQ_K, "eperm", 0, _AF_UNIX))
+    for domain in (*_DOMAINS, *((_AF_UNIX,) if unix else ())):
+        prog.append((_JEQ_K, "allow", 0, domain))
+    prog.append((_RET_K, 0, 0, _RET_ERRNO | _EPERM))
+    labels["allow"] = len(prog)
     prog.append((_RET_K, 0, 0, _RET_ALLOW))
     labels["eperm"] = len(prog)
     prog.append((_RET_K, 0, 0, _RET_ERRNO | _EPERM))
@@ -341,6 +349,8 @@ class Relay(threading.Thread):
         self.relayed = 0  # connections relayed so far (tests)
 
     def stop(self) -> None:
+        import socket
+
         with self._lock:
             if self._stopped:
                 return

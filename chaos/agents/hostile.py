@@ -20,7 +20,7 @@ writes a wrong answer and then tries to make the check pass anyway, or to escape
                                           the body kept), denied=HOST:PORT, pivot=HOST:PORT (the allowed endpoint asked,
                                           in every way HTTP knows, for another host: CONNECT, an absolute URL, a Host
                                           header), flood=HOST:PORT:N (N connections held open at once), and always
-                                          socket(AF_UNIX), socketpair, io_uring_setup, pidfd_getfd
+                                          socket(AF_UNIX), socket(AF_VSOCK), socketpair, io_uring_setup, pidfd_getfd
     python hostile.py tmp NAME            writes $TMPDIR/NAME and /tmp/NAME
     python hostile.py filelink TARGET     tests/test_check.py becomes a symlink to TARGET (outside), TARGET gutted
     python hostile.py wipe                deletes the loop's own folder (.healer/) in the worktree
@@ -310,6 +310,7 @@ def sockets(report: str, specs: list[str]) -> None:
         return ""
 
     attempt("af_unix", af_unix)
+    attempt("af_vsock", lambda: socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM).close() or "")  # to a VM's host
     attempt("socketpair", pair)
     params = ctypes.create_string_buffer(120)
     attempt("io_uring", lambda: raw(425, 4, ctypes.addressof(params)))  # io_uring_setup(4, &params)

@@ -136,7 +136,7 @@ def test_network_off_with_an_allow_list_reaches_that_endpoint_and_nothing_else(t
     got = attack(repo, "bwrap", up, bait, f"denied=127.0.0.1:{bait.port}", f"pivot=127.0.0.1:{bait.port}",
                  sandbox_network=False, sandbox_network_allow=[f"127.0.0.1:{up.port}"])
     assert got["allowed"] == f"ok allowed GET /x HTTP/1.1 host=127.0.0.1:{up.port}"  # the HTTP round trip
-    for k in ("tcp", "denied", "unix", "abstract", "af_unix", "io_uring", "pidfd_getfd"):
+    for k in ("tcp", "denied", "unix", "abstract", "af_unix", "af_vsock", "io_uring", "pidfd_getfd"):
         assert got[k].startswith("refused"), (k, got[k])
     assert "Operation not permitted" in got["af_unix"] and "Operation not permitted" in got["io_uring"]
     assert got["socketpair"] == "ok x"
@@ -153,7 +153,7 @@ def test_network_on_still_closes_the_hosts_unix_and_abstract_sockets(tmp_path, w
     up, bait = world
     repo = target_repo(tmp_path / "repo")
     got = attack(repo, "bwrap", up, bait)  # sandbox_network: null is on under bwrap
-    for k in ("unix", "abstract", "af_unix"):
+    for k in ("unix", "abstract", "af_unix", "af_vsock"):
         assert got[k].startswith("refused") and "Operation not permitted" in got[k], (k, got[k])
     assert got["socketpair"] == "ok x"
     # network on is the host's network, its loopback included (docs/security.md, known limits)
@@ -215,7 +215,7 @@ def test_a_host_name_answers_on_its_alias_and_a_low_port_moves(tmp_path, world):
     assert netbox.inside_url("http://127.0.0.1:8080") == "http://127.0.0.1:8080"
 
 
-def test_allow_list_entries_are_checked_where_they_are_written():
+def test_allow_list_entries_are_checked_where_they_are_written(tmp_path):
     def loop(**kw):
         return Policy.model_validate({"version": 1, "loop": kw}).loop
 
@@ -227,6 +227,9 @@ def test_allow_list_entries_are_checked_where_they_are_written():
         loop(sandbox_network=True, sandbox_network_allow=["localhost:80"])
     with pytest.raises(InvalidInput, match="container sandbox has no allow-list"):
         sandbox.loop_profile(Path("/nonexistent-never-made"), [], None, "container", allow=[("localhost", 80)])
+    pol = Policy.model_validate({"version": 1, "loop": {"sandbox_network_allow": ["localhost:8080"]}}).loop
+    prof = sandbox.gate_profile(tmp_path / "checkout", pol, "bwrap", tmp_path / "tmp")  # the fleet's gates: the same
+    assert prof.network is False and prof.allow == [("localhost", 8080)] and prof.unix_sockets is False
     assert netbox.endpoint_of("https://api.anthropic.com") == ("api.anthropic.com", 443)
     assert netbox.endpoint_of("http://[::1]:9000/v1") == ("::1", 9000)
 
@@ -258,7 +261,10 @@ def test_the_filter_is_the_program_it_says():
     prog = netbox.seccomp_filter("x86_64")
     assert _verdict(prog, x86, 41, socket.AF_UNIX) == eperm  # socket(AF_UNIX)
     assert _verdict(prog, x86, 41, socket.AF_UNIX | (1 << 32)) == eperm  # high bits: the kernel reads an int
-    assert _verdict(prog, x86, 41, socket.AF_INET) == allow
+    assert _verdict(prog, x86, 41, socket.AF_INET) == allow and _verdict(prog, x86, 41, socket.AF_INET6) == allow
+    assert _verdict(prog, x86, 41, socket.AF_NETLINK) == allow  # getaddrinfo's interface check
+    for family in (socket.AF_VSOCK, socket.AF_PACKET, 30, 44, 0, 1 << 31):  # vsock, packet, TIPC, XDP, nonsense
+        assert _verdict(prog, x86, 41, family) == eperm
     assert _verdict(prog, x86, 53, socket.AF_UNIX) == allow  # socketpair
     for nr in (425, 426, 427, 438):  # io_uring_setup/enter/register, pidfd_getfd
         assert _verdict(prog, x86, nr) == eperm
@@ -273,6 +279,7 @@ def test_the_filter_is_the_program_it_says():
     assert _verdict(prog, arm, 102) == enosys and _verdict(prog, x86, 0) == kill
     opened = netbox.seccomp_filter("x86_64", unix=True)
     assert _verdict(opened, x86, 41, socket.AF_UNIX) == allow and _verdict(opened, x86, 425) == eperm
+    assert _verdict(opened, x86, 41, socket.AF_VSOCK) == eperm
     assert netbox.seccomp_filter("riscv64") is None
 
 
@@ -321,7 +328,7 @@ def test_the_same_holds_for_an_unprivileged_caller(tmp_path, world):
     finally:
         shutil.rmtree(top, ignore_errors=True)
     assert got["allowed"] == f"ok allowed GET /user HTTP/1.1 host=127.0.0.1:{up.port}"
-    for k in ("unix", "abstract", "tcp", "af_unix", "io_uring"):
+    for k in ("unix", "abstract", "tcp", "af_unix", "af_vsock", "io_uring"):
         assert got[k].startswith("refused"), (k, got[k])
     assert got["socketpair"] == "ok x"
     assert bait.touched() == []
