@@ -573,7 +573,7 @@ def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind:
     `allow`: the host:port endpoints reachable with network off (healer/netbox.py; an allow-list turns a
     null `network` off); `unix_sockets`: bwrap lets the programs make Unix sockets."""
     workdir = workdir.resolve()
-    network = _network(network, kind, allow)
+    network = network_on(network, kind, allow)
     prof = Profile(workdir=workdir, network=network, kind=kind, image=image, pid_namespace=pid_namespace,
                    allow=list(allow or []), unix_sockets=unix_sockets)
     prof.rw.append(workdir)
@@ -622,7 +622,7 @@ def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind:
     return prof
 
 
-def _network(network: bool | None, kind: str, allow: list[tuple[str, int]] | None) -> bool:
+def network_on(network: bool | None, kind: str, allow: list[tuple[str, int]] | None) -> bool:
     """Network on or off: null is the mode's default, off when there is an allow-list (the list is what
     the programs may reach; network on would be everything)."""
     if network is None:
@@ -661,7 +661,7 @@ def gate_profile(checkout: Path, loop_policy, kind: str, tmpdir: Path) -> Profil
     from healer import netbox
 
     allow = netbox.parse_allow(loop_policy.sandbox_network_allow)
-    prof = Profile(workdir=checkout, network=_network(loop_policy.sandbox_network, kind, allow), kind=kind,
+    prof = Profile(workdir=checkout, network=network_on(loop_policy.sandbox_network, kind, allow), kind=kind,
                    image=loop_policy.sandbox_image, pid_namespace=loop_policy.sandbox_pid_namespace,
                    tmpdir=tmpdir.resolve(), allow=allow, unix_sockets=loop_policy.sandbox_unix_sockets)
     prof.rw.append(checkout)
