@@ -237,19 +237,27 @@ def listen_addresses(allow: list[tuple[str, int]]) -> dict[tuple[str, int], tupl
 
 
 def hosts_file(allow: list[tuple[str, int]], base: str | None = None) -> str:
-    """The sandbox's /etc/hosts: the host's, less any line naming a listed host, plus each listed name on
-    its alias (the name must resolve without DNS: the namespace has none)."""
+    """The sandbox's /etc/hosts: the host's, each listed name taken off the lines that had it (and `localhost` off
+    the IPv6 ones when it is listed: it answers on 127.0.0.1 only), plus each listed name on its alias (the name
+    must resolve without DNS: the namespace has none)."""
     listen = listen_addresses(allow)
-    names = {h: listen[(h, p)][0] for h, p in allow if h != "localhost" and listen[(h, p)][0].startswith("127.0.0.")
-             and not _is_ip(h)}
+    names = {h: listen[(h, p)][0] for h, p in allow if h != "localhost" and not _is_ip(h)}
+    local = any(h == "localhost" for h, _p in allow)
     if base is None:
         try:
             base = Path("/etc/hosts").read_text(errors="replace")
         except OSError:
-            base = "127.0.0.1 localhost\n::1 localhost\n"
-    keep = [ln for ln in base.splitlines()
-            if not set(ln.split("#", 1)[0].split()[1:]) & set(names)]
-    return "\n".join(keep + [f"{a} {n}" for n, a in names.items()]) + "\n"
+            base = "127.0.0.1 localhost\n"
+    out = []
+    for ln in base.splitlines():
+        fields = ln.split("#", 1)[0].split()
+        if len(fields) < 2:
+            out.append(ln)
+            continue
+        keep = [n for n in fields[1:] if n.lower() not in names and not (local and n == "localhost" and ":" in fields[0])]
+        if keep:
+            out.append(" ".join([fields[0], *keep]))
+    return "\n".join(out + [f"{a} {n}" for n, a in names.items()]) + "\n"
 
 
 def _is_ip(h: str) -> bool:

@@ -211,6 +211,9 @@ def test_a_host_name_answers_on_its_alias_and_a_low_port_moves(tmp_path, world):
     lines = (d / "out").read_text().splitlines()
     assert lines[0] == ("127.0.0.2" if name != "localhost" else "127.0.0.1")
     assert lines[1] == f"allowed GET /named HTTP/1.1 host={name}:{up.port}"
+    hosts = netbox.hosts_file([("api.example.com", 443), ("localhost", 8080)],
+                              "127.0.0.1 localhost\n::1 localhost ip6-localhost\n10.1.1.1 api.example.com other # x\n")
+    assert hosts == "127.0.0.1 localhost\n::1 ip6-localhost\n10.1.1.1 other\n127.0.0.2 api.example.com\n"
     assert netbox.inside_url("https://api.anthropic.com/v1") == "https://api.anthropic.com:10443/v1"
     assert netbox.inside_url("http://127.0.0.1:8080") == "http://127.0.0.1:8080"
 
