@@ -335,3 +335,20 @@ def test_the_same_holds_for_an_unprivileged_caller(tmp_path, world):
         assert got[k].startswith("refused"), (k, got[k])
     assert got["socketpair"] == "ok x"
     assert bait.touched() == []
+
+
+def test_an_init_that_cannot_listen_is_a_broken_sandbox_and_a_missing_program_is_127(tmp_path):
+    """The allow-list's init stands between bwrap and the program: its own failure is the sandbox's (exit 69,
+    never an agent that ran), a program that does not exist is exit 127 as without it."""
+    need_bwrap()
+    d = tmp_path / "w"
+    d.mkdir()
+    bad = sandbox.Profile(workdir=d, rw=[d], network=False, allow=[("10.0.0.5", 8080)])  # no such address inside
+    kw = {"cwd": d, "timeout": 60, "grace": 1}
+    with pytest.raises(sandbox.SandboxFailed) as e, open(d / "err", "w") as err:
+        sandbox.run(bad, [sys.executable, "-c", "print('ran')"], d / "err", "the agent", stdout=err, stderr=err, **kw)
+    assert e.value.exit_code == 69 and "cannot listen on 10.0.0.5:8080" in str(e.value)
+    good = sandbox.Profile(workdir=d, rw=[d], network=False, allow=[("127.0.0.1", 8080)])
+    with open(d / "err2", "w") as err:
+        res = sandbox.run(good, [str(d / "not-there.sh")], d / "err2", "a gate", stdout=err, stderr=err, **kw)
+    assert res.exit_code == 127
