@@ -316,13 +316,15 @@ class Profile:
     image: str = "healer-python"
     pid_namespace: bool = True  # bwrap PIDNS (a container always has its own); see `wants_pidns`
     env: dict[str, str] = field(default_factory=dict)  # set inside, whatever the caller's environment says
+    allow: list[tuple[str, int]] = field(default_factory=list)  # host:port reachable with network off (healer/netbox.py)
+    unix_sockets: bool = False  # bwrap: socket(AF_UNIX) allowed (else refused by seccomp, healer/netbox.py)
 
     def launch(self, argv: list[str], env: dict[str, str] | None = None, what: str = "the program") -> Launch:
         if self.kind == "container":
             return ContainerLaunch(self, argv, env or {}, what)
         return BwrapLaunch(self, argv, what)
 
-    def wrap(self, argv: list[str], status_fd: int | None = None) -> list[str]:
+    def wrap(self, argv: list[str], status_fd: int | None = None, net=None) -> list[str]:
         exe = _which("bwrap") or "bwrap"
         # a root caller's bwrap keeps every capability unless told: the agent could then unmount the
         # read-only binds, remount / writable and trace the runner (tests/security: privileged)
@@ -345,6 +347,9 @@ class Profile:
         for p in self.rw_last:
             a += ["--bind", str(p), str(p)]
         a += socket_masks()
+        if net is not None:  # healer/netbox.py: the seccomp filter, the allow-list's /etc/hosts and init
+            a += net.args
+            argv = [*net.prefix, *argv]
         for k, v in self.env.items():
             a += ["--setenv", k, v]
         if self.tmpdir is not None:
@@ -384,10 +389,13 @@ class BwrapLaunch(Launch):
 
     def __init__(self, profile: Profile, argv: list[str], what: str) -> None:
         super().__init__(what)
+        from healer import netbox
+
         self._r, self._w = os.pipe()
         os.set_blocking(self._r, False)
-        self.argv = profile.wrap(argv, status_fd=self._w)
-        self.pass_fds = (self._w,)
+        self.net = netbox.Plumbing(profile.network, profile.allow, profile.unix_sockets)
+        self.argv = profile.wrap(argv, status_fd=self._w, net=self.net)
+        self.pass_fds = (self._w, *self.net.pass_fds)
 
     def status(self) -> list[dict]:
         """The JSON documents bwrap wrote (it has exited: they are all in the pipe)."""
@@ -413,6 +421,9 @@ class BwrapLaunch(Launch):
             os.close(self._w)
             self._w = -1
         ran = any("exit-code" in d for d in self.status())
+        why = self.net.check() if ran else None
+        if why:  # the allow-list's init did not start the program: the sandbox failed, not the program
+            raise SandboxFailed("bwrap", self.what, why)
         if ran or res.timed_out or res.stopped or res.exit_code is None or res.exit_code < 0:
             return res  # the program ran and ended, or bwrap was killed (the deadline, a stop, the agent itself)
         text = _tail(log)
@@ -422,6 +433,7 @@ class BwrapLaunch(Launch):
         raise SandboxFailed("bwrap", self.what, (said[-1] if said else text.strip()[-300:]) or f"bwrap exited {res.exit_code}")
 
     def close(self) -> None:
+        self.net.close()
         for fd in (self._r, self._w):
             if fd >= 0:
                 with contextlib.suppress(OSError):
@@ -582,17 +594,19 @@ def wants_pidns(asked: bool) -> bool:
 
 def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind: str = "bwrap",
                  image: str = "healer-python", gp: GitPaths | None = None,
-                 pid_namespace: bool = True, objects: Path | None = None) -> Profile:
+                 pid_namespace: bool = True, objects: Path | None = None,
+                 allow: list[tuple[str, int]] | None = None, unix_sockets: bool = False) -> Profile:
     """The loop's agent and gates: the worktree, its branch in git, a private temp dir, `writable`.
     `network` None: the mode's default (bwrap on, container off). `gp`: the worktree's git paths
     when the caller already knows them (the loop asks once per run: its guard puts back any change
     to HEAD, so the branch cannot move under it). `objects`: the run's own object folder, where the
-    programs' git writes (healer/loop/objects.py); the repository's `objects/` is then read-only."""
+    programs' git writes (healer/loop/objects.py); the repository's `objects/` is then read-only.
+    `allow`: the host:port endpoints reachable with network off (healer/netbox.py; an allow-list turns a
+    null `network` off); `unix_sockets`: bwrap lets the programs make Unix sockets."""
     workdir = workdir.resolve()
-    if network is None:
-        network = kind != "container"
+    network = network_on(network, kind, allow)
     prof = Profile(workdir=workdir, network=network, kind=kind, image=image,
-                   pid_namespace=wants_pidns(pid_namespace))
+                   pid_namespace=wants_pidns(pid_namespace), allow=list(allow or []), unix_sockets=unix_sockets)
     prof.rw.append(workdir)
     own = workdir / ".healer"
     own.mkdir(exist_ok=True)
@@ -639,6 +653,18 @@ def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind:
     return prof
 
 
+def network_on(network: bool | None, kind: str, allow: list[tuple[str, int]] | None) -> bool:
+    """Network on or off: null is the mode's default, off when there is an allow-list (the list is what
+    the programs may reach; network on would be everything)."""
+    if network is None:
+        network = kind != "container" and not allow
+    if allow and not network:
+        if kind == "container":
+            raise InvalidInput("loop.sandbox_network_allow: the container sandbox has no allow-list (bwrap has): "
+                               "use loop.sandbox: bwrap, or sandbox_network: true")
+    return network
+
+
 def _add_writable(prof: Profile, writable: list[str]) -> None:
     for w in writable:
         p = Path(os.path.expanduser(w)).resolve()
@@ -663,10 +689,12 @@ def gate_profile(checkout: Path, loop_policy, kind: str, tmpdir: Path) -> Profil
     machine."""
     checkout = checkout.resolve()
     tmpdir.mkdir(parents=True, exist_ok=True)
-    network = loop_policy.sandbox_network
-    prof = Profile(workdir=checkout, network=kind != "container" if network is None else network, kind=kind,
+    from healer import netbox
+
+    allow = netbox.parse_allow(loop_policy.sandbox_network_allow)
+    prof = Profile(workdir=checkout, network=network_on(loop_policy.sandbox_network, kind, allow), kind=kind,
                    image=loop_policy.sandbox_image, pid_namespace=wants_pidns(loop_policy.sandbox_pid_namespace),
-                   tmpdir=tmpdir.resolve())
+                   tmpdir=tmpdir.resolve(), allow=allow, unix_sockets=loop_policy.sandbox_unix_sockets)
     prof.rw.append(checkout)
     if (checkout / ".git").is_file() and not (checkout / ".git").is_symlink():
         prof.ro.append(checkout / ".git")

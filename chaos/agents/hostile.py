@@ -14,6 +14,13 @@ writes a wrong answer and then tries to make the check pass anyway, or to escape
     python hostile.py commit              guts tests/test_check.py and commits it itself on its branch
     python hostile.py manifest TARGET     forges a quarantine manifest whose `stored` leads to TARGET
     python hostile.py net PORT REPORT     connects to 127.0.0.1:PORT, writes what happened to REPORT (in the worktree)
+    python hostile.py sockets REPORT K=V...  tries every way out by a socket and writes what each did to REPORT (JSON,
+                                          in the worktree): tcp=HOST:PORT (a server of the host), unix=PATH (a Unix
+                                          socket file), abstract=NAME (an abstract Unix socket), allowed=URL (an HTTP GET,
+                                          the body kept), denied=HOST:PORT, pivot=HOST:PORT (the allowed endpoint asked,
+                                          in every way HTTP knows, for another host: CONNECT, an absolute URL, a Host
+                                          header), flood=HOST:PORT:N (N connections held open at once), and always
+                                          socket(AF_UNIX), socket(AF_VSOCK), socketpair, io_uring_setup, pidfd_getfd
     python hostile.py tmp NAME            writes $TMPDIR/NAME and /tmp/NAME
     python hostile.py filelink TARGET     tests/test_check.py becomes a symlink to TARGET (outside), TARGET gutted
     python hostile.py wipe                deletes the loop's own folder (.healer/) in the worktree
@@ -213,6 +220,115 @@ def net(port: str, report: str) -> None:
         Path(report).write_text(f"refused: {e}\n")
 
 
+def sockets(report: str, specs: list[str]) -> None:
+    import ctypes
+    import socket
+    import urllib.request
+
+    out: dict[str, object] = {}
+
+    def attempt(name: str, fn) -> None:
+        try:
+            out[name] = f"ok {fn()}".strip()
+        except Exception as e:  # noqa: BLE001 - what happened is the report
+            out[name] = f"refused: {type(e).__name__}: {e}"
+
+    def hostport(v: str) -> tuple[str, int]:
+        h, _, p = v.rpartition(":")
+        return h, int(p)
+
+    def tcp(v: str) -> str:
+        with socket.create_connection(hostport(v), timeout=3) as c:
+            c.sendall(b"GET /exfiltrate HTTP/1.0\r\n\r\n")
+            return ""
+
+    def unix(v: str) -> str:
+        with socket.socket(socket.AF_UNIX) as c:
+            c.settimeout(3)
+            c.connect(v)
+            c.sendall(b"exfiltrate\n")
+            return ""
+
+    def abstract(v: str) -> str:
+        return unix("\0" + v)
+
+    def allowed(v: str) -> str:
+        return urllib.request.urlopen(v, timeout=10).read().decode()
+
+    def pivot(v: str) -> list[str]:
+        got: list[str] = []
+        for req in (f"CONNECT {v} HTTP/1.1\r\nHost: {v}\r\n\r\n", f"GET http://{v}/pivot HTTP/1.0\r\n\r\n",
+                    f"GET /pivot HTTP/1.0\r\nHost: {v}\r\n\r\n"):
+            with socket.create_connection((allowed_host, allowed_port), timeout=5) as c:
+                c.sendall(req.encode())
+                got.append(c.recv(200).decode(errors="replace").split("\r\n")[0])
+        return got
+
+    def flood(v: str) -> str:
+        h, p, n = v.rsplit(":", 2)
+        held, refused = [], 0
+        for _ in range(int(n)):
+            try:
+                c = socket.create_connection((h, int(p)), timeout=2)
+                c.sendall(b"GET /flood HTTP/1.0\r\n\r\n")
+                held.append(c)
+            except OSError:
+                refused += 1
+        for c in held:
+            c.close()
+        return f"{len(held)} held {refused} refused"
+
+    allowed_host, allowed_port = "", 0
+    handlers = {"tcp": tcp, "unix": unix, "abstract": abstract, "allowed": allowed, "denied": tcp, "pivot": pivot,
+                "flood": flood}
+    for spec in specs:
+        k, _, v = spec.partition("=")
+        if k == "allowed":
+            from urllib.parse import urlsplit
+
+            u = urlsplit(v)
+            allowed_host, allowed_port = u.hostname, u.port or 80
+        attempt(k, lambda f=handlers[k], v=v: f(v))
+
+    def af_unix() -> str:
+        socket.socket(socket.AF_UNIX).close()
+        return ""
+
+    def pair() -> str:
+        a, b = socket.socketpair()
+        a.sendall(b"x")
+        return b.recv(1).decode()
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+
+    def raw(nr: int, *args: int) -> str:
+        r = libc.syscall(nr, *[ctypes.c_long(a) for a in args])
+        if r < 0:
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        os.close(r)
+        return ""
+
+    attempt("af_unix", af_unix)
+    attempt("af_vsock", lambda: socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM).close() or "")  # to a VM's host
+    attempt("socketpair", pair)
+    params = ctypes.create_string_buffer(120)
+    attempt("io_uring", lambda: raw(425, 4, ctypes.addressof(params)))  # io_uring_setup(4, &params)
+    attempt("pidfd_getfd", lambda: raw(438, raw_pidfd(os.getppid()), 0, 0))
+    Path(report).write_text(json.dumps(out, indent=1) + "\n")
+
+
+def raw_pidfd(pid: int) -> int:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    r = libc.syscall(ctypes.c_long(434), ctypes.c_long(pid), ctypes.c_long(0))  # pidfd_open
+    if r < 0:
+        raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+    return r
+
+
 def tmp(name: str) -> None:
     import tempfile
 
@@ -299,7 +415,7 @@ def main(argv: list[str]) -> int:
     {"hook": lambda: hook(args[0]), "config": lambda: config(args[0]), "symlink": lambda: symlink(args[0]),
      "outside": lambda: outside(args), "refs": refs, "blob": lambda: blob(float(args[0])), "gate": gate,
      "commit": commit, "manifest": lambda: manifest(args[0]), "net": lambda: net(args[0], args[1]),
-     "tmp": lambda: tmp(args[0]), "wipe": wipe,
+     "tmp": lambda: tmp(args[0]), "wipe": wipe, "sockets": lambda: sockets(args[0], args[1:]),
      "filelink": lambda: filelink(args[0]), "ownlink": lambda: ownlink(args[0], args[1]),
      "ignored": ignored, "ignored_once": ignored_once, "privileged": lambda: privileged(args[0]),
      "symref": lambda: symref(*args[:2]), "flagged": lambda: flagged(*args[:2]),

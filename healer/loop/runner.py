@@ -599,8 +599,12 @@ class Runner:
         L = self.loop_policy
         if self._gp is None:
             self._gp = sandbox.git_paths(self.workdir)
+        from healer import netbox
+
         return sandbox.loop_profile(self.workdir, L.sandbox_writable, L.sandbox_network, self.sbx_mode, L.sandbox_image,
-                                    gp=self._gp, pid_namespace=L.sandbox_pid_namespace, objects=self._objects_dir())
+                                    gp=self._gp, pid_namespace=L.sandbox_pid_namespace, objects=self._objects_dir(),
+                                    allow=netbox.parse_allow(L.sandbox_network_allow),
+                                    unix_sockets=L.sandbox_unix_sockets)
 
     def _objects_dir(self) -> Path:
         return self.paths.dir / "objects"

@@ -137,6 +137,15 @@ class Loop(Strict):
                             "warning). A sandbox that fails to start ends the loop: exit 69, loop.sandbox_failed")
     sandbox_network: bool | None = Field(None, description="network inside the sandbox; null: the mode's default "
                                                            "(bwrap: on, container: none)")
+    sandbox_network_allow: list[str] = Field(default_factory=list, description="bwrap: the host:port endpoints the "
+                                             "sandboxed programs may reach (e.g. api.anthropic.com:443, "
+                                             "127.0.0.1:8080); with it the network is off but for these (null "
+                                             "sandbox_network means false; true is refused). A name answers inside "
+                                             "on a loopback alias, a port below 1024 on port + 10000")
+    sandbox_unix_sockets: bool = Field(False, description="bwrap: the programs may make Unix sockets (connect to "
+                                                          "the host's: Docker, PostgreSQL, D-Bus); false: "
+                                                          "socket(AF_UNIX) refused by a seccomp filter "
+                                                          "(socketpair still works)")
     sandbox_pid_namespace: bool = Field(True, description="bwrap: the agent and gates in a pid namespace of their own "
                                                            "(they cannot see or signal the loop runner, nor reach the "
                                                            "host through /proc magic links; every process ends with "
@@ -156,6 +165,21 @@ class Loop(Strict):
     spend_cap_usd: Annotated[float, Field(gt=0), BeforeValidator(_not_bool)] | None = 5.0
     agent: Agent = Field(default_factory=Agent)
     gates: list[Gate] = Field(default_factory=list, description="cheapest first; exit codes decide")
+
+    @model_validator(mode="after")
+    def _allow(self) -> Loop:
+        if self.sandbox_network_allow:
+            from healer import netbox
+            from healer.errors import InvalidInput
+
+            if self.sandbox_network is True:
+                raise ValueError("sandbox_network: true reaches everything; an allow-list needs false or null "
+                                 "@sandbox_network_allow")
+            try:
+                netbox.parse_allow(self.sandbox_network_allow, "entry")
+            except InvalidInput as e:
+                raise ValueError(f"{e} @sandbox_network_allow") from None
+        return self
 
     @model_validator(mode="after")
     def _caps(self) -> Loop:
