@@ -31,6 +31,14 @@ from healer.loop import gitindex, treewatch
 LOOP_FILES = ("progress.md", "lessons.md")
 HEALER_DIR = ".healer"
 COMMIT_SUBJECT = "loop: goal reached at iteration {n}"
+# who the loop's commits are by: set in the environment, which beats every config (GIT_AUTHOR_* the user exported too)
+IDENTITY_ENV = {"GIT_AUTHOR_NAME": "healer", "GIT_AUTHOR_EMAIL": "healer@localhost",
+                "GIT_COMMITTER_NAME": "healer", "GIT_COMMITTER_EMAIL": "healer@localhost"}
+
+
+def trailers(run_id: str, n: int, base: str | None) -> str:
+    """The trailers of a loop commit: which run made it, at which iteration, on which base."""
+    return f"\n\nHealer-Run: {run_id}\nHealer-Iteration: {n}\nHealer-Base: {base or 'none'}"
 TIMEOUT = 300.0  # `add -A` of a large tree
 
 
@@ -1039,6 +1047,17 @@ def commit_all(cwd: str | Path, message: str, patterns: Sequence[str] = ()) -> s
     return commit_changes(cwd, message, tree_of(cwd, base), base, patterns)
 
 
+def made_by_run(cwd: str | Path, sha: str, run_id: str, base: str | None) -> bool:
+    """`sha` is the loop commit of run `run_id`: its only parent is the run's base and it carries the run's
+    trailer (found on resume after a runner killed between the commit and its record)."""
+    r = run(cwd, "cat-file", "commit", sha, check=False)
+    if r.code != 0:
+        return False
+    head, _, body = r.stdout.partition("\n\n")
+    parents = [ln[7:] for ln in head.splitlines() if ln.startswith("parent ")]
+    return parents == ([base] if base else []) and f"Healer-Run: {run_id}" in body.splitlines()
+
+
 def _refuse_symbolic_branch(cwd: Path) -> None:
     """HEAD names a branch whose ref is a plain id: `update-ref HEAD` follows every link, so a branch
     made a link to main would move main (the guard sets it back after each step; this is the last word)."""
@@ -1054,7 +1073,7 @@ def _refuse_symbolic_branch(cwd: Path) -> None:
 
 
 def commit_changes(cwd: str | Path, message: str, since: str, base: str | None, patterns: Sequence[str],
-                   keep_staged: Sequence[str] = (), measured: str | None = None) -> str | None:
+                   keep_staged: Sequence[str] = (), measured: str | None = None, trailers: str = "") -> str | None:
     """Commit exactly what changed between snapshot `since` (the tree when the run began) and the
     tree now, on top of the run's base commit `base`: never the user's pre-existing changes, never
     the loop's own files, and what is committed is what was measured (the snapshot), not a fresh
@@ -1080,18 +1099,22 @@ def commit_changes(cwd: str | Path, message: str, since: str, base: str | None, 
         bad = [p for p in changed_between(cwd, base_tree, tree) if protected(p, patterns)]
     if bad:
         raise ProtectedChanged(bad, tree, base or EMPTY_TREE)
-    if tree == tree_of(cwd, parent):
+    if parent != base:
+        # the branch is not where the run began (the guard puts an agent's commits aside after each step: this is
+        # the last word): never a commit on top of commits healer did not make
+        raise GitError(f"{cwd}: the branch is at {(parent or 'nothing')[:12]}, not at the run's base "
+                       f"{(base or 'nothing')[:12]}; the loop commits only on its base")
+    if tree == tree_of(cwd, base):
         return None
-    args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
-    r = run(cwd, *args, check=False)
-    if r.code != 0 and not run(cwd, "config", "user.email", check=False).stdout:
-        # no identity configured on this machine: commit as the loop rather than fail the run
-        r = run(cwd, "-c", "user.email=healer@localhost", "-c", "user.name=healer loop", *args)
-    elif r.code != 0:
+    # the run's base is the only parent, and the identity is healer's: whatever the user's environment or
+    # config say (healer.git runs with no user config), the commit says who made it and from what
+    args = ["commit-tree", tree, "-m", message + trailers] + (["-p", base] if base else [])
+    r = run(cwd, *args, check=False, env=IDENTITY_ENV)
+    if r.code != 0:
         raise GitError(f"git commit-tree failed in {cwd}: {r.text[-300:]}")
     new = r.stdout
     _refuse_symbolic_branch(cwd)
-    run(cwd, "update-ref", "-m", f"loop: {message}", "HEAD", new, parent or "0" * 40)
+    run(cwd, "update-ref", "-m", f"loop: {message}", "HEAD", new, base or "0" * 40)
     # the index follows the commit; what the user had staged before the run stays staged
     keep = set(keep_staged)
     if not keep:  # every entry follows: one `reset` of the whole tree instead of asking which differ first

@@ -329,3 +329,41 @@ def outside_roots(workdir: Path, fleet_root: Path | None, common: Path | None) -
     if home not in (project.parent, project) and home.is_dir():
         roots.append(Root(home, False, (project,)))
     return roots
+
+
+# -- the run's own branch: only healer's commits -------------------------------------------
+
+SHOWN_COMMITS = 50  # commits named in the event; all of them stay reachable from the quarantine ref
+
+
+def set_commits_aside(workdir: Path, expected: str | None, now: str | None, keep: str, spare=()) -> dict:
+    """The branch HEAD names holds `now` where healer left it at `expected` (the run's base): the agent
+    committed (the real CLIs do by themselves), reset or deleted it. Its commits are kept reachable under
+    `keep` (refs/healer/quarantine/<run>/<n>/agent) for audit, and the branch goes back to `expected` by
+    compare-and-swap: what the agent committed stays in the working tree, where the loop measures, judges and
+    commits it itself (on the base, as its only parent). Returns the `loop.agent_commits` payload."""
+    commits: list[dict] = []
+    if now:
+        git.run(workdir, "update-ref", "-m", "healer: commits an agent made", keep, now, check=False)
+        rng = [now] if expected is None else [now, f"^{expected}"]
+        out = git.run(workdir, "log", f"--max-count={SHOWN_COMMITS}", "--format=%H%x1f%P%x1f%an <%ae>%x1f%s", *rng,
+                      "--", check=False)
+        for line in out.stdout.splitlines() if out.code == 0 else []:
+            parts = line.split("\x1f")
+            if len(parts) == 4:
+                commits.append({"id": parts[0], "parents": parts[1].split(), "author": parts[2], "subject": parts[3][:200]})
+    zero = "0" * 40
+    if expected is None:
+        r = git.run(workdir, "update-ref", "-d", "HEAD", now or zero, check=False)
+    else:
+        r = git.run(workdir, "update-ref", "-m", "healer: the agent's commits set aside", "HEAD", expected, now or zero,
+                    check=False)
+    if r.code == 0 and now and expected:
+        # what the agent committed is unstaged again (the index as the base has it; the files stay as they are):
+        # a user's next `git commit` must not commit it either. Paths the user had staged are theirs (`spare`)
+        d = git.run(workdir, "diff-tree", "-r", "--name-only", "-z", "--no-renames", expected, now, check=False)
+        paths = [p for p in d.stdout.split("\0") if p and p not in spare] if d.code == 0 else []
+        for i in range(0, len(paths), 200):
+            git.run(workdir, "reset", "-q", expected, "--", *(f":(literal){p}" for p in paths[i:i + 200]), check=False)
+    return {"from": now, "to": expected, "saved_as": keep if now else None, "commits": commits,
+            "moved_back": r.code == 0}
