@@ -26,7 +26,7 @@ from healer.errors import HealerError
 from healer.files import write_atomic
 from healer.git import GitError, layout, mentions, raw, rev, run
 from healer.lite import Pattern, dataclass
-from healer.loop import gitindex, treewatch
+from healer.loop import gitindex, treewatch, walk
 
 LOOP_FILES = ("progress.md", "lessons.md")
 HEALER_DIR = ".healer"
@@ -287,11 +287,8 @@ def _look(cwd: Path) -> treewatch.Look | None:
         return None
     if mentions([str(lay.common / "config"), *_user_configs()], (b"excludesfile", b"attributesfile")):
         return None  # ignore or attribute rules in a file named by config: not watched here
-    home = os.path.expanduser("~")
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     configs = (str(lay.common / "config"), str(lay.git_dir / "config.worktree"), str(lay.common / "info" / "exclude"),
-               str(lay.common / "info" / "attributes"), *_user_configs(), os.path.join(xdg, "git", "ignore"),
-               os.path.join(xdg, "git", "attributes"))
+               str(lay.common / "info" / "attributes"))
     since = treewatch.stamp(cwd / HEALER_DIR / "snapshot.stamp")
     return treewatch.look(str(lay.top), since, frozenset((".git", HEALER_DIR, *LOOP_FILES)), configs)
 
@@ -373,11 +370,9 @@ def _plain_objects(common: Path) -> bool:
 
 
 def _user_configs() -> list[str]:
-    """The global and system config files git reads (their default places, or what the environment names)."""
-    home = os.path.expanduser("~")
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    return [os.environ.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config"),
-            os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"]
+    """The global and system config files git reads: none (healer.git runs git with GIT_CONFIG_NOSYSTEM, an empty
+    GIT_CONFIG_GLOBAL and no XDG folder)."""
+    return []
 
 
 def _stat_key_of(files: list[str]) -> tuple:
@@ -605,7 +600,6 @@ def protected_on_disk(cwd: Path, patterns: Sequence[str]) -> dict[str, tuple]:
     git's to see. `__pycache__` is left out: an agent that runs the tests itself rewrites it every iteration
     (a forged .pyc is a known limit, docs/security.md)."""
     out: dict[str, tuple] = {}
-    cut = len(os.path.join(cwd, ""))
     for pat in patterns:
         pat = (pat[2:] if pat.startswith("./") else pat).rstrip("/")
         if not pat or any(c in pat for c in "*?[") or ".." in pat.split("/"):
@@ -618,17 +612,15 @@ def protected_on_disk(cwd: Path, patterns: Sequence[str]) -> dict[str, tuple]:
         if not stat.S_ISDIR(st.st_mode):
             out[pat] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
             continue
-        for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
-            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
-            for n in (*filenames, *(d for d in dirnames if os.path.islink(os.path.join(dirpath, d)))):
-                if len(out) >= PROTECTED_CAP:
-                    return out
-                q = os.path.join(dirpath, n)
-                try:
-                    st = os.lstat(q)
-                except OSError:
-                    continue
-                out[q[cut:]] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        got = walk.walk(top, entries=max(0, PROTECTED_CAP - len(out)), prune=lambda _r, n: n == "__pycache__")
+        for r, st in got.entries:
+            if not stat.S_ISDIR(st.st_mode):
+                out[f"{pat}/{r}"] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        for r in got.over:  # too deep to read: the folder that holds it, under the protected one, counts as one
+            if r:           # entry: one the agent made differs from before, and is set aside whole
+                out[f"{pat}/{r.split('/', 1)[0]}"] = ("deep",)
+        if len(out) >= PROTECTED_CAP:
+            return out
     return out
 
 
@@ -645,8 +637,8 @@ def hidden_changes(cwd: Path, tree: str, before: dict[str, tuple], after: dict[s
 
 
 def _disk_is(cwd: Path, path: str, mode: str, blob: str) -> bool:
-    """The disk holds `path` as the tree entry (mode, blob) says, by content (git's own hash of the file,
-    with the path's attributes, as `add` would store it)."""
+    """The disk holds `path` as the tree entry (mode, blob) says, by object id: the file's own bytes hashed
+    as git hashes a blob, with no filter or attribute in between."""
     full = os.path.join(cwd, path)
     try:
         st = os.lstat(full)
@@ -657,8 +649,9 @@ def _disk_is(cwd: Path, path: str, mode: str, blob: str) -> bool:
         return mode == "120000" and digest.sha1(b"blob %d\0" % len(target) + target).hexdigest() == blob
     if not stat.S_ISREG(st.st_mode) or mode not in ("100644", "100755"):
         return False
-    got = raw(cwd, "hash-object", "--", path).strip().decode()
-    return got == blob
+    # the bytes on disk, hashed as a blob: never through a filter or conversion (an attribute or config the
+    # agent wrote could make `hash-object` store the intact test while the gates run the gutted one)
+    return _blob_id(Path(full)) == blob
 
 
 def protected(path: str, patterns: Sequence[str]) -> bool:
@@ -987,10 +980,7 @@ def _no_attributes(cwd: str | Path, *trees: dict) -> bool:
     lay = layout(cwd)
     if lay is None:
         return False
-    home = os.path.expanduser("~")
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    if any(os.path.lexists(f) for f in (lay.common / "info" / "attributes", os.path.join(xdg, "git", "attributes"),
-                                        "/etc/gitattributes")):
+    if os.path.lexists(lay.common / "info" / "attributes"):  # the only attribute file outside the tree git reads
         return False
     return not mentions([str(lay.common / "config"), str(lay.git_dir / "config.worktree"), *_user_configs()],
                          (b"attributesfile", b"include", b"bigfilethreshold"))
