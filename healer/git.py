@@ -11,7 +11,8 @@ command healer runs: `_exec` is the one place every command goes through, and it
 SAFE_CONFIG (hooks at /dev/null, no fsmonitor, no signing, no submodule recursion, no auto
 gc) plus, for the drivers the repository's own config defines (filter, diff, merge), an
 override that disables each one; porcelain diffs get --no-ext-diff --no-textconv. Command
-line `-c` beats every config file, so nothing the agent writes in .git/config wins.
+line `-c` beats every config file, so nothing the agent writes in .git/config wins. No system, global or
+XDG config or attributes are read at all (`_NO_USER_CONFIG`): only the repository's and healer's.
 """
 
 from __future__ import annotations
@@ -56,10 +57,23 @@ SAFE_CONFIG = (
     "-c", "submodule.recurse=false",
     "-c", "gc.auto=0", "-c", "maintenance.auto=false",
     "-c", "credential.helper=", "-c", "protocol.ext.allow=never",
+    # what the repository's own config (agent-writable unsandboxed) could set to change what git reads or prints
+    "-c", "core.attributesFile=/dev/null",  # no attribute file beyond the tree's and info/attributes
+    "-c", "core.trustctime=true", "-c", "core.checkStat=default",  # a same-size edit with mtime set back still shows
+    "-c", "core.sparseCheckout=false",  # `add -A` sees every path, none hidden behind a sparse pattern
+    "-c", "core.sshCommand=ssh", "-c", "core.askPass=",  # no program of the repository's on a fetch or push
+    "-c", "color.ui=false", "-c", "core.quotePath=true",  # output healer parses stays as git's default prints it
 )
+# git reads no configuration but the repository's own (neutralised above) and the command line: no system file,
+# no global or XDG one (`~/.gitconfig`, `~/.config/git/{config,attributes,ignore}`), no system attributes. An
+# unsandboxed agent can write the user's files: a clean filter there would store an intact test while the disk
+# holds a gutted one. Identity: the loop and the fleet commit as healer (IDENTITY, gitops.IDENTITY_ENV).
+NO_XDG = "/dev/null/healer-no-xdg"  # never a folder: git reads nothing under it (ENOTDIR is "missing" to git)
+_NO_USER_CONFIG = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_ATTR_NOSYSTEM": "1",
+                   "XDG_CONFIG_HOME": NO_XDG}
 # environment that would make git run a program
 _ENV_DROP = ("GIT_EXTERNAL_DIFF", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_PROXY_COMMAND",
-             "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT")
+             "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_SYSTEM", "GIT_CONFIG", "GIT_ATTR_SOURCE")
 _SAFE_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": ":", "GIT_SEQUENCE_EDITOR": ":", "GIT_PAGER": "cat",
              "GIT_OPTIONAL_LOCKS": "0"}
 _DIFFING = {"diff", "log", "show", "whatchanged", "format-patch"}
@@ -249,8 +263,8 @@ def mentions(files: Iterable[str | Path], words: tuple[bytes, ...], but=None) ->
 
 def driver_overrides(cwd: str | Path) -> tuple[str, ...]:
     """`-c` pairs that disable every filter/diff/merge driver defined in the repository's own
-    config (local or worktree scope, includes too). The user's global and system drivers (git-lfs)
-    keep working. Cached on the stat of the config files: a few stat calls per command."""
+    config (local or worktree scope, includes too). Global and system config are not read at all (`_env`).
+    Cached on the stat of the config files: a few stat calls per command."""
     key_cwd = str(cwd)
     hit = _driver_cache.get(key_cwd)
     if hit is not None and _stat_key([f[0] for f in hit[0]]) == hit[0]:
@@ -300,6 +314,7 @@ def _env(extra: dict[str, str] | None) -> dict[str, str]:
     for k in _ENV_DROP:
         full.pop(k, None)
     full.update(_SAFE_ENV)
+    full.update(_NO_USER_CONFIG)
     if extra:
         full.update(extra)
     return full

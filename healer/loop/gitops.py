@@ -26,11 +26,19 @@ from healer.errors import HealerError
 from healer.files import write_atomic
 from healer.git import GitError, layout, mentions, raw, rev, run
 from healer.lite import Pattern, dataclass
-from healer.loop import gitindex, treewatch
+from healer.loop import gitindex, treewatch, walk
 
 LOOP_FILES = ("progress.md", "lessons.md")
 HEALER_DIR = ".healer"
 COMMIT_SUBJECT = "loop: goal reached at iteration {n}"
+# who the loop's commits are by: set in the environment, which beats every config (GIT_AUTHOR_* the user exported too)
+IDENTITY_ENV = {"GIT_AUTHOR_NAME": "healer", "GIT_AUTHOR_EMAIL": "healer@localhost",
+                "GIT_COMMITTER_NAME": "healer", "GIT_COMMITTER_EMAIL": "healer@localhost"}
+
+
+def trailers(run_id: str, n: int, base: str | None) -> str:
+    """The trailers of a loop commit: which run made it, at which iteration, on which base."""
+    return f"\n\nHealer-Run: {run_id}\nHealer-Iteration: {n}\nHealer-Base: {base or 'none'}"
 TIMEOUT = 300.0  # `add -A` of a large tree
 
 
@@ -279,11 +287,8 @@ def _look(cwd: Path) -> treewatch.Look | None:
         return None
     if mentions([str(lay.common / "config"), *_user_configs()], (b"excludesfile", b"attributesfile")):
         return None  # ignore or attribute rules in a file named by config: not watched here
-    home = os.path.expanduser("~")
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     configs = (str(lay.common / "config"), str(lay.git_dir / "config.worktree"), str(lay.common / "info" / "exclude"),
-               str(lay.common / "info" / "attributes"), *_user_configs(), os.path.join(xdg, "git", "ignore"),
-               os.path.join(xdg, "git", "attributes"))
+               str(lay.common / "info" / "attributes"))
     since = treewatch.stamp(cwd / HEALER_DIR / "snapshot.stamp")
     return treewatch.look(str(lay.top), since, frozenset((".git", HEALER_DIR, *LOOP_FILES)), configs)
 
@@ -365,11 +370,9 @@ def _plain_objects(common: Path) -> bool:
 
 
 def _user_configs() -> list[str]:
-    """The global and system config files git reads (their default places, or what the environment names)."""
-    home = os.path.expanduser("~")
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    return [os.environ.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"), os.path.join(xdg, "git", "config"),
-            os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"]
+    """The global and system config files git reads: none (healer.git runs git with GIT_CONFIG_NOSYSTEM, an empty
+    GIT_CONFIG_GLOBAL and no XDG folder)."""
+    return []
 
 
 def _stat_key_of(files: list[str]) -> tuple:
@@ -597,7 +600,6 @@ def protected_on_disk(cwd: Path, patterns: Sequence[str]) -> dict[str, tuple]:
     git's to see. `__pycache__` is left out: an agent that runs the tests itself rewrites it every iteration
     (a forged .pyc is a known limit, docs/security.md)."""
     out: dict[str, tuple] = {}
-    cut = len(os.path.join(cwd, ""))
     for pat in patterns:
         pat = (pat[2:] if pat.startswith("./") else pat).rstrip("/")
         if not pat or any(c in pat for c in "*?[") or ".." in pat.split("/"):
@@ -610,17 +612,15 @@ def protected_on_disk(cwd: Path, patterns: Sequence[str]) -> dict[str, tuple]:
         if not stat.S_ISDIR(st.st_mode):
             out[pat] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
             continue
-        for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
-            dirnames[:] = [d for d in dirnames if d != "__pycache__"]
-            for n in (*filenames, *(d for d in dirnames if os.path.islink(os.path.join(dirpath, d)))):
-                if len(out) >= PROTECTED_CAP:
-                    return out
-                q = os.path.join(dirpath, n)
-                try:
-                    st = os.lstat(q)
-                except OSError:
-                    continue
-                out[q[cut:]] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        got = walk.walk(top, entries=max(0, PROTECTED_CAP - len(out)), prune=lambda _r, n: n == "__pycache__")
+        for r, st in got.entries:
+            if not stat.S_ISDIR(st.st_mode):
+                out[f"{pat}/{r}"] = (st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        for r in got.over:  # too deep to read: the folder that holds it, under the protected one, counts as one
+            if r:           # entry: one the agent made differs from before, and is set aside whole
+                out[f"{pat}/{r.split('/', 1)[0]}"] = ("deep",)
+        if len(out) >= PROTECTED_CAP:
+            return out
     return out
 
 
@@ -637,8 +637,8 @@ def hidden_changes(cwd: Path, tree: str, before: dict[str, tuple], after: dict[s
 
 
 def _disk_is(cwd: Path, path: str, mode: str, blob: str) -> bool:
-    """The disk holds `path` as the tree entry (mode, blob) says, by content (git's own hash of the file,
-    with the path's attributes, as `add` would store it)."""
+    """The disk holds `path` as the tree entry (mode, blob) says, by object id: the file's own bytes hashed
+    as git hashes a blob, with no filter or attribute in between."""
     full = os.path.join(cwd, path)
     try:
         st = os.lstat(full)
@@ -649,8 +649,9 @@ def _disk_is(cwd: Path, path: str, mode: str, blob: str) -> bool:
         return mode == "120000" and digest.sha1(b"blob %d\0" % len(target) + target).hexdigest() == blob
     if not stat.S_ISREG(st.st_mode) or mode not in ("100644", "100755"):
         return False
-    got = raw(cwd, "hash-object", "--", path).strip().decode()
-    return got == blob
+    # the bytes on disk, hashed as a blob: never through a filter or conversion (an attribute or config the
+    # agent wrote could make `hash-object` store the intact test while the gates run the gutted one)
+    return _blob_id(Path(full)) == blob
 
 
 def protected(path: str, patterns: Sequence[str]) -> bool:
@@ -979,10 +980,7 @@ def _no_attributes(cwd: str | Path, *trees: dict) -> bool:
     lay = layout(cwd)
     if lay is None:
         return False
-    home = os.path.expanduser("~")
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    if any(os.path.lexists(f) for f in (lay.common / "info" / "attributes", os.path.join(xdg, "git", "attributes"),
-                                        "/etc/gitattributes")):
+    if os.path.lexists(lay.common / "info" / "attributes"):  # the only attribute file outside the tree git reads
         return False
     return not mentions([str(lay.common / "config"), str(lay.git_dir / "config.worktree"), *_user_configs()],
                          (b"attributesfile", b"include", b"bigfilethreshold"))
@@ -1039,6 +1037,17 @@ def commit_all(cwd: str | Path, message: str, patterns: Sequence[str] = ()) -> s
     return commit_changes(cwd, message, tree_of(cwd, base), base, patterns)
 
 
+def made_by_run(cwd: str | Path, sha: str, run_id: str, base: str | None) -> bool:
+    """`sha` is the loop commit of run `run_id`: its only parent is the run's base and it carries the run's
+    trailer (found on resume after a runner killed between the commit and its record)."""
+    r = run(cwd, "cat-file", "commit", sha, check=False)
+    if r.code != 0:
+        return False
+    head, _, body = r.stdout.partition("\n\n")
+    parents = [ln[7:] for ln in head.splitlines() if ln.startswith("parent ")]
+    return parents == ([base] if base else []) and f"Healer-Run: {run_id}" in body.splitlines()
+
+
 def _refuse_symbolic_branch(cwd: Path) -> None:
     """HEAD names a branch whose ref is a plain id: `update-ref HEAD` follows every link, so a branch
     made a link to main would move main (the guard sets it back after each step; this is the last word)."""
@@ -1054,7 +1063,7 @@ def _refuse_symbolic_branch(cwd: Path) -> None:
 
 
 def commit_changes(cwd: str | Path, message: str, since: str, base: str | None, patterns: Sequence[str],
-                   keep_staged: Sequence[str] = (), measured: str | None = None) -> str | None:
+                   keep_staged: Sequence[str] = (), measured: str | None = None, trailers: str = "") -> str | None:
     """Commit exactly what changed between snapshot `since` (the tree when the run began) and the
     tree now, on top of the run's base commit `base`: never the user's pre-existing changes, never
     the loop's own files, and what is committed is what was measured (the snapshot), not a fresh
@@ -1080,18 +1089,22 @@ def commit_changes(cwd: str | Path, message: str, since: str, base: str | None, 
         bad = [p for p in changed_between(cwd, base_tree, tree) if protected(p, patterns)]
     if bad:
         raise ProtectedChanged(bad, tree, base or EMPTY_TREE)
-    if tree == tree_of(cwd, parent):
+    if parent != base:
+        # the branch is not where the run began (the guard puts an agent's commits aside after each step: this is
+        # the last word): never a commit on top of commits healer did not make
+        raise GitError(f"{cwd}: the branch is at {(parent or 'nothing')[:12]}, not at the run's base "
+                       f"{(base or 'nothing')[:12]}; the loop commits only on its base")
+    if tree == tree_of(cwd, base):
         return None
-    args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])
-    r = run(cwd, *args, check=False)
-    if r.code != 0 and not run(cwd, "config", "user.email", check=False).stdout:
-        # no identity configured on this machine: commit as the loop rather than fail the run
-        r = run(cwd, "-c", "user.email=healer@localhost", "-c", "user.name=healer loop", *args)
-    elif r.code != 0:
+    # the run's base is the only parent, and the identity is healer's: whatever the user's environment or
+    # config say (healer.git runs with no user config), the commit says who made it and from what
+    args = ["commit-tree", tree, "-m", message + trailers] + (["-p", base] if base else [])
+    r = run(cwd, *args, check=False, env=IDENTITY_ENV)
+    if r.code != 0:
         raise GitError(f"git commit-tree failed in {cwd}: {r.text[-300:]}")
     new = r.stdout
     _refuse_symbolic_branch(cwd)
-    run(cwd, "update-ref", "-m", f"loop: {message}", "HEAD", new, parent or "0" * 40)
+    run(cwd, "update-ref", "-m", f"loop: {message}", "HEAD", new, base or "0" * 40)
     # the index follows the commit; what the user had staged before the run stays staged
     keep = set(keep_staged)
     if not keep:  # every entry follows: one `reset` of the whole tree instead of asking which differ first

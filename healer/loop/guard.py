@@ -21,6 +21,7 @@ from pathlib import Path
 
 from healer import git
 from healer.lite import dataclass, field
+from healer.loop import walk
 
 Entry = tuple  # ("d",) | ("l", target) | ("f", mode, bytes)
 CAP = 50_000  # entries per scan: a huge folder is scanned in part, never for ever
@@ -44,6 +45,9 @@ def _entry(p: Path | str) -> Entry | None:
     return ("f", stat.S_IMODE(st.st_mode), f"<{st.st_size} bytes, mtime {st.st_mtime_ns}>".encode())
 
 
+DEEP: Entry = ("deep",)  # a folder past walk.DEPTH: never read, never restored; new, it is set aside whole
+
+
 def _walk(base: Path, rel: str, out: dict[str, Entry]) -> None:
     top = os.path.join(base, rel)
     e = _entry(top)
@@ -52,15 +56,14 @@ def _walk(base: Path, rel: str, out: dict[str, Entry]) -> None:
     out[rel] = e
     if e[0] != "d":
         return
-    cut = len(os.path.join(base, ""))  # plain strings: the loop walks these folders three times an iteration
-    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
-        for n in dirnames + filenames:
-            if len(out) >= CAP:
-                return
-            p = os.path.join(dirpath, n)
-            sub = _entry(p)
-            if sub is not None:
-                out[p[cut:]] = sub
+    got = walk.walk(top, entries=max(0, CAP - len(out)))  # iterative and bounded: no RecursionError however deep
+    for r, _st in got.entries:
+        sub = _entry(os.path.join(top, r))
+        if sub is not None:
+            out[f"{rel}/{r}"] = sub
+    for r in got.over:
+        if r:
+            out[f"{rel}/{r}"] = DEEP
 
 
 @dataclass
@@ -94,9 +97,10 @@ def _git_dirs(workdir: Path) -> tuple[Path, Path, Path] | None:
     return _dirs[workdir]
 
 
-def _refs(common: Path) -> dict[str, str]:
+def _refs(common: Path, deep: list[str] | None = None) -> dict[str, str]:
     """Every ref, read from the files (loose refs win over packed ones): no git process, so the
-    check costs microseconds per iteration, and a ref git would refuse to read is still seen."""
+    check costs microseconds per iteration, and a ref git would refuse to read is still seen. `deep` gets the
+    folders too deep to read (walk.DEPTH)."""
     out: dict[str, str] = {}
     try:
         for line in (common / "packed-refs").read_text(errors="replace").splitlines():
@@ -105,18 +109,17 @@ def _refs(common: Path) -> dict[str, str]:
                 out[name] = sha
     except OSError:
         pass
-    base = os.path.join(common, "refs")
-    cut = len(os.path.join(common, ""))  # plain strings: this runs twice an iteration
-    for dirpath, _dirnames, filenames in os.walk(base, followlinks=False):
-        for n in filenames:
-            if n.endswith(".lock"):
-                continue
-            p = os.path.join(dirpath, n)
-            try:
-                with open(p, errors="replace") as f:
-                    out[p[cut:]] = f.read().strip()
-            except OSError:
-                continue
+    got = walk.walk(os.path.join(common, "refs"))  # iterative and bounded (1,200 nested folders an agent made)
+    for r, st in got.entries:
+        if stat.S_ISDIR(st.st_mode) or r.endswith(".lock"):
+            continue
+        try:
+            with open(os.path.join(common, "refs", r), errors="replace") as f:
+                out[f"refs/{r}"] = f.read(4096).strip()
+        except OSError:
+            continue
+    if deep is not None:
+        deep.extend(f"refs/{r}" for r in got.over if r)
     return out
 
 
@@ -147,11 +150,14 @@ def git_capture(workdir: Path) -> GitSnap | None:
             e = _entry(gd / n)
             if e is not None:
                 s.files[f"@wt/{n}"] = e
-    for name, sha in _refs(cd).items():
+    deep: list[str] = []
+    for name, sha in _refs(cd, deep).items():
         if name == own:
             s.own_value = sha
         elif not name.startswith("refs/healer/"):
             s.refs[name] = sha
+    for rel in deep:  # compared like a file: one an agent made is set aside whole (git_revert)
+        s.files[rel] = DEEP
     return s
 
 
@@ -171,8 +177,23 @@ class GitChanges:
         return [str(_abs(s, r)) for r in self.files] + sorted(self.refs)
 
 
+def _deep_top(before: GitSnap, rel: str) -> str:
+    """The shallowest folder above a too-deep one under refs/ that held no ref before: set aside whole, so no
+    chain of empty folders is left behind."""
+    if not rel.startswith("refs/"):
+        return rel
+    used = {*before.refs, *([before.own_ref] if before.own_ref else [])}
+    parts = rel.split("/")
+    for i in range(3, len(parts) + 1):
+        top = "/".join(parts[:i])
+        if not any(r == top or r.startswith(top + "/") for r in used):
+            return top
+    return rel
+
+
 def git_changes(before: GitSnap, after: GitSnap) -> GitChanges:
     files = sorted(k for k in set(before.files) | set(after.files) if before.files.get(k) != after.files.get(k))
+    files = sorted({_deep_top(before, k) if after.files.get(k) == DEEP and k not in before.files else k for k in files})
     refs = {k: (before.refs.get(k), after.refs.get(k)) for k in set(before.refs) | set(after.refs)
             if before.refs.get(k) != after.refs.get(k)}
     if after.own_ref and after.own_ref == before.own_ref and _symbolic(after.own_value):
@@ -209,13 +230,20 @@ def git_revert(workdir: Path, before: GitSnap, ch: GitChanges, qdir: Path, run_i
         dst.parent.mkdir(parents=True, exist_ok=True)
         if os.path.lexists(dst):
             dst = dst.with_name(f"{dst.name}.{os.getpid()}.{len(done)}")
-        import shutil  # only when the agent tampered with the git directory
+        try:  # a rename on the same file system, whatever the depth below it
+            os.rename(p, dst)
+        except OSError:
+            import shutil  # only when the agent tampered with the git directory
 
-        shutil.move(str(p), str(dst))
+            try:
+                shutil.move(str(p), str(dst))
+            except (OSError, RecursionError) as e:  # too deep to copy across file systems: reported, left
+                done.append({"path": str(p), "action": "left", "why": str(e)[:200]})
+                continue
         done.append({"path": str(p), "action": "quarantined", "saved_as": str(dst)})
     for rel in sorted(ch.files, key=lambda r: (r.count("/"), r)):
         was = before.files.get(rel)
-        if was is None:
+        if was is None or was == DEEP:
             continue
         p = _abs(before, rel)
         if was[0] == "d":
@@ -329,3 +357,41 @@ def outside_roots(workdir: Path, fleet_root: Path | None, common: Path | None) -
     if home not in (project.parent, project) and home.is_dir():
         roots.append(Root(home, False, (project,)))
     return roots
+
+
+# -- the run's own branch: only healer's commits -------------------------------------------
+
+SHOWN_COMMITS = 50  # commits named in the event; all of them stay reachable from the quarantine ref
+
+
+def set_commits_aside(workdir: Path, expected: str | None, now: str | None, keep: str, spare=()) -> dict:
+    """The branch HEAD names holds `now` where healer left it at `expected` (the run's base): the agent
+    committed (the real CLIs do by themselves), reset or deleted it. Its commits are kept reachable under
+    `keep` (refs/healer/quarantine/<run>/<n>/agent) for audit, and the branch goes back to `expected` by
+    compare-and-swap: what the agent committed stays in the working tree, where the loop measures, judges and
+    commits it itself (on the base, as its only parent). Returns the `loop.agent_commits` payload."""
+    commits: list[dict] = []
+    if now:
+        git.run(workdir, "update-ref", "-m", "healer: commits an agent made", keep, now, check=False)
+        rng = [now] if expected is None else [now, f"^{expected}"]
+        out = git.run(workdir, "log", f"--max-count={SHOWN_COMMITS}", "--format=%H%x1f%P%x1f%an <%ae>%x1f%s", *rng,
+                      "--", check=False)
+        for line in out.stdout.splitlines() if out.code == 0 else []:
+            parts = line.split("\x1f")
+            if len(parts) == 4:
+                commits.append({"id": parts[0], "parents": parts[1].split(), "author": parts[2], "subject": parts[3][:200]})
+    zero = "0" * 40
+    if expected is None:
+        r = git.run(workdir, "update-ref", "-d", "HEAD", now or zero, check=False)
+    else:
+        r = git.run(workdir, "update-ref", "-m", "healer: the agent's commits set aside", "HEAD", expected, now or zero,
+                    check=False)
+    if r.code == 0 and now and expected:
+        # what the agent committed is unstaged again (the index as the base has it; the files stay as they are):
+        # a user's next `git commit` must not commit it either. Paths the user had staged are theirs (`spare`)
+        d = git.run(workdir, "diff-tree", "-r", "--name-only", "-z", "--no-renames", expected, now, check=False)
+        paths = [p for p in d.stdout.split("\0") if p and p not in spare] if d.code == 0 else []
+        for i in range(0, len(paths), 200):
+            git.run(workdir, "reset", "-q", expected, "--", *(f":(literal){p}" for p in paths[i:i + 200]), check=False)
+    return {"from": now, "to": expected, "saved_as": keep if now else None, "commits": commits,
+            "moved_back": r.code == 0}

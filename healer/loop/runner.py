@@ -457,6 +457,8 @@ class Runner:
             # the iteration in flight when the runner died may have touched protected paths
             self._guard_protected(st.history[-1].tree_hash if st.history else st.baseline_tree, "resume",
                                   self._unchecked_disk(len(st.history) + 1))
+        if self.req.resume and not st.pending_commit:
+            self._put_branch_back(len(st.history) + 1, "resume")
         if st.pending_commit:
             try:
                 done = self._settle_pending_commit()
@@ -677,6 +679,7 @@ class Runner:
         ch = guard.git_changes(before, after)
         if not ch:
             self._gsnap_end = after
+            self._put_branch_back(n, phase)
             return
         undone = guard.git_revert(self.workdir, before, ch, self.paths.quarantine(n), self.st.run_id, n,
                                   move_refs=self.req.fleet_root is None)
@@ -687,7 +690,25 @@ class Runner:
                                            "paths": ch.paths(before)[:200], "area": "git"})
         self._note(n, f"## iteration {n}: git directory changed outside the branch ({phase}); undone\n- "
                    + ", ".join(ch.paths(before)[:20]))
+        self._put_branch_back(n, phase)
         self._gsnap = self._gsnap_end = guard.git_capture(self.workdir)
+
+    def _put_branch_back(self, n: int, phase: str) -> None:
+        """The run's branch stays at its base until healer commits: commits the agent made (or a reset, a deleted
+        branch) are kept under refs/healer/quarantine/<run>/<n>/agent and the branch goes back
+        (`loop.agent_commits`). Their content is still in the working tree: measured and judged like any edit."""
+        st = self.st
+        if st.committed:
+            return
+        now = gitops.head(self.workdir)
+        if now == st.start_head:
+            return
+        got = guard.set_commits_aside(self.workdir, st.start_head, now, f"refs/healer/quarantine/{st.run_id}/{n}/agent",
+                                      spare=set(st.user_staged))
+        self._last_tree = None  # the index moved with the agent's commit: measured again, not trusted
+        self._event("loop.agent_commits", {"n": n, "phase": phase, **got})
+        self._note(n, f"## iteration {n}: the agent's commits set aside ({phase}); the branch is back at its base\n- "
+                   + ", ".join(f"{c['id'][:12]} {c['subject']}" for c in got["commits"][:10]))
 
     def _iterate_body(self, n: int) -> IterationRecord:
         st, L, clock = self.st, self.loop_policy, self.clock
@@ -931,9 +952,10 @@ class Runner:
         st = self.st
         since = st.baseline_tree if st.allow_dirty else gitops.tree_of(self.workdir, st.start_head)
         try:
+            self._put_branch_back(n, "commit")
             sha = gitops.commit_changes(self.workdir, gitops.COMMIT_SUBJECT.format(n=n), since or gitops.EMPTY_TREE,
                                         st.start_head, self.loop_policy.protected_paths, keep_staged=st.user_staged,
-                                        measured=measured)
+                                        measured=measured, trailers=gitops.trailers(st.run_id, n, st.start_head))
         except gitops.ProtectedChanged as e:
             st.pending_commit = None
             self._event("loop.commit_refused", {"n": n, "paths": e.paths, "tree": e.tree, "base": e.base,
@@ -953,7 +975,7 @@ class Runner:
         pc = st.pending_commit or {}
         n = int(pc.get("n", len(st.history)))
         now_head = gitops.head(self.workdir)
-        if now_head and now_head != pc.get("head_before") and gitops.subject(self.workdir) == gitops.COMMIT_SUBJECT.format(n=n):
+        if now_head and now_head != st.start_head and gitops.made_by_run(self.workdir, now_head, st.run_id, st.start_head):
             st.committed, st.commit, st.pending_commit = True, now_head, None
             return self._finish(errors.OK, f"all gates passed at iteration {n}; commit {now_head[:12]} found on resume")
         idir = self.paths.iteration(n) / "verify"

@@ -13,6 +13,8 @@ import stat
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from healer import git
 from healer.clock import VirtualClock
 from healer.fleet import proposals
@@ -81,21 +83,33 @@ def test_loop_commit_and_fleet_merge_run_no_repository_program(tmp_path):
     assert "fsmonitor" in witness.read_text()
 
 
-def test_user_level_drivers_still_work(tmp_path, monkeypatch):
-    """Only the repository's own config is distrusted: a driver from the user's global config (git-lfs) runs."""
+@pytest.mark.parametrize("where", [".gitconfig", ".config/git/config", "xdg", "system"])
+def test_no_user_or_system_config_is_read(tmp_path, monkeypatch, where):
+    """Issue 31: a driver, attribute or identity from the user's global, XDG or system config never reaches
+    healer's git (an unsandboxed agent can write them): the filter does not run, the commit is healer's."""
     home = tmp_path / "home"
     home.mkdir()
     seen = tmp_path / "seen"
     script = tmp_path / "clean.sh"
     script.write_text(f"#!/bin/sh\necho clean >> {seen}\ncat\n")
     script.chmod(0o755)
-    (home / ".gitconfig").write_text(f"[filter \"lfsish\"]\n\tclean = {script}\n")
+    text = f"[filter \"lfsish\"]\n\tclean = {script}\n[core]\n\tattributesFile = {tmp_path / 'attrs'}\n"
+    (tmp_path / "attrs").write_text("*.bin filter=lfsish\n")
+    cfg = {"xdg": tmp_path / "xdg" / "git" / "config", "system": tmp_path / "sys.cfg"}.get(where, home / where)
+    cfg.parent.mkdir(parents=True, exist_ok=True)
+    cfg.write_text(text)
+    (cfg.parent / "attributes").write_text("*.bin filter=lfsish\n")
     monkeypatch.setenv("HOME", str(home))
+    if where == "xdg":
+        monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    if where == "system":
+        monkeypatch.setenv("GIT_CONFIG_SYSTEM", str(cfg))
     repo = make_repo(tmp_path / "r")
-    (repo / ".gitattributes").write_text("*.bin filter=lfsish\n")
     (repo / "a.bin").write_text("x\n")
     git.run(repo, "add", "-A")
-    assert seen.exists()
+    assert not seen.exists()
+    assert subprocess.run(["git", "add", "-A"], cwd=repo, capture_output=True).returncode == 0
+    assert seen.exists()  # the same files, read by a plain git: the attack was in place
 
 
 def test_environment_programs_dropped(tmp_path, monkeypatch):
@@ -137,3 +151,24 @@ def test_no_config_process_when_the_config_cannot_name_a_driver(tmp_path, monkey
     monkeypatch.setattr(git.subprocess, "run", lambda argv, *a, **k: ran.append(list(argv)) or real(argv, *a, **k))
     assert _overrides_afresh(repo) == ()
     assert not [a for a in ran if "config" in a], ran
+
+
+def test_a_clean_filter_in_the_users_xdg_config_hides_nothing(tmp_path, mode, monkeypatch):
+    """Issue 31 #4: under `none` the agent writes ~/.config/git/{config,attributes}: a clean filter that would make
+    `git add` store the intact test while the gates run a gutted one. healer's git reads no user config: the
+    gutted test is seen, reverted, and the filter never runs (under bwrap $HOME is read-only anyway)."""
+    from tests.security.conftest import CHECK, assert_contained, events, policy, run, target_repo
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    repo = target_repo(tmp_path / "repo")
+    witness = tmp_path / "filter-ran"
+    out, _ = run(repo, policy(mode, "xdg", str(witness)))
+    assert_contained(repo, out)
+    assert not witness.exists()
+    assert (repo / "tests" / "test_check.py").read_text() == CHECK
+    if mode == "none":
+        assert (home / ".config" / "git" / "attributes").exists()  # the attack was in place
+        assert any("tests/test_check.py" in e.payload["paths"] for e in events(repo, "loop.protected_reverted"))

@@ -1,0 +1,81 @@
+"""History hygiene (issue 31): the agent's commits never reach a branch. The loop commits the final tree on the
+run's base as its only parent, as healer, with its trailers; what the agent committed is kept under
+refs/healer/quarantine/<run>/<n>/agent and reported (`loop.agent_commits`); refs it moved are put back.
+Real git, the real sandbox, hostile agents of chaos/agents/hostile.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import git
+from tests.security.conftest import CHECK, assert_contained, events, policy, run, target_repo
+
+
+def _commit(repo, sha: str) -> tuple[list[str], str, str]:
+    """(parents, author, message) of `sha`."""
+    parents = git(repo, "log", "-1", "--format=%P", sha).split()
+    return parents, git(repo, "log", "-1", "--format=%an <%ae>", sha), git(repo, "log", "-1", "--format=%B", sha)
+
+
+def test_an_agent_that_commits_the_converging_change_exits_0_with_one_healer_commit(tmp_path, mode):
+    """The real Claude Code and Codex commit by themselves: the normal case, not an attack."""
+    repo = target_repo(tmp_path / "repo")
+    base = git(repo, "rev-parse", "HEAD")
+    out, _ = run(repo, policy(mode, "selfcommit"))
+    assert out.exit_code == 0, out
+    head = git(repo, "rev-parse", "HEAD")
+    parents, author, msg = _commit(repo, head)
+    assert parents == [base]  # exactly one commit on the base, healer's
+    assert author == "healer <healer@localhost>"
+    assert "Healer-Run: attack" in msg and f"Healer-Base: {base}" in msg
+    assert git(repo, "show", "HEAD:solution.txt") == "42"
+    ev = events(repo, "loop.agent_commits")
+    assert ev and ev[0].payload["moved_back"] and ev[0].payload["to"] == base
+    kept = git(repo, "rev-parse", "refs/healer/quarantine/attack/1/agent")
+    assert _commit(repo, kept)[2].startswith("solve it")  # the agent's commit, kept for audit
+    assert git(repo, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_a_forged_security_team_commit_never_stays_on_the_branch(tmp_path, mode):
+    repo = target_repo(tmp_path / "repo")
+    base = git(repo, "rev-parse", "HEAD")
+    out, _ = run(repo, policy(mode, "forged"))
+    assert_contained(repo, out)
+    assert git(repo, "rev-parse", "HEAD") == base
+    assert "Security Team" not in git(repo, "log", "--format=%an", "main")
+    ev = events(repo, "loop.agent_commits")
+    assert ev and ev[0].payload["commits"][0]["subject"] == "security: harden check"
+    kept = git(repo, "rev-parse", "refs/healer/quarantine/attack/1/agent")
+    assert "backdoor.sh" in git(repo, "ls-tree", "--name-only", kept)
+
+
+def test_main_and_remote_refs_the_agent_moved_are_put_back(tmp_path, mode):
+    repo = target_repo(tmp_path / "repo")
+    base = git(repo, "rev-parse", "HEAD")
+    git(repo, "update-ref", "refs/remotes/origin/main", base)
+    for also in ("main", "remote"):
+        wt = tmp_path / f"wt-{also}"
+        git(repo, "worktree", "add", "-q", "-b", f"work-{also}", str(wt))
+        out, _ = run(wt, policy(mode, "forged", also), run_id=f"attack-{also}")
+        assert out.exit_code not in (0, 70), out
+        assert git(repo, "rev-parse", "refs/heads/main") == base
+        assert git(repo, "rev-parse", "refs/remotes/origin/main") == base
+        assert git(repo, "rev-parse", f"refs/heads/work-{also}") == base
+        assert (wt / "tests" / "test_check.py").read_text() == CHECK
+
+
+@pytest.mark.parametrize("allow_dirty", [False, True])
+def test_a_later_run_never_commits_on_top_of_an_agents_gutting_commit(tmp_path, mode, allow_dirty):
+    """The first run exits 3 after its agent committed gutted tests; the next one (with the --allow-dirty that
+    healer's message suggests, or not) commits on the original base, the test intact."""
+    repo = target_repo(tmp_path / "repo")
+    base = git(repo, "rev-parse", "HEAD")
+    out, _ = run(repo, policy(mode, "commit"), run_id="first")
+    assert out.exit_code not in (0, 70), out
+    assert git(repo, "rev-parse", "HEAD") == base
+    out, _ = run(repo, policy(mode, "selfcommit"), run_id="second", allow_dirty=allow_dirty)
+    assert out.exit_code == 0, out
+    assert _commit(repo, "HEAD")[0] == [base]
+    assert git(repo, "show", "HEAD:tests/test_check.py") + "\n" == CHECK
+    assert all(a == "healer" or s == "initial" or s == "ignore caches" for a, s in
+               (line.split("\x1f") for line in git(repo, "log", "--format=%an\x1f%s").splitlines()))
