@@ -75,7 +75,7 @@ def magic(report: str, witness: str, neighbour: str | None = None) -> None:
         for kv in env.split(b"\0"):
             name, _, value = kv.partition(b"=")
             if name in (b"PGPASSWORD", b"HEALER_STORE_URL") and value.strip(b"\0"):
-                out["secrets"].append([pid, name.decode()])
+                out["secrets"].append([pid, name.decode(), value.decode(errors="replace")])
     if neighbour and _try_write(os.path.join(neighbour, "pwned")):
         out["cwd_writes"].append(["direct", neighbour])
     Path(report).write_text(json.dumps(out))

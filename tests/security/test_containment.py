@@ -133,7 +133,9 @@ def test_runner_environ_hides_the_store_password(tmp_path, mode):
                env={"PGPASSWORD": "s3cret-pw", "HEALER_STORE_URL": ""})
     assert r.returncode == 2, (r.stdout, r.stderr)
     rep = json.loads((repo / "report.json").read_text())
-    assert rep["secrets"] == [], rep
+    # any process's: under `none` as root the agent reads every environ on the machine, and others (another
+    # fleet's daemons) may hold a store URL of their own; what must not be found is this runner's secret
+    assert not [s for s in rep["secrets"] if s[2] == "s3cret-pw"], rep
     assert "s3cret-pw" not in (repo / "report.json").read_text()
     if mode == "none":
         assert rep["seen"], rep  # it did look at the runner (its parent)
