@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import json
 import os
 import selectors
 import struct
@@ -391,18 +390,16 @@ class Relay(threading.Thread):
             sel.close()
             self.chan.close()
         socks = [socket.socket(fileno=fd) for fd in fds]
-        try:
-            said = json.loads(msg.decode() or "{}")
-        except ValueError:
-            said = {}
-        expected = [f"{a}:{p}" for _ep, (a, p) in self.routes]
-        ok = (said.get("listening") == expected and len(socks) == len(self.routes)
+        said = msg.decode("utf-8", "replace")
+        expected = "listening " + ",".join(f"{a}:{p}" for _ep, (a, p) in self.routes)
+        ok = (said == expected and len(socks) == len(self.routes)
               and all(s.type == socket.SOCK_STREAM and s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
                       for s in socks))
         if not ok:
             for s in socks:
                 s.close()
-            self.failed = str(said.get("error") or "the sandbox's network init handed over no listening sockets")
+            why = said.removeprefix("error ") if said.startswith("error ") else ""
+            self.failed = why or "the sandbox's network init handed over no listening sockets"
             return None
         return socks
 
