@@ -207,6 +207,12 @@ def resolve(mode: str, where: str = "loop.sandbox", image: str = "healer-python"
         return "container", None
     why = unavailable()
     if why is None:
+        from healer import netbox
+
+        miss = netbox.unix_filter_missing()  # an arch without the seccomp filter: Unix sockets stay open
+        if miss and miss not in _warned:
+            _warned.add(miss)
+            return "bwrap", f"healer: warning: {where}: {miss}"
         return "bwrap", None
     if mode == "bwrap":
         raise InvalidInput(f"{where}: bwrap: {why}")

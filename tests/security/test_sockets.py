@@ -352,3 +352,12 @@ def test_an_init_that_cannot_listen_is_a_broken_sandbox_and_a_missing_program_is
     with open(d / "err2", "w") as err:
         res = sandbox.run(good, [str(d / "not-there.sh")], d / "err2", "a gate", stdout=err, stderr=err, **kw)
     assert res.exit_code == 127
+
+
+def test_a_machine_without_the_filter_is_told_once(monkeypatch):
+    need_bwrap()
+    monkeypatch.setattr(netbox, "_filters", {False: None})  # as on an arch the filter does not handle
+    monkeypatch.setattr(sandbox, "_warned", set())
+    mode, warn = sandbox.resolve("bwrap")
+    assert mode == "bwrap" and "Unix sockets stay open" in warn
+    assert sandbox.resolve("auto") == ("bwrap", None)
