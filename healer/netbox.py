@@ -304,16 +304,17 @@ class Plumbing:
             raise
 
     def _data_fd(self, data: bytes) -> int:
-        """A pipe holding `data` whole (both are a few hundred bytes, far below a pipe's 64 KiB): bwrap
-        reads it to the end; the write end is closed before the program starts."""
-        r, w = os.pipe()
-        try:
-            os.write(w, data)
-        finally:
-            os.close(w)
-        self._close.append(r)
-        self.pass_fds.append(r)
-        return r
+        """An anonymous file holding `data`, read by bwrap from its start to its end. Not a pipe: a host's
+        /etc/hosts can be larger than a pipe holds (block lists of megabytes), and nobody reads it before the
+        program starts. One per program: bwrap's reading moves the offset every copy of the fd shares."""
+        fd = os.memfd_create("healer-sandbox", os.MFD_CLOEXEC)
+        self._close.append(fd)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+        self.pass_fds.append(fd)
+        return fd
 
     def check(self) -> str | None:
         """After the program ended: why the init did not hand over its sockets (None: it did, or there was

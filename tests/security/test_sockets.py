@@ -214,6 +214,14 @@ def test_a_host_name_answers_on_its_alias_and_a_low_port_moves(tmp_path, world):
     hosts = netbox.hosts_file([("api.example.com", 443), ("localhost", 8080)],
                               "127.0.0.1 localhost\n::1 localhost ip6-localhost\n10.1.1.1 api.example.com other # x\n")
     assert hosts == "127.0.0.1 localhost\n::1 ip6-localhost\n10.1.1.1 other\n127.0.0.2 api.example.com\n"
+    big = "".join(f"0.0.0.0 blocked{i}.example\n" for i in range(20000))  # a block list: more than a pipe holds
+    plumbing = netbox.Plumbing(False, [("api.example.com", 443)])
+    try:
+        assert plumbing.args[0] == "--seccomp" and plumbing.args[2] == "--ro-bind-data"
+        fd = plumbing._data_fd(netbox.hosts_file([("api.example.com", 443)], big).encode())
+        assert len(os.read(fd, 1 << 21)) > 65536
+    finally:
+        plumbing.close()
     assert netbox.inside_url("https://api.anthropic.com/v1") == "https://api.anthropic.com:10443/v1"
     assert netbox.inside_url("http://127.0.0.1:8080") == "http://127.0.0.1:8080"
 
