@@ -369,3 +369,12 @@ def test_a_machine_without_the_filter_is_told_once(monkeypatch):
     mode, warn = sandbox.resolve("bwrap")
     assert mode == "bwrap" and "Unix sockets stay open" in warn
     assert sandbox.resolve("auto") == ("bwrap", None)
+
+
+def test_an_allow_list_under_none_is_said_to_restrict_nothing(tmp_path, capfd):
+    repo = target_repo(tmp_path / "repo")
+    out, _ = run(repo, policy("none", "tmp", f"net-none-{os.getpid()}", sandbox_network_allow=["localhost:8080"]))
+    assert out.exit_code not in (0, 70)
+    assert "sandbox_network_allow: the agent runs unsandboxed (none): its network is not restricted" in capfd.readouterr().err
+    for p in (Path(tempfile.gettempdir()) / f"net-none-{os.getpid()}", Path("/tmp") / f"net-none-{os.getpid()}"):
+        p.unlink(missing_ok=True)  # what the unsandboxed agent wrote
