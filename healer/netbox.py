@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import json
 import os
 import selectors
 import struct
@@ -305,16 +304,17 @@ class Plumbing:
             raise
 
     def _data_fd(self, data: bytes) -> int:
-        """A pipe holding `data` whole (both are a few hundred bytes, far below a pipe's 64 KiB): bwrap
-        reads it to the end; the write end is closed before the program starts."""
-        r, w = os.pipe()
-        try:
-            os.write(w, data)
-        finally:
-            os.close(w)
-        self._close.append(r)
-        self.pass_fds.append(r)
-        return r
+        """An anonymous file holding `data`, read by bwrap from its start to its end. Not a pipe: a host's
+        /etc/hosts can be larger than a pipe holds (block lists of megabytes), and nobody reads it before the
+        program starts. One per program: bwrap's reading moves the offset every copy of the fd shares."""
+        fd = os.memfd_create("healer-sandbox", os.MFD_CLOEXEC)
+        self._close.append(fd)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+        self.pass_fds.append(fd)
+        return fd
 
     def check(self) -> str | None:
         """After the program ended: why the init did not hand over its sockets (None: it did, or there was
@@ -391,18 +391,16 @@ class Relay(threading.Thread):
             sel.close()
             self.chan.close()
         socks = [socket.socket(fileno=fd) for fd in fds]
-        try:
-            said = json.loads(msg.decode() or "{}")
-        except ValueError:
-            said = {}
-        expected = [f"{a}:{p}" for _ep, (a, p) in self.routes]
-        ok = (said.get("listening") == expected and len(socks) == len(self.routes)
+        said = msg.decode("utf-8", "replace")
+        expected = "listening " + ",".join(f"{a}:{p}" for _ep, (a, p) in self.routes)
+        ok = (said == expected and len(socks) == len(self.routes)
               and all(s.type == socket.SOCK_STREAM and s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
                       for s in socks))
         if not ok:
             for s in socks:
                 s.close()
-            self.failed = str(said.get("error") or "the sandbox's network init handed over no listening sockets")
+            why = said.removeprefix("error ") if said.startswith("error ") else ""
+            self.failed = why or "the sandbox's network init handed over no listening sockets"
             return None
         return socks
 

@@ -7,7 +7,8 @@ commit on the worktree's own branch (the run's own object folder, adopted by hea
 with every id checked, never the repository's store; the branch's ref folder and reflog, the
 worktree's admin folder), a private temp dir (a tmpfs, $TMPDIR), and the paths the policy
 lists. The repository's hooks, config, info/ and other refs stay read-only. Network is
-optional (`--unshare-net`). The Docker socket is masked. Every capability is dropped, for a root
+optional (`--unshare-net`, with an allow-list of host:port relayed in); no Unix socket can be made
+(a seccomp filter): healer/netbox.py. The Docker socket is masked. Every capability is dropped, for a root
 caller too (bwrap keeps a root caller's unless told, and with them the agent could unmount all of
 this). Enforced by the kernel's mount namespaces, not by a promise the agent is asked to keep.
 
@@ -227,6 +228,12 @@ def resolve(mode: str, where: str = "loop.sandbox", image: str = "healer-python"
         return "container", None
     why = unavailable()
     if why is None:
+        from healer import netbox
+
+        miss = netbox.unix_filter_missing()  # an arch without the seccomp filter: Unix sockets stay open
+        if miss and miss not in _warned:
+            _warned.add(miss)
+            return "bwrap", f"healer: warning: {where}: {miss}"
         return "bwrap", None
     if mode == "bwrap":
         raise InvalidInput(f"{where}: bwrap: {why}")

@@ -316,6 +316,9 @@ class Runner:
         self.sbx_mode, warn = sandbox.resolve(self.loop_policy.sandbox, image=self.loop_policy.sandbox_image)
         if warn:
             _say(warn, "stderr")
+        if self.loop_policy.sandbox_network_allow and self.sbx_mode == "none":  # nothing restricts it: say so
+            _say("healer: warning: loop.sandbox_network_allow: the agent runs unsandboxed (none): its network is not "
+                 "restricted", "stderr")
         self.limits = Limits.from_policy(self.loop_policy, st.max_iterations)
         st.pid = os.getpid()
         st.pid_started = procs.mark(os.getpid()) or ""

@@ -214,6 +214,14 @@ def test_a_host_name_answers_on_its_alias_and_a_low_port_moves(tmp_path, world):
     hosts = netbox.hosts_file([("api.example.com", 443), ("localhost", 8080)],
                               "127.0.0.1 localhost\n::1 localhost ip6-localhost\n10.1.1.1 api.example.com other # x\n")
     assert hosts == "127.0.0.1 localhost\n::1 ip6-localhost\n10.1.1.1 other\n127.0.0.2 api.example.com\n"
+    big = "".join(f"0.0.0.0 blocked{i}.example\n" for i in range(20000))  # a block list: more than a pipe holds
+    plumbing = netbox.Plumbing(False, [("api.example.com", 443)])
+    try:
+        assert plumbing.args[0] == "--seccomp" and plumbing.args[2] == "--ro-bind-data"
+        fd = plumbing._data_fd(netbox.hosts_file([("api.example.com", 443)], big).encode())
+        assert len(os.read(fd, 1 << 21)) > 65536
+    finally:
+        plumbing.close()
     assert netbox.inside_url("https://api.anthropic.com/v1") == "https://api.anthropic.com:10443/v1"
     assert netbox.inside_url("http://127.0.0.1:8080") == "http://127.0.0.1:8080"
 
@@ -352,3 +360,21 @@ def test_an_init_that_cannot_listen_is_a_broken_sandbox_and_a_missing_program_is
     with open(d / "err2", "w") as err:
         res = sandbox.run(good, [str(d / "not-there.sh")], d / "err2", "a gate", stdout=err, stderr=err, **kw)
     assert res.exit_code == 127
+
+
+def test_a_machine_without_the_filter_is_told_once(monkeypatch):
+    need_bwrap()
+    monkeypatch.setattr(netbox, "_filters", {False: None})  # as on an arch the filter does not handle
+    monkeypatch.setattr(sandbox, "_warned", set())
+    mode, warn = sandbox.resolve("bwrap")
+    assert mode == "bwrap" and "Unix sockets stay open" in warn
+    assert sandbox.resolve("auto") == ("bwrap", None)
+
+
+def test_an_allow_list_under_none_is_said_to_restrict_nothing(tmp_path, capfd):
+    repo = target_repo(tmp_path / "repo")
+    out, _ = run(repo, policy("none", "tmp", f"net-none-{os.getpid()}", sandbox_network_allow=["localhost:8080"]))
+    assert out.exit_code not in (0, 70)
+    assert "sandbox_network_allow: the agent runs unsandboxed (none): its network is not restricted" in capfd.readouterr().err
+    for p in (Path(tempfile.gettempdir()) / f"net-none-{os.getpid()}", Path("/tmp") / f"net-none-{os.getpid()}"):
+        p.unlink(missing_ok=True)  # what the unsandboxed agent wrote
