@@ -1,20 +1,53 @@
 """Agent presets and the prompt: pure functions from the policy to an argv and a text.
 
 Never a shell: an argv is a list, placeholders are replaced inside each argument.
-  claude   claude -p --output-format json --permission-mode acceptEdits [--max-turns N]
+  claude   claude -p --output-format json --permission-mode acceptEdits --allowedTools TOOLS [--max-turns N]
            [--model M] [--max-budget-usd REMAINING] ...extra   (prompt on stdin)
-  codex    codex exec --sandbox workspace-write --cd {workdir} [--model M] ...extra PROMPT
+  codex    codex exec SANDBOX --skip-git-repo-check -c OFFLINE... --cd {workdir} [--model M] ...extra PROMPT
   command  any argv with {prompt_file} {workdir} {iteration}
+
+The two CLIs as healer runs them (docs/agents.md, issue 32):
+- tools: `loop.agent.tools` is Claude's `--allowedTools` (in -p mode acceptEdits alone refuses Bash).
+  Codex has no per-tool list: healer's sandbox replaces Codex's own. Under bwrap/container Codex gets
+  its bypass flag (its own --sandbox sets up a user namespace, which fails inside bubblewrap: "setting
+  up uid map: Read-only file system"); unsandboxed it keeps `--sandbox workspace-write`.
+- config home: each run has its own (CLAUDE_CONFIG_DIR, CODEX_HOME) in the run's folder, seeded from
+  the user's credentials and settings (`seeds`) before every iteration, so nothing the agent plants
+  there (a hook in settings.json) outlives the iteration, and the user's real config is never writable.
+- offline: no update checks, telemetry or error reports (`offline_env`, the codex `-c` overrides).
+- endpoint: the model API's host:port (`endpoint`), for the sandbox's network allow-list and for a
+  check before the first iteration: a CLI that cannot reach it, cannot find its binary or refuses its
+  config is one line and exit 69 (`start_failure`), never iterations burnt as "stalled".
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import os
+import tomllib
+from collections.abc import Mapping, Sequence
+from urllib.parse import urlsplit
 
 from healer.errors import InvalidInput
 from healer.lite import dataclass
 
 ARG_MAX_PROMPT = 100_000
+CLI_PRESETS = ("claude", "codex")
+DEFAULT_TOOLS = ("Bash", "Edit", "Write", "Read", "Glob", "Grep")
+CODEX_BYPASS = "--dangerously-bypass-approvals-and-sandbox"
+# the environment variable that moves each CLI's config home, and the user's default one
+HOME_VAR = {"claude": "CLAUDE_CONFIG_DIR", "codex": "CODEX_HOME"}
+USER_HOME = {"claude": "~/.claude", "codex": "~/.codex"}
+# what is copied from the user's config home into the run's: credentials and settings, nothing else
+SEEDS = {"claude": (".credentials.json", "settings.json", ".claude.json"), "codex": ("auth.json", "config.toml")}
+DEFAULT_API = {"claude": ("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
+               "codex": ("OPENAI_BASE_URL", "https://api.openai.com/v1")}
+# no update checks, no telemetry, no error reports: the agent talks to its model endpoint only
+OFFLINE_ENV = {"claude": {"DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                          "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1"},
+               "codex": {}}
+CODEX_OFFLINE = ("-c", "check_for_update_on_startup=false", "-c", "analytics.enabled=false",
+                 "-c", "feedback.enabled=false")
 
 
 @dataclass(frozen=True)
@@ -26,16 +59,22 @@ class AgentSpec:
 
 
 def preset_spec(preset: str, command: Sequence[str] = (), model: str | None = None, max_turns: int | None = None,
-                extra_args: Sequence[str] = ()) -> AgentSpec:
+                extra_args: Sequence[str] = (), tools: Sequence[str] | None = DEFAULT_TOOLS,
+                sandboxed: bool = True) -> AgentSpec:
+    """`tools`: what the agent may use (Claude's --allowedTools; None: the CLI's own default). `sandboxed`: healer
+    runs the agent in bwrap or a container, so Codex's own sandbox is bypassed rather than nested."""
     if preset == "claude":
         argv = ["claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits"]
+        if tools is not None:
+            argv += ["--allowedTools", ",".join(tools)]
         if max_turns:
             argv += ["--max-turns", str(max_turns)]
         if model:
             argv += ["--model", model]
         return AgentSpec("claude", tuple(argv + list(extra_args)), stdin_prompt=True, budget_flag=True)
     if preset == "codex":
-        argv = ["codex", "exec", "--sandbox", "workspace-write", "--cd", "{workdir}"]
+        argv = ["codex", "exec", *([CODEX_BYPASS] if sandboxed else ["--sandbox", "workspace-write"]),
+                "--skip-git-repo-check", *CODEX_OFFLINE, "--cd", "{workdir}"]
         if model:
             argv += ["--model", model]
         return AgentSpec("codex", tuple(argv + list(extra_args) + ["{prompt}"]))
@@ -44,6 +83,68 @@ def preset_spec(preset: str, command: Sequence[str] = (), model: str | None = No
             raise InvalidInput("loop.agent.command: expected an argv for preset 'command' (or pass --agent-cmd), got nothing")
         return AgentSpec("command", tuple(list(command) + list(extra_args)))
     raise InvalidInput(f"loop.agent.preset: expected command, claude or codex, got {preset!r}")
+
+
+def offline_env(preset: str) -> dict[str, str]:
+    return dict(OFFLINE_ENV.get(preset, {}))
+
+
+def user_home(preset: str, env: Mapping[str, str]) -> str:
+    """The user's own config home of the CLI: where the run's is seeded from (never written)."""
+    return env.get(HOME_VAR[preset]) or os.path.expanduser(USER_HOME[preset])
+
+
+def seeds(preset: str, env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(source, name in the run's home) for each file to copy; Claude's global config ~/.claude.json lives beside
+    ~/.claude unless CLAUDE_CONFIG_DIR moved both."""
+    home = user_home(preset, env)
+    out = []
+    for name in SEEDS.get(preset, ()):
+        if preset == "claude" and name == ".claude.json" and not env.get(HOME_VAR[preset]):
+            out.append((os.path.expanduser("~/.claude.json"), name))
+        else:
+            out.append((os.path.join(home, name), name))
+    return out
+
+
+def endpoint(preset: str, env: Mapping[str, str], codex_config: str = "") -> tuple[str, int, str]:
+    """(host, port, where it came from) of the model API the CLI calls: ANTHROPIC_BASE_URL for Claude; for Codex
+    the base_url of the config's model_provider, else OPENAI_BASE_URL; else the CLI's default API host."""
+    var, default = DEFAULT_API[preset]
+    url, where = env.get(var) or "", var
+    if preset == "codex" and codex_config:
+        try:
+            cfg = tomllib.loads(codex_config)
+        except tomllib.TOMLDecodeError:
+            cfg = {}
+        prov = cfg.get("model_provider")
+        base = (cfg.get("model_providers") or {}).get(prov, {}).get("base_url") if isinstance(prov, str) else None
+        if isinstance(base, str) and base:
+            url, where = base, f"config.toml model_providers.{prov}.base_url"
+    if not url:
+        url, where = default, "the CLI's default API host"
+    u = urlsplit(url)
+    port = u.port or (443 if u.scheme == "https" else 80)
+    return (u.hostname or "", port, where)
+
+
+def start_failure(preset: str, exit_code: int | None, out: str, err: str) -> str | None:
+    """Why a CLI never started, from one iteration's output: it exited non-zero before its first stream event
+    (Claude's `system`/`result` JSON, Codex's `thread.started`). None: it started (or is not a CLI preset)."""
+    if preset not in CLI_PRESETS or exit_code in (0, None):
+        return None
+    for line in out.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(ev, dict) and ev.get("type") in ("system", "result", "assistant", "thread.started", "turn.started"):
+            return None
+    said = [ln.strip() for ln in err.splitlines() if ln.strip() and not ln.startswith("WARNING: proceeding")]
+    return (said[0] if said else f"exit {exit_code}, nothing on stdout or stderr")[:300]
 
 
 def prompt_on_stdin(spec: AgentSpec, argv: Sequence[str]) -> bool:

@@ -29,7 +29,7 @@ from healer import environ, errors, failpoints, git, procs, sandbox
 from healer.clock import Clock, day_of, iso, stamp, system
 from healer.errors import InvalidInput, UsageError
 from healer.lite import dataclass
-from healer.loop import agents, decide, gitops, guard, objects, ownfiles
+from healer.loop import agenthome, agents, decide, gitops, guard, objects, ownfiles
 from healer.loop.decide import EXIT_WORDS, Facts, GateResult, IterationRecord, Limits, Verdict
 from healer.loop.state import RunPaths, RunState, bump_daily, check_run_id, daily_count, load, save, write_json_atomic
 
@@ -302,6 +302,11 @@ class Runner:
         self.sbx_mode, warn = sandbox.resolve(self.loop_policy.sandbox, image=self.loop_policy.sandbox_image)
         if warn:
             _say(warn, "stderr")
+        if st.preset in agents.CLI_PRESETS:  # the real CLIs (healer/loop/agenthome.py): Codex's sandbox flag
+            self.spec = self._agent_spec(st)  # follows healer's; a model endpoint out of reach is exit 69 now
+            L = self.loop_policy
+            agenthome.preflight(st.preset, procs.environ(), self.sbx_mode, L.sandbox_network,
+                                getattr(L, "sandbox_network_allow", None))  # net's allow-list, when it lands
         self.limits = Limits.from_policy(self.loop_policy, st.max_iterations)
         st.pid = os.getpid()
         st.pid_started = procs.mark(os.getpid()) or ""
@@ -355,9 +360,11 @@ class Runner:
     def _agent_spec(self, st: RunState) -> agents.AgentSpec:
         a = self.loop_policy.agent
         spec = agents.preset_spec(st.preset, st.agent_argv if st.preset == "command" else (), a.model, a.max_turns,
-                                  a.extra_args)
+                                  a.extra_args, tools=a.tools, sandboxed=self.sbx_mode != "none")
         exe = procs.resolve_python(spec.argv[:1], os.environ.get("PATH"))[0] if spec.argv else ""
         if "{" not in exe and procs.which(exe, path=os.environ.get("PATH")) is None and not (self.workdir / exe).exists():
+            if st.preset in agents.CLI_PRESETS:
+                raise agenthome.missing(st.preset, exe)
             raise InvalidInput(f"agent command {exe!r}: not found on PATH (preset {st.preset})")
         return spec
 
@@ -458,6 +465,11 @@ class Runner:
                 st.inflight = None
                 self._guard_protected(self._before, f"iteration {n}: sandbox failed", self._on_disk)
                 return self._sandbox_failed(e, n)
+            except agenthome.AgentUnavailable as e:  # the CLI never started: no iteration recorded
+                st.inflight = None
+                self._guard_protected(self._before, f"iteration {n}: agent did not start", self._on_disk)
+                self._event("loop.agent_unavailable", {"n": n, "preset": st.preset, "why": str(e)})
+                return self._finish(e.exit_code, f"{e} (iteration {n} discarded; --resume {st.run_id} once fixed)")
             prev = st.history[-1].state_hash if st.history else None
             st.history.append(rec)
             if rec.output_key and rec.output_key not in st.outputs:
@@ -575,8 +587,13 @@ class Runner:
         L = self.loop_policy
         if self._gp is None:
             self._gp = sandbox.git_paths(self.workdir)
-        return sandbox.loop_profile(self.workdir, L.sandbox_writable, L.sandbox_network, self.sbx_mode, L.sandbox_image,
+        prof = sandbox.loop_profile(self.workdir, L.sandbox_writable, L.sandbox_network, self.sbx_mode, L.sandbox_image,
                                     gp=self._gp, pid_namespace=L.sandbox_pid_namespace, objects=self._objects_dir())
+        h = agenthome.home(self.st.preset, self.paths.dir)
+        if h is not None:  # the CLI's config home of this run: writable inside healer's read-only .healer/
+            h.mkdir(parents=True, exist_ok=True)
+            prof.rw_last.append(h.resolve())
+        return prof
 
     def _objects_dir(self) -> Path:
         return self.paths.dir / "objects"
@@ -675,6 +692,9 @@ class Runner:
         env = environ.for_programs(procs.environ(), L.env_pass)
         env.update({"HEALER_LOOP_RUN_ID": st.run_id, "HEALER_LOOP_ITERATION": str(n), "HEALER_PROMPT_FILE": str(pf),
                     "HEALER_WORKDIR": str(self.workdir)})
+        h = agenthome.home(st.preset, self.paths.dir)
+        if h is not None:
+            env.update(agenthome.seed(st.preset, h, procs.environ(), n))
         marker = os.urandom(16).hex()
         on_disk = gitops.protected_on_disk(self.workdir, L.protected_paths)
         # kept on disk until the agent's step is compared: a runner killed in between finds it on resume
@@ -703,6 +723,9 @@ class Runner:
         if self.stop_signal:
             raise _Interrupted
         out_text, err_text = _read_tail(out_p), _read_tail(err_p)
+        why = None if res.timed_out else agents.start_failure(st.preset, res.exit_code, out_text, err_text)
+        if why is not None:
+            raise agenthome.AgentUnavailable(f"{st.preset} did not start: {why}")
         roots = [str(self.workdir)]
         cost = decide.reported_cost(out_text)
         is_claude = decide.claude_result(out_text) is not None

@@ -99,6 +99,10 @@ class Agent(Strict):
     model: str | None = None
     max_turns: PosInt | None = None
     extra_args: list[str] = Field(default_factory=list)
+    tools: list[str] | None = Field(default_factory=lambda: ["Bash", "Edit", "Write", "Read", "Glob", "Grep"],
+                                    description="what the claude preset's agent may use (its --allowedTools; -p mode "
+                                                "refuses Bash without it); null: the CLI's own default. codex has no "
+                                                "per-tool list: healer's sandbox replaces its own (docs/agents.md)")
 
     @model_validator(mode="after")
     def _command_needed(self) -> Agent:

@@ -1,0 +1,81 @@
+"""The real CLIs' side of a loop run (shell of healer/loop/agents.py): the run's own config home, and the
+checks that make a CLI that cannot start one line and exit 69.
+
+The config home (`<run folder>/claude-home` or `codex-home`) is what CLAUDE_CONFIG_DIR / CODEX_HOME point
+at. It is writable inside the sandbox (the CLIs write session files there at every start; Claude's Bash
+tool fails with EROFS otherwise) and seeded from the user's own home before EVERY iteration: the seeded
+files are copied over again, so a hook the agent planted in settings.json runs at most in its own,
+sandboxed, iteration, and never in the user's next session (the user's real home is only ever read).
+A seeded name the user does not have but the agent created is set aside (renamed `NAME.planted-N`),
+never deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+
+from healer.errors import Unavailable
+from healer.loop import agents
+
+PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "HTTP_PROXY", "http_proxy")
+
+
+class AgentUnavailable(Unavailable):
+    """The CLI cannot start or cannot reach its model: exit 69, one line naming the cause."""
+
+
+def home(preset: str, run_dir: Path) -> Path | None:
+    return run_dir / f"{preset}-home" if preset in agents.CLI_PRESETS else None
+
+
+def seed(preset: str, dest: Path, env: Mapping[str, str], n: int = 0) -> dict[str, str]:
+    """Make `dest` the CLI's config home for the next iteration; the environment that says so."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for src, name in agents.seeds(preset, env):
+        target = dest / name
+        if target.is_symlink() or (target.exists() and not target.is_file()):
+            target.rename(dest / f"{name}.planted-{n}")
+        if os.path.isfile(src):
+            tmp = dest / f".{name}.seed"
+            shutil.copyfile(src, tmp)
+            os.chmod(tmp, 0o600)
+            os.replace(tmp, target)
+        elif target.exists() and name != ".claude.json":  # Claude keeps its own state in .claude.json
+            target.rename(dest / f"{name}.planted-{n}")
+    return {agents.HOME_VAR[preset]: str(dest), **agents.offline_env(preset)}
+
+
+def codex_config(env: Mapping[str, str]) -> str:
+    try:
+        return (Path(agents.user_home("codex", env)) / "config.toml").read_text()
+    except (OSError, UnicodeDecodeError):
+        return ""
+
+
+def preflight(preset: str, env: Mapping[str, str], sandbox_mode: str, network: bool | None,
+              allow: list[str] | None, timeout: float = 3.0) -> tuple[str, int]:
+    """Before the first iteration: the CLI's model endpoint must be reachable from where the agent runs. Returns
+    (host, port); raises AgentUnavailable with the cause."""
+    host, port, where = agents.endpoint(preset, env, codex_config(env) if preset == "codex" else "")
+    hp = f"{host}:{port}"
+    net_on = network if network is not None else sandbox_mode != "container"
+    if sandbox_mode != "none" and not net_on and hp not in (allow or []):
+        raise AgentUnavailable(f"{preset}: its model endpoint {hp} ({where}) is unreachable with loop.sandbox_network "
+                               f"off: add {hp} to loop.sandbox_network_allow or turn the network on")
+    if any(env.get(v) for v in PROXY_VARS):
+        return host, port  # through a proxy: the proxy decides, nothing to check here
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+        raise AgentUnavailable(f"{preset}: its model endpoint {hp} ({where}) does not answer: {why}") from None
+    return host, port
+
+
+def missing(preset: str, exe: str) -> AgentUnavailable:
+    return AgentUnavailable(f"{preset}: the {exe!r} command is not on PATH (install it: docs/agents.md)")
