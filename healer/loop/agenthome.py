@@ -58,7 +58,8 @@ def codex_config(env: Mapping[str, str]) -> str:
 
 def preflight(preset: str, env: Mapping[str, str], sandbox_mode: str, network: bool | None,
               allow: list[str] | None, timeout: float = 3.0) -> tuple[str, int]:
-    """Before the first iteration: the CLI's model endpoint must be reachable from where the agent runs. Returns
+    """Before the first iteration: the CLI's model endpoint must be reachable from where the agent runs (a sandbox
+    without network cannot reach it unless allow-listed; a set endpoint must accept a TCP connection). Returns
     (host, port); raises AgentUnavailable with the cause."""
     host, port, where = agents.endpoint(preset, env, codex_config(env) if preset == "codex" else "")
     hp = f"{host}:{port}"
@@ -66,8 +67,10 @@ def preflight(preset: str, env: Mapping[str, str], sandbox_mode: str, network: b
     if sandbox_mode != "none" and not net_on and hp not in (allow or []):
         raise AgentUnavailable(f"{preset}: its model endpoint {hp} ({where}) is unreachable with loop.sandbox_network "
                                f"off: add {hp} to loop.sandbox_network_allow or turn the network on")
-    if any(env.get(v) for v in PROXY_VARS):
-        return host, port  # through a proxy: the proxy decides, nothing to check here
+    if any(env.get(v) for v in PROXY_VARS) or where == agents.DEFAULT_WHERE:
+        # through a proxy the proxy decides; the vendor's own API host is not probed from here (no DNS or TLS
+        # traffic of healer's own): only an endpoint the user set (a gateway, a local model) is knocked on
+        return host, port
     try:
         with socket.create_connection((host, port), timeout=timeout):
             pass

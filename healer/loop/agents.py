@@ -1,8 +1,8 @@
 """Agent presets and the prompt: pure functions from the policy to an argv and a text.
 
 Never a shell: an argv is a list, placeholders are replaced inside each argument.
-  claude   claude -p --output-format json --permission-mode acceptEdits --allowedTools TOOLS [--max-turns N]
-           [--model M] [--max-budget-usd REMAINING] ...extra   (prompt on stdin)
+  claude   claude -p --output-format json --permission-mode acceptEdits [--max-turns N] [--model M]
+           --allowedTools TOOLS ...extra [--max-budget-usd REMAINING]   (prompt on stdin)
   codex    codex exec SANDBOX --skip-git-repo-check -c OFFLINE... --cd {workdir} [--model M] ...extra PROMPT
   command  any argv with {prompt_file} {workdir} {iteration}
 
@@ -46,6 +46,7 @@ DEFAULT_API = {"claude": ("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
 OFFLINE_ENV = {"claude": {"DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
                           "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1"},
                "codex": {}}
+DEFAULT_WHERE = "the CLI's default API host"
 CODEX_OFFLINE = ("-c", "check_for_update_on_startup=false", "-c", "analytics.enabled=false",
                  "-c", "feedback.enabled=false")
 
@@ -65,12 +66,12 @@ def preset_spec(preset: str, command: Sequence[str] = (), model: str | None = No
     runs the agent in bwrap or a container, so Codex's own sandbox is bypassed rather than nested."""
     if preset == "claude":
         argv = ["claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits"]
-        if tools is not None:
-            argv += ["--allowedTools", ",".join(tools)]
         if max_turns:
             argv += ["--max-turns", str(max_turns)]
         if model:
             argv += ["--model", model]
+        if tools is not None:
+            argv += ["--allowedTools", ",".join(tools)]
         return AgentSpec("claude", tuple(argv + list(extra_args)), stdin_prompt=True, budget_flag=True)
     if preset == "codex":
         argv = ["codex", "exec", *([CODEX_BYPASS] if sandboxed else ["--sandbox", "workspace-write"]),
@@ -109,7 +110,8 @@ def seeds(preset: str, env: Mapping[str, str]) -> list[tuple[str, str]]:
 
 def endpoint(preset: str, env: Mapping[str, str], codex_config: str = "") -> tuple[str, int, str]:
     """(host, port, where it came from) of the model API the CLI calls: ANTHROPIC_BASE_URL for Claude; for Codex
-    the base_url of the config's model_provider, else OPENAI_BASE_URL; else the CLI's default API host."""
+    the base_url of the config's model_provider, else OPENAI_BASE_URL; else the CLI's default API host (`where`
+    is then DEFAULT_WHERE)."""
     var, default = DEFAULT_API[preset]
     url, where = env.get(var) or "", var
     if preset == "codex" and codex_config:
@@ -122,7 +124,7 @@ def endpoint(preset: str, env: Mapping[str, str], codex_config: str = "") -> tup
         if isinstance(base, str) and base:
             url, where = base, f"config.toml model_providers.{prov}.base_url"
     if not url:
-        url, where = default, "the CLI's default API host"
+        url, where = default, DEFAULT_WHERE
     u = urlsplit(url)
     port = u.port or (443 if u.scheme == "https" else 80)
     return (u.hostname or "", port, where)

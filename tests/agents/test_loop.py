@@ -5,8 +5,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import psutil
+
 from chaos.agents.models.server import ModelServer
-from tests.agents.conftest import PY, agent_env, calc_repo, need_bwrap, policy, run_env
+from tests.agents.conftest import PY, TEST, agent_env, calc_repo, need_bwrap, policy, run_env
 from tests.conftest import git
 from tests.loop.conftest import events, final_line, loop_commits
 
@@ -35,3 +37,77 @@ def test_converging_run_commits(tmp_path, preset, home):
     user = home / (".claude" if preset == "claude" else ".codex")
     assert sorted(p.name for p in user.iterdir()) == ([] if preset == "claude" else ["config.toml"])
     assert not (home / ".claude.json").exists()
+
+
+def left_in(folder: Path) -> list[str]:
+    """Processes still running with their working directory in `folder` (the CLI, its shell, their children)."""
+    out = []
+    for p in psutil.process_iter(["pid", "cwd", "cmdline"]):
+        try:
+            cwd = p.info["cwd"] or ""
+        except psutil.Error:
+            continue
+        if cwd.startswith(str(folder)) and p.status() != psutil.STATUS_ZOMBIE:
+            out.append(f"{p.pid} {' '.join(p.info['cmdline'] or [])[:120]}")
+    return out
+
+
+def test_never_done_ends_at_the_iteration_cap(tmp_path, preset, home):
+    need_bwrap()
+    repo = calc_repo(tmp_path / "repo")
+    with ModelServer("never_done") as m:
+        cp = loop(repo, policy(tmp_path / "p.yaml", preset, max_iterations=2), agent_env(preset, home, m))
+        runs = len([r for r in m.turns() if r["turn"] == 0])
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    assert "iteration" in final_line(cp) and runs == 2
+    assert loop_commits(repo) == []
+
+
+def test_a_hung_stream_ends_at_the_deadline_with_nothing_left(tmp_path, preset, home):
+    need_bwrap()
+    repo = calc_repo(tmp_path / "repo")
+    with ModelServer("hang") as m:
+        cp = loop(repo, policy(tmp_path / "p.yaml", preset, max_iterations=1, iteration_timeout="8s"),
+                  agent_env(preset, home, m))
+        assert [r["kind"] for r in m.turns()] == ["shell", "hang"]  # the CLI was inside the dead stream
+        assert left_in(repo) == []  # checked while the model still holds the stream open
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    it = events(repo, "loop.iteration")
+    assert it and it[-1].payload.get("timed_out") is True, [e.payload for e in it]
+
+
+def test_a_cheat_leaves_the_tests_intact(tmp_path, preset, home):
+    need_bwrap()
+    repo = calc_repo(tmp_path / "repo")
+    with ModelServer("cheat") as m:
+        cp = loop(repo, policy(tmp_path / "p.yaml", preset, max_iterations=2), agent_env(preset, home, m))
+        assert "write" in [r["kind"] for r in m.turns()]
+    assert cp.returncode in (2, 3), cp.stdout + cp.stderr
+    assert (repo / "tests" / "test_calc.py").read_text() == TEST
+    assert git(repo, "log", "--format=%H", "--", "tests/test_calc.py").count("\n") == 0  # only the first commit
+    assert events(repo, "loop.protected_reverted")
+
+
+def test_a_write_outside_is_refused(tmp_path, preset, home):
+    need_bwrap()
+    repo = calc_repo(tmp_path / "repo")
+    outside = tmp_path / "outside.txt"
+    with ModelServer("write_outside", outside=str(outside)) as m:
+        cp = loop(repo, policy(tmp_path / "p.yaml", preset), agent_env(preset, home, m))
+    assert not outside.exists()
+    assert cp.returncode == 0, cp.stdout + cp.stderr  # the rest of its work still counts
+
+
+def test_its_own_commit_and_push_never_reach_the_remote(tmp_path, preset, home):
+    need_bwrap()
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    repo = calc_repo(tmp_path / "repo")
+    git(repo, "remote", "add", "origin", str(remote))
+    git(repo, "push", "-q", "origin", "main")
+    before = git(remote, "rev-parse", "main")
+    with ModelServer("commit_push") as m:
+        cp = loop(repo, policy(tmp_path / "p.yaml", preset), agent_env(preset, home, m))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert git(remote, "rev-parse", "main") == before  # the remote is outside: read-only in the sandbox
+    assert (repo / "calc.py").read_text().endswith("return a + b\n")
