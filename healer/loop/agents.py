@@ -131,10 +131,13 @@ def endpoint(preset: str, env: Mapping[str, str], codex_config: str = "") -> tup
 
 
 def start_failure(preset: str, exit_code: int | None, out: str, err: str) -> str | None:
-    """Why a CLI never started, from one iteration's output: it exited non-zero before its first stream event
-    (Claude's `system`/`result` JSON, Codex's `thread.started`). None: it started (or is not a CLI preset)."""
+    """Why a CLI never got going, from one iteration that ended by itself with a non-zero exit and without a single
+    answer of its model: refused flags or config, no credentials, no endpoint. None: the model answered at least
+    once (the agent ran; its failure is the loop's business), or not a CLI preset. Claude's `--output-format` json
+    and stream-json, Codex's `--json` events and plain text are all read."""
     if preset not in CLI_PRESETS or exit_code in (0, None):
         return None
+    said: list[str] = []
     for line in out.splitlines():
         line = line.strip()
         if not line.startswith("{"):
@@ -143,9 +146,24 @@ def start_failure(preset: str, exit_code: int | None, out: str, err: str) -> str
             ev = json.loads(line)
         except ValueError:
             continue
-        if isinstance(ev, dict) and ev.get("type") in ("system", "result", "assistant", "thread.started", "turn.started"):
+        if not isinstance(ev, dict):
+            continue
+        kind = ev.get("type")
+        if kind == "result":
+            if ev.get("modelUsage") or not ev.get("is_error"):
+                return None
+            said.append(str(ev.get("result") or ev.get("terminal_reason") or ""))
+        elif kind == "assistant" and (ev.get("message") or {}).get("model") not in (None, "<synthetic>"):
             return None
-    said = [ln.strip() for ln in err.splitlines() if ln.strip() and not ln.startswith("WARNING: proceeding")]
+        elif kind == "turn.completed":
+            return None
+        elif kind == "item.completed" and (ev.get("item") or {}).get("type") not in (None, "error"):
+            return None
+        elif kind in ("error", "turn.failed"):
+            e = ev.get("error")
+            said.append(str(ev.get("message") or (e.get("message") if isinstance(e, dict) else e) or ""))
+    said += [ln.strip() for ln in err.splitlines() if ln.strip() and not ln.startswith("WARNING: proceeding")]
+    said = [s for s in said if s]
     return (said[0] if said else f"exit {exit_code}, nothing on stdout or stderr")[:300]
 
 
