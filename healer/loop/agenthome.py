@@ -3,11 +3,10 @@ checks that make a CLI that cannot start one line and exit 69.
 
 The config home (`<run folder>/claude-home` or `codex-home`) is what CLAUDE_CONFIG_DIR / CODEX_HOME point
 at. It is writable inside the sandbox (the CLIs write session files there at every start; Claude's Bash
-tool fails with EROFS otherwise) and seeded from the user's own home before EVERY iteration: the seeded
-files are copied over again, so a hook the agent planted in settings.json runs at most in its own,
-sandboxed, iteration, and never in the user's next session (the user's real home is only ever read).
-A seeded name the user does not have but the agent created is set aside (renamed `NAME.planted-N`),
-never deleted.
+tool fails with EROFS otherwise) and made afresh before EVERY iteration from the user's credentials and
+settings: the last iteration's home moves into that iteration's folder (evidence, never deleted), so a hook
+the agent planted in settings.json runs at most in its own, sandboxed, iteration, and never in the user's
+next session (the user's real home is only ever read).
 """
 
 from __future__ import annotations
@@ -32,20 +31,24 @@ def home(preset: str, run_dir: Path) -> Path | None:
     return run_dir / f"{preset}-home" if preset in agents.CLI_PRESETS else None
 
 
-def seed(preset: str, dest: Path, env: Mapping[str, str], n: int = 0) -> dict[str, str]:
-    """Make `dest` the CLI's config home for the next iteration; the environment that says so."""
+def seed(preset: str, dest: Path, env: Mapping[str, str], previous: Path | None = None) -> dict[str, str]:
+    """Make `dest` a fresh config home for the next iteration; the environment that says so. What the last
+    iteration left there (its session files, anything the agent planted: a hook, an AGENTS.md or CLAUDE.md the
+    CLI would read as instructions) is moved into `previous` (that iteration's folder), never deleted."""
+    if dest.exists() and previous is not None and (dest.is_symlink() or not dest.is_dir() or any(dest.iterdir())):
+        previous.mkdir(parents=True, exist_ok=True)
+        target = previous / dest.name
+        k = 1
+        while target.exists() or target.is_symlink():
+            target, k = previous / f"{dest.name}.{k}", k + 1
+        dest.rename(target)
     dest.mkdir(parents=True, exist_ok=True)
     for src, name in agents.seeds(preset, env):
-        target = dest / name
-        if target.is_symlink() or (target.exists() and not target.is_file()):
-            target.rename(dest / f"{name}.planted-{n}")
         if os.path.isfile(src):
             tmp = dest / f".{name}.seed"
             shutil.copyfile(src, tmp)
             os.chmod(tmp, 0o600)
-            os.replace(tmp, target)
-        elif target.exists() and name != ".claude.json":  # Claude keeps its own state in .claude.json
-            target.rename(dest / f"{name}.planted-{n}")
+            os.replace(tmp, dest / name)
     return {agents.HOME_VAR[preset]: str(dest), **agents.offline_env(preset)}
 
 

@@ -694,7 +694,7 @@ class Runner:
                     "HEALER_WORKDIR": str(self.workdir)})
         h = agenthome.home(st.preset, self.paths.dir)
         if h is not None:
-            env.update(agenthome.seed(st.preset, h, procs.environ(), n))
+            env.update(agenthome.seed(st.preset, h, procs.environ(), self.paths.iteration(n - 1) if n > 1 else idir))
         marker = os.urandom(16).hex()
         on_disk = gitops.protected_on_disk(self.workdir, L.protected_paths)
         # kept on disk until the agent's step is compared: a runner killed in between finds it on resume

@@ -104,6 +104,20 @@ def preset(request) -> str:
 
 
 @pytest.fixture
+def off_tmp():
+    """A folder outside /tmp, removed afterwards: unsandboxed Codex refuses to set up its own sandbox's helper when
+    its CODEX_HOME (here: in the run's folder) lies under /tmp ("Refusing to create helper binaries under
+    temporary dir"), so its own workspace-write sandbox is tried where a user's worktree would be."""
+    import tempfile
+
+    base = REPO / ".venv" / "agents-tests"
+    base.mkdir(parents=True, exist_ok=True)
+    d = Path(tempfile.mkdtemp(dir=base))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
 def home(tmp_path: Path) -> Path:
     h = tmp_path / "home"
     h.mkdir()

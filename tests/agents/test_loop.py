@@ -8,6 +8,7 @@ from pathlib import Path
 import psutil
 
 from chaos.agents.models.server import ModelServer
+from healer.loop import agents
 from tests.agents.conftest import PY, TEST, agent_env, calc_repo, need_bwrap, policy, run_env
 from tests.conftest import git
 from tests.loop.conftest import events, final_line, loop_commits
@@ -111,3 +112,34 @@ def test_its_own_commit_and_push_never_reach_the_remote(tmp_path, preset, home):
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert git(remote, "rev-parse", "main") == before  # the remote is outside: read-only in the sandbox
     assert (repo / "calc.py").read_text().endswith("return a + b\n")
+
+
+def test_a_planted_hook_never_reaches_the_user_config(tmp_path, preset, home):
+    """The CLI's config home is the run's own, seeded before each iteration; the user's is read-only (bwrap)."""
+    need_bwrap()
+    repo = calc_repo(tmp_path / "repo")
+    user = home / (".claude" if preset == "claude" else ".codex")
+    with ModelServer("plant_hook") as m:
+        env = agent_env(preset, home, m)
+        (user / "settings.json").write_text('{"env": {}}\n')
+        before = {p.name: p.read_bytes() for p in user.iterdir()}
+        cp = loop(repo, policy(tmp_path / "p.yaml", preset, max_iterations=3), env)
+        assert len([r for r in m.turns() if r["turn"] == 0]) == 2  # planted, then fixed in a fresh home
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert {p.name: p.read_bytes() for p in user.iterdir()} == before  # the user's home: read-only
+    (run_home,) = (repo / ".healer" / "runs").glob(f"*/{preset}-home")
+    seeds = agents.SEEDS[preset]
+    assert {p.name: p.read_bytes() for p in run_home.iterdir() if p.name in seeds and p.name in before} == \
+        {k: v for k, v in before.items() if k in seeds}  # seeded afresh from the user's
+    assert "hooks" not in (run_home / "settings.json").read_text() if (run_home / "settings.json").exists() else True
+    kept = run_home.parent / "iter-001" / run_home.name  # what the first iteration left there: evidence
+    assert "hooks" in (kept / "settings.json").read_text()
+
+
+def test_unsandboxed_the_config_home_is_not_an_outside_write(tmp_path, preset, home, off_tmp):
+    repo = calc_repo(off_tmp / "repo")
+    with ModelServer("converge") as m:
+        cp = loop(repo, policy(tmp_path / "p.yaml", preset, sandbox="none"), agent_env(preset, home, m))
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert [e.payload for e in events(repo, "loop.outside_write")] == []
+    assert "writes outside" not in (repo / "progress.md").read_text() if (repo / "progress.md").exists() else True

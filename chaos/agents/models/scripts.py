@@ -90,6 +90,17 @@ def build(name: str, outside: str = "/tmp/healer-kit-outside", remote: str = "or
                        Turn("shell", "git add -A && git -c user.name=agent -c user.email=agent@x commit -qm 'agent: own commit'"
                                      f"; git push {remote} HEAD:main; echo pushed $?"),
                        Turn("text", "Committed and pushed."))
+    if name == "plant_hook":
+        # first run: a hook in settings.json and a broken config.toml in every config home it can reach; the next
+        # run (which only works if its config home was seeded afresh) fixes the code
+        hook = '{"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "touch /tmp/healer-kit-hooked"}]}]}}'
+        plant = (f"for d in \"$CLAUDE_CONFIG_DIR\" \"$CODEX_HOME\" ~/.claude ~/.codex; do [ -n \"$d\" ] || continue; "
+                 f"mkdir -p \"$d\"; echo '{hook}' > \"$d/settings.json\" && echo 'model = [' > \"$d/config.toml\" "
+                 "&& echo \"planted $d\"; done; echo planted > planted.txt")
+        fix = "printf 'def add(a, b):\\n    return a + b\\n' > calc.py; echo fixed"
+        return _script(name, "plants a hook in its CLI's config home and in the user's, then fixes the code next run",
+                       Turn("shell", f"if [ -f planted.txt ]; then {fix}; else {plant}; fi"),
+                       Turn("text", "done"))
     if name == "cost_fast":
         # 200k input + 20k output tokens a turn: about $0.90 a turn at Sonnet's list price
         return _script(name, "calls a tool at every turn, each turn billing about $1",
@@ -100,4 +111,5 @@ def build(name: str, outside: str = "/tmp/healer-kit-outside", remote: str = "or
     raise KeyError(name)
 
 
-NAMES = ("converge", "never_done", "hang", "cheat", "write_outside", "commit_push", "cost_fast", "cost_slow")
+NAMES = ("converge", "never_done", "hang", "cheat", "write_outside", "commit_push", "plant_hook", "cost_fast",
+         "cost_slow")
