@@ -11,6 +11,7 @@ Each turn is one action:
   write PATH TEXT    the CLI's file tool (Claude `Write` with the absolute path; Codex: the shell, see server.py)
   text TEXT          a final answer: the turn ends the CLI's run
   hang               part of an answer streamed, then nothing until the server stops (a dead stream)
+`{match}` in an argument is the first group of the script's `pattern` found in the conversation (the task).
 and bills `usage` (input, output tokens) for it, after `delay` seconds.
 
 The scripts are written against the fixture task of tests/agents (calc.py, whose add() is wrong,
@@ -101,6 +102,10 @@ def build(name: str, outside: str = "/tmp/healer-kit-outside", remote: str = "or
         return _script(name, "plants a hook in its CLI's config home and in the user's, then fixes the code next run",
                        Turn("shell", f"if [ -f planted.txt ]; then {fix}; else {plant}; fi"),
                        Turn("text", "done"))
+    if name == "ticket":
+        # a fleet's agent: the file its ticket names ("Create NAME.txt"), found in the prompt by the server
+        return Script(name, (Turn("shell", "echo done > {match}"), Turn("text", "Created {match}.")), False,
+                      "creates the file its ticket names", {"pattern": r"Create (\w+\.txt)"})
     if name == "cost_fast":
         # 200k input + 20k output tokens a turn: about $0.90 a turn at Sonnet's list price
         return _script(name, "calls a tool at every turn, each turn billing about $1",
@@ -111,5 +116,5 @@ def build(name: str, outside: str = "/tmp/healer-kit-outside", remote: str = "or
     raise KeyError(name)
 
 
-NAMES = ("converge", "never_done", "hang", "cheat", "write_outside", "commit_push", "plant_hook", "cost_fast",
-         "cost_slow")
+NAMES = ("converge", "never_done", "hang", "cheat", "write_outside", "commit_push", "plant_hook", "ticket",
+         "cost_fast", "cost_slow")

@@ -170,6 +170,15 @@ class _Stream:
     def wait(self, t: Turn) -> bool:
         return not (t.delay and self.model.stopping.wait(t.delay))
 
+    def fill(self, turn: Turn) -> Turn:
+        """`{match}` in the turn: what the script's pattern finds in the conversation (e.g. the ticket's file)."""
+        pat = self.model.script.params.get("pattern")
+        if not pat or "{match}" not in turn.arg:
+            return turn
+        m = re.search(pat, json.dumps(self.body))
+        return Turn(turn.kind, turn.arg.replace("{match}", m.group(1) if m else "unknown.txt"), turn.content,
+                    turn.usage, turn.delay)
+
     def cwd(self, text: str) -> str | None:
         m = re.search(r"(?:Working directory|Primary working directory|<cwd>)\s*:?\s*(/[^\s<\\\"']+)", text)
         return m.group(1) if m else None
@@ -184,7 +193,7 @@ class _Anthropic(_Stream):
         results = sum(1 for m in b.get("messages") or [] if m.get("role") == "user" and isinstance(m.get("content"), list)
                       for c in m["content"] if isinstance(c, dict) and c.get("type") == "tool_result")
         scripted = "Bash" in tools
-        turn = self.model.script.turn(results) if scripted else Turn("text", "ok", usage=(10, 1))
+        turn = self.fill(self.model.script.turn(results)) if scripted else Turn("text", "ok", usage=(10, 1))
         self.model.record({"method": "POST", "path": self.h.path, "wire": self.wire, "scripted": scripted,
                            "turn": results, "kind": turn.kind, "tools": tools, "model": b.get("model")})
         if not self.wait(turn):
@@ -254,7 +263,7 @@ class _Responses(_Stream):
         items = b.get("input") or []
         results = sum(1 for i in items if isinstance(i, dict) and str(i.get("type", "")).endswith("_call_output"))
         scripted = any(t in SHELL_TOOLS for t in tools)
-        turn = self.model.script.turn(results) if scripted else Turn("text", "ok", usage=(10, 1))
+        turn = self.fill(self.model.script.turn(results)) if scripted else Turn("text", "ok", usage=(10, 1))
         self.model.record({"method": "POST", "path": self.h.path, "wire": self.wire, "scripted": scripted,
                            "turn": results, "kind": turn.kind, "tools": tools, "model": b.get("model")})
         if not self.wait(turn):
