@@ -9,7 +9,7 @@ import psutil
 
 from chaos.agents.models.server import ModelServer
 from healer.loop import agents
-from tests.agents.conftest import PY, TEST, agent_env, calc_repo, need_bwrap, policy, run_env
+from tests.agents.conftest import PY, TEST, agent_env, calc_repo, need_bwrap, need_cli, policy, run_env
 from tests.conftest import git
 from tests.loop.conftest import events, final_line, loop_commits
 
@@ -100,6 +100,8 @@ def test_a_write_outside_is_refused(tmp_path, preset, home):
 
 
 def test_its_own_commit_and_push_never_reach_the_remote(tmp_path, preset, home):
+    """The push is refused (the remote is outside the sandbox, read-only). The CLI's own commit still lands on the
+    run's branch here: keeping agent commits off every branch is the git-hygiene work of issue 31."""
     need_bwrap()
     remote = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
@@ -143,3 +145,18 @@ def test_unsandboxed_the_config_home_is_not_an_outside_write(tmp_path, preset, h
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert [e.payload for e in events(repo, "loop.outside_write")] == []
     assert "writes outside" not in (repo / "progress.md").read_text() if (repo / "progress.md").exists() else True
+
+
+def test_claude_runaway_cost_stops_within_one_turn_of_the_cap(tmp_path, home):
+    """Claude's own --max-budget-usd (what is left of loop.spend_cap_usd) and its reported cost: about $0.90 a turn,
+    a $3 cap, stopped at the turn that crossed it. (Killed iterations and Codex's token-only usage: the spend work
+    of issue 32, healer/loop/usage.py, uses the kit's cost_slow and cost_fast scripts.)"""
+    need_cli("claude")
+    need_bwrap()
+    repo = calc_repo(tmp_path / "repo")
+    with ModelServer("cost_fast") as m:
+        cp = loop(repo, policy(tmp_path / "p.yaml", "claude", spend_cap_usd=3.0), agent_env("claude", home, m))
+        turns = len(m.turns())
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    assert "spend cap" in final_line(cp)
+    assert turns <= 5  # 4 turns reach $3.60: one turn past the cap, never the next
