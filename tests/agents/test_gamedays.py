@@ -15,7 +15,7 @@ from tests.agents.conftest import need_bwrap, need_cli
 DAYS = Path(__file__).resolve().parents[2] / "chaos" / "scenarios" / "agents"
 CASES = [("never-ending-loop", "claude"), ("never-ending-loop", "codex"), ("dead-stream", "claude"),
          ("dead-stream", "codex"), ("runaway-cost", "claude"), ("tests-rewritten", "claude"),
-         ("tests-rewritten", "codex")]
+         ("tests-rewritten", "codex"), ("self-commit-push", "claude"), ("self-commit-push", "codex")]
 
 
 @pytest.mark.parametrize("name,cli", CASES, ids=[f"{n}-{c}" for n, c in CASES])

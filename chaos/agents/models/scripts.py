@@ -85,11 +85,12 @@ def build(name: str, outside: str = "/tmp/healer-kit-outside", remote: str = "or
                        Turn("write", "calc.py", FIXED),
                        Turn("text", "done"))
     if name == "commit_push":
+        # pushes to its remote, or (no remote: a fleet worktree) moves main in the repository it shares with the fleet
         return _script(name, "fixes the code, commits and pushes by itself",
                        Turn("read", "calc.py"),
                        Turn("write", "calc.py", FIXED),
                        Turn("shell", "git add -A && git -c user.name=agent -c user.email=agent@x commit -qm 'agent: own commit'"
-                                     f"; git push {remote} HEAD:main; echo pushed $?"),
+                                     f"; git push {remote} HEAD:main || git update-ref refs/heads/main HEAD; echo pushed $?"),
                        Turn("text", "Committed and pushed."))
     if name == "plant_hook":
         # first run: a hook in settings.json and a broken config.toml in every config home it can reach; the next
