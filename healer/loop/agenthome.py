@@ -17,7 +17,7 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 
-from healer.errors import Unavailable
+from healer.errors import InvalidInput, Unavailable
 from healer.loop import agents
 
 PROXY_VARS = ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "HTTP_PROXY", "http_proxy")
@@ -59,15 +59,54 @@ def codex_config(env: Mapping[str, str]) -> str:
         return ""
 
 
+def endpoint_of(preset: str, env: Mapping[str, str]) -> tuple[str, int, str]:
+    return agents.endpoint(preset, env, codex_config(env) if preset == "codex" else "")
+
+
+def host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def network_off(network: bool | None, allow: list[str] | None, sandbox_mode: str) -> bool:
+    """The sandbox's network is off: explicitly, or by default (container), or because an allow-list is given
+    (healer/netbox.py: with one, null means off but for the list)."""
+    if sandbox_mode == "none":
+        return False
+    if network is None:
+        return sandbox_mode == "container" or bool(allow)
+    return not network
+
+
+def allow_endpoint(preset: str, env: Mapping[str, str], loop, sandbox_mode: str):
+    """The loop policy with the CLI's model endpoint added to `loop.sandbox_network_allow` when the sandbox's
+    network is off under bwrap: the model and nothing else is reachable. Unchanged otherwise (network on, no
+    sandbox, or a healer without the allow-list: preflight then says why the CLI cannot reach its model)."""
+    allow = getattr(loop, "sandbox_network_allow", None)
+    if allow is None or sandbox_mode != "bwrap" or not network_off(loop.sandbox_network, allow, sandbox_mode):
+        return loop
+    host, port, _ = endpoint_of(preset, env)
+    hp = host_port(host, port)
+    if hp in allow:
+        return loop
+    try:  # an entry the allow-list cannot take (a non-loopback address) is not added: preflight says why
+        from healer import netbox  # type: ignore[attr-defined]
+
+        netbox.parse_endpoint(hp)
+    except ImportError:
+        pass
+    except InvalidInput:
+        return loop
+    return loop.model_copy(update={"sandbox_network_allow": [*allow, hp]})
+
+
 def preflight(preset: str, env: Mapping[str, str], sandbox_mode: str, network: bool | None,
               allow: list[str] | None, timeout: float = 3.0) -> tuple[str, int]:
     """Before the first iteration: the CLI's model endpoint must be reachable from where the agent runs (a sandbox
     without network cannot reach it unless allow-listed; a set endpoint must accept a TCP connection). Returns
     (host, port); raises AgentUnavailable with the cause."""
-    host, port, where = agents.endpoint(preset, env, codex_config(env) if preset == "codex" else "")
-    hp = f"{host}:{port}"
-    net_on = network if network is not None else sandbox_mode != "container"
-    if sandbox_mode != "none" and not net_on and hp not in (allow or []):
+    host, port, where = endpoint_of(preset, env)
+    hp = host_port(host, port)
+    if network_off(network, allow, sandbox_mode) and hp not in (allow or []):
         raise AgentUnavailable(f"{preset}: its model endpoint {hp} ({where}) is unreachable with loop.sandbox_network "
                                f"off: add {hp} to loop.sandbox_network_allow or turn the network on")
     if any(env.get(v) for v in PROXY_VARS) or where == agents.DEFAULT_WHERE:

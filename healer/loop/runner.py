@@ -304,9 +304,10 @@ class Runner:
             _say(warn, "stderr")
         if st.preset in agents.CLI_PRESETS:  # the real CLIs (healer/loop/agenthome.py): Codex's sandbox flag
             self.spec = self._agent_spec(st)  # follows healer's; a model endpoint out of reach is exit 69 now
+            self.loop_policy = agenthome.allow_endpoint(st.preset, procs.environ(), self.loop_policy, self.sbx_mode)
             L = self.loop_policy
             agenthome.preflight(st.preset, procs.environ(), self.sbx_mode, L.sandbox_network,
-                                getattr(L, "sandbox_network_allow", None))  # net's allow-list, when it lands
+                                getattr(L, "sandbox_network_allow", None))
         self.limits = Limits.from_policy(self.loop_policy, st.max_iterations)
         st.pid = os.getpid()
         st.pid_started = procs.mark(os.getpid()) or ""
@@ -587,13 +588,8 @@ class Runner:
         L = self.loop_policy
         if self._gp is None:
             self._gp = sandbox.git_paths(self.workdir)
-        prof = sandbox.loop_profile(self.workdir, L.sandbox_writable, L.sandbox_network, self.sbx_mode, L.sandbox_image,
+        return sandbox.loop_profile(self.workdir, L.sandbox_writable, L.sandbox_network, self.sbx_mode, L.sandbox_image,
                                     gp=self._gp, pid_namespace=L.sandbox_pid_namespace, objects=self._objects_dir())
-        h = agenthome.home(self.st.preset, self.paths.dir)
-        if h is not None:  # the CLI's config home of this run: writable inside healer's read-only .healer/
-            h.mkdir(parents=True, exist_ok=True)
-            prof.rw_last.append(h.resolve())
-        return prof
 
     def _objects_dir(self) -> Path:
         return self.paths.dir / "objects"
@@ -693,8 +689,10 @@ class Runner:
         env.update({"HEALER_LOOP_RUN_ID": st.run_id, "HEALER_LOOP_ITERATION": str(n), "HEALER_PROMPT_FILE": str(pf),
                     "HEALER_WORKDIR": str(self.workdir)})
         h = agenthome.home(st.preset, self.paths.dir)
-        if h is not None:
+        if h is not None:  # the CLI's config home of this run, afresh: writable inside healer's read-only .healer/
             env.update(agenthome.seed(st.preset, h, procs.environ(), self.paths.iteration(n - 1) if n > 1 else idir))
+            if self._profile is not None and h.resolve() not in self._profile.rw_last:
+                self._profile.rw_last.append(h.resolve())
         marker = os.urandom(16).hex()
         on_disk = gitops.protected_on_disk(self.workdir, L.protected_paths)
         # kept on disk until the agent's step is compared: a runner killed in between finds it on resume

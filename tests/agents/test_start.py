@@ -59,14 +59,23 @@ def test_a_dead_endpoint_is_69_before_any_iteration(tmp_path, preset, home):
     assert not events(repo, "loop.iteration")
 
 
-def test_network_off_names_the_endpoint_and_the_allow_list(tmp_path, preset, home):
+def test_network_off_reaches_the_model_only_through_the_allow_list(tmp_path, preset, home):
+    """Network off: the preset adds its model endpoint to loop.sandbox_network_allow (the network work of issue 31)
+    and the run converges; a healer without that allow-list says so up front, exit 69, never silent retries."""
+    from healer.policy.schema import Loop
+
     need_bwrap()
     repo = calc_repo(tmp_path / "repo")
     with ModelServer("converge") as m:
         cp = loop(repo, policy(tmp_path / "p.yaml", preset, sandbox_network=False), agent_env(preset, home, m))
-        assert m.turns() == []  # no silent retries until the deadline
-    err = one_line_69(cp)
-    assert f"127.0.0.1:{m.port}" in err and "loop.sandbox_network_allow" in err
+        turns = m.turns()
+    if "sandbox_network_allow" in Loop.model_fields:
+        assert cp.returncode == 0, cp.stdout + cp.stderr
+        assert turns
+    else:
+        err = one_line_69(cp)
+        assert turns == []
+        assert f"127.0.0.1:{m.port}" in err and "loop.sandbox_network_allow" in err
 
 
 def test_refused_flags_or_config_is_69_not_stalled(tmp_path, preset, home):
@@ -123,3 +132,19 @@ def test_start_failure_only_when_the_model_never_answered():
     assert agents.start_failure("codex", 1, failed, "") == "401 Unauthorized"
     assert agents.start_failure("codex", 1, "", "WARNING: proceeding, x\nError loading config.toml: bad\n") == \
         "Error loading config.toml: bad"
+
+
+def test_the_endpoint_joins_the_allow_list_only_when_the_network_is_off():
+    from healer.loop import agenthome
+    from healer.policy.schema import Loop
+
+    env = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:8123"}
+    on = Loop()
+    assert agenthome.allow_endpoint("claude", env, on, "bwrap") is on  # network on: nothing to add
+    assert agenthome.network_off(False, None, "bwrap") and not agenthome.network_off(None, None, "bwrap")
+    assert agenthome.network_off(None, ["x:1"], "bwrap") and agenthome.network_off(None, None, "container")
+    assert not agenthome.network_off(False, None, "none")
+    assert agenthome.host_port("::1", 8) == "[::1]:8"
+    if "sandbox_network_allow" in Loop.model_fields:
+        off = Loop(sandbox_network=False)
+        assert agenthome.allow_endpoint("claude", env, off, "bwrap").sandbox_network_allow == ["127.0.0.1:8123"]
