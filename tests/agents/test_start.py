@@ -4,6 +4,7 @@ endpoint out of reach (dead, or the sandbox's network off), refused flags, confi
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 
 import pytest
@@ -36,7 +37,12 @@ def test_a_missing_cli_is_69_before_any_iteration(tmp_path, preset):
     home.mkdir()
     with ModelServer("converge") as m:
         env = agent_env(preset, home, m)
-        env["PATH"] = "/usr/bin:/bin"
+        bindir = tmp_path / "bin"  # git and bwrap only: no CLI, wherever the machine installed one
+        bindir.mkdir()
+        for tool in ("git", "bwrap"):
+            if shutil.which(tool):
+                (bindir / tool).symlink_to(shutil.which(tool))
+        env["PATH"] = str(bindir)
         cp = loop(repo, policy(tmp_path / "p.yaml", preset), env)
         assert m.turns() == []
     err = one_line_69(cp)
