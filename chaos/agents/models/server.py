@@ -270,7 +270,9 @@ class _Responses(_Stream):
             return
         if turn.kind == "write":
             # apply_patch replaces a file only from its exact old lines: the kit writes through the shell
-            turn = Turn("shell", f"cat > {turn.arg} <<'HEALER_KIT_EOF'\n{turn.content}HEALER_KIT_EOF", usage=turn.usage)
+            # (creating its folder, as Claude's Write does)
+            turn = Turn("shell", f"mkdir -p \"$(dirname {turn.arg})\" && cat > {turn.arg} <<'HEALER_KIT_EOF'\n"
+                                 f"{turn.content}HEALER_KIT_EOF", usage=turn.usage)
         elif turn.kind == "read":
             turn = Turn("shell", f"cat {turn.arg}", usage=turn.usage)
         rid = _id("resp")
