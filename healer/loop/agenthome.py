@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -43,13 +44,26 @@ def seed(preset: str, dest: Path, env: Mapping[str, str], previous: Path | None 
             target, k = previous / f"{dest.name}.{k}", k + 1
         dest.rename(target)
     dest.mkdir(parents=True, exist_ok=True)
-    for src, name in agents.seeds(preset, env):
+    try:
+        names = os.listdir(agents.user_home(preset, env))
+    except OSError:
+        names = []
+    fixed = agents.seeds(preset, env)
+    for src, name in fixed + [m for m in agents.more_seeds(preset, env, names) if _small_file(m[0])]:
         if os.path.isfile(src):
             tmp = dest / f".{name}.seed"
             shutil.copyfile(src, tmp)
             os.chmod(tmp, 0o600)
             os.replace(tmp, dest / name)
     return {agents.HOME_VAR[preset]: str(dest), **agents.offline_env(preset)}
+
+
+def _small_file(path: str) -> bool:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size <= agents.SEED_MAX
 
 
 def codex_config(env: Mapping[str, str]) -> str:

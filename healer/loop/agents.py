@@ -38,8 +38,12 @@ CODEX_BYPASS = "--dangerously-bypass-approvals-and-sandbox"
 # the environment variable that moves each CLI's config home, and the user's default one
 HOME_VAR = {"claude": "CLAUDE_CONFIG_DIR", "codex": "CODEX_HOME"}
 USER_HOME = {"claude": "~/.claude", "codex": "~/.codex"}
-# what is copied from the user's config home into the run's: credentials and settings, nothing else
+# what is copied from the user's config home into the run's: credentials and settings (these, and every other
+# top-level .toml/.json/.md file of at most SEED_MAX bytes: profiles such as codex's NAME.config.toml, settings.local.json,
+# CLAUDE.md/AGENTS.md), never history, logs or session folders
 SEEDS = {"claude": (".credentials.json", "settings.json", ".claude.json"), "codex": ("auth.json", "config.toml")}
+SEED_SUFFIXES = (".toml", ".json", ".md")
+SEED_MAX = 1 << 20
 DEFAULT_API = {"claude": ("ANTHROPIC_BASE_URL", "https://api.anthropic.com"),
                "codex": ("OPENAI_BASE_URL", "https://api.openai.com/v1")}
 # no update checks, no telemetry, no error reports: the agent talks to its model endpoint only
@@ -106,6 +110,14 @@ def seeds(preset: str, env: Mapping[str, str]) -> list[tuple[str, str]]:
         else:
             out.append((os.path.join(home, name), name))
     return out
+
+
+def more_seeds(preset: str, env: Mapping[str, str], names: Sequence[str]) -> list[tuple[str, str]]:
+    """Of the names in the user's config home, the other files worth seeding (settings by their suffix)."""
+    fixed = {n for _, n in seeds(preset, env)}
+    home = user_home(preset, env)
+    return [(os.path.join(home, n), n) for n in sorted(names)
+            if n not in fixed and n.endswith(SEED_SUFFIXES) and not n.startswith(".")]
 
 
 def endpoint(preset: str, env: Mapping[str, str], codex_config: str = "") -> tuple[str, int, str]:
