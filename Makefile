@@ -9,7 +9,12 @@ STAMP  := $(VENV)/.installed
 MYPY_PORTS := --follow-imports=silent --ignore-missing-imports --no-error-summary \
 	healer/store/base.py healer/fleet/ports.py healer/fleet/runtime.py healer/clock.py tests/typing/ports_conform.py
 
-.PHONY: run test campaigns bench lint images clean install
+.PHONY: run test campaigns bench lint images clean install agents-cli
+
+# the real agent CLIs for tests/agents (issue 32), pinned; into the venv, never the machine's global prefix
+CLAUDE_CODE_VERSION := 2.1.332
+CODEX_VERSION       := 0.169.0
+AGENTS_CLI          := $(VENV)/agents-cli
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,6 +43,16 @@ bench: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check healer chaos tests bench
 	$(VENV)/bin/mypy $(MYPY_PORTS)
+
+agents-cli:
+	@if [ "$$($(AGENTS_CLI)/bin/claude --version 2>/dev/null | cut -d' ' -f1)" = "$(CLAUDE_CODE_VERSION)" ] && \
+	    [ "$$($(AGENTS_CLI)/bin/codex --version 2>/dev/null | cut -d' ' -f2)" = "$(CODEX_VERSION)" ]; then \
+	  echo "agents-cli: claude $(CLAUDE_CODE_VERSION) and codex $(CODEX_VERSION) already in $(AGENTS_CLI)"; \
+	else \
+	  npm install -g --no-fund --no-audit --prefix $(AGENTS_CLI) \
+	    @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @openai/codex@$(CODEX_VERSION) && \
+	  $(AGENTS_CLI)/bin/claude --version && $(AGENTS_CLI)/bin/codex --version; \
+	fi
 
 images: $(STAMP)
 	$(PY) -m healer.fleet.images

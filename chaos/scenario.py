@@ -413,6 +413,8 @@ class RealSpec(Strict):
                                                                   "all be dead at the end; each pid becomes a chaos.pid event")
     outside: dict[str, str] = Field(default_factory=dict, description="files outside the fleet (in the game-day folder) "
                                                                       "that nothing may touch: path -> text")
+    model: str | None = Field(None, description="a scripted model (chaos/agents/models/scripts.py) served on "
+                                                "127.0.0.1 for the run; the claude and codex presets use it (issue 32)")
     symlinks: dict[str, str] = Field(default_factory=dict, description="fleet-relative symlink -> target "
                                                                        "({gameday_dir} allowed)")
 

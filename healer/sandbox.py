@@ -672,11 +672,22 @@ def network_on(network: bool | None, kind: str, allow: list[tuple[str, int]] | N
     return network
 
 
+def _writable_path(w: str) -> Path:
+    """A `sandbox_writable` entry made ready to bind: a file (~/.claude.json) is bound as the file; a missing path
+    is made a folder, or an empty file when its name has a suffix and no trailing slash (`~/.claude.json`)."""
+    p = Path(os.path.expanduser(w)).resolve()
+    if not p.exists():
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if Path(w).suffix and not w.endswith("/"):
+            p.touch()
+        else:
+            p.mkdir()
+    return p
+
+
 def _add_writable(prof: Profile, writable: list[str]) -> None:
     for w in writable:
-        p = Path(os.path.expanduser(w)).resolve()
-        p.mkdir(parents=True, exist_ok=True)
-        prof.rw.append(p)
+        prof.rw.append(_writable_path(w))
     # healer's cache of validated policies (healer/policy/cache.py) stays read-only, even when
     # the policy makes ~/.cache writable: an agent must not hand the next run a weaker policy
     from healer.policy.cache import cache_dir

@@ -132,6 +132,8 @@ class RealEngine:
         self.containers = self.policy.fleet.runtime == "container" or any(f.fault.startswith("container_")
                                                                           for f in scenario.faults)
         self._docker: Any = None
+        self.model: Any = None  # real.model: the scripted model server of the real CLIs (issue 32)
+        self.model_env: dict[str, str] = {}
 
     # -- policy -------------------------------------------------------------------------
     def _policy(self, overrides: dict | None) -> Policy:
@@ -155,6 +157,7 @@ class RealEngine:
         env[clock.OFFSET_ENV] = str(self.gd / "clock-offset")
         env[SCRIPTS_ENV] = str(self.gd / "scripts")
         env[SEED_ENV] = str(self.seed)
+        env.update(self.model_env)
         env.update(extra or {})
         return env
 
@@ -200,6 +203,10 @@ class RealEngine:
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(text)
         self.outside_before = _tree_hash(self.gd, list(self.sc.real.outside))
+        if self.sc.real.model:
+            from chaos.agents.models import gameday as kit
+
+            self.model, self.model_env = kit.start(self.gd, self.sc.real.model)
         repo.init(self.root)
         for rel, text in self.sc.fleet.files.items():
             p = self.root / rel
@@ -608,6 +615,9 @@ class RealEngine:
                 except subprocess.TimeoutExpired:
                     pass
         self.sup = self.disp = None
+        if self.model is not None:
+            self.model.stop()  # after the fleet: a hung stream ends only now
+            self.model = None
         for proc, tree in self.holders:
             pfault.release(proc, tree, self.wall)
         self.holders.clear()

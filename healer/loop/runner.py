@@ -29,7 +29,7 @@ from healer import cgroups, environ, errors, failpoints, git, procs, sandbox, wa
 from healer.clock import Clock, day_of, iso, stamp, system
 from healer.errors import InvalidInput, UsageError
 from healer.lite import dataclass
-from healer.loop import agents, decide, gitops, guard, objects, ownfiles
+from healer.loop import agenthome, agents, decide, gitops, guard, objects, ownfiles
 from healer.loop.decide import EXIT_WORDS, Facts, GateResult, IterationRecord, Limits, Verdict
 from healer.loop.state import RunPaths, RunState, bump_daily, check_run_id, daily_count, load, save, write_json_atomic
 
@@ -319,6 +319,12 @@ class Runner:
         if self.loop_policy.sandbox_network_allow and self.sbx_mode == "none":  # nothing restricts it: say so
             _say("healer: warning: loop.sandbox_network_allow: the agent runs unsandboxed (none): its network is not "
                  "restricted", "stderr")
+        if st.preset in agents.CLI_PRESETS:  # the real CLIs (healer/loop/agenthome.py): Codex's sandbox flag
+            self.spec = self._agent_spec(st)  # follows healer's; a model endpoint out of reach is exit 69 now
+            self.loop_policy = agenthome.allow_endpoint(st.preset, procs.environ(), self.loop_policy, self.sbx_mode)
+            L = self.loop_policy
+            agenthome.preflight(st.preset, procs.environ(), self.sbx_mode, L.sandbox_network,
+                                getattr(L, "sandbox_network_allow", None))
         self.limits = Limits.from_policy(self.loop_policy, st.max_iterations)
         st.pid = os.getpid()
         st.pid_started = procs.mark(os.getpid()) or ""
@@ -373,9 +379,11 @@ class Runner:
     def _agent_spec(self, st: RunState) -> agents.AgentSpec:
         a = self.loop_policy.agent
         spec = agents.preset_spec(st.preset, st.agent_argv if st.preset == "command" else (), a.model, a.max_turns,
-                                  a.extra_args)
+                                  a.extra_args, tools=a.tools, sandboxed=self.sbx_mode != "none")
         exe = procs.resolve_python(spec.argv[:1], os.environ.get("PATH"))[0] if spec.argv else ""
         if "{" not in exe and procs.which(exe, path=os.environ.get("PATH")) is None and not (self.workdir / exe).exists():
+            if st.preset in agents.CLI_PRESETS:
+                raise agenthome.missing(st.preset, exe)
             raise InvalidInput(f"agent command {exe!r}: not found on PATH (preset {st.preset})")
         return spec
 
@@ -487,6 +495,11 @@ class Runner:
                 st.inflight = None
                 self._guard_protected(self._before, f"iteration {n}: sandbox failed", self._on_disk)
                 return self._sandbox_failed(e, n)
+            except agenthome.AgentUnavailable as e:  # the CLI never started: no iteration recorded
+                st.inflight = None
+                self._guard_protected(self._before, f"iteration {n}: agent did not start", self._on_disk)
+                self._event("loop.agent_unavailable", {"n": n, "preset": st.preset, "why": str(e)})
+                return self._finish(e.exit_code, f"{e} (iteration {n} discarded; --resume {st.run_id} once fixed)")
             prev = st.history[-1].state_hash if st.history else None
             st.history.append(rec)
             if rec.output_key and rec.output_key not in st.outputs:
@@ -739,6 +752,11 @@ class Runner:
         env = environ.for_programs(procs.environ(), L.env_pass)
         env.update({"HEALER_LOOP_RUN_ID": st.run_id, "HEALER_LOOP_ITERATION": str(n), "HEALER_PROMPT_FILE": str(pf),
                     "HEALER_WORKDIR": str(self.workdir)})
+        h = agenthome.home(st.preset, self.paths.dir)
+        if h is not None:  # the CLI's config home of this run, afresh: writable inside healer's read-only .healer/
+            env.update(agenthome.seed(st.preset, h, procs.environ(), self.paths.iteration(n - 1) if n > 1 else idir))
+            if self._profile is not None and h.resolve() not in self._profile.rw_last:
+                self._profile.rw_last.append(h.resolve())
         marker = os.urandom(16).hex()
         on_disk = gitops.protected_on_disk(self.workdir, L.protected_paths)
         # kept on disk until the agent's step is compared: a runner killed in between finds it on resume
@@ -767,6 +785,9 @@ class Runner:
         if self.stop_signal:
             raise _Interrupted
         out_text, err_text = _read_tail(out_p), _read_tail(err_p)
+        why = None if res.timed_out else agents.start_failure(st.preset, res.exit_code, out_text, err_text)
+        if why is not None:
+            raise agenthome.AgentUnavailable(f"{st.preset} did not start: {why}")
         roots = [str(self.workdir)]
         cost = decide.reported_cost(out_text)
         is_claude = decide.claude_result(out_text) is not None

@@ -99,6 +99,10 @@ class Agent(Strict):
     model: str | None = None
     max_turns: PosInt | None = None
     extra_args: list[str] = Field(default_factory=list)
+    tools: list[str] | None = Field(default_factory=lambda: ["Bash", "Edit", "Write", "Read", "Glob", "Grep"],
+                                    description="what the claude preset's agent may use (its --allowedTools; -p mode "
+                                                "refuses Bash without it); null: the CLI's own default. codex has no "
+                                                "per-tool list: healer's sandbox replaces its own (docs/agents.md)")
 
     @model_validator(mode="after")
     def _command_needed(self) -> Agent:
@@ -153,8 +157,12 @@ class Loop(Strict):
                                                            "honoured for a non-root runner only (container: always)")
     sandbox_image: str = Field("healer-python", description="the image of sandbox: container (healer-python: built "
                                                             "offline, the host's /usr and Python mounted read-only)")
-    sandbox_writable: list[str] = Field(default_factory=list, description="more paths the sandboxed agent may write "
-                                                                          "(e.g. ~/.claude); ~ is expanded")
+    sandbox_writable: list[str] = Field(default_factory=list, description="more paths the sandboxed agent may write: "
+                                                                          "folders or files (a missing name with a "
+                                                                          "suffix is made an empty file, one ending "
+                                                                          "in / a folder); ~ is expanded. The "
+                                                                          "claude/codex presets need none: each run "
+                                                                          "has its own config home")
     env_pass: list[str] | None = Field(None, description="the environment variables the agent and the gates get "
                                                          "(names or globs: [ANTHROPIC_API_KEY, 'AWS_*']) besides a "
                                                          "base set (PATH, HOME, locale, terminal, temp dir, user) and "

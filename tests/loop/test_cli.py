@@ -88,7 +88,10 @@ def test_presets_build_argv_without_shell():
     assert c.stdin_prompt
     x = agents.preset_spec("codex")
     argv = agents.render(x, prompt_file="/p", workdir="/w", iteration=2, prompt="do; rm -rf /")
-    assert argv == ["codex", "exec", "--sandbox", "workspace-write", "--cd", "/w", "do; rm -rf /"]
+    assert argv[:4] == ["codex", "exec", agents.CODEX_BYPASS, "--skip-git-repo-check"]  # healer's sandbox, not its own
+    assert argv[-3:] == ["--cd", "/w", "do; rm -rf /"]
+    x = agents.preset_spec("codex", sandboxed=False)
+    assert agents.render(x, prompt_file="/p", workdir="/w", iteration=2)[2:4] == ["--sandbox", "workspace-write"]
     cmd = agents.preset_spec("command", ["a", "{prompt_file}", "--n={iteration}", "{workdir}"])
     assert agents.render(cmd, prompt_file="/p", workdir="/w", iteration=3) == ["a", "/p", "--n=3", "/w"]
 
