@@ -1,9 +1,11 @@
 """Agent presets and the prompt: pure functions from the policy to an argv and a text.
 
 Never a shell: an argv is a list, placeholders are replaced inside each argument.
-  claude   claude -p --output-format json --permission-mode acceptEdits [--max-turns N]
+  claude   claude -p --output-format stream-json --verbose --permission-mode acceptEdits [--max-turns N]
            [--model M] [--max-budget-usd REMAINING] ...extra   (prompt on stdin)
-  codex    codex exec --sandbox workspace-write --cd {workdir} [--model M] ...extra PROMPT
+  codex    codex exec --json --sandbox workspace-write --cd {workdir} [--model M] ...extra PROMPT
+The output formats are the streaming ones: the runner counts spend per API turn as they print
+(healer/loop/usage.py); `--verbose` is required by Claude for stream-json in -p mode.
   command  any argv with {prompt_file} {workdir} {iteration}
 """
 
@@ -28,14 +30,14 @@ class AgentSpec:
 def preset_spec(preset: str, command: Sequence[str] = (), model: str | None = None, max_turns: int | None = None,
                 extra_args: Sequence[str] = ()) -> AgentSpec:
     if preset == "claude":
-        argv = ["claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits"]
+        argv = ["claude", "-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits"]
         if max_turns:
             argv += ["--max-turns", str(max_turns)]
         if model:
             argv += ["--model", model]
         return AgentSpec("claude", tuple(argv + list(extra_args)), stdin_prompt=True, budget_flag=True)
     if preset == "codex":
-        argv = ["codex", "exec", "--sandbox", "workspace-write", "--cd", "{workdir}"]
+        argv = ["codex", "exec", "--json", "--sandbox", "workspace-write", "--cd", "{workdir}"]
         if model:
             argv += ["--model", model]
         return AgentSpec("codex", tuple(argv + list(extra_args) + ["{prompt}"]))
