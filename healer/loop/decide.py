@@ -225,6 +225,11 @@ def after_iteration(history: Sequence[IterationRecord], limits: Limits, spent: f
     last = history[-1]
     if last.all_green and len(last.gates) >= limits.gates:  # every defined gate ran, and passed
         return Verdict(errors.OK, f"all {len(last.gates)} gate(s) passed at iteration {last.n}", "success")
+    # before the stall counters: a silent agent changed nothing, but it is not stuck on the task
+    n = idle_streak(history)
+    if n >= limits.same_state:
+        return Verdict(errors.UNAVAILABLE, f"the agent printed nothing for loop.idle_timeout in {n} iteration(s) in a "
+                       "row and was stopped each time: it or its model endpoint looks unreachable", "idle")
     n = same_failure_streak(history)
     if n >= limits.same_failure:
         where = f" ({last.signature_text})" if last.signature_text else ""
@@ -239,10 +244,6 @@ def after_iteration(history: Sequence[IterationRecord], limits: Limits, spent: f
         return Verdict(errors.STALLED, f"state cycle of period {period} ({names}-{names}: states "
                        f"{', '.join(h[:8] for h in states)} repeat over iterations {last.n - 2 * period + 1}-{last.n})",
                        "stalled")
-    n = idle_streak(history)
-    if n >= limits.same_state:
-        return Verdict(errors.UNAVAILABLE, f"the agent printed nothing for loop.idle_timeout in {n} iteration(s) in a "
-                       "row and was stopped each time: it or its model endpoint looks unreachable", "idle")
     if last.duplicate_of is not None and limits.duplicate_output == "stop" and _seen_before(history):
         return Verdict(errors.STALLED, f"agent output of iteration {last.n} repeats iteration {last.duplicate_of}", "stalled")
     return _budget(history, limits, spent, facts) or CONTINUE
