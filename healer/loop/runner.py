@@ -437,6 +437,8 @@ class Runner:
             # the iteration in flight when the runner died may have touched protected paths
             self._guard_protected(st.history[-1].tree_hash if st.history else st.baseline_tree, "resume",
                                   self._unchecked_disk(len(st.history) + 1))
+        if self.req.resume:
+            self._count_discarded(len(st.history) + 1)  # the runner died mid-iteration: what its agent spent stays spent
         if st.pending_commit:
             try:
                 done = self._settle_pending_commit()
@@ -455,11 +457,13 @@ class Runner:
                 rec = self._iterate(n)
             except _Interrupted:
                 st.inflight = None
+                self._count_discarded(n)
                 self._guard_protected(self._before, f"iteration {n} interrupted", self._on_disk)
                 return self._finish(errors.STOPPED, f"{self.stop_signal} received during iteration {n} "
                                                     f"(iteration discarded; --resume {st.run_id} redoes it)")
             except sandbox.SandboxFailed as e:
                 st.inflight = None
+                self._count_discarded(n)
                 self._guard_protected(self._before, f"iteration {n}: sandbox failed", self._on_disk)
                 return self._sandbox_failed(e, n)
             prev = st.history[-1].state_hash if st.history else None
@@ -703,6 +707,26 @@ class Runner:
             return False
 
         return watch
+
+    def _count_discarded(self, n: int) -> None:
+        """An iteration that leaves no record (stopped by a signal, the sandbox failed, the runner died) still spent
+        what its agent's turns reported: counted into the run from its agent.out, which is then renamed
+        agent.out.counted (kept, and never counted twice when the iteration is redone)."""
+        p = self.paths.iteration(n) / "agent.out"
+        if not p.is_file():
+            return
+        L = self.loop_policy
+        meter = usage.Meter(self.st.preset, usage.price_table(L.prices), L.agent.model)
+        buf = usage.LineBuffer()
+        for ln in buf.push(_read_tail(p, 64 << 20).encode()) + buf.flush():
+            meter.feed(ln)
+        with contextlib.suppress(OSError):
+            os.replace(p, p.with_name("agent.out.counted"))
+        if meter.usd > 0:
+            self.st.cost_usd += meter.usd
+            self._save()
+            self._event("loop.spend_counted", {"n": n, "usd": round(meter.usd, 6), "turns": len(meter.turns),
+                                               "why": "iteration discarded", "total_cost_usd": round(self.st.cost_usd, 6)})
 
     def _spend_events(self, n: int, meter: usage.Meter, stopped: str, res: procs.Completed) -> None:
         L, st = self.loop_policy, self.st

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 from healer.clock import system
 from healer.loop import tap as tap_mod
 from healer.loop import usage
+from tests.conftest import wait_until
 from tests.loop.conftest import events, final_line, run_loop_cli, solved_gate, state, write_policy
 
 FAKE = Path(__file__).with_name("fake_cli.py")
@@ -136,3 +139,41 @@ def test_the_tap_reports_the_crossing_turn_at_once(tmp_path):
         assert seen[-1] == 2
         tap.finish()
     assert (tmp_path / "agent.out").read_bytes().count(b"\n") == 2
+
+
+def _start(lrepo: Path, tmp_path: Path, pol: Path, run_id: str, env: dict) -> subprocess.Popen:
+    task = tmp_path / "task.md"
+    task.write_text("# t\n")
+    full = {k: v for k, v in os.environ.items() if k not in ("HEALER_ROOT", "HEALER_FAILPOINTS", "HEALER_AGENT_ID")}
+    full.update(env)
+    return subprocess.Popen([sys.executable, "-m", "healer", "loop", "run", "--policy", str(pol), "--task", str(task),
+                             "--workdir", str(lrepo), "--run-id", run_id], env=full, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_an_iteration_discarded_mid_stream_keeps_its_spend_counted_once(lrepo, tmp_path, sig):
+    """SIGTERM discards the iteration (exit 4), SIGKILL leaves it in flight: either way what its turns reported is
+    in the run's spend after the resume, and the redone iteration does not count it again."""
+    env = cli_env(tmp_path, "claude", turns=2, tokens=100_000, then="hang")
+    pol = write_policy(tmp_path / "p.yaml", agent={"preset": "claude"}, iteration_timeout="60s", idle_timeout=None,
+                       max_iterations=1, gates=[solved_gate()])
+    out = lrepo / ".healer" / "runs" / "disc" / "iter-001" / "agent.out"
+    proc = _start(lrepo, tmp_path, pol, "disc", env)
+    try:
+        wait_until(lambda: out.exists() and out.read_bytes().count(b'"type": "assistant"') == 4, 60, "two turns printed")
+        proc.send_signal(sig)
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 4
+        assert state(lrepo, "disc")["cost_usd"] == pytest.approx(2 * TURN_USD)
+    env["FAKE_CLI"] = json.dumps({"turns": 1, "tokens": 100_000, "then": "exit"})
+    cp = run_loop_cli(lrepo, pol, "--run-id", "disc", "--resume", "disc", env=env)
+    assert cp.returncode == 2, cp.stdout + cp.stderr  # the iteration cap
+    st = state(lrepo, "disc")
+    assert st["cost_usd"] == pytest.approx(3 * TURN_USD)  # two discarded turns + the redone iteration's one
+    assert out.with_name("agent.out.counted").exists()
+    counted = [e for e in events(lrepo, subject="disc") if e.kind == "loop.spend_counted"]
+    assert len(counted) == 1 and counted[0].payload["turns"] == 2
