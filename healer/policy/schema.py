@@ -74,6 +74,7 @@ FindingKind = Literal[
     "no_closes",
     "main_red",
     "supervisor_silent",
+    "spend_rate",
 ]
 FINDINGS: tuple[str, ...] = get_args(FindingKind)
 
@@ -211,6 +212,10 @@ class Sentinels(Strict):
     dispatcher_silent: Duration = Field("5m", description="no dispatcher pass for this long and its process is gone: "
                                                           "dispatch is frozen whatever the pause says")
     cooldown: Duration = Field("4h", description="one notification per key per window")
+    spend_rate: Annotated[float, Field(gt=0), BeforeValidator(_not_bool)] | None = Field(
+        50.0, description="alarm when the fleet's loops spent more than this many USD within spend_window "
+                          "(counted per streamed API turn, killed iterations included); null: off")
+    spend_window: Duration = Field("1h", description="the window spend_rate is measured over")
 
 
 class RateLimit(Strict):

@@ -191,3 +191,18 @@ def test_a_period_k_cycle_is_caught_at_its_second_round(prefix, k, window, data)
         assert decide.state_cycle(seq[:found_at], window)[0] == k
     else:
         assert found_at is None  # longer than the window can see: the iteration cap ends it
+
+
+# -- the supervisor's spend-rate alarm (healer/core/sentinels.py) ------------------------------------------
+
+
+def test_spend_rate_fires_when_the_window_sum_goes_over_and_names_the_top_run():
+    from healer.core.sentinels import spend_rate
+
+    now = 10_000.0
+    spend = [(now - 4000, "old", 500.0), (now - 3000, "a", 20.0), (now - 2000, "b", 20.0), (now - 100, "a", 15.0)]
+    f = spend_rate(spend, now, 50.0, 3600.0)  # the $500 of two hours ago is outside the window
+    assert f is not None and f.kind == "spend_rate" and f.since == now - 100
+    assert f.evidence["spent_usd"] == 55.0 and f.evidence["top_run"] == "a" and f.evidence["top_run_usd"] == 35.0
+    assert spend_rate(spend, now, 60.0, 3600.0) is None
+    assert spend_rate([], now, 0.01, 3600.0) is None
