@@ -1,11 +1,13 @@
 """Agent presets and the prompt: pure functions from the policy to an argv and a text.
 
 Never a shell: an argv is a list, placeholders are replaced inside each argument.
-  claude   claude -p --output-format stream-json --verbose --permission-mode acceptEdits [--max-turns N]
+  claude   claude -p --output-format stream-json --verbose --include-partial-messages
+           --permission-mode acceptEdits [--max-turns N]
            [--model M] [--max-budget-usd REMAINING] ...extra   (prompt on stdin)
   codex    codex exec --json --sandbox workspace-write --cd {workdir} [--model M] ...extra PROMPT
 The output formats are the streaming ones: the runner counts spend per API turn as they print
-(healer/loop/usage.py); `--verbose` is required by Claude for stream-json in -p mode.
+(healer/loop/usage.py); `--verbose` is required by Claude for stream-json in -p mode; partial messages
+carry each API call's final output-token count (message_delta) before the next call starts.
   command  any argv with {prompt_file} {workdir} {iteration}
 """
 
@@ -30,7 +32,8 @@ class AgentSpec:
 def preset_spec(preset: str, command: Sequence[str] = (), model: str | None = None, max_turns: int | None = None,
                 extra_args: Sequence[str] = ()) -> AgentSpec:
     if preset == "claude":
-        argv = ["claude", "-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits"]
+        argv = ["claude", "-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages",
+                "--permission-mode", "acceptEdits"]
         if max_turns:
             argv += ["--max-turns", str(max_turns)]
         if model:

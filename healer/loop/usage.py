@@ -11,8 +11,9 @@ What each CLI prints (looked up in their sources and documentation, not guessed)
   "usage":{input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens}}}` once per
   content block, the SAME `message.id` (one API call) repeated with the usage copied again, its
   output_tokens growing: counted once per id, each field at its largest; with
-  `--include-partial-messages`, `{"type":"stream_event","event":{"type":"message_start"|"message_delta"}}`
-  carry the same usage; the final `{"type":"result","total_cost_usd":...,"result":"..."}` is the CLI's
+  `--include-partial-messages` (the preset passes it), `{"type":"stream_event","event":{"type":
+  "message_start"|"message_delta"}}` carry the same usage, message_delta's output count final at the
+  end of each API call (the assistant lines carry message_start's, often 1); the final `{"type":"result","total_cost_usd":...,"result":"..."}` is the CLI's
   own bill of the whole session.
 - Codex `exec --json` (codex-rs/exec/src/exec_events.rs): `thread.started`, `turn.started`,
   `item.started|updated|completed` (`item.type`: agent_message, reasoning, command_execution, ...),
@@ -167,6 +168,7 @@ class Meter:
         self.codex_total = Tokens()  # Codex: the thread's running total, from any source
         self.text: list[str] = []  # what the agent said (Claude's result, Codex's agent messages)
         self.result_text: str | None = None
+        self._streaming: dict[str, str] = {}  # Claude partial messages: the message in flight per (sub)agent
         self.lines = 0
         self.events = 0  # lines that parsed as one of the CLI's events
 
@@ -226,14 +228,16 @@ class Meter:
             return []
         if typ == "stream_event":
             ev = obj.get("event")
+            # a message_delta names no message: it belongs to the last message_start of the same (sub)agent
+            who = str(obj.get("parent_tool_use_id"))
             if isinstance(ev, dict):
                 if ev.get("type") == "message_start" and isinstance(ev.get("message"), dict):
                     m = ev["message"]
-                    self._last_stream_id = m.get("id")
-                    return self._claude_turn(m.get("id"), m.get("model"), anthropic_tokens(m.get("usage")))
-                if ev.get("type") == "message_delta":
-                    return self._claude_turn(getattr(self, "_last_stream_id", None), None,
-                                             anthropic_tokens(ev.get("usage")))
+                    self._streaming[who] = m.get("id") if isinstance(m.get("id"), str) else f"anon-{len(self.turns)}"
+                    return self._claude_turn(self._streaming[who], m.get("model"), anthropic_tokens(m.get("usage")))
+                if ev.get("type") == "message_delta" and who in self._streaming:
+                    # cumulative (Anthropic's streaming docs); fields it leaves out keep their message_start value
+                    return self._claude_turn(self._streaming[who], None, anthropic_tokens(ev.get("usage")))
             return []
         if typ == "result":
             cost = obj.get("total_cost_usd", obj.get("cost_usd"))

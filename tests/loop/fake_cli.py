@@ -28,6 +28,13 @@ def claude(cfg: dict) -> None:
         mid = f"msg_{i:04d}"
         usage = {"input_tokens": cfg["tokens"], "output_tokens": 1, "cache_creation_input_tokens": 0,
                  "cache_read_input_tokens": 0}
+        if "--include-partial-messages" in sys.argv:
+            out({"type": "stream_event", "event": {"type": "message_start", "message": {"id": mid, "model": model,
+                                                                                         "usage": usage}},
+                 "parent_tool_use_id": None, "session_id": "s-1"})
+            out({"type": "stream_event", "event": {"type": "content_block_delta", "index": 0,
+                                                   "delta": {"type": "text_delta", "text": f"step {i}"}},
+                 "parent_tool_use_id": None, "session_id": "s-1"})
         # one line per content block, the same message id and usage repeated, output growing (as Claude Code does)
         out({"type": "assistant", "message": {"id": mid, "type": "message", "role": "assistant", "model": model,
                                               "content": [{"type": "text", "text": f"step {i}"}], "usage": usage},
@@ -37,6 +44,10 @@ def claude(cfg: dict) -> None:
                                                            "input": {"command": "true"}}],
                                               "usage": dict(usage, output_tokens=2)},
              "parent_tool_use_id": None, "session_id": "s-1"})
+        if "--include-partial-messages" in sys.argv:  # the call's final output count, at its end
+            out({"type": "stream_event", "event": {"type": "message_delta", "delta": {"stop_reason": "tool_use"},
+                                                   "usage": {"output_tokens": cfg.get("output", 2)}},
+                 "parent_tool_use_id": None, "session_id": "s-1"})
         out({"type": "user", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}",
                                                                       "content": "", "is_error": False}]}})
     if cfg.get("then") == "exit":

@@ -64,7 +64,9 @@ def test_killed_iterations_spend_counts_and_the_next_gets_only_the_remainder(lre
 
 
 def test_a_turn_over_the_cap_stops_the_agent_mid_iteration(lrepo, tmp_path):
-    env = cli_env(tmp_path, "claude", turns=4, tokens=100_000, then="hang")
+    # output tokens only: the assistant lines say 1-2 of them, each call's message_delta (partial messages) the
+    # real 20,000 ($0.30 at Sonnet's $15 per million): without it the cap would never be seen
+    env = cli_env(tmp_path, "claude", turns=4, tokens=0, output=20_000, then="hang")
     pol = write_policy(tmp_path / "p.yaml", agent={"preset": "claude"}, iteration_timeout="60s", idle_timeout=None,
                        spend_cap_usd=1.0, gates=[solved_gate()])
     cp = run_loop_cli(lrepo, pol, "--run-id", "cap", env=env)
@@ -73,7 +75,7 @@ def test_a_turn_over_the_cap_stops_the_agent_mid_iteration(lrepo, tmp_path):
     (h,) = iterations(lrepo, "cap")
     assert h["stopped"] == "spend_cap" and not h["timed_out"]
     assert h["duration"] < 30  # stopped by the cap, not by the 60 s deadline
-    assert h["cost_usd"] == pytest.approx(4 * TURN_USD)
+    assert h["cost_usd"] == pytest.approx(4 * 20_000 * 15.0 / 1e6)
     hit = [e for e in events(lrepo, subject="cap") if e.kind == "loop.spend_cap_hit"]
     assert len(hit) == 1 and hit[0].payload["cap_usd"] == 1.0 and hit[0].payload["turns"] == 4
     assert "over the spend cap" in (lrepo / "progress.md").read_text()

@@ -86,13 +86,29 @@ def test_a_killed_claude_stream_keeps_what_its_turns_reported():
     assert m.reported_usd is None and m.usd > 0 and len(m.turns) == 1
 
 
-def test_claude_partial_messages_stream_events():
+def _ev(event: dict, parent=None) -> str:
+    return json.dumps({"type": "stream_event", "event": event, "parent_tool_use_id": parent, "session_id": "s",
+                       "uuid": "u"})
+
+
+def test_claude_partial_messages_stream_events_per_subagent():
     m = usage.Meter("claude")
-    m.feed(json.dumps({"type": "stream_event", "event": {"type": "message_start", "message": {
-        "id": "msg_X", "model": "claude-opus-4-5-20251101", "usage": {"input_tokens": 1000, "output_tokens": 1}}}}))
-    m.feed(json.dumps({"type": "stream_event", "event": {"type": "message_delta", "usage": {"output_tokens": 900}}}))
-    t = m.turns["msg_X"]
-    assert t.tokens.output == 900 and t.usd == pytest.approx((1000 * 5 + 900 * 25) / 1e6)  # opus 4.5, not opus 4
+    m.feed(_ev({"type": "message_start", "message": {"id": "msg_X", "model": "claude-opus-4-5-20251101",
+                                                     "usage": {"input_tokens": 1000, "output_tokens": 1}}}))
+    # a subagent (Task tool) streams its own call in between
+    m.feed(_ev({"type": "message_start", "message": {"id": "msg_S", "model": "claude-haiku-4-5",
+                                                     "usage": {"input_tokens": 50, "output_tokens": 1}}}, "toolu_T"))
+    m.feed(_ev({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hel"}}))
+    m.feed(_ev({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 900}}))
+    m.feed(_ev({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 7}}, "toolu_T"))
+    x, s = m.turns["msg_X"], m.turns["msg_S"]
+    assert x.tokens.output == 900 and x.usd == pytest.approx((1000 * 5 + 900 * 25) / 1e6)  # opus 4.5, not opus 4
+    assert (s.tokens.input, s.tokens.output) == (50, 7) and s.usd == pytest.approx((50 * 1 + 7 * 5) / 1e6)
+    # the complete assistant line that follows repeats message_start's usage: nothing counted twice
+    m.feed(json.dumps({"type": "assistant", "message": {"id": "msg_X", "usage": {"input_tokens": 1000,
+                                                                                 "output_tokens": 1}}}))
+    assert len(m.turns) == 2 and m.turns["msg_X"].tokens.output == 900
+    assert m.feed(_ev({"type": "message_delta", "usage": {"output_tokens": 5}}, "never-started")) == []
 
 
 def test_codex_jsonl_turn_completed_priced_and_its_words_kept():
