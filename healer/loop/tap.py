@@ -51,11 +51,11 @@ class Tap:
 
     def _feed(self, lines: list[bytes]) -> None:
         new: list[Turn] = []
-        with self.lock:
+        with self.lock:  # the callback too: it reads the Meter, which the runner's thread may feed (follow_codex)
             for ln in lines:
                 new += self.meter.feed(ln)
-        if new and self.on_turns is not None:
-            self.on_turns(new)
+            if new and self.on_turns is not None:
+                self.on_turns(new)
 
     def _pump(self) -> None:
         buf = LineBuffer()
