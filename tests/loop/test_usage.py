@@ -222,3 +222,12 @@ def test_spend_rate_fires_when_the_window_sum_goes_over_and_names_the_top_run():
     assert f.evidence["spent_usd"] == 55.0 and f.evidence["top_run"] == "a" and f.evidence["top_run_usd"] == 35.0
     assert spend_rate(spend, now, 60.0, 3600.0) is None
     assert spend_rate([], now, 0.01, 3600.0) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200), st.integers(0, 10**6), st.integers(0, 10**6))
+def test_a_converging_agents_progress_counts_never_make_a_duplicate(text, a, b):
+    """Two reports that differ in a count are two outputs, whatever surrounds them."""
+    ka = decide.output_key(f"{text}\nprogress: {a} of 1000000 steps done")
+    kb = decide.output_key(f"{text}\nprogress: {b} of 1000000 steps done")
+    assert (ka == kb) == (a == b)
