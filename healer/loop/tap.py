@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import select
+import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -107,22 +108,60 @@ class Tap:
         """Feed what Codex appended to its session files (modified after `since`, wall time) since the last call."""
         if not codex_home:
             return
-        root = Path(codex_home) / "sessions"
-        if not root.is_dir():
-            return
-        try:
-            files = [p for p in root.rglob("rollout-*.jsonl") if p.is_file() and p.stat().st_mtime >= since - 1]
-        except OSError:
-            return
-        for p in sorted(files)[-4:]:
+        for p in _rollouts(Path(codex_home) / "sessions", since):
             key = str(p)
             off, buf = self._codex.get(key, (0, LineBuffer()))
-            try:
-                with open(p, "rb") as f:
-                    f.seek(off)
-                    data = f.read(8 << 20)
-            except OSError:
-                continue
+            data = _read_from(p, off, 8 << 20)
             self._codex[key] = (off + len(data), buf)
             if data:
                 self._feed(buf.push(data))
+
+
+def _names(d: Path, cap: int = 1000) -> list[str]:
+    """At most `cap` names of a folder (the agent writes there: a million files must not cost a second a look)."""
+    out: list[str] = []
+    try:
+        with os.scandir(d) as it:
+            for e in it:
+                if len(out) >= cap:
+                    break
+                if not e.is_symlink():
+                    out.append(e.name)
+    except OSError:
+        pass
+    return sorted(out)
+
+
+def _rollouts(root: Path, since: float) -> list[Path]:
+    """Codex's session files of the last days (sessions/YYYY/MM/DD/rollout-*.jsonl) written since `since`."""
+    found = []
+    for y in _names(root)[-2:]:
+        for m in _names(root / y)[-2:]:
+            for d in _names(root / y / m)[-3:]:
+                for f in _names(root / y / m / d):
+                    if f.startswith("rollout-") and f.endswith(".jsonl"):
+                        p = root / y / m / d / f
+                        try:
+                            st = os.lstat(p)
+                        except OSError:
+                            continue
+                        if stat.S_ISREG(st.st_mode) and st.st_mtime >= since - 1:
+                            found.append(p)
+    return found[-4:]
+
+
+def _read_from(p: Path, off: int, cap: int) -> bytes:
+    """Up to `cap` bytes of a plain file from `off`, never through a link (the agent owns the folder)."""
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return b""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b""
+        os.lseek(fd, off, os.SEEK_SET)
+        return os.read(fd, cap)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)

@@ -179,3 +179,22 @@ def test_an_iteration_discarded_mid_stream_keeps_its_spend_counted_once(lrepo, t
     assert out.with_name("agent.out.counted").exists()
     counted = [e for e in events(lrepo, subject="disc") if e.kind == "loop.spend_counted"]
     assert len(counted) == 1 and counted[0].payload["turns"] == 2
+
+
+def test_codex_session_files_are_read_only_as_plain_files_never_through_links(tmp_path):
+    day = tmp_path / "home" / "sessions" / "2026" / "12" / "04"
+    day.mkdir(parents=True)
+    line = json.dumps({"type": "event_msg", "payload": {"type": "token_count", "info": {
+        "total_token_usage": {"input_tokens": 1_000_000, "cached_input_tokens": 0, "output_tokens": 0}}}}) + "\n"
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    elsewhere.write_text(line)
+    (day / "rollout-linked.jsonl").symlink_to(elsewhere)
+    with open(tmp_path / "agent.out", "wb", buffering=0) as out:
+        tap = tap_mod.Tap(out, usage.Meter("codex"), system().monotonic).start()
+        tap.follow_codex(str(tmp_path / "home"), 0.0)
+        assert tap.spent() == 0.0  # a link the agent planted is not followed
+        (day / "rollout-real.jsonl").write_text(line)
+        tap.follow_codex(str(tmp_path / "home"), 0.0)
+        tap.follow_codex(str(tmp_path / "home"), 0.0)  # read again: nothing new, nothing counted twice
+        assert tap.spent() == pytest.approx(1.25)  # a million input tokens at gpt-5's price
+        tap.finish()
