@@ -96,12 +96,12 @@ SUPERVISOR_LAST_TICK = "supervisor.last_tick_at"
 SUPERVISOR_MEMORY = "supervisor.memory"
 
 # -- sentinels (findings about silence; alert keys) ------------------------------------
-SENTINELS = ("dispatch_frozen", "pool_saturated", "no_closes", "main_red", "supervisor_silent")
+SENTINELS = ("dispatch_frozen", "pool_saturated", "no_closes", "main_red", "supervisor_silent", "spend_rate")
 # each sentinel's fixed subject, hence its one alert key (`main_red:main`): whoever pages for a sentinel's
 # condition (the supervisor, the dispatcher seeing main red) uses this key, so the per-key cooldown keeps
 # it to one page per condition
 SENTINEL_SUBJECT = {"dispatch_frozen": "dispatch", "pool_saturated": "pool", "no_closes": "proposals",
-                    "main_red": "main", "supervisor_silent": "supervisor"}
+                    "main_red": "main", "supervisor_silent": "supervisor", "spend_rate": "spend"}
 
 
 def sentinel_key(kind: str) -> str:

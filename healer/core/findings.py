@@ -28,14 +28,14 @@ from healer.records import Ticket
 KIND_ORDER = {k: i for i, k in enumerate((
     "main_red", "same_commit_repush", "zombie_ticket", "wait_cycle", "agent_dead", "agent_stuck",
     "frozen_in_progress", "stale_label", "orphan_worktree", "unknown_file", "agent_idle",
-    "dispatch_frozen", "pool_saturated", "no_closes", "supervisor_silent",
+    "dispatch_frozen", "pool_saturated", "no_closes", "supervisor_silent", "spend_rate",
 ))}
 SEVERITY = {
     "main_red": "critical", "same_commit_repush": "critical", "zombie_ticket": "critical",
     "dispatch_frozen": "critical", "supervisor_silent": "critical", "wait_cycle": "warning",
     "agent_dead": "warning", "agent_stuck": "warning", "frozen_in_progress": "warning",
     "stale_label": "warning", "orphan_worktree": "warning", "pool_saturated": "warning",
-    "no_closes": "warning", "agent_idle": "info", "unknown_file": "info",
+    "no_closes": "warning", "agent_idle": "info", "unknown_file": "info", "spend_rate": "critical",
 }
 _SEV_RANK = {"critical": 0, "warning": 1, "info": 2}
 

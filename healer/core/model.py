@@ -57,6 +57,7 @@ class Snapshot:
     dispatcher_alive: bool | None = None  # the dispatcher lease holder's pid on this host (None: cannot tell)
     unknown_files: tuple[str, ...] = ()  # in managed areas outside worktrees, relative to the fleet root
     halted: bool = False  # .healer/HALT present: observe only
+    spend: tuple[tuple[float, str, float], ...] = ()  # (at, run id, USD) of the loops' spend within sentinels.spend_window
     failed_sources: frozenset[str] = frozenset()  # data sources that raised: dependent sentinels say unknown
     notes: dict[str, Any] = field(default_factory=dict)
 

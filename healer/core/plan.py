@@ -120,6 +120,8 @@ def _text(f: Finding, now: float) -> str:
         "no_closes": f"{ev.get('open')} proposal(s) open, none closed",
         "main_red": "main is red" + (", dispatch paused" if ev.get("dispatch_paused") else ", pausing dispatch"),
         "supervisor_silent": "no supervisor tick",
+        "spend_rate": f"${ev.get('spent_usd', 0):.2f} spent by the loops within {durations.format(ev.get('window', 0))} "
+                      f"(alarm at ${ev.get('threshold_usd', 0):.2f}); top: {ev.get('top_run')}",
     }.get(f.kind, f.kind.replace("_", " "))
     return f"{f.kind} {f.subject}: {what} for {age}"
 

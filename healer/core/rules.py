@@ -46,6 +46,7 @@ APPLICABLE: dict[str, frozenset[str]] = {
     "no_closes": frozenset({"notify"}),
     "main_red": frozenset({"pause_dispatch", "notify"}),
     "supervisor_silent": frozenset({"notify"}),
+    "spend_rate": frozenset({"notify"}),
 }
 assert set(APPLICABLE) == set(FINDINGS)
 
@@ -71,6 +72,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     _r("alert-no-closes", "no_closes", ["notify"]),
     _r("pause-on-red-main", "main_red", ["notify", "pause_dispatch"]),
     _r("alert-supervisor-silent", "supervisor_silent", ["notify"]),
+    _r("alert-spend-rate", "spend_rate", ["notify"]),
 )
 assert {r.when for r in DEFAULT_RULES} == set(FINDINGS)
 

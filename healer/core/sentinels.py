@@ -8,6 +8,7 @@ action, no memory. Sources (what the shell must name when a read fails):
     tickets    the board                    agents      agent rows and liveness
     dispatch   last launch / pause flag     proposals   proposal rows, last open/close
     main       the main branch gate status  supervisor  the last supervisor tick
+    spend      the loops' spend events (loop.iteration, loop.spend_counted) within sentinels.spend_window
 
 Subjects are fixed words, so each sentinel has exactly one cooldown key
 (`dispatch_frozen:dispatch`, `main_red:main`, ...).
@@ -27,6 +28,7 @@ SOURCES: dict[str, tuple[str, ...]] = {
     "no_closes": ("proposals",),
     "main_red": ("main",),
     "supervisor_silent": ("supervisor",),
+    "spend_rate": ("spend",),
 }
 SUBJECT = cv.SENTINEL_SUBJECT
 key = cv.sentinel_key  # the one alert key of a sentinel (`main_red:main`)
@@ -115,4 +117,29 @@ def sentinels(s: Snapshot, policy, ix: Index, queued=None, dispatched: bool | No
             out.append(Finding("supervisor_silent", "supervisor", s.last_supervisor_tick, {
                 "last_tick": s.last_supervisor_tick,
             }, SEVERITY["supervisor_silent"]))
+
+    if "spend_rate" not in unknown and cfg.spend_rate is not None:
+        f = spend_rate(s.spend, now, cfg.spend_rate, cfg.spend_window)
+        if f is not None:
+            out.append(f)
     return out
+
+
+def spend_rate(spend, now: float, threshold: float, window: float) -> Finding | None:
+    """The loops spent more than `threshold` USD within `window` (a runaway: $372 in 3 h with no alert).
+    `since` is the moment the window's sum first went over: the finding fires at once (no debounce needed)."""
+    recent = sorted((at, run, usd) for at, run, usd in spend if now - window <= at <= now and usd > 0)
+    total, since = 0.0, None
+    by_run: dict[str, float] = {}
+    for at, run, usd in recent:
+        total += usd
+        by_run[run] = by_run.get(run, 0.0) + usd
+        if since is None and total > threshold:
+            since = at
+    if since is None:
+        return None
+    top = max(by_run, key=by_run.get)
+    return Finding("spend_rate", "spend", since, {
+        "spent_usd": round(total, 4), "threshold_usd": threshold, "window": window, "runs": len(by_run),
+        "top_run": top, "top_run_usd": round(by_run[top], 4),
+    }, SEVERITY["spend_rate"])

@@ -152,6 +152,17 @@ class _Sources:
             return default
 
 
+def _spend(store, policy, now: float) -> list[tuple[float, str, float]]:
+    """(at, run, USD) of what the fleet's loops reported spending within sentinels.spend_window: each iteration's
+    streamed spend (loop.iteration's cost_usd) and the spend of iterations discarded mid-stream (loop.spend_counted)."""
+    out = []
+    for e in store.events(kinds=["loop.iteration", "loop.spend_counted"], since=now - policy.sentinels.spend_window):
+        usd = e.payload.get("cost_usd") if e.kind == "loop.iteration" else e.payload.get("usd")
+        if isinstance(usd, (int, float)) and not isinstance(usd, bool) and usd > 0:
+            out.append((e.at, e.subject, float(usd)))
+    return out
+
+
 def _reset_at(e) -> float | None:
     """When a ticket.moved event handed the ticket back to the queue from a human's state (a fresh budget)."""
     return e.at if budget_rules.is_reset(e.payload.get("from"), e.payload.get("to")) else None
@@ -489,6 +500,7 @@ def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str 
     merged = frozenset(board.merged) if board else frozenset()
     registered = {norm(w.worktree.path) for w in worktrees}
     loose = src.get("files", lambda: _loose_files(root, registered), ())
+    spend = src.get("spend", lambda: _spend(store, policy, now), ()) if policy.sentinels.spend_rate is not None else ()
     halted = (root / ".healer" / "HALT").exists() or bool(policy.remediation.observe_only)
     paused_reason = settings.get(keys.DISPATCH_PAUSED_REASON)
     return Snapshot(
@@ -514,6 +526,7 @@ def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str 
         dispatcher_alive=src.get("dispatch", lambda: _lease_alive(store, "dispatcher", host), None),
         unknown_files=tuple(loose),
         halted=halted,
+        spend=tuple(spend),
         failed_sources=frozenset(src.failed),
         notes={"source_errors": dict(src.errors)} if src.errors else {},
     )

@@ -1,9 +1,13 @@
 """Agent presets and the prompt: pure functions from the policy to an argv and a text.
 
 Never a shell: an argv is a list, placeholders are replaced inside each argument.
-  claude   claude -p --output-format json --permission-mode acceptEdits [--max-turns N] [--model M]
+  claude   claude -p --output-format stream-json --verbose --include-partial-messages
+           --permission-mode acceptEdits [--max-turns N] [--model M]
            --allowedTools TOOLS ...extra [--max-budget-usd REMAINING]   (prompt on stdin)
-  codex    codex exec SANDBOX --skip-git-repo-check -c OFFLINE... --cd {workdir} [--model M] ...extra PROMPT
+  codex    codex exec --json SANDBOX --skip-git-repo-check -c OFFLINE... --cd {workdir} [--model M] ...extra PROMPT
+The output formats are the streaming ones: the runner counts spend per API turn as they print
+(healer/loop/usage.py); `--verbose` is required by Claude for stream-json in -p mode; partial messages
+carry each API call's final output-token count (message_delta) before the next call starts.
   command  any argv with {prompt_file} {workdir} {iteration}
 
 The two CLIs as healer runs them (docs/agents.md, issue 32):
@@ -69,7 +73,8 @@ def preset_spec(preset: str, command: Sequence[str] = (), model: str | None = No
     """`tools`: what the agent may use (Claude's --allowedTools; None: the CLI's own default). `sandboxed`: healer
     runs the agent in bwrap or a container, so Codex's own sandbox is bypassed rather than nested."""
     if preset == "claude":
-        argv = ["claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits"]
+        argv = ["claude", "-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages",
+                "--permission-mode", "acceptEdits"]
         if max_turns:
             argv += ["--max-turns", str(max_turns)]
         if model:
@@ -78,7 +83,7 @@ def preset_spec(preset: str, command: Sequence[str] = (), model: str | None = No
             argv += ["--allowedTools", ",".join(tools)]
         return AgentSpec("claude", tuple(argv + list(extra_args)), stdin_prompt=True, budget_flag=True)
     if preset == "codex":
-        argv = ["codex", "exec", *([CODEX_BYPASS] if sandboxed else ["--sandbox", "workspace-write"]),
+        argv = ["codex", "exec", "--json", *([CODEX_BYPASS] if sandboxed else ["--sandbox", "workspace-write"]),
                 "--skip-git-repo-check", *CODEX_OFFLINE, "--cd", "{workdir}"]
         if model:
             argv += ["--model", model]

@@ -66,6 +66,9 @@ class IterationRecord:
     reverted: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
     claimed_done: bool = False
+    stopped: str = ""  # the runner stopped the agent early: "spend_cap" or "idle" (healer/loop/usage.py)
+    tokens: int = 0  # tokens its API turns reported (all kinds)
+    turns: int = 0  # API turns seen in its stream
     started_at: float = 0.0
     duration: float = 0.0
     day: str = ""
@@ -98,6 +101,7 @@ class Limits:
     same_state: int = 2
     same_failure: int = 3
     duplicate_output: str = "flag"
+    cycle_window: int = 8  # state hashes looked back at for a cycle (A-B-A-B); 0: off
     spend_cap_usd: float | None = 5.0
     run_timeout: float | None = None
     max_iterations_per_day: int = 100
@@ -110,6 +114,7 @@ class Limits:
             same_state=loop.stall.same_state,
             same_failure=loop.stall.same_failure,
             duplicate_output=loop.stall.duplicate_output,
+            cycle_window=loop.stall.cycle_window,
             spend_cap_usd=loop.spend_cap_usd,
             run_timeout=loop.run_timeout,
             max_iterations_per_day=loop.max_iterations_per_day,
@@ -220,6 +225,11 @@ def after_iteration(history: Sequence[IterationRecord], limits: Limits, spent: f
     last = history[-1]
     if last.all_green and len(last.gates) >= limits.gates:  # every defined gate ran, and passed
         return Verdict(errors.OK, f"all {len(last.gates)} gate(s) passed at iteration {last.n}", "success")
+    # before the stall counters: a silent agent changed nothing, but it is not stuck on the task
+    n = idle_streak(history)
+    if n >= limits.same_state:
+        return Verdict(errors.UNAVAILABLE, f"the agent printed nothing for loop.idle_timeout in {n} iteration(s) in a "
+                       "row and was stopped each time: it or its model endpoint looks unreachable", "idle")
     n = same_failure_streak(history)
     if n >= limits.same_failure:
         where = f" ({last.signature_text})" if last.signature_text else ""
@@ -227,9 +237,59 @@ def after_iteration(history: Sequence[IterationRecord], limits: Limits, spent: f
     n = same_state_streak(history, baseline_tree)
     if n >= limits.same_state:
         return Verdict(errors.STALLED, f"state unchanged for {n} iteration(s) (hash {last.state_hash[:12]})", "stalled")
-    if last.duplicate_of is not None and limits.duplicate_output == "stop":
+    cyc = state_cycle([r.state_hash for r in history], limits.cycle_window)
+    if cyc is not None:
+        period, states = cyc
+        names = "-".join("ABCDEFGHIJKLMNOPQRSTUVWXYZ"[i] for i in range(period))
+        return Verdict(errors.STALLED, f"state cycle of period {period} ({names}-{names}: states "
+                       f"{', '.join(h[:8] for h in states)} repeat over iterations {last.n - 2 * period + 1}-{last.n})",
+                       "stalled")
+    if last.duplicate_of is not None and limits.duplicate_output == "stop" and _seen_before(history):
         return Verdict(errors.STALLED, f"agent output of iteration {last.n} repeats iteration {last.duplicate_of}", "stalled")
     return _budget(history, limits, spent, facts) or CONTINUE
+
+
+def state_cycle(hashes: Sequence[str], window: int) -> tuple[int, list[str]] | None:
+    """(period, the states of one period) when the last 2*period states are one sequence of `period` >= 2
+    distinct-enough states twice over (A-B-A-B, A-B-C-A-B-C), for a period up to window // 2; else None.
+
+    A converging agent never returns to a state it left (each state is new), so it is never caught; a
+    run of one state (period 1) is the same-state streak's to judge. A period-k cycle is caught at its
+    2k-th iteration of the cycle, whatever came before it."""
+    if window < 4:
+        return None
+    tail = list(hashes[-window:])
+    for p in range(2, len(tail) // 2 + 1):
+        a, b = tail[-2 * p:-p], tail[-p:]
+        if a == b and len(set(b)) > 1:
+            return p, b
+    return None
+
+
+def idle_streak(history: Sequence[IterationRecord]) -> int:
+    """How many iterations in a row, ending with the last, had their agent stopped for printing nothing."""
+    n = 0
+    for rec in reversed(history):
+        if rec.stopped != "idle":
+            break
+        n += 1
+    return n
+
+
+def _seen_before(history: Sequence[IterationRecord]) -> bool:
+    """The last iteration's state was reached before: its repeated words come with no progress."""
+    last = history[-1]
+    return any(r.state_hash == last.state_hash for r in history[:-1])
+
+
+def over_cap(spent: float, cap: float | None) -> bool:
+    """The run's spend, counted turn by turn, has reached its cap: the agent is stopped now."""
+    return cap is not None and spent >= cap
+
+
+def silent_for(now: float, last_output: float, idle_timeout: float | None) -> bool:
+    """The agent printed nothing (no stream event, no byte on stdout or stderr) for loop.idle_timeout."""
+    return idle_timeout is not None and idle_timeout > 0 and now - last_output >= idle_timeout
 
 
 # -- normalisation and hashing ---------------------------------------------------------
@@ -303,15 +363,44 @@ def silent_failure(log: str, roots: Iterable[str] = ()) -> bool:
     return not any(normalise(ln, roots) for ln in error_lines(log))
 
 
+_DURATION = Pattern(r"(?<![A-Za-z_\d.])\d+(\.\d+)?\s?(ms|s|sec|secs|seconds?)\b")
+_PID = Pattern(r"(?i)\b(pid|process)\s*[:=#]?\s*\d+")
+
+
+def normalise_output(text: str, roots: Iterable[str] = ()) -> str:
+    """What an agent said, with only what changes between two tellings of the same thing taken out:
+    colours, uuids, timestamps, clock times, temporary paths, hex ids, pids, durations, spacing.
+    Other numbers stay: "3 of 5 tests pass" and "4 of 5 tests pass" are progress, not a repeat."""
+    for r in sorted((r for r in roots if r), key=len, reverse=True):
+        text = text.replace(r.rstrip("/") + "/", "").replace(r.rstrip("/"), ".")
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "-" in text:
+        text = _UUID.sub("<uuid>", text)
+        text = _ISO_TS.sub("<ts>", text)
+        text = _DATE.sub("<date>", text)
+    if ":" in text:
+        text = _TIME.sub("<time>", text)
+    if "tmp" in text or "pytest-" in text or "/var/folders/" in text or "/dev/shm/" in text:
+        text = _TMP.sub("<tmp>", text)
+    if "0x" in text:
+        text = _HEX0X.sub("<hex>", text)
+    text = _HEXID.sub("<hex>", text)
+    text = _PID.sub("pid <n>", text)
+    text = _DURATION.sub("<dur>", text)
+    lines = (_WS.sub(" ", ln).strip() for ln in text.splitlines())
+    return "\n".join(ln for ln in lines if ln)
+
+
 def output_key(text: str, roots: Iterable[str] = ()) -> str | None:
-    """Hash of an agent's output after normalisation; None when it said nothing.
+    """Hash of an agent's output after `normalise_output`; None when it said nothing.
 
     For a Claude JSON result, only its `result` text counts (cost, duration and
-    session id change every time)."""
+    session id change every time); the runner passes a stream's words alone (usage.Meter.said)."""
     res = claude_result(text)
     if res is not None and isinstance(res.get("result"), str):
         text = res["result"]
-    norm = normalise(text, roots)
+    norm = normalise_output(text, roots)
     if not norm:
         return None
     return digest.sha256(norm.encode()).hexdigest()[:16]

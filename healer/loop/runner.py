@@ -29,7 +29,9 @@ from healer import cgroups, environ, errors, failpoints, git, procs, sandbox, wa
 from healer.clock import Clock, day_of, iso, stamp, system
 from healer.errors import InvalidInput, UsageError
 from healer.lite import dataclass
-from healer.loop import agenthome, agents, decide, gitops, guard, objects, ownfiles
+from healer.loop import agenthome, agents, decide, gitops, guard, objects, ownfiles, usage
+from healer.loop import state as loop_state
+from healer.loop import tap as tap_mod
 from healer.loop.decide import EXIT_WORDS, Facts, GateResult, IterationRecord, Limits, Verdict
 from healer.loop.state import RunPaths, RunState, bump_daily, check_run_id, daily_count, load, save, write_json_atomic
 
@@ -135,6 +137,8 @@ class Runner:
         self._gsnap_end: guard.GitSnap | None = None  # the git dir after the last check
         self.group: cgroups.Group | None = None  # the run's cgroup: every program in it, emptied after each
         self.dog: watchdog.Watchdog | None = None  # the deadline a stopped runner still keeps
+        self._agent_stopped = ""  # why the runner stopped the iteration's agent early: spend_cap | idle
+        self._usage: dict = {}  # the iteration's usage, for its event
 
     # -- setup ---------------------------------------------------------------------
     def run(self) -> Outcome:
@@ -468,6 +472,8 @@ class Runner:
             # the iteration in flight when the runner died may have touched protected paths
             self._guard_protected(st.history[-1].tree_hash if st.history else st.baseline_tree, "resume",
                                   self._unchecked_disk(len(st.history) + 1))
+        if self.req.resume:
+            self._count_discarded(len(st.history) + 1)  # the runner died mid-iteration: what its agent spent stays spent
         if self.req.resume and not st.pending_commit:
             self._put_branch_back(len(st.history) + 1, "resume")
         if st.pending_commit:
@@ -488,11 +494,13 @@ class Runner:
                 rec = self._iterate(n)
             except _Interrupted:
                 st.inflight = None
+                self._count_discarded(n)
                 self._guard_protected(self._before, f"iteration {n} interrupted", self._on_disk)
                 return self._finish(errors.STOPPED, f"{self.stop_signal} received during iteration {n} "
                                                     f"(iteration discarded; --resume {st.run_id} redoes it)")
             except sandbox.SandboxFailed as e:
                 st.inflight = None
+                self._count_discarded(n)
                 self._guard_protected(self._before, f"iteration {n}: sandbox failed", self._on_disk)
                 return self._sandbox_failed(e, n)
             except agenthome.AgentUnavailable as e:  # the CLI never started: no iteration recorded
@@ -511,7 +519,7 @@ class Runner:
             if verdict.kind == "success":
                 st.pending_commit = {"n": n, "head_before": gitops.head(self.workdir)}
             self._save()
-            bump_daily(self.workdir, rec.day, st.run_id, n)
+            bump_daily(self.workdir, rec.day, st.run_id, n, rec.cost_usd)
             failpoints.hit(FP_AFTER_PERSIST)
             self._beat(progress=rec.state_hash != prev)
             if verdict.kind == "success":
@@ -726,6 +734,98 @@ class Runner:
         self._note(n, f"## iteration {n}: the agent's commits set aside ({phase}); the branch is back at its base\n- "
                    + ", ".join(f"{c['id'][:12]} {c['subject']}" for c in got["commits"][:10]))
 
+    # -- the agent's stream: spend per turn, the cap within an iteration, the idle deadline ----------------
+    def _tap(self, out, n: int) -> tap_mod.Tap:
+        L = self.loop_policy
+        self._agent_stopped = ""
+        meter = usage.Meter(self.st.preset, usage.price_table(L.prices), L.agent.model)
+        base, cap = self.st.cost_usd, L.spend_cap_usd
+
+        def on_turns(_turns) -> None:  # on the reader thread: wake the runner's wait when a turn crosses the cap
+            if self._wake is not None and decide.over_cap(base + meter.usd, cap):
+                with contextlib.suppress(OSError):
+                    os.write(self._wake[1], b"\0")
+
+        return tap_mod.Tap(out, meter, self.clock.monotonic, on_turns).start()
+
+    def _codex_home(self, env: dict) -> str | None:
+        """Codex's session files are read only from a CODEX_HOME given to the agent (a per-run one), never
+        the user's default ~/.codex, where other sessions than this iteration's write."""
+        return env.get("CODEX_HOME") if self.st.preset == "codex" else None
+
+    def _agent_watch(self, tap: tap_mod.Tap, err_p: Path, env: dict, since: float) -> Callable[[], bool]:
+        """procs.run's should_stop for the agent: a stop signal, the run's spend cap reached by a turn, or no
+        output for loop.idle_timeout (stdout read by the tap, stderr by its file's size)."""
+        L, clock = self.loop_policy, self.clock
+        base, cap, idle = self.st.cost_usd, L.spend_cap_usd, L.idle_timeout
+        codex_home = self._codex_home(env)
+        seen = {"err": 0, "err_at": clock.monotonic(), "follow": 0.0}
+
+        def watch() -> bool:
+            if self._should_stop():
+                return True
+            now = clock.monotonic()
+            if codex_home and now >= seen["follow"]:
+                seen["follow"] = now + 1.0
+                tap.follow_codex(codex_home, since)
+            if decide.over_cap(base + tap.spent(), cap):
+                self._agent_stopped = "spend_cap"
+                return True
+            try:
+                size = os.stat(err_p).st_size
+            except OSError:
+                size = seen["err"]
+            if size != seen["err"]:
+                seen["err"], seen["err_at"] = size, now
+            if decide.silent_for(now, max(tap.last_output, seen["err_at"]), idle):
+                self._agent_stopped = "idle"
+                self._silent_for = now - max(tap.last_output, seen["err_at"])
+                return True
+            return False
+
+        return watch
+
+    def _count_discarded(self, n: int) -> None:
+        """An iteration that leaves no record (stopped by a signal, the sandbox failed, the runner died) still spent
+        what its agent's turns reported: counted into the run from its agent.out, which is then renamed
+        agent.out.counted (kept, and never counted twice when the iteration is redone)."""
+        p = self.paths.iteration(n) / "agent.out"
+        if not p.is_file():
+            return
+        L = self.loop_policy
+        meter = usage.Meter(self.st.preset, usage.price_table(L.prices), L.agent.model)
+        buf = usage.LineBuffer()
+        for ln in buf.push(_read_tail(p, 64 << 20).encode()) + buf.flush():
+            meter.feed(ln)
+        with contextlib.suppress(OSError):
+            os.replace(p, p.with_name("agent.out.counted"))
+        if meter.usd > 0:
+            self.st.cost_usd += meter.usd
+            self._save()
+            self._event("loop.spend_counted", {"n": n, "usd": round(meter.usd, 6), "turns": len(meter.turns),
+                                               "why": "iteration discarded", "total_cost_usd": round(self.st.cost_usd, 6)})
+
+    def _spend_events(self, n: int, meter: usage.Meter, stopped: str, res: procs.Completed) -> None:
+        L, st = self.loop_policy, self.st
+        tok = meter.tokens
+        self._usage = {"usd": round(meter.usd, 6), "estimated_usd": round(meter.estimated_usd, 6),
+                       "reported_usd": meter.reported_usd, "turns": len(meter.turns), "model": meter.model,
+                       "tokens": {"input": tok.input, "output": tok.output, "cached": tok.cached,
+                                  "cache_write": tok.cache_write}}
+        if stopped == "spend_cap":
+            spent = st.cost_usd + meter.usd
+            self._event("loop.spend_cap_hit", {"n": n, "spent_usd": round(spent, 6), "cap_usd": L.spend_cap_usd,
+                                               "iteration_usd": round(meter.usd, 6), "turns": len(meter.turns),
+                                               "killed": list(res.killed)})
+            self._note(n, f"## iteration {n}: agent stopped: its turns took the run to ${spent:.4f}, over the spend "
+                       f"cap of ${L.spend_cap_usd:.2f} (loop.spend_cap_usd)")
+        elif stopped == "idle":
+            silent = getattr(self, "_silent_for", L.idle_timeout or 0.0)
+            self._event("loop.agent_idle", {"n": n, "idle_timeout": L.idle_timeout, "silent_for": round(silent, 3),
+                                            "killed": list(res.killed), "turns": len(meter.turns)})
+            self._note(n, f"## iteration {n}: agent stopped: it printed nothing for {silent:.0f}s (loop.idle_timeout "
+                       f"{L.idle_timeout:.0f}s): a hung CLI or an unreachable model endpoint")
+
     def _iterate_body(self, n: int) -> IterationRecord:
         st, L, clock = self.st, self.loop_policy, self.clock
         t0 = clock.monotonic()
@@ -764,22 +864,29 @@ class Runner:
         write_json_atomic(idir / UNCHECKED, {"protected_on_disk": on_disk})
         failpoints.hit(FP_BEFORE_AGENT)
 
-        def on_spawn(proc, tree) -> None:
-            st.inflight = {"n": n, "marker": marker, "pid": proc.pid, "pid_start": procs.mark(proc.pid)}
-            # a plain overwrite of a small file (no rename): it survives a SIGKILL of this process
-            with open(self.paths.agent, "w") as f:
-                f.write(json.dumps(st.inflight))
-
         out_p, err_p = idir / "agent.out", idir / "agent.err"
-        with open(out_p, "wb") as out, open(err_p, "wb") as err, \
+        with open(out_p, "wb", buffering=0) as out, open(err_p, "wb") as err, \
                 (open(pf, "rb") if agents.prompt_on_stdin(self.spec, argv) else open(os.devnull, "rb")) as stdin:
+            tap = self._tap(out, n)
+
+            def on_spawn(proc, tree) -> None:
+                tap.close_writer_in_parent()  # the agent holds the pipe now: its tree's end is the stream's end
+                st.inflight = {"n": n, "marker": marker, "pid": proc.pid, "pid_start": procs.mark(proc.pid)}
+                # a plain overwrite of a small file (no rename): it survives a SIGKILL of this process
+                with open(self.paths.agent, "w") as f:
+                    f.write(json.dumps(st.inflight))
+
             try:
                 res = self._run(argv, err_p, "the agent", cwd=self.workdir, timeout=max(0.0, deadline - clock.monotonic()), grace=L.kill_grace,
-                                clock=clock, env=env, stdout=out, stderr=err, stdin=stdin, should_stop=self._should_stop, **self._waiting(),
+                                clock=clock, env=env, stdout=tap.writer, stderr=err, stdin=stdin,
+                                should_stop=self._agent_watch(tap, err_p, env, started_at), **self._waiting(),
                                 marker=marker, on_spawn=on_spawn, adopt_orphans=self.subreaper)
             except OSError as e:
                 err.write(f"healer: cannot start agent {argv[0]!r}: {e}\n".encode())
                 res = procs.Completed(127, False, [], 0.0)
+            finally:
+                tap.finish()
+                tap.follow_codex(self._codex_home(env), started_at)
         failpoints.hit(FP_AFTER_AGENT)
         self._own_folders(idir)
         if self.stop_signal:
@@ -789,9 +896,16 @@ class Runner:
         if why is not None:
             raise agenthome.AgentUnavailable(f"{st.preset} did not start: {why}")
         roots = [str(self.workdir)]
-        cost = decide.reported_cost(out_text)
+        meter = tap.meter
+        cost = meter.usd  # every turn its stream reported, the kill at a deadline or a cap included
+        stopped = self._agent_stopped
+        self._spend_events(n, meter, stopped, res)
+        said = meter.said()
         is_claude = decide.claude_result(out_text) is not None
-        key = decide.output_key(out_text if is_claude else out_text + "\n" + err_text, roots)
+        if meter.events and said:
+            key = decide.output_key(said, roots)
+        else:
+            key = decide.output_key(out_text if is_claude else out_text + "\n" + err_text, roots)
         dup = st.outputs.get(key) if key else None
 
         wd = self.workdir
@@ -836,7 +950,8 @@ class Runner:
             signature_text=sig_text, output_key=key, duplicate_of=dup, agent_exit=res.exit_code, timed_out=res.timed_out,
             killed=tuple(res.killed), cost_usd=cost, diff_lines=lines, scope_drift=drift,
             reverted=tuple(m.path for m in reverted), changed=tuple(changed[:200]),
-            claimed_done=decide.claims_done(out_text + "\n" + err_text), started_at=started_at,
+            claimed_done=decide.claims_done((said if meter.events and said else out_text) + "\n" + err_text),
+            stopped=stopped, tokens=meter.tokens.total, turns=len(meter.turns), started_at=started_at,
             duration=round(clock.monotonic() - t0, 4), day=day_of(started_at),
         )
         self._rolled = rolled
@@ -894,6 +1009,8 @@ class Runner:
             "scope_drift": rec.scope_drift, "reverted": list(rec.reverted), "changed": list(rec.changed[:50]),
             "duplicate_of": rec.duplicate_of, "claimed_done": rec.claimed_done,
             "verdict": {"exit_code": verdict.exit_code, "reason": verdict.reason},
+            "stopped": rec.stopped, "usage": self._usage, "ticket": os.environ.get("HEALER_TICKET"),
+            "day": rec.day, "day_cost_usd": round(loop_state.daily_spend(self.workdir, rec.day) + rec.cost_usd, 6),
         })
         if rec.reverted:
             self._event("loop.protected_reverted", {"n": rec.n, "paths": list(rec.reverted),
@@ -917,6 +1034,10 @@ class Runner:
             flags.append(f"scope drift {rec.diff_lines} lines / {self._diff_bytes} bytes, rolled back")
         if rec.duplicate_of is not None:
             flags.append(f"duplicate output of #{rec.duplicate_of}")
+        if rec.stopped == "spend_cap":
+            flags.append("agent stopped at the spend cap")
+        elif rec.stopped == "idle":
+            flags.append(f"agent stopped: silent for loop.idle_timeout ({L.idle_timeout:.0f}s)")
         if rec.cost_usd:
             flags.append(f"${st.cost_usd:.4f} spent")
         extra = (" · " + "; ".join(flags)) if flags else ""
@@ -939,6 +1060,10 @@ class Runner:
         agent = f"exit {rec.agent_exit}" if rec.agent_exit is not None else "killed"
         if rec.timed_out:
             agent = f"killed at the iteration deadline ({len(rec.killed)} processes)"
+        elif rec.stopped == "spend_cap":
+            agent = f"stopped: its turns reached the spend cap (${self.st.cost_usd:.4f})"
+        elif rec.stopped == "idle":
+            agent = f"stopped: it printed nothing for {self.loop_policy.idle_timeout:.0f}s (loop.idle_timeout)"
         lines.append(f"- agent: {agent}" + (" · claimed done (only the gates decide)" if rec.claimed_done else ""))
         lines.append("- gates: " + ", ".join(f"{g.name} {g.outcome()}" for g in rec.gates))
         if rec.signature:

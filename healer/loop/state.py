@@ -168,11 +168,28 @@ def daily_count(workdir: Path, day: str) -> int:
         return 0
 
 
-def bump_daily(workdir: Path, day: str, run_id: str = "", n: int = 0) -> None:
+def daily_spend(workdir: Path, day: str) -> float:
+    """Dollars spent on `day` in this working tree, by any run (the ledger's fourth field)."""
+    total = 0.0
+    try:
+        with open(workdir / DAILY_FILE) as f:
+            for line in f:
+                parts = line.split()
+                if line.startswith(day) and len(parts) >= 4:
+                    try:
+                        total += max(0.0, float(parts[3]))
+                    except ValueError:
+                        pass
+    except FileNotFoundError:
+        pass
+    return total
+
+
+def bump_daily(workdir: Path, day: str, run_id: str = "", n: int = 0, cost_usd: float = 0.0) -> None:
     path = workdir / DAILY_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
-        f.write(f"{day} {run_id} {n}\n")
+        f.write(f"{day} {run_id} {n} {cost_usd:.6f}\n")
     if path.stat().st_size > 512 * 1024:  # keep the last days only
         lines = path.read_text().splitlines(keepends=True)[-2000:]
         tmp = path.with_name(path.name + ".tmp")

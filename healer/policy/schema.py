@@ -74,6 +74,7 @@ FindingKind = Literal[
     "no_closes",
     "main_red",
     "supervisor_silent",
+    "spend_rate",
 ]
 FINDINGS: tuple[str, ...] = get_args(FindingKind)
 
@@ -85,7 +86,19 @@ class Strict(BaseModel):
 class Stall(Strict):
     same_state: PosInt = Field(2, description="iterations with an unchanged state hash before 'stalled'")
     same_failure: PosInt = Field(3, description="iterations with the same failure signature before 'stalled'")
-    duplicate_output: Literal["flag", "stop"] = Field("flag", description="an agent output seen before: flag it, or stop")
+    duplicate_output: Literal["flag", "stop"] = Field("flag", description="an agent output seen before: flag it, or "
+                                                                         "stop (only when its state was also seen before)")
+    cycle_window: NonNegInt = Field(8, description="state hashes looked back at for a cycle: A-B-A-B, A-B-C-A-B-C ... "
+                                                   "(periods up to half of it) stop the loop as stalled; 0: off")
+
+
+class ModelPrice(Strict):
+    input: Annotated[float, Field(ge=0), BeforeValidator(_not_bool)] = Field(description="USD per million input tokens")
+    output: Annotated[float, Field(ge=0), BeforeValidator(_not_bool)] = Field(description="USD per million output tokens")
+    cached_input: Annotated[float, Field(ge=0), BeforeValidator(_not_bool)] | None = Field(
+        None, description="USD per million cached input (cache read) tokens; null: the input price")
+    cache_write: Annotated[float, Field(ge=0), BeforeValidator(_not_bool)] | None = Field(
+        None, description="USD per million cache-creation tokens (Anthropic); null: the input price")
 
 
 class Memory(Strict):
@@ -170,7 +183,16 @@ class Loop(Strict):
                                                          "its store's credentials (HEALER_STORE_URL, PGPASSWORD) and "
                                                          "HEALER_FAILPOINTS")
     kill_switch: str = ".healer/STOP"
-    spend_cap_usd: Annotated[float, Field(gt=0), BeforeValidator(_not_bool)] | None = 5.0
+    spend_cap_usd: Annotated[float, Field(gt=0), BeforeValidator(_not_bool)] | None = Field(
+        5.0, description="the run's spend cap, counted per API turn as the agent streams (killed iterations "
+                         "included): each iteration gets only what is left (claude: --max-budget-usd), and an agent "
+                         "whose turn takes the run over it is stopped (loop.spend_cap_hit, exit 2)")
+    prices: dict[str, ModelPrice] = Field(default_factory=dict, description="USD per million tokens by model name "
+                                          "prefix (longest wins; '*' for any), over the built-in table of "
+                                          "healer/loop/usage.py; prices the tokens a CLI reports without dollars")
+    idle_timeout: Duration | None = Field("10m", description="an agent that prints nothing (no byte on stdout or "
+                                                             "stderr, no stream event) for this long is stopped like a "
+                                                             "hung one (loop.agent_idle); null: off")
     agent: Agent = Field(default_factory=Agent)
     gates: list[Gate] = Field(default_factory=list, description="cheapest first; exit codes decide")
 
@@ -224,6 +246,10 @@ class Sentinels(Strict):
     dispatcher_silent: Duration = Field("5m", description="no dispatcher pass for this long and its process is gone: "
                                                           "dispatch is frozen whatever the pause says")
     cooldown: Duration = Field("4h", description="one notification per key per window")
+    spend_rate: Annotated[float, Field(gt=0), BeforeValidator(_not_bool)] | None = Field(
+        50.0, description="alarm when the fleet's loops spent more than this many USD within spend_window "
+                          "(counted per streamed API turn, killed iterations included); null: off")
+    spend_window: Duration = Field("1h", description="the window spend_rate is measured over")
 
 
 class RateLimit(Strict):

@@ -83,15 +83,15 @@ def test_presets_build_argv_without_shell():
 
     c = agents.preset_spec("claude", model="sonnet", max_turns=8)
     argv = agents.render(c, prompt_file="/p", workdir="/w", iteration=2, remaining_usd=1.5)
-    assert argv[:6] == ["claude", "-p", "--output-format", "json", "--permission-mode", "acceptEdits"]
+    assert argv[:5] == ["claude", "-p", "--output-format", "stream-json", "--verbose"]
     assert argv[-2:] == ["--max-budget-usd", "1.50"] and "--max-turns" in argv and "sonnet" in argv
     assert c.stdin_prompt
     x = agents.preset_spec("codex")
     argv = agents.render(x, prompt_file="/p", workdir="/w", iteration=2, prompt="do; rm -rf /")
-    assert argv[:4] == ["codex", "exec", agents.CODEX_BYPASS, "--skip-git-repo-check"]  # healer's sandbox, not its own
+    assert argv[:5] == ["codex", "exec", "--json", agents.CODEX_BYPASS, "--skip-git-repo-check"]  # healer's sandbox
     assert argv[-3:] == ["--cd", "/w", "do; rm -rf /"]
     x = agents.preset_spec("codex", sandboxed=False)
-    assert agents.render(x, prompt_file="/p", workdir="/w", iteration=2)[2:4] == ["--sandbox", "workspace-write"]
+    assert agents.render(x, prompt_file="/p", workdir="/w", iteration=2)[3:5] == ["--sandbox", "workspace-write"]
     cmd = agents.preset_spec("command", ["a", "{prompt_file}", "--n={iteration}", "{workdir}"])
     assert agents.render(cmd, prompt_file="/p", workdir="/w", iteration=3) == ["a", "/p", "--n=3", "/w"]
 

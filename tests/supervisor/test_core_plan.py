@@ -205,6 +205,7 @@ def every_kind() -> Snapshot:
         unknown_files=("worktrees/stray.txt",),
         main_status="red", main_red_since=old, pool_size=4, last_launch_at=old, last_close_at=old - 1,
         last_supervisor_tick=old,
+        spend=((now - 1800, "run-a", 30.0), (now - 600, "run-b", 25.0)),  # $55 within the hour
     )
 
 

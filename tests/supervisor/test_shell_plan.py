@@ -127,6 +127,9 @@ def _seed_red_and_saturated(root: Path, reap: list) -> None:
     s.set_setting("main.red_since", now - OLD)
     s.set_setting("dispatch.last_launch_at", now - OLD)
     s.set_setting("supervisor.last_tick_at", now + OLD)
+    # a runaway loop: $60 of streamed turns in the last hour (sentinels.spend_rate: 50 within 1h)
+    s.append("loop.iteration", "run-runaway", {"n": 1, "cost_usd": 35.0})
+    s.append("loop.spend_counted", "run-runaway", {"n": 2, "usd": 25.0})
     _age(s)
     s.close()
 
