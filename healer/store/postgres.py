@@ -37,6 +37,7 @@ from healer import failpoints
 from healer.clock import Clock, system
 from healer.errors import HealerError, StoreUnavailable
 from healer.records import Lease
+from healer.store import outage
 from healer.store.migrations import CURRENT, MIGRATIONS
 from healer.store.sqlite import FP_TX_COMMIT, SqliteStore, _Fenced, newer
 
@@ -229,10 +230,25 @@ class PgStore(SqliteStore):
         self.channel = "healer_" + re.sub(r"[^a-z0-9_]", "_", self.schema.lower())[:50]
 
     def _alive(self) -> None:
+        """A live connection, re-opened when it was lost. While the server is away, tries are spaced by the
+        process's capped, jittered backoff (healer/store/outage.py): in between, a call fails at once."""
         if self._pg is None or self._pg.closed or self._pg.broken:
+            t = outage.tracker(self)
+            if not t.may_try(self.clock.monotonic()):
+                raise StoreUnavailable(f"{self.path}: {t.why} (retrying with backoff)")
             if self._pg is not None:
                 self._pg.close()
-            self._connect()
+            try:
+                self._connect()
+            except StoreUnavailable as e:
+                outage.failed(self, e)
+                raise
+
+    def _lost(self, e: Exception) -> StoreUnavailable:
+        """The connection failed under a call: the outage is noted (one line per outage), the call fails."""
+        err = StoreUnavailable(f"{self.path}: {_first_line(e, self.url)}")
+        outage.failed(self, err)
+        return err
 
     def _load_meta(self) -> None:
         rows = self._pg.execute(
@@ -268,8 +284,8 @@ class PgStore(SqliteStore):
             except _Fenced as e:
                 self._in_write = False
                 raise self._refused(e) from None
-            except psycopg.OperationalError as e:
-                raise StoreUnavailable(f"{self.path}: {_first_line(e, self.url)}") from None
+            except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+                raise self._lost(e) from None
             finally:
                 self._in_write = self._events_locked = False
 
@@ -283,9 +299,13 @@ class PgStore(SqliteStore):
                 try:
                     self._alive()
                     return self._db.execute(sql, args).fetchall()
-                except psycopg.OperationalError as e:
+                except (psycopg.OperationalError, psycopg.InterfaceError) as e:
                     if attempt == 2 or not (self._pg.closed or self._pg.broken):
-                        raise StoreUnavailable(f"{self.path}: {_first_line(e, self.url)}") from None
+                        raise self._lost(e) from None
+                    # the connection was ended under us (a restart, a failover): noted as an outage even when
+                    # the reconnect below works at once, so the restart shows in the log and the journal
+                    outage.note(self, StoreUnavailable(f"{self.path}: {_first_line(e, self.url)}"))
+                    outage.tracker(self).next_try = 0.0  # the one immediate reconnect
         return []
 
     def version(self) -> int:
@@ -383,6 +403,8 @@ class PgStore(SqliteStore):
 
         try:
             if self._listener is None or self._listener.closed or self._listener.broken:
+                if not outage.tracker(self).may_try(self.clock.monotonic()):
+                    raise StoreUnavailable(self.path)  # backing off: the main connection retries first
                 self._listener = self._open()
                 self._listener.execute(f"LISTEN {self.channel}")
             last = self.last_event_id()  # after LISTEN: nothing committed in between is missed
@@ -390,10 +412,14 @@ class PgStore(SqliteStore):
                 return last
             for _ in self._listener.notifies(timeout=max(0.0, timeout), stop_after=1):
                 pass
-        except psycopg.OperationalError:
+            return self.last_event_id()
+        except (psycopg.OperationalError, psycopg.InterfaceError, StoreUnavailable):
+            # the server is away: wait out the timeout (a caller's loop goes on) and say nothing new came
+            if self._listener is not None:
+                self._listener.close()
             self._listener = None
-            return super().wait_for_events(after, timeout, poll)  # the server is away: poll until it is back
-        return self.last_event_id()
+            self.clock.sleep(max(0.0, min(timeout, 1.0)))
+            return after
 
     def _idle(self, after: int, poll: float) -> None:
         self.wait_for_events(after, poll * 10)  # woken by NOTIFY; the timeout is only a safety net

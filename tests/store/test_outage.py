@@ -1,0 +1,166 @@
+"""Riding out the database (issue 33): a PostgreSQL restart (`pg_ctl restart -m fast`), a server stopped for a
+while, SQLite locked. Real parts: a PostgreSQL cluster of this module's own (it is restarted and stopped, so it is
+never the session's shared one), real `healer up` processes, real SQLite files held by another connection."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from healer import lifecycle
+from healer.errors import StoreUnavailable
+from healer.store import open_url, outage
+from tests.conftest import make_repo, wait_until
+from tests.store.conftest import _start_cluster, fresh_schema
+
+REPO = Path(__file__).resolve().parents[2]
+AGENT = REPO / "chaos" / "agents" / "fleet_agent.py"
+
+
+@pytest.fixture(scope="module")
+def restartable_pg():
+    """A throwaway cluster in a tmp folder that tests may restart and stop; stopped and removed at the end."""
+    cluster = _start_cluster()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def pg_fleet(restartable_pg):
+    with fresh_schema(restartable_pg.url) as url:
+        yield url
+
+
+def test_backoff_is_capped_and_jittered():
+    assert outage.backoff(1, 0.0) == pytest.approx(outage.BACKOFF_BASE / 2)
+    assert outage.backoff(1, 0.999) < outage.BACKOFF_BASE
+    steps = [outage.backoff(n, 0.999) for n in range(1, 40)]
+    assert steps == sorted(steps) and max(steps) <= outage.BACKOFF_CAP
+    assert outage.backoff(40, 0.0) == pytest.approx(outage.BACKOFF_CAP / 2)
+
+
+def test_what_counts_as_the_store_being_away():
+    assert outage.unavailable(StoreUnavailable("x"))
+    assert outage.unavailable(sqlite3.OperationalError("database is locked"))
+    assert outage.unavailable(sqlite3.OperationalError("disk I/O error"))
+    assert not outage.unavailable(sqlite3.DatabaseError("database disk image is malformed"))
+    assert not outage.unavailable(sqlite3.OperationalError("no such table: tickets"))
+    assert not outage.unavailable(ValueError("x"))
+
+
+def test_a_store_rides_out_a_fast_restart_and_records_the_outage_once(restartable_pg, pg_fleet, tmp_path):
+    store = open_url(pg_fleet, root=tmp_path)
+    try:
+        store.add_ticket("before", id="T-1")
+        restartable_pg.restart("fast")
+        # the connection was ended by the restart: a read reconnects on the spot; a write fails at most once
+        assert store.ticket("T-1").title == "before"
+        try:
+            store.add_ticket("after", id="T-2")
+        except StoreUnavailable:
+            outage.failed(store, StoreUnavailable("restart"))
+            wait_until(lambda: outage.tracker(store).may_try(store.clock.monotonic()), 10, "the backoff to pass")
+            store.add_ticket("after", id="T-2")
+        # the outage (if a call saw one) ends with one pair of events; a second ok() records nothing more
+        seen = outage.tracker(store).down
+        secs = outage.ok(store, who="test")
+        assert (secs is not None) == seen
+        assert outage.ok(store) is None
+        pairs = store.events(kinds=["store.unavailable", "store.back"])
+        assert len(pairs) == (2 if seen else 0)
+        assert store.ticket("T-2").title == "after"
+    finally:
+        store.close()
+
+
+def test_a_server_that_stays_away_past_the_tolerance_ends_the_daemon_with_69(restartable_pg, pg_fleet, tmp_path):
+    from healer.store.outage import StoreGone
+
+    store = open_url(pg_fleet, root=tmp_path)
+    old = outage.tolerance()
+    outage.set_tolerance(0.5)
+    restartable_pg.halt("fast")
+    try:
+        with pytest.raises(StoreUnavailable):
+            store.add_ticket("x")
+        t = outage.tracker(store)
+        assert t.down
+        wait_until(lambda: store.clock.monotonic() - t.since > 0.6 and t.may_try(store.clock.monotonic()), 20,
+                   "the tolerance to pass")
+        with pytest.raises(StoreGone) as e:
+            store.add_ticket("x")
+        assert e.value.exit_code == 69 and "store.outage_tolerance" in str(e.value)
+    finally:
+        outage.set_tolerance(old)
+        restartable_pg.resume_server()
+        wait_until(lambda: outage.tracker(store).may_try(store.clock.monotonic()), 10, "the backoff to pass")
+        store.ticket  # noqa: B018 - the store object stays usable once the server is back
+        outage.ok(store)
+        store.close()
+
+
+# -- a real `healer up` ---------------------------------------------------------------------------
+
+def _policy(**store) -> dict:
+    cmd = [sys.executable, str(AGENT), "--task", "{task_file}", "--workdir", "{workdir}", "--run-id", "{run_id}",
+           "--think", "1.0"]
+    return {"fleet": {"pool_size": 2, "dispatch_tick": "1s", "loop_command": cmd},
+            "supervisor": {"tick": "1s", "lease_ttl": "4s"}, "loop": {"kill_grace": "1s"},
+            "store": store or {"outage_tolerance": "2m"},
+            "notify": {"notifiers": [{"kind": "jsonl", "path": ".healer/notes.jsonl"}]}}
+
+
+def _up(root: Path, url: str) -> subprocess.Popen:
+    env = {**os.environ, "HEALER_STORE_URL": url, "HEALER_HOST_ID": root.name}
+    log = open(root / ".healer" / "up.log", "ab")  # noqa: SIM115 - closed with the process by the OS
+    return subprocess.Popen([sys.executable, "-m", "healer", "up", "--root", str(root)], env=env, stdout=log,
+                            stderr=subprocess.STDOUT)
+
+
+def _stop(p: subprocess.Popen) -> int:
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+    try:
+        return p.wait(30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        return p.wait()
+
+
+def test_up_survives_pg_ctl_restart_fast_twice(restartable_pg, pg_fleet, tmp_path):
+    root = make_repo(tmp_path / "fleet", {"README.md": "# x\n", "healer.yaml": yaml.safe_dump(_policy())})
+    (root / ".healer").mkdir()
+    store = open_url(pg_fleet, root=root)
+    for i in range(4):
+        store.add_ticket(f"ticket {i}", id=f"T-{i}", body="behaviour: success\n")
+    up = _up(root, pg_fleet)
+    try:
+        for n in (1, 2):  # a restart while agents run, twice
+            wait_until(lambda: store.agents(states=["running"]) or up.poll() is not None, 60, "an agent running")
+            assert up.poll() is None, (root / ".healer" / "up.log").read_text()[-2000:]
+            restartable_pg.restart("fast")
+            wait_until(lambda n=n: len(store.events(kinds=["store.back"])) >= n or up.poll() is not None, 60,
+                       lambda: "store.back after the restart: " + (root / ".healer" / "up.log").read_text()[-3000:])
+        wait_until(lambda: all(t.state == lifecycle.DONE for t in store.tickets()) or up.poll() is not None, 120,
+                   lambda: f"every ticket done: {[(t.id, t.state) for t in store.tickets()]}")
+        assert up.poll() is None, (root / ".healer" / "up.log").read_text()[-2000:]
+    finally:
+        code = _stop(up)
+    log = (root / ".healer" / "up.log").read_text()
+    assert code == 0, log[-2000:]
+    assert all(t.state == lifecycle.DONE for t in store.tickets())
+    assert "Traceback" not in log
+    # one line per outage (each of the two processes' own connections share one tracker), never one per retry
+    assert 2 <= log.count("store unavailable (") <= 2 * 2, log
+    assert len(store.events(kinds=["store.unavailable"])) == len(store.events(kinds=["store.back"])) >= 2
+    assert not store.events(kinds=["ticket.escalated"]) and not [t for t in store.tickets() if t.state == "needs_human"]
+    store.close()
