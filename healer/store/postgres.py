@@ -273,10 +273,9 @@ class PgStore(SqliteStore):
                 with self._pg.transaction():
                     yield self._db
                 return
-            self._alive()
             self._in_write, self._events_locked = True, False
             try:
-                with self._pg.transaction():
+                with self._begin():
                     if fenced and self._fence is not None:
                         self._check_fence(self._db)
                     yield self._db
@@ -288,6 +287,32 @@ class PgStore(SqliteStore):
                 raise self._lost(e) from None
             finally:
                 self._in_write = self._events_locked = False
+
+    @contextmanager
+    def _begin(self):
+        """The transaction, begun on a live connection. A connection the server ended while it sat idle (a restart,
+        a failover) is only found out by its next statement: when that is the BEGIN, nothing of the caller's has run
+        yet, so one reconnect and a second BEGIN are safe. A loss after the BEGIN fails the call (StoreUnavailable)."""
+        import psycopg
+
+        for attempt in (1, 2):
+            self._alive()
+            cm = self._pg.transaction()
+            try:
+                cm.__enter__()
+                break
+            except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+                if attempt == 2 or not (self._pg.closed or self._pg.broken):
+                    raise self._lost(e) from None
+                outage.note(self, StoreUnavailable(f"{self.path}: {_first_line(e, self.url)}"))
+                outage.tracker(self).next_try = 0.0  # the one immediate reconnect
+        try:
+            yield
+        except BaseException as e:
+            if not cm.__exit__(type(e), e, e.__traceback__):
+                raise
+        else:
+            cm.__exit__(None, None, None)
 
     def _q(self, sql: str, args: Iterable[Any] = ()) -> list:
         import psycopg

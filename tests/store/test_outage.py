@@ -164,3 +164,65 @@ def test_up_survives_pg_ctl_restart_fast_twice(restartable_pg, pg_fleet, tmp_pat
     assert len(store.events(kinds=["store.unavailable"])) == len(store.events(kinds=["store.back"])) >= 2
     assert not store.events(kinds=["ticket.escalated"]) and not [t for t in store.tickets() if t.state == "needs_human"]
     store.close()
+
+
+# -- two hosts, one PostgreSQL board, the server restarted under them -----------------------------
+
+def _two_hosts_through_restarts(restartable_pg, url: str, tmp_path: Path, tickets: int, restarts: int) -> None:
+    """Two real `healer up` (one board, one shared repository) while `pg_ctl restart -m fast` runs `restarts`
+    times: no `up` exits, every ticket done with its work on the shared main once, no escalation, no page."""
+    from collections import Counter
+
+    from tests.conftest import git
+    from tests.store import test_multihost_up as mh
+
+    bare, roots = mh._hosts(tmp_path)
+    store = open_url(url, root=roots[0])
+    for i in range(tickets):
+        store.add_ticket(f"ticket {i}", id=f"T-{i}", body="behaviour: success\n")
+    procs = {r.name: mh._up(r, url) for r in roots}
+
+    def logs() -> str:
+        return "\n".join(f"--- {r.name}\n" + (r / ".healer" / "up.log").read_text()[-2500:] for r in roots)
+
+    def done() -> int:
+        return sum(t.state == lifecycle.DONE for t in store.tickets())
+
+    try:
+        for n in range(1, restarts + 1):  # spread over the run: after each share of the tickets is done
+            wait_until(lambda n=n: done() >= tickets * n // (restarts + 1) or any(p.poll() is not None for p in procs.values()),
+                       240, lambda n=n: f"progress before restart {n}: {done()} done")
+            assert all(p.poll() is None for p in procs.values()), logs()
+            restartable_pg.restart("fast")
+        wait_until(lambda: done() == tickets or any(p.poll() is not None for p in procs.values()), 300,
+                   lambda: f"every ticket done: {Counter(t.state for t in store.tickets())}\n{logs()}")
+        assert all(p.poll() is None for p in procs.values()), "a healer up exited:\n" + logs()
+    finally:
+        codes = {name: _stop(p) for name, p in procs.items()}
+        mh._kill_leftovers(roots)
+    assert codes == dict.fromkeys(procs, 0), logs()
+    text = logs()
+    assert "Traceback" not in text
+    log = git(bare, "log", "main", "--format=%B%x00")
+    trailers = Counter(line.split(": ", 1)[1] for line in log.splitlines() if line.startswith("Healer-Ticket: "))
+    assert trailers == Counter({f"T-{i}": 1 for i in range(tickets)})
+    files = git(bare, "ls-tree", "-r", "--name-only", "main").splitlines()
+    assert all(any(f.startswith(f"work/T-{i}-") for f in files) for i in range(tickets))
+    # no escalation (no ticket ever moved to needs_human), no page
+    assert not store.events(kinds=["ticket.moved"], contains='"to":"needs_human"')
+    notes = [r / ".healer" / "notes.jsonl" for r in roots]
+    pages = [ln for f in notes if f.exists() for ln in f.read_text().splitlines() if ln.strip()]
+    assert not pages, pages
+    ups, backs = store.events(kinds=["store.unavailable"]), store.events(kinds=["store.back"])
+    assert len(ups) == len(backs) and len(backs) >= restarts, (len(ups), len(backs))
+    store.close()
+
+
+def test_two_hosts_ride_out_a_pg_ctl_restart(restartable_pg, pg_fleet, tmp_path):
+    _two_hosts_through_restarts(restartable_pg, pg_fleet, tmp_path, tickets=4, restarts=1)
+
+
+@pytest.mark.campaign
+@pytest.mark.timeout(1800)
+def test_two_hosts_40_tickets_three_restarts(restartable_pg, pg_fleet, tmp_path):
+    _two_hosts_through_restarts(restartable_pg, pg_fleet, tmp_path, tickets=40, restarts=3)
