@@ -164,7 +164,7 @@ def restore(file: Path = typer.Argument(..., help="An SQLite copy of this fleet'
     s = open_store(r)
     try:
         if fid is None:  # a board from before fleet ids, restored into a fleet that has none either
-            identity.check_open(s, r, str(dest))
+            identity.check_open(s, r, str(dest), identity.git_id(r))
         s.append("store.restored", str(dest), {"from": str(src), "kept": str(kept) if kept else None, "actor": "human"})
         n = len(s.tickets())
     finally:

@@ -114,20 +114,21 @@ def open_store(root: str | Path = ".", clock: Clock | None = None, *, readonly: 
     env = os.environ.get(ENV_URL) if use_env else None
     url = env or read_config(root).get("store")
     where = ENV_URL if env else f"{config_path(root)}: store"
+    gid = identity.git_id(root) if identity_checks else None  # one git call per open
     if not url:
         where = str(db_path(root))
         if identity_checks:
-            identity.check_before_open(root, db_path(root), where)  # a lost board is not remade empty
+            identity.check_before_open(root, db_path(root), where, gid)  # a lost board is not remade empty
         s = SqliteStore(db_path(root), clock, root=root, readonly=readonly)
     else:
         if not create:
             existing(str(url), where)
         if identity_checks and str(url).startswith("sqlite:"):
-            identity.check_before_open(root, sqlite_path(str(url)), where)
+            identity.check_before_open(root, sqlite_path(str(url)), where, gid)
         s = open_url(str(url), clock, root=root)
     if identity_checks:
         try:
-            identity.check_open(s, root, where, readonly=readonly)
+            identity.check_open(s, root, where, gid, readonly=readonly)
         except BaseException:
             s.close()
             raise

@@ -65,11 +65,13 @@ def _git(root: Path, *args: str):
 
 
 def in_git(root: Path) -> bool:
-    o = _git(root, "rev-parse", "--git-dir")
-    return o is not None and o.code == 0
+    """The fleet root is a repository's top (not a folder inside some other repository, whose config is not ours)."""
+    return (Path(root) / ".git").exists()
 
 
 def git_id(root: Path) -> str | None:
+    if not in_git(root):
+        return None
     o = _git(root, "config", "--local", "--get", GIT_KEY)
     return o.stdout.strip() or None if o is not None and o.code == 0 else None
 
@@ -93,9 +95,8 @@ def sqlite_state(path: Path) -> tuple[bool, bool]:
         return False, True
 
 
-def check_before_open(root: Path, path: Path, where: str) -> None:
-    """The embedded SQLite store: refuse a missing or 0-byte file for a fleet that had one, before SQLite makes it."""
-    gid = git_id(root)
+def check_before_open(root: Path, path: Path, where: str, gid: str | None) -> None:
+    """An SQLite store: refuse a missing or 0-byte file for a fleet that had one (`gid`), before SQLite makes it."""
     if not gid:
         return
     exists, empty = sqlite_state(path)
@@ -104,10 +105,9 @@ def check_before_open(root: Path, path: Path, where: str) -> None:
         raise StoreRefused(refusal(verdict, where, gid, None), code)
 
 
-def check_open(store, root: Path, where: str, *, readonly: bool = False) -> None:
-    """After open: the store's id against git's (refused with one line), or both stamped / adopted.
+def check_open(store, root: Path, where: str, gid: str | None, *, readonly: bool = False) -> None:
+    """After open: the store's id against git's (`gid`; refused with one line), or both stamped / adopted.
     A read-only open refuses as any other but writes nothing."""
-    gid = git_id(root)
     if gid is None and (readonly or not in_git(root)):
         return
     sid = store.get_setting(SETTING)
