@@ -226,3 +226,41 @@ def test_two_hosts_ride_out_a_pg_ctl_restart(restartable_pg, pg_fleet, tmp_path)
 @pytest.mark.timeout(1800)
 def test_two_hosts_40_tickets_three_restarts(restartable_pg, pg_fleet, tmp_path):
     _two_hosts_through_restarts(restartable_pg, pg_fleet, tmp_path, tickets=40, restarts=3)
+
+
+def test_sqlite_locked_is_an_outage_ridden_out_with_one_line_and_a_pair_of_events(tmp_path, capfd):
+    """Another process holds the SQLite store's write lock past the busy timeout: the pass fails as an outage
+    (one line however many passes fail), and the first pass after the lock is gone records the pair."""
+    from healer.fleet.dispatcher import report_failed_pass
+    from healer.store import SqliteStore
+
+    db = tmp_path / ".healer" / "healer.db"
+    db.parent.mkdir()
+    store = SqliteStore(db, root=tmp_path)
+    store._db.execute("PRAGMA busy_timeout=20")  # the real store waits 30 s and retries: the test need not
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sqlite3, sys\n"
+        f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
+        "c.execute('BEGIN EXCLUSIVE')\n"
+        "print('locked', flush=True)\n"
+        "sys.stdin.readline()\n")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        errors = []
+        for _ in range(3):  # three passes fail on the lock
+            try:
+                store._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as e:
+                errors.append(e)
+                report_failed_pass(store, "dispatch", e)
+        assert len(errors) == 3 and all(outage.unavailable(e) for e in errors)
+    finally:
+        holder.stdin.write("\n")
+        holder.stdin.close()
+        holder.wait(30)
+    assert outage.ok(store, who="test") is not None
+    assert [e.kind for e in store.events(prefix="store.")] == ["store.unavailable", "store.back"]
+    assert not store.events(kinds=["dispatch.error"]), "an outage is not a failed pass"
+    err = capfd.readouterr().err
+    assert err.count("store unavailable (database is locked)") == 1, err
+    store.close()
