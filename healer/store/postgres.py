@@ -44,6 +44,7 @@ from healer.store.sqlite import FP_TX_COMMIT, SqliteStore, _Fenced, newer
 # advisory lock classes (the second key is the fleet's schema hash)
 _LOCK_EVENTS, _LOCK_TICKET_IDS, _LOCK_MIGRATE = 1, 2, 3
 IDLE_IN_TX_TIMEOUT = "10s"  # a host partitioned mid-transaction releases its locks after this
+PATIENCE = 10.0  # seconds a call waits for a server that is away (reconnecting with backoff) before it fails
 
 
 def redact(url: str) -> str:
@@ -196,6 +197,7 @@ class PgStore(SqliteStore):
         self._events_locked = False
         self._pg = None
         self._listener = None
+        self.patience = PATIENCE
         self._meta = _Meta([])
         _METAS[id(self._meta)] = self._meta
         self._db = _Conn(self)
@@ -232,17 +234,28 @@ class PgStore(SqliteStore):
     def _alive(self) -> None:
         """A live connection, re-opened when it was lost. While the server is away, tries are spaced by the
         process's capped, jittered backoff (healer/store/outage.py): in between, a call fails at once."""
-        if self._pg is None or self._pg.closed or self._pg.broken:
+        if not (self._pg is None or self._pg.closed or self._pg.broken):
+            return
+        # a call waits up to `patience` for the server (a restart takes a second or two): short outages cost the
+        # caller (a loop runner's event, a pass) nothing; longer ones fail the call, and its daemon rides them out
+        deadline = self.clock.monotonic() + self.patience
+        while True:
             t = outage.tracker(self)
-            if not t.may_try(self.clock.monotonic()):
-                raise StoreUnavailable(f"{self.path}: {t.why} (retrying with backoff)")
-            if self._pg is not None:
-                self._pg.close()
-            try:
-                self._connect()
-            except StoreUnavailable as e:
-                outage.failed(self, e)
-                raise
+            if t.may_try(self.clock.monotonic()):
+                if self._pg is not None:
+                    self._pg.close()
+                try:
+                    self._connect()
+                    return
+                except StoreUnavailable as e:
+                    outage.failed(self, e)  # StoreGone past store.outage_tolerance
+                    err = e
+            else:
+                err = StoreUnavailable(f"{self.path}: {t.why} (retrying with backoff)")
+            now = self.clock.monotonic()
+            if now >= deadline:
+                raise err
+            self.clock.sleep(max(0.01, min(t.next_try, deadline) - now))
 
     def _lost(self, e: Exception) -> StoreUnavailable:
         """The connection failed under a call: the outage is noted (one line per outage), the call fails."""
