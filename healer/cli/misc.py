@@ -65,7 +65,14 @@ def init_fleet(root: Path, actor: str = "human", store: str | None = None, new_b
         res.created.append(".gitignore entry")
     if store is not None and read_config(root).get("store") != store:
         check_url(store)
-        open_url(store, root=root).close()  # reachable, and its schema migrated, before it is written down
+        probe = open_url(store, root=root)  # reachable, and its schema migrated, before it is written down
+        try:
+            if not new_board:  # this fleet's board, or one that has none yet: refused before config.yaml names it
+                from healer.store import identity
+
+                identity.check_open(probe, root, store.split("@")[-1], identity.git_id(root), readonly=True)
+        finally:
+            probe.close()
         write_config(root, store=store)
         res.created.append(f"{config_path(root).relative_to(root)} (store)")
     if new_board:

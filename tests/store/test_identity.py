@@ -158,3 +158,16 @@ def test_up_on_a_damaged_store_ends_with_one_line_and_74(tmp_path):
     assert r.returncode == 74, r.stdout + r.stderr
     assert "Traceback" not in r.stderr
     assert "damaged" in r.stderr and ".recover" in r.stderr, r.stderr
+
+
+def test_on_postgresql_a_second_host_joins_and_another_fleet_is_refused(tmp_path, pg_url):
+    a, b = make_repo(tmp_path / "host-a"), make_repo(tmp_path / "host-b")
+    for root in (a, b):  # the same board from two hosts' clones: the second takes the board's id
+        r = _cli(root, "init", "--store", pg_url)
+        assert r.returncode == 0, r.stderr
+    assert git(a, "config", "--get", identity.GIT_KEY) == git(b, "config", "--get", identity.GIT_KEY)
+    other = _fleet(tmp_path / "other")  # a fleet with a board of its own, pointed at this one's
+    r = _cli(other, "init", "--store", pg_url)
+    assert r.returncode == 65, r.stderr
+    assert "belongs to another fleet" in _one_line(r)
+    assert "store" not in (other / ".healer" / "config.yaml").read_text() if (other / ".healer" / "config.yaml").exists() else True
