@@ -270,3 +270,27 @@ def test_sqlite_locked_is_an_outage_ridden_out_with_one_line_and_a_pair_of_event
     assert sum("store unavailable (database is locked)" in ln for ln in lines) == 1, lines
     assert sum("store back after" in ln for ln in lines) == 1, lines
     store.close()
+
+
+def test_fenced_writes_stay_fenced_across_a_reconnect(restartable_pg, pg_fleet, tmp_path):
+    """A holder whose lease expired while the server restarted, and was taken over, has its next write refused
+    on the new connection: the token is checked in every write transaction, not remembered with a connection."""
+    from healer.errors import StaleLease
+
+    a, b = open_url(pg_fleet, root=tmp_path), open_url(pg_fleet, root=tmp_path)
+    try:
+        lease = a.acquire_lease("supervisor", "a", 1, "host-a", 1.0)
+        a.hold(lease)
+        a.append("work", "a", {"token": lease.token})
+        restartable_pg.restart("fast")
+        wait_until(lambda: b.acquire_lease("supervisor", "b", 2, "host-b", 30.0), 30, "b taking the expired lease over")
+        with pytest.raises(StaleLease):
+            a.append("work", "a", {"token": lease.token})
+        refused = b.events(kinds=["lease.stale_write_refused"])
+        assert [e.payload["token"] for e in refused] == [lease.token]
+        assert len(b.events(kinds=["work"])) == 1
+        # and re-acquired, never assumed: the old holder gets it back only as a new grant (a new token) once free
+        assert a.acquire_lease("supervisor", "a", 1, "host-a", 1.0) is None
+    finally:
+        a.close()
+        b.close()
