@@ -80,11 +80,31 @@ class Cluster:
         # trust for this cluster only, on loopback only; fsync off: a throwaway cluster
         opts = (f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.dir} -c fsync=off -c synchronous_commit=off "
                 "-c full_page_writes=off -c max_connections=200 -c shared_buffers=64MB")
+        self._opts = opts
         r = self._run([find_bin("pg_ctl") or "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-o", opts, "-w", "-t", "60", "start"])
         if r.returncode:
             raise RuntimeError(f"pg_ctl start failed: {r.stderr.strip()[-400:]} {self.tail_log()}")
         self.pid = int((self.data / "postmaster.pid").read_text().split()[0])
         return self
+
+    def restart(self, mode: str = "fast") -> None:
+        """`pg_ctl restart -m fast`, an operator's routine restart: every connection is ended, the server is back
+        when this returns (its options are the ones it was started with)."""
+        self._ctl("restart", "-m", mode)
+
+    def halt(self, mode: str = "fast") -> None:
+        """Stop the server but keep the cluster (`resume_server` starts it again)."""
+        self._ctl("stop", "-m", mode)
+
+    def resume_server(self) -> None:
+        self._ctl("start", "-o", self._opts)
+
+    def _ctl(self, *args: str) -> None:
+        r = self._run([find_bin("pg_ctl") or "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60", *args])
+        if r.returncode:
+            raise RuntimeError(f"pg_ctl {args[0]} failed: {r.stderr.strip()[-400:]} {self.tail_log()}")
+        pidfile = self.data / "postmaster.pid"
+        self.pid = int(pidfile.read_text().split()[0]) if pidfile.exists() else None
 
     def tail_log(self, n: int = 20) -> str:
         try:

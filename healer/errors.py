@@ -103,4 +103,8 @@ def unexpected(e: BaseException) -> tuple[int, str]:
     such, or an internal error (70). Both entry points (healer.cli and the `loop run` fast path) use it."""
     if host_trouble(e):
         return HOST_TROUBLE, f"healer: the host took no more writes: {e}; what was saved stays saved: free space, then run it again"
+    from healer.store.corrupt import corrupt
+
+    if corrupt(e):  # damaged pages: not healer's bug, and retrying will not mend them
+        return HOST_TROUBLE, f"healer: the store is damaged ({e}); `healer doctor` says how to recover it"
     return INTERNAL, f"healer: internal error: {type(e).__name__}: {e}"

@@ -51,6 +51,9 @@ class Metrics:
                                           "From the decision to notify to the receiver's acceptance.", registry=r,
                                           buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800))
         self._sources: set[str] = set()
+        from healer.store.outage import register_metrics
+
+        register_metrics(r)  # healer_store_up, healer_store_outages, healer_store_unavailable_seconds
 
     def observe(self, rep) -> None:
         with self._lock:

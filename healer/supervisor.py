@@ -53,18 +53,44 @@ class StoreChanges:
 
     def __init__(self, store) -> None:
         self.store = store
-        self.seen = store.last_event_id()
+        self.seen = 0
+        self.absorb()
 
     def poll(self) -> bool:
-        cur = self.store.last_event_id()
-        if cur <= self.seen:
-            return False
-        heads = self.store.event_heads(after=self.seen, limit=2000)
+        """False while the store is away (the tick says so, once per outage): there is nothing to be woken by."""
+        from healer.store import outage
+
+        try:
+            cur = self.store.last_event_id()
+            if cur <= self.seen:
+                return False
+            heads = self.store.event_heads(after=self.seen, limit=2000)
+        except Exception as e:
+            if outage.unavailable(e):
+                return False
+            raise
         self.seen = heads[-1][0] if len(heads) == 2000 else cur
         return any(not kind.startswith(QUIET) for _, kind, _ in heads)
 
+    def wait(self, waiter, pause: float) -> None:
+        """`waiter(seen, pause)`; a store that is away is waited out for `pause` (its backoff says when to retry)."""
+        from healer.store import outage
+
+        try:
+            waiter(self.seen, pause)
+        except Exception as e:
+            if not outage.unavailable(e):
+                raise
+            self.store.clock.sleep(pause)
+
     def absorb(self) -> None:
-        self.seen = self.store.last_event_id()
+        from healer.store import outage
+
+        try:
+            self.seen = self.store.last_event_id()
+        except Exception as e:
+            if not outage.unavailable(e):
+                raise
 
 
 @dataclass
@@ -156,6 +182,9 @@ class Supervisor:
                  dry_run: bool = False, holder: str | None = None, metrics=None, repair_async: bool = False,
                  ports=None, host: str | None = None, pid: int | None = None, lease_host: str | None = None) -> None:
         self.ports = ports or REAL_PORTS
+        from healer.store import outage
+
+        outage.set_tolerance(policy.store.outage_tolerance)  # this process rides out a store outage this long
         if self.ports is REAL_PORTS and not dry_run:  # a dry run starts nothing (a Chaos Toolkit probe's process keeps its env)
             from healer.notify import secrets
 
@@ -377,23 +406,31 @@ class Supervisor:
 
         def job() -> None:
             from healer.errors import StoreLost, transient
-            from healer.fleet.dispatcher import raise_if_lost, report_failed_pass
+            from healer.fleet.dispatcher import host_trouble_or_corrupt, raise_if_lost, report_failed_pass
+            from healer.store import outage
+            from healer.store.corrupt import raise_if_corrupt
 
             retry_at.clear()
             try:
                 self.store.check()
                 rep = self.tick()
+                cur = self.store.lease(LEASE) if rep.skipped else None
+                outage.ok(self.store, who="supervisor")
             except (failpoints.FailpointError, StoreLost):
                 raise
             except Exception as e:  # noqa: BLE001 - one bad tick is journaled; the next one starts from scratch
+                raise_if_corrupt(self.store, e)  # damaged pages do not heal by retrying: one line, exit 74
+                if outage.unavailable(e) and not host_trouble_or_corrupt(e):
+                    outage.failed(self.store, e, tried=False)  # one line per outage; StoreGone past store.outage_tolerance
+                    return
                 if not transient(e) and "readonly" in str(e):
                     raise StoreLost(f"{self.store.path}: the store is read-only now ({e}); stopping") from e
                 raise_if_lost(self.store)
                 report_failed_pass(self.store, "supervisor", e)
                 return
-            cur = self.store.lease(LEASE) if rep.skipped else None
             if cur is not None:
-                retry_at.append(self.clock.monotonic() + max(0.05, cur.expires_at - self.store.now() + 0.05))
+                # a standby acts at the leader's expiry time, not at its next poll: takeover within the ttl
+                retry_at.append(self.clock.monotonic() + max(0.0, cur.expires_at - self.store.now()))
             if on_tick:
                 on_tick(rep)
 
@@ -413,9 +450,11 @@ class Supervisor:
                 sched.run_pending()
                 idle = sched.idle_seconds
                 pause = min(WAKE_POLL, max(0.02, idle if idle is not None else WAKE_POLL))
+                if retry_at:  # wake at the leader's expiry, not after it
+                    pause = max(0.0, min(pause, retry_at[0] - self.clock.monotonic()))
                 waiter = getattr(self.store, "wait_for_events", None)
                 if waiter is not None:
-                    waiter(changes.seen, pause)  # returns early on a new event (PostgreSQL: NOTIFY from any host)
+                    changes.wait(waiter, pause)  # returns early on a new event (PostgreSQL: NOTIFY from any host)
                 else:
                     self.clock.sleep(pause)
         finally:

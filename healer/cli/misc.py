@@ -26,7 +26,7 @@ class InitResult:
     created: list[str] = field(default_factory=list)  # what this call made (empty on a re-run)
 
 
-def init_fleet(root: Path, actor: str = "human", store: str | None = None) -> InitResult:
+def init_fleet(root: Path, actor: str = "human", store: str | None = None, new_board: bool = False) -> InitResult:
     """Make `root` a fleet; safe to repeat (nothing existing is overwritten). `store`: a store URL
     (postgresql://…) this host's fleet uses instead of the embedded SQLite file; checked, then kept in
     .healer/config.yaml (mode 0600: it may carry a password; it is never printed)."""
@@ -65,10 +65,20 @@ def init_fleet(root: Path, actor: str = "human", store: str | None = None) -> In
         res.created.append(".gitignore entry")
     if store is not None and read_config(root).get("store") != store:
         check_url(store)
-        open_url(store, root=root).close()  # reachable, and its schema migrated, before it is written down
+        probe = open_url(store, root=root)  # reachable, and its schema migrated, before it is written down
+        try:
+            if not new_board:  # this fleet's board, or one that has none yet: refused before config.yaml names it
+                from healer.store import identity
+
+                identity.check_open(probe, root, store.split("@")[-1], identity.git_id(root), readonly=True)
+        finally:
+            probe.close()
         write_config(root, store=store)
         res.created.append(f"{config_path(root).relative_to(root)} (store)")
-    s = open_store(root, create=True)
+    if new_board:
+        s = _new_board(root, res)
+    else:
+        s = open_store(root, create=True)
     try:
         s.append("fleet.init", str(root), {"actor": actor, "created": res.created, "store": s.path})
     finally:
@@ -76,9 +86,44 @@ def init_fleet(root: Path, actor: str = "human", store: str | None = None) -> In
     return res
 
 
+def _new_board(root: Path, res: InitResult):
+    """`healer init --new-board`: start over on purpose. An SQLite store that is there is moved aside (kept, never
+    deleted); the new board gets a new fleet id (store and git) and continues ticket ids after the highest one an
+    older board left in branches or worktrees. A PostgreSQL store must be empty (give a new schema)."""
+    from healer.clock import system
+    from healer.errors import UsageError
+    from healer.store import db_path, identity, open_store, read_config, sqlite_path
+
+    url = os.environ.get("HEALER_STORE_URL") or read_config(root).get("store")
+    path = db_path(root) if not url else (sqlite_path(str(url)) if str(url).startswith("sqlite:") else None)
+    if path is not None and path.exists():
+        stamp = system().now()
+        aside = path.with_name(f"{path.name}.old-{int(stamp)}")
+        for suffix in ("", "-wal", "-shm"):
+            p = Path(str(path) + suffix)
+            if p.exists():
+                os.replace(p, Path(str(aside) + suffix))
+        res.created.append(f"{aside.name} (the old board, kept)")
+    s = open_store(root, create=True, identity_checks=False)
+    try:
+        if path is None and s.tickets():
+            raise UsageError(f"{s.path}: --new-board needs an empty store (this one has tickets): give a new database or schema")
+        identity.stamp(s, identity.new_id(), floor=identity.old_board_floor(root), replace=True)
+        fid = s.get_setting(identity.SETTING)
+        if identity.in_git(root):
+            identity.set_git_id(root, fid)
+        res.created.append(f"a new board (fleet {fid})")
+    except BaseException:
+        s.close()
+        raise
+    return s
+
+
 def init(root: Path = RootOpt,
          store: str = typer.Option(None, "--store", help="Store URL, e.g. postgresql://healer@db:5432/fleet (several hosts, "
-                                   "one board); default: the embedded SQLite file. $HEALER_STORE_URL overrides it.")) -> None:
+                                   "one board); default: the embedded SQLite file. $HEALER_STORE_URL overrides it."),
+         new_board: bool = typer.Option(False, "--new-board", help="Start a new, empty board on purpose: the old SQLite "
+                                        "store is kept aside, ticket ids continue after the old board's.")) -> None:
     """Create .healer/ in the fleet root, a healer.yaml policy if absent, and ignore .healer/ in git."""
     from healer import log
     from healer.cli import _state
@@ -90,7 +135,7 @@ def init(root: Path = RootOpt,
         from healer.errors import UsageError
 
         raise UsageError(f"--root {root}: no such folder (make it first, then run healer init there)")
-    res = init_fleet(r, store=store)
+    res = init_fleet(r, store=store, new_board=new_board)
     log.setup(r, bool(_state.get("debug")))
     for what in res.created:
         typer.echo(f"created {what}")
@@ -187,10 +232,17 @@ def _check_sqlite(root: Path | None) -> Check:
                 with s.tx():  # a write lock can be taken and released
                     pass
                 detail = f"{s.path}: journal_mode={mode}, schema v{s.version()}, {s.last_event_id()} events"
+                damage = [r[0] for r in s._q("PRAGMA quick_check")]  # every page read: damaged interiors show here
+                if damage != ["ok"]:
+                    raise sqlite3.DatabaseError(f"database disk image is malformed ({damage[0]})")
             finally:
                 s.close()
         except Exception as e:  # noqa: BLE001 - reported, not raised
-            return Check("store", "fail", f"{root}/.healer/healer.db: {type(e).__name__}: {e}", True)
+            from healer.store.corrupt import corrupt, recover_hint
+
+            path = store_url(root).removeprefix("sqlite:")
+            hint = f"; {recover_hint(path)}" if corrupt(e) else ""
+            return Check("store", "fail", f"{path}: {type(e).__name__}: {e}{hint}", True)
         return Check("store", "ok" if mode == "wal" else "fail", detail + ("" if mode == "wal" else " (WAL unavailable here)"), True)
     with tempfile.TemporaryDirectory() as d:
         db = sqlite3.connect(Path(d) / "probe.db")

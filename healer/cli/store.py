@@ -96,5 +96,81 @@ def info(root: Path = RootOpt, url: str = UrlOpt, as_json: bool = JsonOpt) -> No
             console.print(f"{k}: {v}")
 
 
+@app.command("restore")
+def restore(file: Path = typer.Argument(..., help="An SQLite copy of this fleet's board: a backup, or the output of "
+                                        "`sqlite3 healer.db .recover | sqlite3 FILE`."),
+            root: Path = RootOpt) -> None:
+    """Put a copy of this fleet's SQLite board back as its store (the store there now, if any, is kept aside).
+    The copy must be a sound healer store of this fleet (its fleet id is the one in the fleet's git)."""
+    import os
+    import sqlite3
+
+    from healer.errors import INVALID_INPUT, HealerError, UsageError
+    from healer.store import ENV_URL, db_path, identity, open_store, read_config, sqlite_path
+    from healer.store.migrations import CURRENT
+
+    r = find_root(root)
+    url = os.environ.get(ENV_URL) or read_config(r).get("store")
+    if url and not str(url).startswith("sqlite:"):
+        raise UsageError(f"{url.split('@')[-1]}: `healer store restore` puts back an SQLite board; restore a "
+                         "PostgreSQL one with the database's own tools (pg_restore), into the same schema")
+    dest = sqlite_path(str(url)) if url else db_path(r)
+    src = Path(file).resolve()
+    if not src.is_file() or src.stat().st_size == 0:
+        raise UsageError(f"{file}: no such store file (or an empty one)")
+    if dest.exists() and src.samefile(dest):
+        raise UsageError(f"{file}: that is the fleet's store itself")
+    try:
+        con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+        try:
+            check = con.execute("PRAGMA integrity_check").fetchone()[0]
+            version = con.execute("PRAGMA user_version").fetchone()[0]
+            row = con.execute("SELECT value FROM settings WHERE key=?", (identity.SETTING,)).fetchone()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as e:
+        raise HealerError(f"{file}: not a healer store ({e})", INVALID_INPUT) from None
+    if check != "ok":
+        raise HealerError(f"{file}: damaged ({check.splitlines()[0]}); recover it first: `sqlite3 {file} .recover | "
+                          f"sqlite3 {file}.recovered`", INVALID_INPUT)
+    if version > CURRENT:
+        raise HealerError(f"{file}: schema v{version} is newer than this healer's (v{CURRENT}): upgrade healer", INVALID_INPUT)
+    import json
+
+    fid = json.loads(row[0]) if row else None
+    gid = identity.git_id(r)
+    if gid and fid != gid:
+        raise HealerError(f"{file}: the board of another fleet ({fid or 'no fleet id'}; this fleet is {gid} in git config "
+                          f"{identity.GIT_KEY})", INVALID_INPUT)
+    from healer.clock import system
+
+    now = system().now()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".restoring")
+    a, b = sqlite3.connect(f"file:{src}?mode=ro", uri=True), sqlite3.connect(tmp)
+    try:
+        a.backup(b)  # a consistent copy, whatever journal the source has
+    finally:
+        a.close()
+        b.close()
+    kept = None
+    if dest.exists():
+        kept = dest.with_name(f"{dest.name}.old-{int(now)}")
+        for suffix in ("", "-wal", "-shm"):
+            p = Path(str(dest) + suffix)
+            if p.exists():
+                os.replace(p, Path(str(kept) + suffix))
+    os.replace(tmp, dest)
+    s = open_store(r)
+    try:
+        if fid is None:  # a board from before fleet ids, restored into a fleet that has none either
+            identity.check_open(s, r, str(dest), identity.git_id(r))
+        s.append("store.restored", str(dest), {"from": str(src), "kept": str(kept) if kept else None, "actor": "human"})
+        n = len(s.tickets())
+    finally:
+        s.close()
+    typer.echo(f"restored {dest} from {src} ({n} tickets)" + (f"; the store that was there is kept as {kept}" if kept else ""))
+
+
 def register(root: typer.Typer) -> None:
     root.add_typer(app, name="store")

@@ -258,6 +258,7 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
 
     courier = outbox.start(r, pol, clock)  # alerts owed by an earlier run are delivered too
     errors: dict[str, str] = {}
+    codes: dict[str, int] = {}  # a store gone past its tolerance is 69, a damaged one 74, a lost one 70
     interrupted: list[int] = list(early)
     first_pass = threading.Event()  # reap before you judge: the supervisor starts once the dispatcher has reaped
 
@@ -275,8 +276,15 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
         try:
             fn()
         except HealerError as e:  # a lost store: one line, the other half is stopped with it
-            errors[name] = str(e)
+            errors[name], codes[name] = str(e), e.exit_code
         except BaseException as e:  # noqa: BLE001 - reported in one line, and the other half is stopped with it
+            from healer.store.corrupt import StoreCorrupt, raise_if_corrupt
+
+            try:
+                raise_if_corrupt(d_store, e)
+            except StoreCorrupt as c:  # damaged pages met outside a pass: the same one line and exit 74
+                errors[name], codes[name] = str(c), c.exit_code
+                return
             errors[name] = f"{type(e).__name__}: {e}"
             logger.opt(exception=e).debug("{} stopped", name)
         finally:
@@ -303,7 +311,7 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
             try:
                 d_store.check()
             except HealerError as e:
-                errors["store"] = str(e)
+                errors["store"], codes["store"] = str(e), e.exit_code
                 halt()
     for t in threads:
         t.join(timeout=30)
@@ -317,8 +325,8 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
         except Exception:  # noqa: BLE001 - closing a lost store must not add a traceback to its one line
             pass
     if errors:
-        first = errors.get("store") or next(iter(errors[k] for k in sorted(errors)))
-        raise HealerError(f"up: {first}", INTERNAL)
+        name = "store" if "store" in errors else sorted(errors)[0]
+        raise HealerError(f"up: {errors[name]}", codes.get(name, INTERNAL))
     typer.echo("healer up: stopped" + (" (interrupted)" if interrupted else ""))
     if interrupted:
         from healer.errors import STOPPED

@@ -140,6 +140,9 @@ class Dispatcher:
         self.ports = ports or REAL
         self.git = self.ports.git
         self.policy = policy
+        from healer.store import outage
+
+        outage.set_tolerance(policy.store.outage_tolerance)  # this process rides out a store outage this long
         self.store = store
         self.clock = clock or system()
         self.real = system()  # real processes are waited for in real time
@@ -802,13 +805,22 @@ class Dispatcher:
         """One tick that a failing git call or a full disk cannot end: one line, an event, the next pass retries.
         A lost store (deleted, replaced, read-only) ends the daemon (StoreLost): carrying on would split the fleet."""
         from healer.errors import StoreLost, transient
+        from healer.store import outage
 
         try:
             self.store.check()
-            return self.tick()
+            rep = self.tick()
+            outage.ok(self.store, who="dispatch")
+            return rep
         except (failpoints.FailpointError, StoreLost):
             raise
         except Exception as e:  # noqa: BLE001 - judged below; the daemon goes on
+            from healer.store.corrupt import raise_if_corrupt
+
+            raise_if_corrupt(self.store, e)  # damaged pages do not heal by retrying: one line, exit 74
+            if outage.unavailable(e) and not host_trouble_or_corrupt(e):
+                outage.failed(self.store, e, tried=False)  # one line per outage, not per pass; StoreGone past the tolerance
+                return None
             if not transient(e) and "readonly" in str(e):
                 raise StoreLost(f"{self.store.path}: the store is read-only now ({e}); stopping") from e
             raise_if_lost(self.store)
@@ -818,22 +830,36 @@ class Dispatcher:
     def _board_watch(self) -> None:
         """LISTEN on the board from a connection of its own: a ticket added or requeued by another host (or a human)
         wakes the loop at once instead of at the next tick."""
+        from healer.errors import StoreUnavailable
         from healer.store import open_url
 
-        try:
-            watcher = open_url(self.store.url, migrate=False)
-        except Exception as e:  # noqa: BLE001 - the tick still runs; waking early is an optimisation
-            from loguru import logger
+        watcher = None
+        while watcher is None and not self._stopping:
+            try:
+                watcher = open_url(self.store.url, migrate=False)
+            except StoreUnavailable:  # the database is restarting: the passes ride it out, the watch waits for it
+                self.clock.sleep(1.0)
+            except Exception as e:  # noqa: BLE001 - the tick still runs; waking early is an optimisation
+                from loguru import logger
 
-            logger.warning("board watch unavailable: {}", e)
+                logger.warning("board watch unavailable: {}", e)
+                return
+        if watcher is None:
             return
+
         try:
-            seen = watcher.last_event_id()
+            seen = None
             while not self._stopping:
-                last = watcher.wait_for_events(seen, 1.0)
-                if last <= seen:
+                try:  # the database restarting or away: wait (wait_for_events backs off) and pick up where we were
+                    if seen is None:
+                        seen = watcher.last_event_id()
+                    last = watcher.wait_for_events(seen, 1.0)
+                    if last <= seen:
+                        continue
+                    evs = watcher.events(after=seen, kinds=["ticket.created", "ticket.moved", "ticket.unlabeled"])
+                except StoreUnavailable:
+                    self.clock.sleep(0.5)
                     continue
-                evs = watcher.events(after=seen, kinds=["ticket.created", "ticket.moved", "ticket.unlabeled"])
                 seen = last
                 if any(e.kind != "ticket.moved" or e.payload.get("to") == lifecycle.QUEUED for e in evs):
                     self._reaped.set()
@@ -892,9 +918,24 @@ def raise_if_lost(store) -> None:
         pass
 
 
+def host_trouble_or_corrupt(e: BaseException) -> bool:
+    """A full disk (its own line and finding) or a damaged store (the daemon ends) is not an outage to ride out."""
+    from healer.errors import host_trouble
+    from healer.store.corrupt import corrupt
+
+    return host_trouble(e) or corrupt(e)
+
+
 def report_failed_pass(store, who: str, e: BaseException) -> None:
-    """One line on stderr and, if the store takes it, one `<who>.error` event; never raises."""
+    """One line on stderr and, if the store takes it, one `<who>.error` event; never raises. The store being
+    away (healer/store/outage.py) is noted instead: one line per outage, not one per failed pass."""
     from loguru import logger
+
+    from healer.store import outage
+
+    if outage.unavailable(e) and not host_trouble_or_corrupt(e):
+        outage.note(store, e, tried=False)
+        return
 
     line = f"{who} pass failed ({type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else '-'}); retrying next pass"
     try:

@@ -198,6 +198,12 @@ class Courier:
             try:
                 self.step()
             except Exception as e:  # noqa: BLE001 - the courier outlives a bad row or a locked store; rows stay owed
+                from healer.store import outage
+
+                if outage.unavailable(e):  # the store is away: one line per outage (healer/store/outage.py)
+                    outage.note(self.store, e, tried=False)
+                    self._stop.wait(1.0)
+                    continue
                 # one line (a full disk fails every pass: a traceback each second would bury the story)
                 first = str(e).strip().splitlines()[0] if str(e).strip() else "-"
                 try:

@@ -376,6 +376,13 @@ class Supervisor(Strict):
     lease_ttl: Duration = "90s"
 
 
+class StoreSettings(Strict):
+    outage_tolerance: Duration = Field(
+        "3m", description="how long a daemon (up, dispatch, supervise) rides out a store that is away (PostgreSQL "
+                          "restarted or failed over, SQLite locked): passes wait and retry with backoff; past this, "
+                          "one line and exit 69 (docs/restarts.md)")
+
+
 class Policy(Strict):
     version: Literal[1] = 1
     loop: Loop = Field(default_factory=Loop)
@@ -389,6 +396,7 @@ class Policy(Strict):
     include_runbooks: list[str] = Field(default_factory=list, description="folders or files of runbooks to enforce")
     fleet: Fleet = Field(default_factory=Fleet)
     supervisor: Supervisor = Field(default_factory=Supervisor)
+    store: StoreSettings = Field(default_factory=StoreSettings)
 
     @model_validator(mode="before")
     @classmethod

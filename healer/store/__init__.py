@@ -13,6 +13,7 @@ from pathlib import Path
 
 from healer.clock import Clock
 from healer.errors import UsageError
+from healer.store import identity
 from healer.store.sqlite import SqliteStore
 
 HEALER_DIR = ".healer"
@@ -101,19 +102,37 @@ def open_url(url: str, clock: Clock | None = None, root: str | Path | None = Non
 
 
 def open_store(root: str | Path = ".", clock: Clock | None = None, *, readonly: bool = False,
-               create: bool = False, use_env: bool = True) -> SqliteStore:
+               create: bool = False, use_env: bool = True, identity_checks: bool = True) -> SqliteStore:
     """`readonly`: for commands that only read (status, plan, journal); works on a read-only .healer/.
     The embedded file is made when missing; a `sqlite:` URL from $HEALER_STORE_URL or .healer/config.yaml
     must name a store that is there, unless `create` (`healer init`). `use_env=False`: a game day's own
-    throwaway fleet, whose store an operator's exported $HEALER_STORE_URL must never redirect."""
+    throwaway fleet, whose store an operator's exported $HEALER_STORE_URL must never redirect.
+    The store's fleet id is checked against the one in the fleet's git (healer/store/identity.py): a missing,
+    empty or foreign store for a fleet that had one is refused; `identity_checks=False` only for
+    `healer init --new-board` and `healer store restore`, which set it themselves."""
     root = Path(root).resolve()
     env = os.environ.get(ENV_URL) if use_env else None
     url = env or read_config(root).get("store")
+    where = ENV_URL if env else f"{config_path(root)}: store"
+    gid = identity.git_id(root) if identity_checks else None  # one git call per open
     if not url:
-        return SqliteStore(db_path(root), clock, root=root, readonly=readonly)
-    if not create:
-        existing(str(url), ENV_URL if env else f"{config_path(root)}: store")
-    return open_url(str(url), clock, root=root)
+        where = str(db_path(root))
+        if identity_checks:
+            identity.check_before_open(root, db_path(root), where, gid)  # a lost board is not remade empty
+        s = SqliteStore(db_path(root), clock, root=root, readonly=readonly)
+    else:
+        if not create:
+            existing(str(url), where)
+        if identity_checks and str(url).startswith("sqlite:"):
+            identity.check_before_open(root, sqlite_path(str(url)), where, gid)
+        s = open_url(str(url), clock, root=root)
+    if identity_checks:
+        try:
+            identity.check_open(s, root, where, gid, readonly=readonly)
+        except BaseException:
+            s.close()
+            raise
+    return s
 
 
 def __getattr__(name: str):

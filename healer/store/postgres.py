@@ -37,12 +37,14 @@ from healer import failpoints
 from healer.clock import Clock, system
 from healer.errors import HealerError, StoreUnavailable
 from healer.records import Lease
+from healer.store import outage
 from healer.store.migrations import CURRENT, MIGRATIONS
 from healer.store.sqlite import FP_TX_COMMIT, SqliteStore, _Fenced, newer
 
 # advisory lock classes (the second key is the fleet's schema hash)
 _LOCK_EVENTS, _LOCK_TICKET_IDS, _LOCK_MIGRATE = 1, 2, 3
 IDLE_IN_TX_TIMEOUT = "10s"  # a host partitioned mid-transaction releases its locks after this
+PATIENCE = 10.0  # seconds a call waits for a server that is away (reconnecting with backoff) before it fails
 
 
 def redact(url: str) -> str:
@@ -195,6 +197,7 @@ class PgStore(SqliteStore):
         self._events_locked = False
         self._pg = None
         self._listener = None
+        self.patience = PATIENCE
         self._meta = _Meta([])
         _METAS[id(self._meta)] = self._meta
         self._db = _Conn(self)
@@ -229,10 +232,36 @@ class PgStore(SqliteStore):
         self.channel = "healer_" + re.sub(r"[^a-z0-9_]", "_", self.schema.lower())[:50]
 
     def _alive(self) -> None:
-        if self._pg is None or self._pg.closed or self._pg.broken:
-            if self._pg is not None:
-                self._pg.close()
-            self._connect()
+        """A live connection, re-opened when it was lost. While the server is away, tries are spaced by the
+        process's capped, jittered backoff (healer/store/outage.py): in between, a call fails at once."""
+        if not (self._pg is None or self._pg.closed or self._pg.broken):
+            return
+        # a call waits up to `patience` for the server (a restart takes a second or two): short outages cost the
+        # caller (a loop runner's event, a pass) nothing; longer ones fail the call, and its daemon rides them out
+        deadline = self.clock.monotonic() + self.patience
+        while True:
+            t = outage.tracker(self)
+            if t.may_try(self.clock.monotonic()):
+                if self._pg is not None:
+                    self._pg.close()
+                try:
+                    self._connect()
+                    return
+                except StoreUnavailable as e:
+                    outage.failed(self, e)  # StoreGone past store.outage_tolerance
+                    err = e
+            else:
+                err = StoreUnavailable(f"{self.path}: {t.why} (retrying with backoff)")
+            now = self.clock.monotonic()
+            if now >= deadline:
+                raise err
+            self.clock.sleep(max(0.01, min(t.next_try, deadline) - now))
+
+    def _lost(self, e: Exception) -> StoreUnavailable:
+        """The connection failed under a call: the outage is noted (one line per outage), the call fails."""
+        err = StoreUnavailable(f"{self.path}: {_first_line(e, self.url)}")
+        outage.failed(self, err)
+        return err
 
     def _load_meta(self) -> None:
         rows = self._pg.execute(
@@ -257,10 +286,9 @@ class PgStore(SqliteStore):
                 with self._pg.transaction():
                     yield self._db
                 return
-            self._alive()
             self._in_write, self._events_locked = True, False
             try:
-                with self._pg.transaction():
+                with self._begin():
                     if fenced and self._fence is not None:
                         self._check_fence(self._db)
                     yield self._db
@@ -268,10 +296,36 @@ class PgStore(SqliteStore):
             except _Fenced as e:
                 self._in_write = False
                 raise self._refused(e) from None
-            except psycopg.OperationalError as e:
-                raise StoreUnavailable(f"{self.path}: {_first_line(e, self.url)}") from None
+            except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+                raise self._lost(e) from None
             finally:
                 self._in_write = self._events_locked = False
+
+    @contextmanager
+    def _begin(self):
+        """The transaction, begun on a live connection. A connection the server ended while it sat idle (a restart,
+        a failover) is only found out by its next statement: when that is the BEGIN, nothing of the caller's has run
+        yet, so one reconnect and a second BEGIN are safe. A loss after the BEGIN fails the call (StoreUnavailable)."""
+        import psycopg
+
+        for attempt in (1, 2):
+            self._alive()
+            cm = self._pg.transaction()
+            try:
+                cm.__enter__()
+                break
+            except (psycopg.OperationalError, psycopg.InterfaceError) as e:
+                if attempt == 2 or not (self._pg.closed or self._pg.broken):
+                    raise self._lost(e) from None
+                outage.note(self, StoreUnavailable(f"{self.path}: {_first_line(e, self.url)}"))
+                outage.tracker(self).next_try = 0.0  # the one immediate reconnect
+        try:
+            yield
+        except BaseException as e:
+            if not cm.__exit__(type(e), e, e.__traceback__):
+                raise
+        else:
+            cm.__exit__(None, None, None)
 
     def _q(self, sql: str, args: Iterable[Any] = ()) -> list:
         import psycopg
@@ -283,9 +337,13 @@ class PgStore(SqliteStore):
                 try:
                     self._alive()
                     return self._db.execute(sql, args).fetchall()
-                except psycopg.OperationalError as e:
+                except (psycopg.OperationalError, psycopg.InterfaceError) as e:
                     if attempt == 2 or not (self._pg.closed or self._pg.broken):
-                        raise StoreUnavailable(f"{self.path}: {_first_line(e, self.url)}") from None
+                        raise self._lost(e) from None
+                    # the connection was ended under us (a restart, a failover): noted as an outage even when
+                    # the reconnect below works at once, so the restart shows in the log and the journal
+                    outage.note(self, StoreUnavailable(f"{self.path}: {_first_line(e, self.url)}"))
+                    outage.tracker(self).next_try = 0.0  # the one immediate reconnect
         return []
 
     def version(self) -> int:
@@ -383,6 +441,8 @@ class PgStore(SqliteStore):
 
         try:
             if self._listener is None or self._listener.closed or self._listener.broken:
+                if not outage.tracker(self).may_try(self.clock.monotonic()):
+                    raise StoreUnavailable(self.path)  # backing off: the main connection retries first
                 self._listener = self._open()
                 self._listener.execute(f"LISTEN {self.channel}")
             last = self.last_event_id()  # after LISTEN: nothing committed in between is missed
@@ -390,10 +450,14 @@ class PgStore(SqliteStore):
                 return last
             for _ in self._listener.notifies(timeout=max(0.0, timeout), stop_after=1):
                 pass
-        except psycopg.OperationalError:
+            return self.last_event_id()
+        except (psycopg.OperationalError, psycopg.InterfaceError, StoreUnavailable):
+            # the server is away: wait out the timeout (a caller's loop goes on) and say nothing new came
+            if self._listener is not None:
+                self._listener.close()
             self._listener = None
-            return super().wait_for_events(after, timeout, poll)  # the server is away: poll until it is back
-        return self.last_event_id()
+            self.clock.sleep(max(0.0, min(timeout, 1.0)))
+            return after
 
     def _idle(self, after: int, poll: float) -> None:
         self.wait_for_events(after, poll * 10)  # woken by NOTIFY; the timeout is only a safety net

@@ -342,6 +342,9 @@ class SqliteStore:
 
     def _next_id(self, db: sqlite3.Connection) -> str:
         n = db.execute("SELECT COUNT(*) FROM tickets").fetchone()[0] + 1
+        floor = db.execute("SELECT value FROM settings WHERE key=?", ("tickets.id_floor",)).fetchone()
+        if floor is not None:  # an older board's T-N (branches, worktrees) are never reused (healer/store/identity.py)
+            n = max(n, int(json.loads(floor["value"])) + 1)
         while db.execute("SELECT 1 FROM tickets WHERE id=?", (f"T-{n}",)).fetchone():
             n += 1
         return f"T-{n}"
@@ -966,6 +969,10 @@ def _refused(path: str, readonly: bool, e: BaseException) -> HealerError | None:
         return UsageError(f"{path}: cannot make the store's folder: {e.filename or folder} is a file")
     if isinstance(e, OSError):
         return UsageError(f"{path}: cannot make the store's folder: {e.strerror or e}")
+    if "malformed" in str(e):  # damaged pages: one line, 74, and how to recover (healer/store/corrupt.py)
+        from healer.store.corrupt import StoreCorrupt, recover_hint
+
+        return StoreCorrupt(f"{path}: the store is damaged ({e}); {recover_hint(path)}")
     if not isinstance(e, sqlite3.OperationalError) or "not a database" in str(e):
         return HealerError(f"{path}: not a healer store (SQLite: {e})", INVALID_INPUT)
     return None

@@ -1,0 +1,220 @@
+"""Riding out a store that went away: PostgreSQL restarted (`pg_ctl restart -m fast`), failed over or cut off
+for a while, SQLite `database is locked` past its busy timeout or a disk I/O error.
+
+A daemon (dispatcher, supervisor, courier, a host's lease renewal) does not end when a store call fails for one
+of these reasons: the pass is abandoned (its transaction rolled back, nothing half-written), the next one retries.
+What this module adds, once per process and store (every connection of `healer up` to one store shares it):
+
+- one line when the outage starts and one when it ends, never one per failed pass or retry;
+- capped, jittered backoff between reconnects (`next_try`): a server coming back is not hammered by every host
+  at once, and a pass in the meantime fails at once instead of waiting for a connect timeout;
+- a `store.unavailable` / `store.back` pair of events, written once the store takes writes again (they cannot be
+  written while it is away), the first dated when the outage began;
+- the daemon's end, with one line and exit 69, when the outage outlasts `store.outage_tolerance` (`StoreGone`);
+- `healer_store_up` / `healer_store_outages` / `healer_store_unavailable_seconds` for Prometheus.
+
+The rules (what counts as an outage, the backoff) are pure functions below; `Outage` keeps the state.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+
+from healer.errors import UNAVAILABLE, StoreLost, StoreUnavailable
+
+DEFAULT_TOLERANCE = 180.0  # store.outage_tolerance's default (policies/default.yaml)
+BACKOFF_BASE = 0.2  # seconds before the first reconnect
+BACKOFF_CAP = 5.0  # never more than this between two tries
+
+
+class StoreGone(StoreLost):
+    """The store stayed away for longer than store.outage_tolerance: the daemon stops with one line (exit 69)
+    and a service manager (or a person) restarts it once the database is back."""
+
+    exit_code = UNAVAILABLE
+
+
+# -- rules (pure) ---------------------------------------------------------------
+_SQLITE_AWAY = ("database is locked", "database table is locked", "database is busy", "disk i/o error",
+                "unable to open database file")
+
+
+def unavailable(e: BaseException) -> bool:
+    """Is `e` the store being away for a while (worth riding out), not a bug, a corrupt store or a refusal?"""
+    if isinstance(e, StoreUnavailable):
+        return True
+    if isinstance(e, sqlite3.OperationalError):
+        text = str(e).lower()
+        return any(s in text for s in _SQLITE_AWAY)
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - psycopg is a dependency
+        return False
+    return isinstance(e, (psycopg.OperationalError, psycopg.InterfaceError))
+
+
+def backoff(tries: int, u: float, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP) -> float:
+    """Seconds to wait after the `tries`-th failed try: doubling from `base`, capped at `cap`, jittered by
+    u ∈ [0, 1) between half and the whole of it (so hosts that lost the server together do not return together)."""
+    step = min(cap, base * (2 ** max(0, min(tries, 30) - 1)))
+    return step * (0.5 + 0.5 * u)
+
+
+# -- state ----------------------------------------------------------------------
+@dataclass
+class Outage:
+    key: str
+    since: float | None = None  # monotonic start of the current outage
+    wall_since: float | None = None
+    why: str = ""
+    tries: int = 0
+    next_try: float = 0.0
+    count: int = 0  # outages seen by this process
+    down_seconds: float = 0.0  # of outages that ended
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def down(self) -> bool:
+        return self.since is not None
+
+    def may_try(self, mono: float) -> bool:
+        return self.since is None or mono >= self.next_try
+
+
+_TRACKERS: dict[str, Outage] = {}
+_REG = threading.Lock()
+_TOLERANCE = [DEFAULT_TOLERANCE]
+
+
+def set_tolerance(seconds: float) -> None:
+    """The daemon's `store.outage_tolerance` (set once from the policy by `up`, `dispatch`, `supervise`)."""
+    _TOLERANCE[0] = float(seconds)
+
+
+def tolerance() -> float:
+    return _TOLERANCE[0]
+
+
+def key_of(store) -> str:
+    return str(getattr(store, "url", None) or getattr(store, "path", ""))
+
+
+def tracker(store) -> Outage:
+    k = key_of(store)
+    with _REG:
+        t = _TRACKERS.get(k)
+        if t is None:
+            t = _TRACKERS[k] = Outage(k)
+        return t
+
+
+def _first_line(e: BaseException) -> str:
+    s = str(e).strip()
+    return (s.splitlines()[0] if s else type(e).__name__)[:300]
+
+
+def note(store, e: BaseException, *, tried: bool = True) -> Outage:
+    """Record a failure: the outage's one line when it starts; when it was a real try at the server (`tried`, a
+    connect or a statement), the next try is put off by the backoff. A pass that failed because the store is
+    still backing off is not a try (it must not push the next one further away). Never raises."""
+    t = tracker(store)
+    clock = store.clock
+    mono = clock.monotonic()
+    with t.lock:
+        first = t.since is None
+        if first:
+            t.since, t.wall_since, t.why, t.tries = mono, clock.now(), _first_line(e), 0
+            t.count += 1
+        if tried or first:
+            t.tries += 1
+            t.next_try = mono + backoff(t.tries, random.random())
+    if first:
+        _log("store unavailable ({}); riding it out for up to {:.0f}s (store.outage_tolerance), retrying with backoff",
+             t.why, tolerance())
+    return t
+
+
+def failed(store, e: BaseException, *, tried: bool = True) -> None:
+    """`note`, then StoreGone when the outage has outlasted store.outage_tolerance."""
+    t = note(store, e, tried=tried)
+    over = t.since is not None and store.clock.monotonic() - t.since > tolerance()
+    if over:
+        raise StoreGone(f"{getattr(store, 'path', t.key)}: the store has been unavailable for "
+                        f"{store.clock.monotonic() - t.since:.0f}s, longer than store.outage_tolerance "
+                        f"({tolerance():.0f}s): {t.why}; stopping (restart once it is back)")
+
+
+def ok(store, *, who: str = "") -> float | None:
+    """The store answered: end the outage if there was one (its line and its pair of events, written once
+    by whichever of the process's connections gets there first). The seconds it lasted, or None."""
+    t = tracker(store)
+    if t.since is None:
+        return None
+    with t.lock:
+        if t.since is None:
+            return None
+        since, wall_since, why, tries = t.since, t.wall_since, t.why, t.tries
+        t.since = t.wall_since = None
+        t.tries = 0
+    seconds = max(0.0, store.clock.monotonic() - since)
+    t.down_seconds += seconds
+    _log("store back after {:.1f}s ({} failed tries)", seconds, tries)
+    try:
+        import os
+        import socket
+
+        base = {"host": os.environ.get("HEALER_HOST_ID") or socket.gethostname(), "pid": os.getpid(), "who": who}
+        with store.tx(fenced=False) as db:  # about the store itself: no lease has a say in it
+            store._event(db, "store.unavailable", "store", {**base, "why": why}, at=wall_since)
+            store._event(db, "store.back", "store", {**base, "seconds": round(seconds, 3), "tries": tries, "why": why})
+    except Exception as e:  # noqa: BLE001 - the store went away again: the next outage says so
+        note(store, e)
+        return seconds
+    return seconds
+
+
+def _log(fmt: str, *args) -> None:
+    try:
+        from loguru import logger
+
+        logger.warning(fmt, *args)
+    except Exception:  # noqa: BLE001 - a log that cannot be written drops the line
+        pass
+
+
+# -- metrics --------------------------------------------------------------------
+class Collector:
+    """Prometheus: is the store up, how many outages, how long it was away (this process's view)."""
+
+    def __init__(self, clock=None) -> None:
+        self.clock = clock
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        up = GaugeMetricFamily("healer_store_up", "1 while the store answers, 0 during an outage.", labels=["store"])
+        n = CounterMetricFamily("healer_store_outages", "Store outages this process rode out or is riding out.",
+                                labels=["store"])
+        secs = CounterMetricFamily("healer_store_unavailable_seconds", "Seconds the store was away (outages that ended).",
+                                   labels=["store"])
+        with _REG:
+            trackers = list(_TRACKERS.values())
+        for t in trackers:
+            label = _label(t.key)
+            up.add_metric([label], 0.0 if t.down else 1.0)
+            n.add_metric([label], float(t.count))
+            secs.add_metric([label], t.down_seconds)
+        return [up, n, secs]
+
+
+def _label(key: str) -> str:
+    from healer.store.postgres import redact
+
+    return redact(key) if key.startswith(("postgresql://", "postgres://")) else key
+
+
+def register_metrics(registry) -> None:
+    registry.register(Collector())
