@@ -35,8 +35,8 @@ from healer import conventions as cv
 from healer import failpoints, git, lifecycle, switches
 from healer.clock import Clock, SystemClock, iso, system
 from healer.core import dispatch as core
+from healer.core import endings, hosts
 from healer.core import fleet as rules
-from healer.core import hosts
 from healer.errors import StaleLease, host_trouble
 from healer.files import write_atomic
 from healer.fleet import budget, shared
@@ -347,7 +347,11 @@ class Dispatcher:
                                          launcher_died=a.data.get("dispatcher") in self._crashed()) or sig
         if code == 0:
             sig = None
-        tail = _tail_text((res or {}).get("gate_log_tail")) or _log_tail(a.data.get("log"), self.policy.fleet.evidence_lines)
+        log_tail = _log_tail(a.data.get("log"), self.policy.fleet.evidence_lines)
+        tail = _tail_text((res or {}).get("gate_log_tail")) or log_tail
+        ending = ending_of(code, res, log_tail, sig)
+        if ending.infra and ending.cause != endings.HOST_EVENT:  # (an interrupted one keeps its own signature)
+            sig = ending.signature()  # counted by no budget, seen by no escalation (healer/core/endings.py)
         now = self.clock.now()
         att_id = a.data.get("attempt")
         # one transaction: a dispatcher killed halfway leaves the agent unreaped (reaped again), never half-recorded
@@ -355,6 +359,10 @@ class Dispatcher:
             if att_id is not None and any(x.id == att_id and x.ended_at is None for x in self.store.attempts(a.ticket_id)):
                 self.store.finish_attempt(att_id, ended_at=now, exit_code=code, failure_signature=sig, state_hash=state_hash,
                                           head=head, gate_log_tail=tail)
+                if ending.infra:
+                    self.store.append("attempt.infra", a.ticket_id or a.id, {
+                        "attempt": att_id, "agent": a.id, "cause": ending.cause, "exit_code": code,
+                        "detail": " ".join(ending.detail.split())[:300]})
             if record_agent:
                 self.store.update_agent(a.id, state=rules.agent_end_state(code), ended_at=now, exit_code=code)
             self.store.update_agent(a.id, data={**a.data, "reaped": True})
@@ -876,6 +884,19 @@ class Dispatcher:
                 continue
             if done:
                 self._reaped.set()
+
+
+def ending_of(code: int | None, res: dict | None, log_tail: str, sig: str | None) -> endings.Ending:
+    """How a reaped agent's attempt ended (healer/core/endings.py): with a result file, the runner's own `cause`
+    says it; without one (it could not write it, or never got that far), its last `healer:` line does."""
+    if sig and sig.startswith(core.INTERRUPTED):
+        return endings.classify(code, text=sig, interrupted=True)
+    if res is not None:
+        reason = str(res.get("reason") or "")
+        cause = res.get("cause")
+        e = endings.classify(code, cause=cause if isinstance(cause, str) else None)
+        return endings.Ending(e.kind, e.cause, reason) if e.infra else e
+    return endings.classify(code, text=endings.runner_words(None, log_tail))
 
 
 def raise_if_lost(store) -> None:
