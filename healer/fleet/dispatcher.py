@@ -169,12 +169,18 @@ class Dispatcher:
         if self.git.rev(self.root, f"refs/heads/{policy.fleet.main_branch}") is None:
             raise UsageError(f"{self.root}: no branch {policy.fleet.main_branch!r} with a commit (fleet.main_branch); "
                              "commit something on it or set fleet.main_branch")
+        from healer.fleet.disk import DiskWatch
+
+        self.disk = DiskWatch(self.root, getattr(store, "path", None), policy.fleet.min_free)
+        self._readings: list = []  # this pass's free-space readings (taken before its first store write)
+        self._disk_low: bool | None = None  # None: not known yet (the store's setting says, on the first pass)
         self.shared = policy.fleet.shared_remote  # several hosts: merge by pushing to one shared repository
         if self.shared and (why := shared.check_remote(self.root, self.shared)):
             raise UsageError(why)
 
     # -- one pass -------------------------------------------------------------------
     def tick(self) -> TickReport:
+        self._readings = self.disk.guard()  # first, before any store write: a full disk gets its reserve back now
         now = self.clock.now()
         rep = TickReport(at=now)
         if self._watching_since is None:
@@ -204,17 +210,22 @@ class Dispatcher:
         left = self.git.sweep_scratch(self.root)  # we hold the lease: any scratch worktree is a crashed pass's leftover
         if left:
             self.store.append("dispatch.scratch_swept", "", {"paths": left})
+        low = self.check_disk()
         with self._reap_lock:
             rep.reaped = self.reap()
         self.heartbeat()
-        if board:
-            rep.main = self.check_main()
+        if board and not low:  # a low disk holds main's gates and the merges too: a gate failing for want of space
+            rep.main = self.check_main()  # would turn main red or reject a good proposal (the infrastructure's, not the work's)
             if rep.main != "red":
                 self.review(rep)
         else:
             rep.main = self.store.get_setting(keys.MAIN_STATUS, "unknown") or "unknown"
-        plan, self._plan = core.replan(gather(self.store, self.policy, self.clock.now(), self.host if self.shared else None,
-                                              self._resets), self.rules, self._plan)
+        inp = gather(self.store, self.policy, self.clock.now(), self.host if self.shared else None, self._resets)
+        if low and not inp.paused:  # held here too: the pause may not have reached the store (or is not ours to set)
+            from dataclasses import replace
+
+            inp = replace(inp, paused=True)
+        plan, self._plan = core.replan(inp, self.rules, self._plan)
         rep.plan = plan
         if board:
             self._note_cycles(plan)
@@ -235,6 +246,26 @@ class Dispatcher:
                                                     "pool": plan.pool_size, "waiting": len(plan.waiting),
                                                     "merged": len(rep.merged), "rejected": len(rep.rejected)})
         return rep
+
+    def check_disk(self) -> bool:
+        """Disk pressure (healer/core/disk.py): record a change between low and not low (event, pause, page), and
+        while low reclaim healer's own files of finished tickets. True while low: nothing is launched."""
+        from healer.core import disk
+
+        readings, mf = self._readings, self.policy.fleet.min_free
+        if not readings or mf <= 0:
+            return False
+        low = bool(disk.low(readings, mf))
+        if self._disk_low is None:
+            self._disk_low = self.store.get_setting(disk.SETTING) is not None
+        effects = disk.disk_changed(readings, mf, was_low=self._disk_low, now=self.clock.now(),
+                                    paused=bool(self.store.get_setting(keys.DISPATCH_PAUSED, False)) or bool(self.shared),
+                                    paused_reason=self.store.get_setting(keys.DISPATCH_PAUSED_REASON))
+        self.apply(effects)
+        self._disk_low = low
+        if low:
+            self.disk.reclaim(self.store)
+        return low
 
     def watch_supervisor(self) -> None:
         """Who watches the watcher: a supervisor that ticked once and then fell silent is a finding

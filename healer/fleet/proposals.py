@@ -15,6 +15,7 @@ from pathlib import Path
 from healer import conventions as cv
 from healer import failpoints, git
 from healer.clock import Clock
+from healer.errors import host_trouble
 from healer.fleet.gates import PASS, gate_checkout
 from healer.records import Proposal
 
@@ -92,6 +93,8 @@ def gate_proposal(root: Path, policy, p: Proposal, clock: Clock, still_wanted=No
                     check=False)
         if m.code != 0:
             git.run(scratch, "merge", "--abort", check=False)
+            if host_trouble(RuntimeError(m.text)):  # a full disk is no conflict: decided again once there is room
+                return Verdict(DEFERRED, f"$ git merge {p.branch}\n{m.text}\nmerge: the host took no more writes", old)
             return Verdict(REJECTED, f"$ git merge {p.branch}\n{m.text}\nmerge: conflict with {main}", old)
         new = git.rev(scratch)
         res = gate_checkout(root, scratch, policy.fleet.merge_gates, policy.loop, clock)

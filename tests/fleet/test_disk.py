@@ -1,0 +1,136 @@
+"""Disk pressure (healer/core/disk.py, healer/fleet/disk.py): below `fleet.min_free` nothing is launched, one
+page goes out, the reserve is released for the store, healer's own files of finished tickets are reclaimed
+(journal first), and once space is back the fleet goes on by itself. The rules pure, then a real fleet on a
+small tmpfs (root needed: skipped elsewhere with the reason, required under CI=true)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from healer.core import disk
+from healer.core.disk import Reading
+from tests.conftest import fill_disk
+from tests.fleet.conftest import make_fleet, scripted_policy
+
+MiB = 1024 * 1024
+
+
+# -- the rules ---------------------------------------------------------------------------------------
+
+def test_going_low_pauses_records_and_pages_once_and_coming_back_lifts_only_its_own_pause():
+    low = [Reading("/s", 1 * MiB), Reading("/w", 100 * MiB)]
+    fx = disk.disk_changed(low, 8 * MiB, was_low=False, now=5.0, paused=False, paused_reason=None)
+    assert [(e.op, e.key) for e in fx] == [("set", disk.SETTING), ("event", "disk.low"), ("set", "dispatch.paused_reason"),
+                                           ("set", "dispatch.paused"), ("notify", disk.ALERT)]
+    assert fx[-1].severity == "critical" and "/s (1.0 MiB free)" in fx[-1].value and "/w" not in fx[-1].value
+    assert disk.disk_changed(low, 8 * MiB, was_low=True, now=6.0, paused=True, paused_reason="disk_low") == []
+    # someone else's pause (a red main) is neither taken over nor lifted
+    fx = disk.disk_changed(low, 8 * MiB, was_low=False, now=5.0, paused=True, paused_reason="main_red")
+    assert "dispatch.paused" not in [e.key for e in fx]
+    ok = [Reading("/s", 50 * MiB)]
+    assert [e.key for e in disk.disk_changed(ok, 8 * MiB, was_low=True, now=9.0, paused=True, paused_reason="main_red")] \
+        == [disk.SETTING, "disk.ok"]
+    fx = disk.disk_changed(ok, 8 * MiB, was_low=True, now=9.0, paused=True, paused_reason="disk_low")
+    assert [(e.key, e.value) for e in fx][-1] == ("dispatch.paused", False)
+    assert disk.disk_changed(ok, 0, was_low=False, now=9.0, paused=False, paused_reason=None) == []
+    assert disk.disk_changed(low, 0, was_low=False, now=9.0, paused=False, paused_reason=None) == []  # 0: no check
+
+
+@given(st.lists(st.integers(0, 64 * MiB), min_size=1, max_size=3), st.integers(0, 32 * MiB), st.booleans())
+def test_the_reserve_is_released_when_low_and_made_only_when_it_cannot_tip_the_disk_into_low(frees, min_free, has):
+    readings = [Reading(f"/{i}", f) for i, f in enumerate(frees)]
+    act = disk.reserve_action(readings, min_free, has)
+    size = disk.reserve_size(min_free)
+    if has and disk.low(readings, min_free):
+        assert act == "release"
+    if act == "make":
+        assert not has and size > 0 and all(f - size >= min_free for f in frees)
+    if act == "release":
+        assert has
+    assert 0 <= size <= disk.RESERVE_MAX
+
+
+# -- a real fleet on a small disk --------------------------------------------------------------------
+
+def _notes(root):
+    p = root / ".healer" / "notifications.jsonl"
+    return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
+
+
+def test_a_fleet_on_a_disk_that_fills_holds_launches_pages_once_and_finishes_every_ticket_once_freed(tiny_disk):
+    policy = scripted_policy(pool_size=2)
+    policy.fleet.min_free = 4 * MiB
+    f = make_fleet(tiny_disk, policy)
+    try:
+        for i in range(1, 5):
+            f.add(f"T-{i}", "success")
+        f.d.tick()
+        f.settle()
+        f.d.tick()  # reaps and merges the first two, launches the next two
+        f.settle()  # which end before the disk fills: reaped, gated and merged on a full disk
+        assert (f.root / ".healer" / "disk.reserve").stat().st_size == MiB  # made while there was room
+        done_before = [t.id for t in f.store.tickets() if t.state == "done"]
+        assert done_before, [(t.id, t.state) for t in f.store.tickets()]
+        run_dirs = [p for tid in done_before for p in (f.root / ".healer" / "worktrees" / tid / ".healer" / "runs").iterdir()]
+        assert run_dirs
+
+        ballast = tiny_disk / "ballast"
+        fill_disk(ballast)  # the disk is full now: not one more byte
+        for _ in range(3):
+            rep = f.d.tick()
+            assert rep.launched == [], rep
+            f.clock.advance(30)
+        assert not (f.root / ".healer" / "disk.reserve").exists()  # released for the store
+        assert len(f.events("disk.low")) == 1
+        assert f.store.get_setting("dispatch.paused") is True and f.store.get_setting("dispatch.paused_reason") == "disk_low"
+        assert [n["key"] for n in _notes(f.root) if n["key"].startswith("disk_low")] == ["disk_low:fleet"]
+        reclaimed = {p for e in f.events("disk.reclaimed") for p in e.payload["paths"]}  # journal first, then gone
+        assert set(map(str, run_dirs)) <= reclaimed and not any(p.exists() for p in run_dirs)
+
+        os.unlink(ballast)  # space is back: nobody else does anything
+        for _ in range(20):
+            f.d.tick()
+            f.settle()
+            f.clock.advance(30)
+            if all(t.state == "done" for t in f.store.tickets()):
+                break
+        assert [(t.id, t.state) for t in f.store.tickets()] == [(f"T-{i}", "done") for i in range(1, 5)]
+        assert len(f.events("disk.ok")) == 1 and f.store.get_setting("dispatch.paused") is False
+        assert not f.events("dispatch.budget_exhausted") and not f.events("attempt.infra")
+        assert (f.root / ".healer" / "disk.reserve").exists()
+        merged = [t.data.get("merged_commit") for t in f.store.tickets()]
+        assert len(set(merged)) == 4
+    finally:
+        f.d.stop_agents(grace=1.0)
+        f.store.close()
+
+
+def test_the_reserve_is_healers_own_and_nothing_else_is_reclaimed(tiny_disk):
+    policy = scripted_policy(pool_size=1)
+    policy.fleet.min_free = 4 * MiB
+    f = make_fleet(tiny_disk, policy)
+    try:
+        f.add("T-1", "success")
+        f.d.tick()
+        f.settle()
+        f.d.tick()
+        assert f.state("T-1") == "done"
+        wt = f.root / ".healer" / "worktrees" / "T-1"
+        mine = wt / "user-notes.txt"
+        mine.write_text("the user's\n")
+        outside = tiny_disk / "elsewhere"
+        outside.mkdir()
+        (outside / "keep").write_text("keep\n")
+        (wt / ".healer" / "runs" / "link").symlink_to(outside)  # a link never leads a deletion elsewhere
+        fill_disk(tiny_disk / "ballast")
+        f.d.tick()
+        assert (outside / "keep").exists() and mine.exists() and (f.root / "README.md").exists()
+        (rec,) = f.events("disk.reclaimed")
+        assert all("/.healer/runs/T-1-" in p or "/logs/agents/agent-T-1-" in p for p in rec.payload["paths"]), rec.payload
+    finally:
+        f.store.close()
