@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 
 import pytest
 from hypothesis import given
@@ -134,3 +135,61 @@ def test_the_reserve_is_healers_own_and_nothing_else_is_reclaimed(tiny_disk):
         assert all("/.healer/runs/T-1-" in p or "/logs/agents/agent-T-1-" in p for p in rec.payload["paths"]), rec.payload
     finally:
         f.store.close()
+
+
+# -- `healer up` on a small disk that fills, stays full for a while, and is freed ---------------------
+
+@pytest.mark.campaign
+def test_up_on_a_small_disk_that_fills_and_is_freed_finishes_every_ticket_with_no_help(tiny_disk, tmp_path):
+    """The issue's run: on a small volume `up` failed ~450 passes in a row and finished 0 of 20 tickets. Now
+    the full disk costs a few passes, no ticket: every one is done once, nothing escalated."""
+    from chaos.storm import StormConfig, StormRun, problems
+    from healer.store import open_store
+    from tests.conftest import wait_until
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    run = StormRun(StormConfig(seed=2, tickets=20, kills=0, pool_size=4, agent_delay=0.3, finish_timeout=300), tiny_disk,
+                   logs=logs, overrides={"fleet": {"min_free": 4 * MiB}})
+    run.setup()
+    proc, log = run.start_up(0)
+    try:
+        run.wait_started(proc, log)
+        s = open_store(run.root)
+        try:
+            wait_until(lambda: any(t.state == "done" for t in s.tickets()), 120, "a first ticket done")
+        finally:
+            s.close()
+        ballast = tiny_disk / "ballast"
+        fill_disk(ballast)
+        wait_until(lambda: b"disk low" in log.read_bytes(), 60, lambda: "the dispatcher to see the low disk:\n"
+                   + log.read_text(errors="replace")[-3000:])
+        for _ in range(5):  # a few seconds of full disk: `up` stays up
+            assert proc.poll() is None, log.read_text()
+            run.wall.sleep(1)
+        ballast.unlink()
+        s = open_store(run.root)
+        try:
+            wait_until(lambda: all(t.state == "done" for t in s.tickets()), 300,
+                       lambda: "every ticket done once space is back:\n" + ", ".join(f"{t.id} {t.state}" for t in s.tickets())
+                       + "\n" + log.read_text(errors="replace")[-4000:])
+            kinds = [e.kind for e in s.events()]
+            assert "disk.low" in kinds and "disk.ok" in kinds
+            assert "dispatch.budget_exhausted" not in kinds and not s.tickets(states=["needs_human", "blocked"])
+            notes = (run.root / ".healer" / "notifications.jsonl").read_text().splitlines()
+            assert not [n for n in notes if "needs_human" in n or "same_commit" in n], notes
+        finally:
+            s.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        run.cleanup()
+    out = log.read_text()
+    assert "Traceback" not in out, out
+    failed = out.count("pass failed")
+    assert failed <= 20, f"{failed} failed passes:\n{out[-3000:]}"
+    run.outputs.append(out)
+    facts = run.facts()
+    assert problems(facts) == [], facts
