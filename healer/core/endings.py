@@ -37,6 +37,7 @@ STORE_BUSY = "store_busy"
 SANDBOX_START = "sandbox_start"
 GIT_LOCK = "git_lock"
 HOST_EVENT = "host_event"
+WORKTREE_BUSY = "worktree_busy"
 
 # the runner's own exits (healer/errors.py): only these can carry an infrastructure cause
 UNAVAILABLE, INTERNAL, HOST_TROUBLE = 69, 70, 74
@@ -66,6 +67,7 @@ CAUSES: tuple[Cause, ...] = (
           (r"sandbox \S+ failed to start", r"bwrap: "), ("SandboxFailed",)),
     Cause(GIT_LOCK, "a git lock file was held by another process",
           (r"unable to create '[^']*\.lock'", r"another git process seems to be running", r"\.lock': file exists"), ()),
+    Cause(WORKTREE_BUSY, "the ticket's worktree was still in use by another process (a git child a kill missed)", (), ()),
     Cause(HOST_EVENT, "the runner was lost with its host or its dispatcher (a crash, a host given up)", (), ()),
 )
 BY_NAME = {c.name: c for c in CAUSES}

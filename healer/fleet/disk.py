@@ -22,10 +22,14 @@ _FINISHED = (lifecycle.DONE, lifecycle.CLOSED)
 
 
 class DiskWatch:
-    def __init__(self, root: Path, store_path: str | None, min_free: int) -> None:
+    def __init__(self, root: Path, store_path: str | None, min_free: int, free=None) -> None:
+        from healer.fleet.ports import real_disk_free
+
+        self.free = free or real_disk_free  # the port: (file system id, bytes free) of a folder, or None
         self.root = Path(root)
         self.min_free = int(min_free)
-        self.store_dir = Path(store_path).parent if store_path and store_path != ":memory:" else None
+        local = store_path and store_path != ":memory:" and "://" not in store_path  # PostgreSQL's disk is its server's
+        self.store_dir = Path(store_path).parent if local else None
         self.reserve = self.root / ".healer" / RESERVE_NAME
 
     def paths(self) -> list[Path]:
@@ -37,15 +41,11 @@ class DiskWatch:
         seen: set[int] = set()
         out = []
         for p in self.paths():
-            try:
-                dev = os.stat(p).st_dev
-                if dev in seen:
-                    continue
-                v = os.statvfs(p)
-            except OSError:
-                continue  # not made yet (no worktree so far), or gone: nothing to measure there
-            seen.add(dev)
-            out.append(rules.Reading(str(p), v.f_bavail * v.f_frsize))
+            got = self.free(p)
+            if got is None or got[0] in seen:
+                continue  # not made yet (no worktree so far), gone, or a file system measured already
+            seen.add(got[0])
+            out.append(rules.Reading(str(p), got[1]))
         return out
 
     def guard(self) -> list[rules.Reading]:

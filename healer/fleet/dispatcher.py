@@ -171,7 +171,8 @@ class Dispatcher:
                              "commit something on it or set fleet.main_branch")
         from healer.fleet.disk import DiskWatch
 
-        self.disk = DiskWatch(self.root, getattr(store, "path", None), policy.fleet.min_free)
+        self.disk = DiskWatch(self.root, getattr(store, "path", None), policy.fleet.min_free,
+                              getattr(self.ports, "disk_free", None))
         self._readings: list = []  # this pass's free-space readings (taken before its first store write)
         self._disk_low: bool | None = None  # None: not known yet (the store's setting says, on the first pass)
         self.shared = policy.fleet.shared_remote  # several hosts: merge by pushing to one shared repository
@@ -576,16 +577,17 @@ class Dispatcher:
             self.git.ensure_excluded(self.root)
             if not self._repair_worktree(t.id, wt):
                 if att is not None:  # claimed: back to the queue, no budget spent (the next pass tries again)
-                    self._unclaim(t, att, "its half-made worktree is still in use", host=True)
+                    self._unclaim(t, att, "its half-made worktree is still in use", endings.WORKTREE_BUSY)
                 return False
             created = self.git.add_worktree(self.root, wt, branch, self._main_ref())
         except git.GitError as e:
+            cause = endings.cause_of(str(e), type(e).__name__)  # a git lock, a full disk: the infrastructure's
             if att is not None:
-                self._unclaim(t, att, f"worktree: {e}", host=host_trouble(e))
+                self._unclaim(t, att, f"worktree: {e}", cause)
             if host_trouble(e):
                 raise  # a full disk is the host's failure, not the ticket's: the pass fails, the next one retries
             if att is None:
-                self._failed_launch(t, launch, run_id, f"worktree: {e}")
+                self._failed_launch(t, launch, run_id, f"worktree: {e}", cause)
             return False
         if created or not any(w.path == str(wt) for w in self.store.worktrees()):
             self.store.add_worktree(Worktree(str(wt), t.id, branch, now))
@@ -606,10 +608,12 @@ class Dispatcher:
             h = self.runtime.launch(LaunchSpec(argv=argv, cwd=str(wt), env=env, labels=labels, log_path=str(log)))
         except Exception as e:  # noqa: BLE001 - a launch that cannot start counts as a failed attempt
             sig = f"launch_failed: {type(e).__name__}"
-            if host_trouble(e):  # the host's failure (a full disk): resumed later, counted by no budget
-                sig = f"{core.INTERRUPTED}: the host could not start it ({type(e).__name__})"
-            self.store.finish_attempt(att.id, exit_code=None if host_trouble(e) else 70, failure_signature=sig,
-                                      gate_log_tail=str(e))
+            cause = endings.cause_of(str(e), type(e).__name__)
+            if cause:  # the host's failure (a full disk): a fresh launch after retry.infra_backoff, counted by no budget
+                sig = endings.Ending(endings.INFRA, cause, f"the host could not start it ({type(e).__name__}: {e})").signature()
+                self.store.append("attempt.infra", t.id, {"attempt": att.id, "cause": cause, "exit_code": 70,
+                                                          "detail": str(e)[:300]})
+            self.store.finish_attempt(att.id, exit_code=70, failure_signature=sig, gate_log_tail=str(e))
             self._move(t.id, lifecycle.QUEUED, f"launch failed: {e}", expect=lifecycle.IN_PROGRESS)
             self.store.append("dispatch.launch_failed", t.id, {"error": str(e), "argv": list(argv)})
             return False
@@ -648,12 +652,16 @@ class Dispatcher:
             att = self.store.add_attempt(t.id, launch.kind, run_id=run_id, head=head, host=self.host)
         return att, run_id
 
-    def _unclaim(self, t: Ticket, att: Attempt, why: str, *, host: bool) -> None:
-        """A claimed ticket whose worktree could not be made goes back to the queue; a host's failure (a full disk)
-        counts against no budget."""
-        sig = f"{core.INTERRUPTED}: the host could not make the worktree" if host else "launch_failed"
+    def _unclaim(self, t: Ticket, att: Attempt, why: str, cause: str | None) -> None:
+        """A claimed ticket whose worktree could not be made goes back to the queue; the infrastructure's failure
+        (`cause`: a full disk, a git lock, a busy folder) counts against no budget."""
+        sig = endings.Ending(endings.INFRA, cause, f"the worktree could not be made: {why}").signature() if cause \
+            else "launch_failed"
         with self.store.tx():
-            self.store.finish_attempt(att.id, exit_code=None if host else 70, failure_signature=sig, gate_log_tail=why)
+            self.store.finish_attempt(att.id, exit_code=70, failure_signature=sig, gate_log_tail=why)
+            if cause:
+                self.store.append("attempt.infra", t.id, {"attempt": att.id, "cause": cause, "exit_code": 70,
+                                                          "detail": why[:300]})
             self._move(t.id, lifecycle.QUEUED, f"launch failed: {why}", expect=lifecycle.IN_PROGRESS)
         self.store.append("dispatch.launch_failed", t.id, {"error": why})
 
@@ -714,9 +722,12 @@ class Dispatcher:
             self.store.append("dispatch.stale_lock_moved", "main", {"path": str(lock), "to": str(aside),
                                                                     "why": "left by a dispatcher killed mid-merge"})
 
-    def _failed_launch(self, t: Ticket, launch: core.Launch, run_id: str, why: str) -> None:
+    def _failed_launch(self, t: Ticket, launch: core.Launch, run_id: str, why: str, cause: str | None = None) -> None:
         att = self.store.add_attempt(t.id, launch.kind, run_id=run_id)
-        self.store.finish_attempt(att.id, exit_code=70, failure_signature="launch_failed", gate_log_tail=why)
+        sig = endings.Ending(endings.INFRA, cause, why).signature() if cause else "launch_failed"
+        self.store.finish_attempt(att.id, exit_code=70, failure_signature=sig, gate_log_tail=why)
+        if cause:
+            self.store.append("attempt.infra", t.id, {"attempt": att.id, "cause": cause, "exit_code": 70, "detail": why[:300]})
         self.store.append("dispatch.launch_failed", t.id, {"error": why})
 
     def _task_file(self, t: Ticket, launch: core.Launch, run_id: str) -> Path:
