@@ -193,3 +193,63 @@ def test_up_on_a_small_disk_that_fills_and_is_freed_finishes_every_ticket_with_n
     run.outputs.append(out)
     facts = run.facts()
     assert problems(facts) == [], facts
+
+
+# -- a fast-forward of the checked-out main that the disk cut short --------------------------------------
+
+def _half_merged(tmp_path, user_edit: bool = False):
+    """main checked out at `old`; a proposal adding work/a.txt, changing README.md, deleting gone.txt; the
+    fast-forward cut short after writing work/a.txt (git writes the files, then the index, then the ref)."""
+    from healer.records import Proposal
+    from tests.conftest import git, make_repo
+
+    root = make_repo(tmp_path / "root", {"README.md": "# demo\n", "gone.txt": "bye\n"})
+    old = git(root, "rev-parse", "HEAD")
+    git(root, "checkout", "-q", "-b", "healer/T-1")
+    (root / "work").mkdir()
+    (root / "work" / "a.txt").write_text("the work\n")
+    (root / "README.md").write_text("# demo\nchanged\n")
+    (root / "gone.txt").unlink()
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "work")
+    commit = git(root, "rev-parse", "HEAD")
+    git(root, "checkout", "-q", "main")
+    (root / "work").mkdir()
+    (root / "work" / "a.txt").write_text("the work\n")  # what the cut-short fast-forward had written
+    if user_edit:
+        (root / "README.md").write_text("# demo\na user's edit\n")
+    return root, old, Proposal(1, "T-1", "healer/T-1", commit, "open", 0.0)
+
+
+def test_a_fast_forward_of_main_the_disk_cut_short_is_finished_not_wedged(tmp_path):
+    """The issue's "a work file reached main while its ticket still said review": every later merge refused to
+    overwrite the half-written files, so the proposal was deferred for good. Now it is finished."""
+    from healer.clock import system
+    from healer.fleet.proposals import MERGED, gate_proposal
+    from healer.policy.schema import Policy
+    from tests.conftest import git
+
+    root, old, p = _half_merged(tmp_path)
+    import subprocess
+
+    stuck = subprocess.run(["git", "merge", "--ff-only", "-q", p.commit], cwd=root, capture_output=True, text=True)
+    assert stuck.returncode != 0 and "would be overwritten" in stuck.stderr  # plain git is stuck
+    v = gate_proposal(root, Policy(), p, system())
+    assert v.outcome == MERGED, v.log
+    assert git(root, "rev-parse", "main") == v.main_after != old
+    assert git(root, "status", "--porcelain") == ""
+    assert (root / "README.md").read_text() == "# demo\nchanged\n" and not (root / "gone.txt").exists()
+    assert git(root, "show", f"{old}:gone.txt") == "bye"  # what the merge deleted is kept in history
+
+
+def test_a_users_change_among_the_merged_paths_is_never_touched(tmp_path):
+    from healer.clock import system
+    from healer.fleet.proposals import DEFERRED, gate_proposal
+    from healer.policy.schema import Policy
+    from tests.conftest import git
+
+    root, old, p = _half_merged(tmp_path, user_edit=True)
+    v = gate_proposal(root, Policy(), p, system())
+    assert v.outcome == DEFERRED
+    assert git(root, "rev-parse", "main") == old
+    assert (root / "README.md").read_text() == "# demo\na user's edit\n" and (root / "work" / "a.txt").exists()
