@@ -223,3 +223,30 @@ def test_infra_attempts_show_in_the_evidence_of_an_agent_stop_as_such(runner_fle
     _cycle(f, 30)
     (a,) = f.store.attempts("T-1")
     assert a.failure_signature.startswith("infra: store_unavailable: store: cannot connect")
+
+
+def test_a_real_loop_whose_store_does_not_answer_ends_as_the_infrastructures(tmp_path):
+    """`healer loop run` with its store's server down exits 69 before it can write a result: its one `healer:`
+    line is what the dispatcher reads (ending_of), and it names the cause."""
+    import os
+    import subprocess
+
+    from healer.fleet.dispatcher import ending_of
+    from healer.fleet.results import read_result
+    from tests.conftest import make_repo
+
+    w = make_repo(tmp_path / "w")
+    (w / ".healer").mkdir()
+    (tmp_path / "task.md").write_text("do it\n")
+    (tmp_path / "p.yaml").write_text(
+        "loop:\n  agent: {preset: command, command: [python3, -c, 'print(1)']}\n"
+        "  gates: [{name: t, run: [python3, -c, 'import sys; sys.exit(0)']}]\n")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("HEALER_")},
+           "HEALER_STORE_URL": "postgresql://healer@127.0.0.1:1/nothing"}  # port 1: refused at once
+    r = subprocess.run([sys.executable, "-m", "healer", "loop", "run", "--task", str(tmp_path / "task.md"), "--policy",
+                        str(tmp_path / "p.yaml"), "--workdir", str(w), "--root", str(w), "--run-id", "T-1-01"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 69 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    e = ending_of(r.returncode, read_result(str(w), "T-1-01"), r.stdout + r.stderr, None)
+    assert (e.kind, e.cause) == (en.INFRA, en.STORE_UNAVAILABLE), r.stderr
+    assert "connection refused" in e.signature().lower()
