@@ -27,7 +27,7 @@ from healer.core.fleet import Effect, pause, resume
 DISK_LOW = "disk_low"  # the pause reason, the setting's name part and the alert key's kind
 SETTING = "dispatch.disk_low"  # {"since": t, "low": {path: free}, "min_free": n} while low, else None
 ALERT = f"{DISK_LOW}:fleet"
-RESERVE_MAX = 16 * 1024 * 1024
+RESERVE_MAX = 8 * 1024 * 1024  # a WAL checkpoint copies at most the WAL (about 4 MiB at SQLite's 1000-page autocheckpoint)
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Reading:
 
 
 def reserve_size(min_free: int) -> int:
-    """The reserve: a quarter of min_free, at most 16 MiB (enough for a WAL checkpoint and a few events)."""
+    """The reserve: a quarter of min_free, at most 8 MiB (room for a WAL checkpoint and a few events)."""
     return max(0, min(RESERVE_MAX, min_free // 4))
 
 
