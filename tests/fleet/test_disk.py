@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given
@@ -90,6 +92,9 @@ def test_a_fleet_on_a_disk_that_fills_holds_launches_pages_once_and_finishes_eve
         assert len(f.events("disk.low")) == 1
         assert f.store.get_setting("dispatch.paused") is True and f.store.get_setting("dispatch.paused_reason") == "disk_low"
         assert [n["key"] for n in _notes(f.root) if n["key"].startswith("disk_low")] == ["disk_low:fleet"]
+        st = subprocess.run([sys.executable, "-m", "healer", "status", "-C", str(f.root)], capture_output=True, text=True,
+                            env={k: v for k, v in os.environ.items() if not k.startswith("HEALER_")}, timeout=120)
+        assert st.returncode == 0 and "paused (disk_low)" in st.stdout and "disk low since" in st.stdout, st.stdout + st.stderr
         reclaimed = {p for e in f.events("disk.reclaimed") for p in e.payload["paths"]}  # journal first, then gone
         assert set(map(str, run_dirs)) <= reclaimed and not any(p.exists() for p in run_dirs)
 
