@@ -7,12 +7,12 @@ Below `fleet.min_free` on any of them the disk is *low*:
 - the reserve (a preallocated file of `reserve_size(min_free)` bytes beside the store, healer's own) is
   released at once, so the store can still checkpoint its WAL and record what happens;
 - nothing is launched (dispatch is paused with reason `disk_low`, and held locally even when the store
-  cannot take that write), a `disk.low` event records the finding and one page goes out
+  cannot take that write), a `dispatch.disk_low` event records the finding and one page goes out
   (`disk_low:fleet`, critical);
 - healer reclaims what is its own: leftover scratch worktrees and the run folders and agent logs of
-  finished tickets (journal first: the `disk.reclaimed` event lists them before they go).
+  finished tickets (journal first: the `dispatch.disk_reclaimed` event lists them before they go).
 
-Once every file system has `min_free` again, `disk.ok` is recorded and the pause lifted (only a pause of
+Once every file system has `min_free` again, `dispatch.disk_ok` is recorded and the pause lifted (only a pause of
 its own); the reserve is made again only with `min_free + reserve` free, so making it cannot tip the
 disk back into low. `min_free: 0` turns all of it off. No I/O, no clock.
 """
@@ -63,7 +63,7 @@ def disk_changed(readings: Sequence[Reading], min_free: int, *, was_low: bool, n
     if short and not was_low:
         where = ", ".join(f"{r.path} ({_mib(r.free)} free)" for r in short)
         out = [Effect("set", SETTING, {"since": now, "min_free": min_free, "low": {r.path: r.free for r in short}}),
-               Effect("event", "disk.low", "fleet", {"min_free": min_free, "low": {r.path: r.free for r in short}})]
+               Effect("event", "dispatch.disk_low", "fleet", {"min_free": min_free, "low": {r.path: r.free for r in short}})]
         if not paused:
             out += pause(DISK_LOW)
         out.append(Effect("notify", ALERT, f"disk low: {where} < fleet.min_free {_mib(min_free)}: nothing is launched "
@@ -72,7 +72,7 @@ def disk_changed(readings: Sequence[Reading], min_free: int, *, was_low: bool, n
         return out
     if not short and was_low:
         out = [Effect("set", SETTING, None),
-               Effect("event", "disk.ok", "fleet", {"min_free": min_free, "free": {r.path: r.free for r in readings}})]
+               Effect("event", "dispatch.disk_ok", "fleet", {"min_free": min_free, "free": {r.path: r.free for r in readings}})]
         if paused and paused_reason == DISK_LOW:
             out += resume()
         return out

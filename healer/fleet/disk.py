@@ -94,13 +94,13 @@ class DiskWatch:
         return out
 
     def reclaim(self, store) -> tuple[list[str], int]:
-        """Journal first (`disk.reclaimed` lists every path and the bytes), then delete; ([], 0) when nothing
+        """Journal first (`dispatch.disk_reclaimed` lists every path and the bytes), then delete; ([], 0) when nothing
         is to be reclaimed or the journal refused the entry (then nothing is deleted)."""
         paths = self.reclaimable(store)
         if not paths:
             return [], 0
         size = sum(_size(p) for p in paths)
-        store.append("disk.reclaimed", "fleet", {"paths": [str(p) for p in paths][:500], "count": len(paths), "bytes": size,
+        store.append("dispatch.disk_reclaimed", "fleet", {"paths": [str(p) for p in paths][:500], "count": len(paths), "bytes": size,
                                                  "why": "disk below fleet.min_free: run folders and agent logs of "
                                                         "finished tickets"})
         for p in paths:

@@ -28,7 +28,7 @@ MiB = 1024 * 1024
 def test_going_low_pauses_records_and_pages_once_and_coming_back_lifts_only_its_own_pause():
     low = [Reading("/s", 1 * MiB), Reading("/w", 100 * MiB)]
     fx = disk.disk_changed(low, 8 * MiB, was_low=False, now=5.0, paused=False, paused_reason=None)
-    assert [(e.op, e.key) for e in fx] == [("set", disk.SETTING), ("event", "disk.low"), ("set", "dispatch.paused_reason"),
+    assert [(e.op, e.key) for e in fx] == [("set", disk.SETTING), ("event", "dispatch.disk_low"), ("set", "dispatch.paused_reason"),
                                            ("set", "dispatch.paused"), ("notify", disk.ALERT)]
     assert fx[-1].severity == "critical" and "/s (1.0 MiB free)" in fx[-1].value and "/w" not in fx[-1].value
     assert disk.disk_changed(low, 8 * MiB, was_low=True, now=6.0, paused=True, paused_reason="disk_low") == []
@@ -37,7 +37,7 @@ def test_going_low_pauses_records_and_pages_once_and_coming_back_lifts_only_its_
     assert "dispatch.paused" not in [e.key for e in fx]
     ok = [Reading("/s", 50 * MiB)]
     assert [e.key for e in disk.disk_changed(ok, 8 * MiB, was_low=True, now=9.0, paused=True, paused_reason="main_red")] \
-        == [disk.SETTING, "disk.ok"]
+        == [disk.SETTING, "dispatch.disk_ok"]
     fx = disk.disk_changed(ok, 8 * MiB, was_low=True, now=9.0, paused=True, paused_reason="disk_low")
     assert [(e.key, e.value) for e in fx][-1] == ("dispatch.paused", False)
     assert disk.disk_changed(ok, 0, was_low=False, now=9.0, paused=False, paused_reason=None) == []
@@ -89,13 +89,13 @@ def test_a_fleet_on_a_disk_that_fills_holds_launches_pages_once_and_finishes_eve
             assert rep.launched == [], rep
             f.clock.advance(30)
         assert not (f.root / ".healer" / "disk.reserve").exists()  # released for the store
-        assert len(f.events("disk.low")) == 1
+        assert len(f.events("dispatch.disk_low")) == 1
         assert f.store.get_setting("dispatch.paused") is True and f.store.get_setting("dispatch.paused_reason") == "disk_low"
         assert [n["key"] for n in _notes(f.root) if n["key"].startswith("disk_low")] == ["disk_low:fleet"]
         st = subprocess.run([sys.executable, "-m", "healer", "status", "-C", str(f.root)], capture_output=True, text=True,
                             env={k: v for k, v in os.environ.items() if not k.startswith("HEALER_")}, timeout=120)
         assert st.returncode == 0 and "paused (disk_low)" in st.stdout and "disk low since" in st.stdout, st.stdout + st.stderr
-        reclaimed = {p for e in f.events("disk.reclaimed") for p in e.payload["paths"]}  # journal first, then gone
+        reclaimed = {p for e in f.events("dispatch.disk_reclaimed") for p in e.payload["paths"]}  # journal first, then gone
         assert set(map(str, run_dirs)) <= reclaimed and not any(p.exists() for p in run_dirs)
 
         os.unlink(ballast)  # space is back: nobody else does anything
@@ -106,7 +106,7 @@ def test_a_fleet_on_a_disk_that_fills_holds_launches_pages_once_and_finishes_eve
             if all(t.state == "done" for t in f.store.tickets()):
                 break
         assert [(t.id, t.state) for t in f.store.tickets()] == [(f"T-{i}", "done") for i in range(1, 5)]
-        assert len(f.events("disk.ok")) == 1 and f.store.get_setting("dispatch.paused") is False
+        assert len(f.events("dispatch.disk_ok")) == 1 and f.store.get_setting("dispatch.paused") is False
         assert not f.events("dispatch.budget_exhausted") and not f.events("attempt.infra")
         assert (f.root / ".healer" / "disk.reserve").exists()
         merged = [t.data.get("merged_commit") for t in f.store.tickets()]
@@ -136,7 +136,7 @@ def test_the_reserve_is_healers_own_and_nothing_else_is_reclaimed(tiny_disk):
         fill_disk(tiny_disk / "ballast")
         f.d.tick()
         assert (outside / "keep").exists() and mine.exists() and (f.root / "README.md").exists()
-        (rec,) = f.events("disk.reclaimed")
+        (rec,) = f.events("dispatch.disk_reclaimed")
         assert all("/.healer/runs/T-1-" in p or "/logs/agents/agent-T-1-" in p for p in rec.payload["paths"]), rec.payload
     finally:
         f.store.close()
@@ -179,7 +179,7 @@ def test_up_on_a_small_disk_that_fills_and_is_freed_finishes_every_ticket_with_n
                        lambda: "every ticket done once space is back:\n" + ", ".join(f"{t.id} {t.state}" for t in s.tickets())
                        + "\n" + log.read_text(errors="replace")[-4000:])
             kinds = [e.kind for e in s.events()]
-            assert "disk.low" in kinds and "disk.ok" in kinds
+            assert "dispatch.disk_low" in kinds and "dispatch.disk_ok" in kinds
             assert "dispatch.budget_exhausted" not in kinds and not s.tickets(states=["needs_human", "blocked"])
             notes = (run.root / ".healer" / "notifications.jsonl").read_text().splitlines()
             assert not [n for n in notes if "needs_human" in n or "same_commit" in n], notes
@@ -258,3 +258,38 @@ def test_a_users_change_among_the_merged_paths_is_never_touched(tmp_path):
     assert v.outcome == DEFERRED
     assert git(root, "rev-parse", "main") == old
     assert (root / "README.md").read_text() == "# demo\na user's edit\n" and (root / "work" / "a.txt").exists()
+
+
+# -- the real-mode game day (chaos/scenarios/campaigns/disk-fills-real.yaml) ----------------------------
+
+@pytest.fixture
+def small_volume(tmp_path):
+    """A 48 MB tmpfs for a game day's work folder, unmounted at the end."""
+    from tests.conftest import need_root
+
+    need_root()
+    vol = tmp_path / "vol"
+    vol.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(vol)], check=True)
+    try:
+        yield vol
+    finally:
+        subprocess.run(["umount", str(vol)], check=False)
+        if os.path.ismount(vol):
+            subprocess.run(["umount", "-l", str(vol)], check=False)
+
+
+@pytest.mark.campaign
+@pytest.mark.parametrize("disabled", [False, True], ids=["healer", "disabled"])
+def test_the_disk_game_day_passes_and_fails_for_its_reason_disabled(small_volume, disabled):
+    from chaos import engine
+    from chaos.scenario import discover, load
+
+    sc = load(discover(["disk-fills-real"])[0])
+    assert not sc.warnings, sc.warnings
+    r = engine.run(sc, small_volume / "gd", disabled=disabled)
+    if not disabled:
+        assert r.ok, r.error or "\n".join(c.message for c in r.failures)
+        return
+    assert r.status == "failed", r.error
+    assert sc.broke_as_declared({c.name for c in r.failures}), [c.message for c in r.failures]
