@@ -259,6 +259,10 @@ class Dispatcher:
         low = bool(disk.low(readings, mf))
         if self._disk_low is None:
             self._disk_low = self.store.get_setting(disk.SETTING) is not None
+        if low == self._disk_low:  # no change: nothing to record (and no reads on the common pass)
+            if low:
+                self.disk.reclaim(self.store)
+            return low
         effects = disk.disk_changed(readings, mf, was_low=self._disk_low, now=self.clock.now(),
                                     paused=bool(self.store.get_setting(keys.DISPATCH_PAUSED, False)) or bool(self.shared),
                                     paused_reason=self.store.get_setting(keys.DISPATCH_PAUSED_REASON))
