@@ -178,5 +178,20 @@ def main(argv: list[str] | None = None) -> int:
     return 64
 
 
+def run() -> int:
+    """main(), answering a full disk as `healer loop run` does: one `healer:` line and exit 74 (the dispatcher
+    counts that against no budget, healer/core/endings.py), not a traceback and exit 1."""
+    import errno
+
+    try:
+        return main()
+    except (OSError, subprocess.CalledProcessError) as e:
+        text = f"{e} {getattr(e, 'stderr', '') or ''}"
+        if getattr(e, "errno", None) in (errno.ENOSPC, errno.EDQUOT, errno.EROFS) or "No space left on device" in text:
+            print(f"healer: the host took no more writes: {' '.join(text.split())[:300]}", file=sys.stderr)
+            return 74
+        raise
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -141,8 +141,14 @@ def status(root: Path = RootOpt, policy: Path = PolicyOpt, as_json: bool = JsonO
     red = f" since {iso(main['red_since'])}" if main["red_since"] else ""
     # "running" would claim a dispatcher is up; the store only knows when it last passed
     last = st["dispatch"]["last_tick_at"]
-    disp = ("[red]paused[/]" if st["dispatch"]["paused"] else "never ran" if last is None
+    why = st["dispatch"].get("paused_reason")
+    disp = (f"[red]paused[/]{f' ({why})' if why else ''}" if st["dispatch"]["paused"] else "never ran" if last is None
             else f"last pass {ago(st['now'] - last)} ago")
+    low = st["dispatch"].get("disk_low")
+    if low:  # the dispatcher's disk-pressure finding (docs/fleet.md "Disk pressure")
+        where = ", ".join(f"{p} {n >> 20} MiB free" for p, n in (low.get("low") or {}).items())
+        console.print(f"[red]disk low[/] since {iso(low['since'])}: {where} (fleet.min_free {low['min_free'] >> 20} MiB); "
+                      "nothing is launched until space is back")
     console.print(f"main [bold]{main['branch']}[/]: {main['status']}{red}   dispatch: {disp}   "
                   f"pool {st['pool']['used']}/{st['pool']['size']}")
     t = Table("state", "tickets", title="Tickets")

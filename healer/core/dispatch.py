@@ -10,6 +10,8 @@ ticket may get an agent lives here, as small rules over plain records:
 - budgets: `retry.max_launches` launches per ticket (resumes and replays included);
 - backoff: after n failed attempts in a row, wait `backoff[min(n-1, len-1)]` after the
   last one ENDED; a clean run (exit 0) resets the count;
+- infrastructure endings (healer/core/endings.py) count toward no budget and no escalation; after n of
+  them in a row the next launch waits `infra_backoff[min(n-1, len-1)]` instead;
 - spinning: a resume that ends on the same (HEAD, tree) it started from counts; a new
   commit resets; `resume_same_state_limit` such resumes in a row stop the ticket;
 - replays: a rejected proposal is replayed `rejected_proposal_replays` times, then the
@@ -36,6 +38,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from healer import lifecycle
+from healer.core import endings
 from healer.records import Attempt, Proposal, Ticket
 
 LAUNCH = "launch"
@@ -64,12 +67,13 @@ class RetryRules:
     session_ttl: float = 86400.0
     wait_labels: frozenset[str] = frozenset({"to-review"})  # fleet.wait_labels: a queued ticket carrying one waits
     pause_on_red_main: bool = True  # fleet.pause_on_red_main: a red main holds every launch
+    infra_backoff: tuple[float, ...] = (30.0, 60.0, 120.0, 300.0)  # retry.infra_backoff: after infrastructure endings
 
     @classmethod
     def of(cls, policy) -> RetryRules:
         r, f = policy.retry, policy.fleet
         return cls(r.max_launches, tuple(r.backoff), r.resume_same_state_limit, r.rejected_proposal_replays, r.session_ttl,
-                   frozenset(f.wait_labels), f.pause_on_red_main)
+                   frozenset(f.wait_labels), f.pause_on_red_main, tuple(r.infra_backoff))
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,8 @@ class DispatchPlan:
 
 STOPPED = 4  # the loop's "stopped" exit (SIGTERM, kill switch, pause): interrupted, not failed
 # the loop's exit when its disk took no more writes (full, quota, read-only): cut short with its state kept, so
-# resumed; yet counted by the budgets (an agent that fills the disk each run must not be relaunched for ever)
+# resumed; an infrastructure ending (healer/core/endings.py): no budget counts it, `retry.infra_backoff` spaces
+# the retries, and `fleet.min_free` holds every launch while the disk stays low
 HOST_TROUBLE = 74
 
 
@@ -158,9 +163,28 @@ def interrupted_signature(code: int | None, *, stopped: bool, launcher_died: boo
     return None
 
 
+def infra(a: Attempt) -> bool:
+    """Ended by the infrastructure (healer/core/endings.py: store, disk, sandbox, git lock, host event)."""
+    return a.ended_at is not None and endings.is_infra(a.failure_signature)
+
+
 def counted(attempts: Sequence[Attempt]) -> list[Attempt]:
-    """The attempts budgets count: all but the interrupted ones."""
-    return [a for a in attempts if not interrupted(a)]
+    """The attempts budgets and escalations count: the agent's own, not the interrupted or infrastructure ones."""
+    return [a for a in attempts if not interrupted(a) and not infra(a)]
+
+
+def infra_backoff_until(attempts: Sequence[Attempt], backoff: Sequence[float]) -> float | None:
+    """After n infrastructure endings in a row (the last attempts), the next launch waits
+    `backoff[min(n-1, len-1)]` after the last one ended; None when the last attempt was not one."""
+    n = 0
+    for a in reversed(attempts):
+        if not infra(a):
+            break
+        n += 1
+    if n == 0 or not backoff:
+        return None
+    last = attempts[-1]
+    return (last.ended_at if last.ended_at is not None else last.at) + backoff[min(n - 1, len(backoff) - 1)]
 
 
 def clean(a: Attempt) -> bool:
@@ -382,6 +406,9 @@ def _plan(inp: DispatchInput, rules: RetryRules) -> tuple[DispatchPlan, float]:
                               f"{len(atts)} launches used of {rules.max_launches} (resumes included)"))
             continue
         until = backoff_until(atts, rules.backoff)
+        later = infra_backoff_until(every, rules.infra_backoff)
+        if later is not None and (until is None or later > until):
+            until = later
         if until is not None and until > inp.now:
             until_change = min(until_change, until)
             waiting.append(Waiting(tid, BACKOFF, eligible_at=until, kind=want.kind))

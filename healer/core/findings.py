@@ -21,7 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from healer import lifecycle
-from healer.core.dispatch import counted, died
+from healer.core.dispatch import counted, died, infra
 from healer.core.model import AgentView, Finding, Snapshot, WorktreeView
 from healer.records import Ticket
 
@@ -276,8 +276,8 @@ def _repush(t: Ticket, atts, ix: Index) -> Finding | None:
     groups: dict[tuple, list] = {}
     hit = None
     for at in atts:
-        if not at.head or died(at):
-            continue  # a killed, lost or interrupted run pushed nothing: only launches and runs that ended count
+        if not at.head or died(at) or infra(at):
+            continue  # a killed, lost or interrupted run pushed nothing; the infrastructure's endings are not the agent's
         g = groups.setdefault((at.head, at.state_hash), [])
         g.append(at)
         if len(g) == 2 and hit is None:

@@ -35,8 +35,8 @@ from healer import conventions as cv
 from healer import failpoints, git, lifecycle, switches
 from healer.clock import Clock, SystemClock, iso, system
 from healer.core import dispatch as core
+from healer.core import endings, hosts
 from healer.core import fleet as rules
-from healer.core import hosts
 from healer.errors import StaleLease, host_trouble
 from healer.files import write_atomic
 from healer.fleet import budget, shared
@@ -172,12 +172,19 @@ class Dispatcher:
         if self.git.rev(self.root, f"refs/heads/{policy.fleet.main_branch}") is None:
             raise UsageError(f"{self.root}: no branch {policy.fleet.main_branch!r} with a commit (fleet.main_branch); "
                              "commit something on it or set fleet.main_branch")
+        from healer.fleet.disk import DiskWatch
+
+        self.disk = DiskWatch(self.root, getattr(store, "path", None), policy.fleet.min_free,
+                              getattr(self.ports, "disk_free", None))
+        self._readings: list = []  # this pass's free-space readings (taken before its first store write)
+        self._disk_low: bool | None = None  # None: not known yet (the store's setting says, on the first pass)
         self.shared = policy.fleet.shared_remote  # several hosts: merge by pushing to one shared repository
         if self.shared and (why := shared.check_remote(self.root, self.shared)):
             raise UsageError(why)
 
     # -- one pass -------------------------------------------------------------------
     def tick(self) -> TickReport:
+        self._readings = self.disk.guard()  # first, before any store write: a full disk gets its reserve back now
         now = self.clock.now()
         rep = TickReport(at=now)
         if self._watching_since is None:
@@ -207,17 +214,22 @@ class Dispatcher:
         left = self.git.sweep_scratch(self.root)  # we hold the lease: any scratch worktree is a crashed pass's leftover
         if left:
             self.store.append("dispatch.scratch_swept", "", {"paths": left})
+        low = self.check_disk()
         with self._reap_lock:
             rep.reaped = self.reap()
         self.heartbeat()
-        if board:
-            rep.main = self.check_main()
+        if board and not low:  # a low disk holds main's gates and the merges too: a gate failing for want of space
+            rep.main = self.check_main()  # would turn main red or reject a good proposal (the infrastructure's, not the work's)
             if rep.main != "red":
                 self.review(rep)
         else:
             rep.main = self.store.get_setting(keys.MAIN_STATUS, "unknown") or "unknown"
-        plan, self._plan = core.replan(gather(self.store, self.policy, self.clock.now(), self.host if self.shared else None,
-                                              self._resets), self.rules, self._plan)
+        inp = gather(self.store, self.policy, self.clock.now(), self.host if self.shared else None, self._resets)
+        if low and not inp.paused:  # held here too: the pause may not have reached the store (or is not ours to set)
+            from dataclasses import replace
+
+            inp = replace(inp, paused=True)
+        plan, self._plan = core.replan(inp, self.rules, self._plan)
         rep.plan = plan
         if board:
             self._note_cycles(plan)
@@ -238,6 +250,30 @@ class Dispatcher:
                                                     "pool": plan.pool_size, "waiting": len(plan.waiting),
                                                     "merged": len(rep.merged), "rejected": len(rep.rejected)})
         return rep
+
+    def check_disk(self) -> bool:
+        """Disk pressure (healer/core/disk.py): record a change between low and not low (event, pause, page), and
+        while low reclaim healer's own files of finished tickets. True while low: nothing is launched."""
+        from healer.core import disk
+
+        readings, mf = self._readings, self.policy.fleet.min_free
+        if not readings or mf <= 0:
+            return False
+        low = bool(disk.low(readings, mf))
+        if self._disk_low is None:
+            self._disk_low = self.store.get_setting(disk.SETTING) is not None
+        if low == self._disk_low:  # no change: nothing to record (and no reads on the common pass)
+            if low:
+                self.disk.reclaim(self.store)
+            return low
+        effects = disk.disk_changed(readings, mf, was_low=self._disk_low, now=self.clock.now(),
+                                    paused=bool(self.store.get_setting(keys.DISPATCH_PAUSED, False)) or bool(self.shared),
+                                    paused_reason=self.store.get_setting(keys.DISPATCH_PAUSED_REASON))
+        self.apply(effects)
+        self._disk_low = low
+        if low:
+            self.disk.reclaim(self.store)
+        return low
 
     def watch_supervisor(self) -> None:
         """Who watches the watcher: a supervisor that ticked once and then fell silent is a finding
@@ -350,7 +386,11 @@ class Dispatcher:
                                          launcher_died=a.data.get("dispatcher") in self._crashed()) or sig
         if code == 0:
             sig = None
-        tail = _tail_text((res or {}).get("gate_log_tail")) or _log_tail(a.data.get("log"), self.policy.fleet.evidence_lines)
+        log_tail = _log_tail(a.data.get("log"), self.policy.fleet.evidence_lines)
+        tail = _tail_text((res or {}).get("gate_log_tail")) or log_tail
+        ending = ending_of(code, res, log_tail, sig)
+        if ending.infra and ending.cause != endings.HOST_EVENT:  # (an interrupted one keeps its own signature)
+            sig = ending.signature()  # counted by no budget, seen by no escalation (healer/core/endings.py)
         now = self.clock.now()
         att_id = a.data.get("attempt")
         # one transaction: a dispatcher killed halfway leaves the agent unreaped (reaped again), never half-recorded
@@ -358,6 +398,10 @@ class Dispatcher:
             if att_id is not None and any(x.id == att_id and x.ended_at is None for x in self.store.attempts(a.ticket_id)):
                 self.store.finish_attempt(att_id, ended_at=now, exit_code=code, failure_signature=sig, state_hash=state_hash,
                                           head=head, gate_log_tail=tail)
+                if ending.infra:
+                    self.store.append("attempt.infra", a.ticket_id or a.id, {
+                        "attempt": att_id, "agent": a.id, "cause": ending.cause, "exit_code": code,
+                        "detail": " ".join(ending.detail.split())[:300]})
             if record_agent:
                 self.store.update_agent(a.id, state=rules.agent_end_state(code), ended_at=now, exit_code=code)
             self.store.update_agent(a.id, data={**a.data, "reaped": True})
@@ -540,16 +584,17 @@ class Dispatcher:
             self.git.ensure_excluded(self.root)
             if not self._repair_worktree(t.id, wt):
                 if att is not None:  # claimed: back to the queue, no budget spent (the next pass tries again)
-                    self._unclaim(t, att, "its half-made worktree is still in use", host=True)
+                    self._unclaim(t, att, "its half-made worktree is still in use", endings.WORKTREE_BUSY)
                 return False
             created = self.git.add_worktree(self.root, wt, branch, self._main_ref())
         except git.GitError as e:
+            cause = endings.cause_of(str(e), type(e).__name__)  # a git lock, a full disk: the infrastructure's
             if att is not None:
-                self._unclaim(t, att, f"worktree: {e}", host=host_trouble(e))
+                self._unclaim(t, att, f"worktree: {e}", cause)
             if host_trouble(e):
                 raise  # a full disk is the host's failure, not the ticket's: the pass fails, the next one retries
             if att is None:
-                self._failed_launch(t, launch, run_id, f"worktree: {e}")
+                self._failed_launch(t, launch, run_id, f"worktree: {e}", cause)
             return False
         if created or not any(w.path == str(wt) for w in self.store.worktrees()):
             self.store.add_worktree(Worktree(str(wt), t.id, branch, now))
@@ -570,10 +615,12 @@ class Dispatcher:
             h = self.runtime.launch(LaunchSpec(argv=argv, cwd=str(wt), env=env, labels=labels, log_path=str(log)))
         except Exception as e:  # noqa: BLE001 - a launch that cannot start counts as a failed attempt
             sig = f"launch_failed: {type(e).__name__}"
-            if host_trouble(e):  # the host's failure (a full disk): resumed later, counted by no budget
-                sig = f"{core.INTERRUPTED}: the host could not start it ({type(e).__name__})"
-            self.store.finish_attempt(att.id, exit_code=None if host_trouble(e) else 70, failure_signature=sig,
-                                      gate_log_tail=str(e))
+            cause = endings.cause_of(str(e), type(e).__name__)
+            if cause:  # the host's failure (a full disk): a fresh launch after retry.infra_backoff, counted by no budget
+                sig = endings.Ending(endings.INFRA, cause, f"the host could not start it ({type(e).__name__}: {e})").signature()
+                self.store.append("attempt.infra", t.id, {"attempt": att.id, "cause": cause, "exit_code": 70,
+                                                          "detail": str(e)[:300]})
+            self.store.finish_attempt(att.id, exit_code=70, failure_signature=sig, gate_log_tail=str(e))
             self._move(t.id, lifecycle.QUEUED, f"launch failed: {e}", expect=lifecycle.IN_PROGRESS)
             self.store.append("dispatch.launch_failed", t.id, {"error": str(e), "argv": list(argv)})
             return False
@@ -612,12 +659,16 @@ class Dispatcher:
             att = self.store.add_attempt(t.id, launch.kind, run_id=run_id, head=head, host=self.host)
         return att, run_id
 
-    def _unclaim(self, t: Ticket, att: Attempt, why: str, *, host: bool) -> None:
-        """A claimed ticket whose worktree could not be made goes back to the queue; a host's failure (a full disk)
-        counts against no budget."""
-        sig = f"{core.INTERRUPTED}: the host could not make the worktree" if host else "launch_failed"
+    def _unclaim(self, t: Ticket, att: Attempt, why: str, cause: str | None) -> None:
+        """A claimed ticket whose worktree could not be made goes back to the queue; the infrastructure's failure
+        (`cause`: a full disk, a git lock, a busy folder) counts against no budget."""
+        sig = endings.Ending(endings.INFRA, cause, f"the worktree could not be made: {why}").signature() if cause \
+            else "launch_failed"
         with self.store.tx():
-            self.store.finish_attempt(att.id, exit_code=None if host else 70, failure_signature=sig, gate_log_tail=why)
+            self.store.finish_attempt(att.id, exit_code=70, failure_signature=sig, gate_log_tail=why)
+            if cause:
+                self.store.append("attempt.infra", t.id, {"attempt": att.id, "cause": cause, "exit_code": 70,
+                                                          "detail": why[:300]})
             self._move(t.id, lifecycle.QUEUED, f"launch failed: {why}", expect=lifecycle.IN_PROGRESS)
         self.store.append("dispatch.launch_failed", t.id, {"error": why})
 
@@ -678,9 +729,12 @@ class Dispatcher:
             self.store.append("dispatch.stale_lock_moved", "main", {"path": str(lock), "to": str(aside),
                                                                     "why": "left by a dispatcher killed mid-merge"})
 
-    def _failed_launch(self, t: Ticket, launch: core.Launch, run_id: str, why: str) -> None:
+    def _failed_launch(self, t: Ticket, launch: core.Launch, run_id: str, why: str, cause: str | None = None) -> None:
         att = self.store.add_attempt(t.id, launch.kind, run_id=run_id)
-        self.store.finish_attempt(att.id, exit_code=70, failure_signature="launch_failed", gate_log_tail=why)
+        sig = endings.Ending(endings.INFRA, cause, why).signature() if cause else "launch_failed"
+        self.store.finish_attempt(att.id, exit_code=70, failure_signature=sig, gate_log_tail=why)
+        if cause:
+            self.store.append("attempt.infra", t.id, {"attempt": att.id, "cause": cause, "exit_code": 70, "detail": why[:300]})
         self.store.append("dispatch.launch_failed", t.id, {"error": why})
 
     def _task_file(self, t: Ticket, launch: core.Launch, run_id: str) -> Path:
@@ -902,6 +956,19 @@ class Dispatcher:
                 continue
             if done:
                 self._reaped.set()
+
+
+def ending_of(code: int | None, res: dict | None, log_tail: str, sig: str | None) -> endings.Ending:
+    """How a reaped agent's attempt ended (healer/core/endings.py): with a result file, the runner's own `cause`
+    says it; without one (it could not write it, or never got that far), its last `healer:` line does."""
+    if sig and sig.startswith(core.INTERRUPTED):
+        return endings.classify(code, text=sig, interrupted=True)
+    if res is not None:
+        reason = str(res.get("reason") or "")
+        cause = res.get("cause")
+        e = endings.classify(code, cause=cause if isinstance(cause, str) else None)
+        return endings.Ending(e.kind, e.cause, reason) if e.infra else e
+    return endings.classify(code, text=endings.runner_words(None, log_tail))
 
 
 def raise_if_lost(store) -> None:

@@ -208,11 +208,23 @@ class Ports:
     """The shell's ports, bundled (the store and the runtime are passed on their own)."""
 
     def __init__(self, git: Git | None = None, gates: Gates | None = None, processes: Processes | None = None,
-                 launcher: Launcher | None = None) -> None:
+                 launcher: Launcher | None = None, disk_free: Any = None) -> None:
         self.git: Git = git or RealGit()
         self.gates: Gates = gates or RealGates()
         self.processes: Processes = processes or RealProcesses()
         self.launcher: Launcher = launcher or RealLauncher()
+        # (file system id, bytes free) of a folder, None when it is not there (healer/fleet/disk.py; fleet.min_free)
+        self.disk_free = disk_free or real_disk_free
+
+
+def real_disk_free(path: Path) -> tuple[int, int] | None:
+    import os
+
+    try:
+        v = os.statvfs(path)
+        return os.stat(path).st_dev, v.f_bavail * v.f_frsize
+    except OSError:
+        return None
 
 
 REAL = Ports()

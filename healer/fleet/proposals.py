@@ -15,6 +15,7 @@ from pathlib import Path
 from healer import conventions as cv
 from healer import failpoints, git
 from healer.clock import Clock
+from healer.errors import host_trouble
 from healer.fleet.gates import PASS, gate_checkout
 from healer.records import Proposal
 
@@ -92,6 +93,8 @@ def gate_proposal(root: Path, policy, p: Proposal, clock: Clock, still_wanted=No
                     check=False)
         if m.code != 0:
             git.run(scratch, "merge", "--abort", check=False)
+            if host_trouble(RuntimeError(m.text)):  # a full disk is no conflict: decided again once there is room
+                return Verdict(DEFERRED, f"$ git merge {p.branch}\n{m.text}\nmerge: the host took no more writes", old)
             return Verdict(REJECTED, f"$ git merge {p.branch}\n{m.text}\nmerge: conflict with {main}", old)
         new = git.rev(scratch)
         res = gate_checkout(root, scratch, policy.fleet.merge_gates, policy.loop, clock)
@@ -105,8 +108,70 @@ def gate_proposal(root: Path, policy, p: Proposal, clock: Clock, still_wanted=No
         try:
             git.advance(root, main, old, new)
         except git.GitError as e:
-            return Verdict(DEFERRED, f"{log}\n{e}".strip(), old)
+            try:
+                finished = finish_cut_short(Path(root), main, old, new)
+            except git.GitError:
+                finished = False  # still no room: decided again next pass
+            if not finished:
+                return Verdict(DEFERRED, f"{log}\n{e}".strip(), old)
         failpoints.hit(FP_AFTER_MERGE)
         return Verdict(MERGED, log, old, new)
     finally:
         git.remove_worktree(scratch, root, check=False)
+
+
+def finish_cut_short(root: Path, branch: str, old: str, new: str) -> bool:
+    """Finish a fast-forward of the checked-out `branch` that a full disk cut short, or touch nothing (False).
+
+    `git merge --ff-only` writes the work tree first, then the index, then the ref: cut short after the
+    files, it leaves the proposal's files in main's checkout while main (and the ticket: still review) are
+    at `old`, and every later fast-forward refuses to overwrite them. When every path `old..new` changes is,
+    on disk, exactly as `old` or as `new` has it (so nobody else's change is among them) and at least one is
+    as `new` has it, healer's own merge is finished: the ref by compare-and-swap, those paths' index entries,
+    and the files still at `old` written as `new` has them. Anything else (a user's edit, a symbolic link,
+    a submodule) is left alone and the proposal stays deferred."""
+    if git.current_branch(root) != branch or git.rev(root) != old:
+        return False
+    paths = [p for p in git.raw(root, "diff", "--name-only", "-z", "--no-renames", old, new).decode().split("\0") if p]
+    if not paths or any("\n" in p for p in paths):
+        return False
+
+    def tree(rev: str) -> dict[str, tuple[str, str]]:
+        out = {}
+        for rec in git.raw(root, "ls-tree", "-r", "-z", rev, "--", *paths).decode().split("\0"):
+            if rec:
+                meta, path = rec.split("\t", 1)
+                mode, _, oid = meta.split()
+                out[path] = (mode, oid)
+        return out
+
+    was, will = tree(old), tree(new)
+    if any(m not in ("100644", "100755") for m, _ in [*was.values(), *will.values()]):
+        return False
+    present = []
+    for p in paths:
+        f = root / p
+        if f.is_symlink() or (f.exists() and not f.is_file()):
+            return False
+        if f.exists():
+            present.append(p)
+    hashes = git.raw(root, "hash-object", "--stdin-paths", input="\n".join(present).encode()).decode().split() if present else []
+    disk = dict(zip(present, hashes, strict=True))
+    written = False
+    for p in paths:
+        at_old = disk.get(p) == (was[p][1] if p in was else None)
+        at_new = disk.get(p) == (will[p][1] if p in will else None)
+        if not (at_old or at_new):
+            return False  # somebody else's change: never touched
+        written = written or (at_new and not at_old)
+    if not written:
+        return False  # the merge wrote nothing: its failure was another one
+    git.run(root, "update-ref", "-m", "healer: finish a fast-forward the disk cut short", f"refs/heads/{branch}", new, old)
+    git.run(root, "reset", "-q", new, "--", *paths)  # those paths' index entries as `new` has them
+    stale = [p for p in paths if p in will and disk.get(p) != will[p][1]]
+    if stale:
+        git.run(root, "checkout", "-q", new, "--", *stale)
+    for p in paths:
+        if p not in will and p in disk:
+            (root / p).unlink()  # at `old`'s content (checked above), which the merge deletes: kept in `old`
+    return True

@@ -11,6 +11,7 @@ from typing import Any
 
 from healer import lifecycle
 from healer.core import dispatch as core
+from healer.core.disk import SETTING as DISK_LOW
 from healer.fleet.dispatcher import gather
 from healer.fleet.snapshot import ended_with, liveness
 from healer.store import keys
@@ -47,5 +48,7 @@ def fleet_status(store, policy, now: float) -> dict[str, Any]:
         "main": {"branch": policy.fleet.main_branch, "status": store.get_setting(keys.MAIN_STATUS, "unknown"),
                  "red_since": store.get_setting(keys.MAIN_RED_SINCE)},
         "dispatch": {"paused": bool(store.get_setting(keys.DISPATCH_PAUSED, False)), "last_tick_at": store.get_setting(keys.DISPATCH_LAST_TICK),
-                     "last_launch_at": store.get_setting(keys.DISPATCH_LAST_LAUNCH)},
+                     "last_launch_at": store.get_setting(keys.DISPATCH_LAST_LAUNCH),
+                     "paused_reason": store.get_setting(keys.DISPATCH_PAUSED_REASON),
+                     "disk_low": store.get_setting(DISK_LOW)},  # {since, min_free, low: {path: free}} (healer/core/disk.py)
     }

@@ -109,6 +109,14 @@ def _say(line: str, stream_name: str = "stdout") -> None:
             pass
 
 
+def _cause_of(e: BaseException) -> str | None:
+    """The infrastructure's cause of an error that ends the run, or None (imported here: healer.core is
+    heavy, and only a run that ends on an error needs it)."""
+    from healer.core.endings import cause_of
+
+    return cause_of(str(e), type(e).__name__)
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40] or "gate"
 
@@ -165,11 +173,12 @@ class Runner:
             except Exception as e:  # noqa: BLE001 - recorded as exit 70 with the run's evidence kept
                 if errors.host_trouble(e):
                     raise self._cut_short(e) from e
+                cause = _cause_of(e)  # the infrastructure's, said so for the dispatcher
                 if isinstance(e, errors.HealerError):
-                    return self._finish(e.exit_code, str(e))
+                    return self._finish(e.exit_code, str(e), cause)
                 if os.environ.get("HEALER_DEBUG"):
                     raise
-                return self._finish(errors.INTERNAL, f"internal error: {type(e).__name__}: {e}")
+                return self._finish(errors.INTERNAL, f"internal error: {type(e).__name__}: {e}", cause)
         finally:
             self._end_containment()
             self._restore_signals()
@@ -533,7 +542,8 @@ class Runner:
         if e.mode == "bwrap":
             sandbox.forget_probe()  # a remembered probe is not trusted again: the next run probes
         self._event("loop.sandbox_failed", {"n": n, "mode": e.mode, "what": e.what, "stderr": e.detail[-4000:]})
-        return self._finish(e.exit_code, f"{e} (iteration {n} discarded; fix the sandbox, then --resume {self.st.run_id})")
+        return self._finish(e.exit_code, f"{e} (iteration {n} discarded; fix the sandbox, then --resume {self.st.run_id})",
+                            "sandbox_start")  # healer/core/endings.py SANDBOX_START
 
     def _guard_protected(self, reference: str | None, why: str, on_disk: dict[str, tuple] | None = None) -> None:
         """Undo changes to protected paths made since `reference` (a snapshot) outside a
@@ -1111,7 +1121,8 @@ class Runner:
                                                 "why": "protected paths differ from the run's base"})
             return self._finish(errors.STALLED, f"gates green at iteration {n} but {e}")
         except git.GitError as e:
-            return self._finish(errors.INTERNAL, f"gates green at iteration {n} but the commit failed: {e}")
+            return self._finish(errors.INTERNAL, f"gates green at iteration {n} but the commit failed: {e}",
+                                _cause_of(e))
         self.st.committed = sha is not None
         self.st.commit = sha or gitops.head(self.workdir)
         self.st.pending_commit = None
@@ -1168,7 +1179,9 @@ class Runner:
         return errors.HostTrouble(f"loop {st.run_id}: the host took no more writes ({e}); the run is kept as last "
                                   f"saved: free space, then `healer loop run --resume {st.run_id}`")
 
-    def _finish(self, code: int | None, reason: str) -> Outcome:
+    def _finish(self, code: int | None, reason: str, cause: str | None = None) -> Outcome:
+        """`cause`: the infrastructure's cause of this end (healer/core/endings.py), written into the result file
+        so that the dispatcher counts the attempt against no budget; None when the run ended for its own reasons."""
         st = self.st
         code = errors.INTERNAL if code is None else int(code)
         st.status, st.exit_code, st.reason, st.inflight = "ended", code, reason, None
@@ -1183,7 +1196,7 @@ class Runner:
             "state_hash": last.state_hash if last else None,
             "head": st.commit if st.committed else gitops.head(self.workdir),
             "gate_log_tail": gate_tail, "cost_usd": round(st.cost_usd, 6), "committed": st.committed,
-            "commit": st.commit, "workdir": str(self.workdir), "ended_at": self.clock.now(),
+            "commit": st.commit, "workdir": str(self.workdir), "ended_at": self.clock.now(), "cause": cause,
         }
         write_json_atomic(self.paths.result, result)
         self._event("loop.ended", {"exit_code": code, "reason": reason, "iterations": len(st.history),

@@ -227,6 +227,10 @@ class Retry(Strict):
     resume_same_state_limit: PosInt = 3
     rejected_proposal_replays: NonNegInt = 2
     session_ttl: Duration = "24h"
+    infra_backoff: list[Duration] = Field(
+        default_factory=lambda: ["30s", "1m", "2m", "5m"],
+        description="wait between retries of a ticket whose last attempts the infrastructure ended (store, disk, "
+                    "sandbox, git lock, host event: healer/core/endings.py); such attempts count toward no budget")
 
 
 class Health(Strict):
@@ -369,6 +373,10 @@ class Fleet(Strict):
                                                "launched until the label is dropped (by a human, or as a stale label)")
     pause_on_red_main: bool = Field(True, description="the dispatcher pauses itself while main is red; off, the "
                                                       "supervisor's main_red sentinel (rule pause-on-red-main) pauses it")
+    min_free: NonNegInt = Field(
+        256 * 1024 * 1024, description="bytes free needed where the fleet writes (store, worktrees, run folders) to "
+                                       "launch; below it nothing is launched, old run folders are reclaimed and a "
+                                       "disk_low finding pages (0: no check)")
 
 
 class Supervisor(Strict):

@@ -64,7 +64,7 @@ def test_a_full_disk_costs_passes_not_tickets(tiny_disk, tmp_path):
     logs = tmp_path / "logs"
     logs.mkdir()
     run = StormRun(StormConfig(seed=1, tickets=4, kills=0, pool_size=2, agent_delay=0.5, finish_timeout=240), tiny_disk,
-                   logs=logs, overrides={"retry": {"max_launches": 12}})
+                   logs=logs, overrides={"fleet": {"min_free": 4 << 20}})  # a 24 MB disk: the default 256 MiB would hold every launch
     run.setup()
     proc, log = run.start_up(0)
     try:
