@@ -164,9 +164,8 @@ def scenarios(results) -> str:
 
 def experiments(journals: list[dict[str, Any]]) -> str:
     """report.html of Chaos Toolkit journals: one lane per phase, each activity a bar."""
-    from healer.ctk.run import errors
+    from healer.ctk.run import errors, verdict
     from healer.ctk.run import ok as passed
-    from healer.ctk.run import verdict
 
     rows, sections = [], []
     for j in journals:

@@ -3,13 +3,13 @@ function, the engines dispatch through it (no fault names in them), and the CLI 
 
 from __future__ import annotations
 
-import pytest
-
 import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from chaos.faults.registry import FAULTS, REAL, SIM, inject, undo, unsupported
 from chaos.scenario import FAULTS as SCHEMA_FAULTS
