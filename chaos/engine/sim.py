@@ -134,7 +134,6 @@ class SimEngine:
         self.fired: set[int] = set()
         self.tick = scenario.tick or self.policy.supervisor.tick
         self.dispatch_tick = self.policy.fleet.dispatch_tick
-        self.pool = scenario.fleet.pool_size or self.policy.fleet.pool_size
         from healer.fleet.ports import Ports
 
         self.ports = Ports(SimGit(self), SimGates(self), SimProcesses(self), SimLauncher(self))
