@@ -124,7 +124,7 @@ def scenario_dict(schedule: dict[str, Any], name: str | None = None) -> dict[str
         "mode": "simulated", "seed": seed, "duration": f"{int(schedule['duration'])}s",
         "fleet": {"pool_size": int(schedule["pool_size"]),
                   "tickets": [{"id": f"E-{i}", "behaviour": b} for i, b in enumerate(schedule["tickets"], 1)]},
-        "overrides": POLICY, "faults": list(schedule["faults"]),
+        "overrides": POLICY, "faults": list(schedule["faults"]), "faults_may_miss": True,  # random aims miss
         "expect": [{"invariant": name} for name in INVARIANTS],
     }
 

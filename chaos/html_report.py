@@ -156,7 +156,7 @@ def scenarios(results) -> str:
         rows.append([sc.name, "PASS" if r.ok else r.status.upper(), f"{passed}/{len(r.checks)}", human_seconds(r.span),
                      human_seconds(r.wall)])
         meta = (f"mode {sc.mode}, seed {r.seed}{', feature disabled' if r.disabled else ''}; {len(r.timeline)} events"
-                + (f"; {hidden} more ticket lanes not drawn" if hidden else "") + (f"; engine error: {r.error}" if r.error else ""))
+                + (f"; {hidden} more ticket lanes not drawn" if hidden else "") + (f"; error: {r.error}" if r.error else ""))
         sections.append({"title": sc.name, "ok": r.ok, "meta": meta, "figure": fig,
                          "checks": [(c.ok, c.name, c.kind, c.message) for c in r.checks]})
     return page("Game day report", rows, sections)
@@ -164,6 +164,7 @@ def scenarios(results) -> str:
 
 def experiments(journals: list[dict[str, Any]]) -> str:
     """report.html of Chaos Toolkit journals: one lane per phase, each activity a bar."""
+    from healer.ctk.run import errors, verdict
     from healer.ctk.run import ok as passed
 
     rows, sections = [], []
@@ -188,11 +189,11 @@ def experiments(journals: list[dict[str, Any]]) -> str:
         checks = [(bool(p.get("tolerance_met")), p.get("activity", {}).get("name", "?"), f"steady state {phase}",
                    f"output {str(p.get('output'))[:200]}")
                   for phase in ("before", "after") for p in (ss.get(phase) or {}).get("probes", []) or []]
-        rows.append([j["experiment"].get("title", "?"), "PASS" if passed(j) else ("DEVIATED" if j.get("deviated") else
-                     str(j.get("status")).upper()), f"{sum(c[0] for c in checks)}/{len(checks)}",
+        rows.append([j["experiment"].get("title", "?"), verdict(j), f"{sum(c[0] for c in checks)}/{len(checks)}",
                      human_seconds(j.get("duration") or 0), human_seconds(j.get("duration") or 0)])
         undo = (j.get("healer") or {}).get("undo") or []
         extra = ("<p>healer undid: " + html.escape("; ".join(f"{u['kind']}: {u['result']}" for u in undo)) + "</p>") if undo else ""
+        extra += "".join(f"<p><b>error:</b> {html.escape(e)}</p>" for e in errors(j))
         sections.append({"title": j["experiment"].get("title", "?"), "ok": passed(j),
                          "meta": f"status {j.get('status')}, deviated {j.get('deviated')}, started {j.get('start')}",
                          "figure": fig, "checks": checks, "extra": extra})

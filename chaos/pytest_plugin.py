@@ -100,6 +100,8 @@ class ScenarioItem(pytest.Item):
         self.config.stash.setdefault(_RESULTS, []).append(r)
         self.user_properties.append(("wall_s", round(r.wall, 3)))
         if disabled:
+            if r.status == "error":
+                raise GamedayFailed(f"{sc.name} ({sc.mode}, seed {r.seed}), disabled: error: {r.error}")
             if r.ok:
                 raise GamedayFailed(f"{sc.name}: still passes with its feature disabled ({sc.disable}); the suite cannot fail")
             broken = {c.name for c in r.failures}

@@ -162,7 +162,7 @@ def markdown(results: list[Result]) -> str:
         lines.append(f"mode `{sc.mode}`, seed `{r.seed}`" + (", feature **disabled**" if r.disabled else "")
                      + f", {len(r.activities)} activities, workdir `{r.workdir}`")
         if r.error:
-            lines += ["", f"**engine error:** `{r.error}`"]
+            lines += ["", f"**error:** `{r.error}`"]
         lines += ["", "### Expectations", ""]
         for c in r.checks:
             lines.append(f"- {'✅' if c.ok else '❌'} **{c.name}** — {c.message}")

@@ -21,6 +21,18 @@ def _ok(j: dict[str, Any]) -> bool:
     return ok(j)
 
 
+def _errors(j: dict[str, Any]) -> list[str]:
+    from healer.ctk.run import errors
+
+    return errors(j)
+
+
+def _verdict(j: dict[str, Any]) -> str:
+    from healer.ctk.run import verdict
+
+    return verdict(j)
+
+
 def _name(a: dict[str, Any]) -> str:
     return str((a.get("activity") or {}).get("name", "?"))
 
@@ -28,11 +40,13 @@ def _name(a: dict[str, Any]) -> str:
 def markdown(journals: list[dict[str, Any]]) -> str:
     lines = ["# Chaos Toolkit experiment report", "", "| experiment | status | deviated | duration |", "|---|---|---|---|"]
     for j in journals:
-        lines.append(f"| {j['experiment'].get('title')} | {j.get('status')} | {j.get('deviated')} | "
+        lines.append(f"| {j['experiment'].get('title')} | {_verdict(j)} | {j.get('deviated')} | "
                      f"{human_seconds(j.get('duration') or 0)} |")
     for j in journals:
-        lines += ["", f"## {j['experiment'].get('title')} — {'PASS' if _ok(j) else 'DEVIATED' if j.get('deviated') else j.get('status')}",
+        lines += ["", f"## {j['experiment'].get('title')} — {_verdict(j)}",
                   "", f"started {j.get('start')}, ended {j.get('end')}, source `{(j.get('healer') or {}).get('source')}`"]
+        for e in _errors(j):
+            lines += ["", f"**error:** `{e}`"]
         ss = j.get("steady_states") or {}
         for phase in ("before", "after"):
             st = ss.get(phase)
@@ -56,12 +70,16 @@ def markdown(journals: list[dict[str, Any]]) -> str:
 
 def junit(journals: list[dict[str, Any]]) -> str:
     suite = ET.Element("testsuite", name="healer-gameday-ctk", tests=str(len(journals)),
-                       failures=str(sum(not _ok(j) for j in journals)), errors="0",
+                       failures=str(sum(not _ok(j) and not _errors(j) for j in journals)),
+                       errors=str(sum(bool(_errors(j)) for j in journals)),
                        time=f"{sum(float(j.get('duration') or 0) for j in journals):.3f}")
     for j in journals:
         case = ET.SubElement(suite, "testcase", classname="gameday.chaostoolkit", name=str(j["experiment"].get("title")),
                              time=f"{float(j.get('duration') or 0):.3f}")
-        if not _ok(j):
+        if _errors(j):
+            el = ET.SubElement(case, "error", message=_errors(j)[0], type="ActivityFailed")
+            el.text = "\n".join(_errors(j))
+        elif not _ok(j):
             bad = [p for ph in ("before", "after") for p in ((j.get("steady_states") or {}).get(ph) or {}).get("probes") or []
                    if not p.get("tolerance_met")]
             msg = f"status {j.get('status')}, deviated {j.get('deviated')}" + (f": {_name(bad[0])}" if bad else "")

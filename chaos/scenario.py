@@ -461,6 +461,8 @@ class Scenario(Strict):
                                                                       "the incident reproduced at its scale")
     fleet: FleetSpec = Field(default_factory=FleetSpec)
     faults: list[Fault] = Field(default_factory=list)
+    faults_may_miss: bool = Field(False, description="a fault that finds nothing to act on (or never fires) is "
+                                                     "listed, not an error: generated schedules (gameday explore) only")
     expect: list[Checker] = Field(min_length=1)
     timeout: Duration = Field("120s", description="real mode: wall-clock cap on the whole scenario")
     real: RealSpec = Field(default_factory=RealSpec, description="real mode: which real processes run, when it ends")
@@ -508,6 +510,11 @@ class Scenario(Strict):
         if self.fleet.standby_supervisor and self.mode != "simulated":
             raise ValueError("expected mode: simulated with fleet.standby_supervisor (the real engine runs one "
                              "supervisor), got mode: real @fleet")
+        reds = self.fleet.main == "red" or any(f.fault == "red_main" for f in self.faults)
+        if reds and self.policy is None and not (self.overrides.get("fleet") or {}).get("main_gates"):
+            # without a main gate the product never judges main: a red main would be a fault nobody can see
+            raise ValueError("expected overrides.fleet.main_gates (a gate that judges main) with a red main "
+                             "(fleet.main: red or a red_main fault), got none @fleet")
         return self
 
     def broke_as_declared(self, broken: set[str]) -> bool:
@@ -530,6 +537,9 @@ class Scenario(Strict):
             base = deep_merge(Policy().model_dump(mode="json", by_alias=True), self.policy)
         else:
             base = Policy().model_dump(mode="json", by_alias=True)
+        # the scenario's fleet keys that are policy keys, in both worlds (the dispatcher reads them from the policy);
+        # `overrides:` may still set them (it comes after)
+        base = deep_merge(base, fleet_policy(self.fleet))
         merged = deep_merge(base, self.overrides)
         if disabled:
             merged = apply_disable(merged, self.disable)
@@ -544,6 +554,24 @@ class Scenario(Strict):
             lines = [f"--override: {p.path}: {p.message}" for p in probs]
             raise InvalidInput(lines[0], lines)
         return Policy.model_validate(merged)
+
+
+# What the simulated world does with each key of a scenario's `fleet:` (tests/chaos/test_sim_fleet_keys.py checks
+# that every key is listed and that each one changes the world): "policy" keys become the policy's `fleet.*`,
+# read by the product's own dispatcher and supervisor; "world" keys are built by the engine.
+FLEET_KEYS: dict[str, str] = {
+    "pool_size": "policy: fleet.pool_size (the dispatcher launches at most this many live agents)",
+    "tickets": "world: the board the engine creates (states, labels and their ages, blocked_by, agents, worktrees)",
+    "random_tickets": "world: extra tickets with behaviours drawn from the seed",
+    "main": "world: main's colour at the start (SimGates answers it; red_main/green_main faults flip it)",
+    "files": "world: user files written into the fleet root",
+    "standby_supervisor": "world: a second product Supervisor on another host",
+}
+
+
+def fleet_policy(fleet: FleetSpec) -> dict[str, Any]:
+    """The policy part of a scenario's `fleet:` (see FLEET_KEYS)."""
+    return {"fleet": {"pool_size": fleet.pool_size}} if fleet.pool_size is not None else {}
 
 
 def apply_disable(merged: dict[str, Any], disable: dict[str, Any]) -> dict[str, Any]:

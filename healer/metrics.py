@@ -1,4 +1,4 @@
-"""Prometheus metrics for the supervisor and the notification courier, served on 127.0.0.1.
+"""Prometheus metrics for the supervisor, the dispatcher and the notification courier, served on 127.0.0.1.
 
 `prometheus_client` keeps the samples and renders the exposition format (one registry per
 `Metrics`, so tests and several daemons in one process never share counters); `serve` answers
@@ -18,11 +18,12 @@ SENTINEL_STATES = ("ok", "firing", "unknown")
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, daemon: str = "supervise") -> None:
         from healer.policy.schema import FINDINGS
 
         self._lock = threading.Lock()
         self.registry = r = CollectorRegistry(auto_describe=True)
+        Gauge("healer_daemon_info", "The healer daemon serving these metrics (1).", ["daemon"], registry=r).labels(daemon).set(1)
         self.findings = Gauge("healer_findings", "Findings firing at the last tick, by kind.", ["kind"], registry=r)
         for k in FINDINGS:
             self.findings.labels(k).set(0)
@@ -47,6 +48,21 @@ class Metrics:
                                   ["notifier"], registry=r)
         self.delivery_failures = Counter("healer_notification_failures", "Delivery tries that failed, by notifier kind.",
                                          ["notifier"], registry=r)
+        self.rejections = Counter("healer_notification_rejections", "Notifications a receiver refused (a 4xx other than "
+                                  "408/429: not retried), by notifier kind.", ["notifier"], registry=r)
+        self.resolved = Counter("healer_alerts_resolved", "Open alerts whose condition cleared (a resolve owed to "
+                                "Alertmanager).", registry=r)
+        self.dispatch_passes = Counter("healer_dispatch_passes", "Dispatcher passes run.", registry=r)
+        self.dispatch_skipped = Counter("healer_dispatch_passes_skipped", "Dispatcher passes skipped (lease held "
+                                        "elsewhere).", registry=r)
+        self.launched = Counter("healer_dispatch_launched", "Agents launched by the dispatcher.", registry=r)
+        self.merged = Counter("healer_dispatch_merged", "Proposals merged by the dispatcher.", registry=r)
+        self.last_dispatch = Gauge("healer_last_dispatch_timestamp_seconds", "When the last dispatcher pass ran.",
+                                   registry=r)
+        for kind in ("webhook", "command", "alertmanager"):  # a scrape sees 0, not nothing, before the first failure
+            self.delivery_failures.labels(kind)
+            self.rejections.labels(kind)
+            self.deliveries.labels(kind)
         self.delivery_latency = Histogram("healer_notification_delivery_seconds",
                                           "From the decision to notify to the receiver's acceptance.", registry=r,
                                           buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800))
@@ -85,6 +101,7 @@ class Metrics:
             for a, o in rep.outcomes:
                 self.actions.labels(a.action, o.status).inc()
             self.alerts.inc(rep.alerts_sent)
+            self.resolved.inc(len(getattr(rep, "resolved", ()) or ()))
             now = set(rep.snapshot.failed_sources) if rep.snapshot else set()
             for s in self._sources - now:
                 self.failed_sources.remove(s)
@@ -100,8 +117,37 @@ class Metrics:
     def failed(self, item) -> None:
         self.delivery_failures.labels(item.notifier.split(":")[0]).inc()
 
+    def rejected(self, item) -> None:
+        self.rejections.labels(item.notifier.split(":")[0]).inc()
+
+    # the dispatcher's hook
+    def dispatched(self, rep) -> None:
+        with self._lock:
+            if getattr(rep, "skipped", None):
+                self.dispatch_skipped.inc()
+                return
+            self.dispatch_passes.inc()
+            self.launched.inc(len(getattr(rep, "launched", ()) or ()))
+            self.merged.inc(len(getattr(rep, "merged", ()) or ()))
+            if getattr(rep, "at", None) is not None:
+                self.last_dispatch.set(rep.at)
+
     def render(self) -> str:
         return generate_latest(self.registry).decode()
+
+
+def start(port: int | None, daemon: str) -> tuple[Metrics | None, ThreadingHTTPServer | None]:
+    """`--metrics-port`: the daemon's metrics and their server (None, None without a port); a port that cannot
+    be listened on is a usage error (exit 64), before anything starts."""
+    if port is None:
+        return None, None
+    m = Metrics(daemon)
+    try:
+        return m, serve(m, port)
+    except OSError as e:
+        from healer.errors import UsageError
+
+        raise UsageError(f"--metrics-port {port}: cannot listen on 127.0.0.1:{port}: {e.strerror or e}") from e
 
 
 def serve(metrics: Metrics, port: int, host: str = "127.0.0.1") -> ThreadingHTTPServer:

@@ -104,6 +104,7 @@ class TickReport:
     overflow: list[Any] = field(default_factory=list)  # planned but not executed (none since the core caps the tick)
     recovered: list[remedy.Outcome] = field(default_factory=list)
     alerts_sent: int = 0
+    resolved: list[str] = field(default_factory=list)  # alert keys whose condition cleared (told to Alertmanager)
     repair: str | None = None
     duration: float = 0.0
 
@@ -301,6 +302,13 @@ class Supervisor:
                                                evidence=al.evidence, clock=self.clock))
             except Exception as e:  # noqa: BLE001 - the store refusing a notification must not end the tick
                 logger.error("alert {} failed: {}", al.key, e)
+        try:  # conditions that cleared: Alertmanager is told (endsAt); a no-op without a notifier that takes resolves
+            from healer.notify import resolve_cleared
+
+            rep.resolved = resolve_cleared(self.store, self.policy, d.findings, main_green=snap.main_status == "green",
+                                           failed_sources=snap.failed_sources)
+        except Exception as e:  # noqa: BLE001 - an unresolved alert ends at its hold; the tick goes on
+            logger.error("resolving cleared alerts failed: {}", e)
 
         rep.repair = self._repair_hook(d)
 

@@ -67,6 +67,26 @@ class Result:
         return max(0.0, self.ended - self.started)
 
 
+def apply_fault(inject, f) -> tuple[str, str, str]:
+    """Inject fault `f` with `inject(f)`: (status, output, event kind). A fault that raised is `failed`, one that found
+    nothing to act on (chaos.faults.NotApplied: no live dispatcher) is `skipped`; either did not happen, so its
+    event is `chaos.fault_not_applied` (an expectation anchored on `chaos.fault` never sees it) and `finish` makes the
+    game day `error` with its reason."""
+    from chaos.faults import NotApplied
+
+    try:
+        return "succeeded", str(inject(f)), "chaos.fault"
+    except NotApplied as e:
+        return "skipped", f"not applied: {e}", "chaos.fault_not_applied"
+    except Exception as e:  # noqa: BLE001 - a fault that cannot be injected is reported, the game day goes on
+        return "failed", f"could not inject: {type(e).__name__}: {e}", "chaos.fault_not_applied"
+
+
+def fault_errors(activities: list[Activity]) -> list[str]:
+    """One line per fault that did not happen (raised or skipped): the reasons a game day is `error`."""
+    return [f"{a.name}: {a.output}" for a in activities if a.type == "action" and a.status in ("failed", "skipped")]
+
+
 # timeline: only what a reader needs to follow the story
 TIMELINE_PREFIXES = ("chaos.", "dispatch.", "ticket.moved", "ticket.unlabeled", "ticket.commented", "intent.done", "intent.aborted",
                      "notify.sent", "proposal.", "repair.", "lease.taken_over", "supervisor.recovered", "quarantine.")
@@ -86,6 +106,8 @@ def timeline_from(history: History, limit: int = 400) -> list[tuple[float, str, 
             text = str(p.get("text", ""))[:100]
         elif e.kind == "chaos.fault":
             text = f"fault {p.get('fault')}" + (f" on {p['target']}" if p.get("target") else "")
+        elif e.kind == "chaos.fault_not_applied":
+            text = f"fault {p.get('fault')} NOT APPLIED ({p.get('status')}): {p.get('result') or p.get('output')}"
         else:
             text = ", ".join(f"{k}={v}" for k, v in list(p.items())[:3])
         out.append((e.at - history.start, e.kind, e.subject, text))
@@ -107,12 +129,83 @@ def finish(result: Result, history: History, clock: Clock | None = None) -> Resu
         result.incident = run_checks(sc.incident, history)
     result.timeline = timeline_from(history)
     result.span = history.end - history.start
+    flag_vacuous(result)
+    errors = fault_errors(result.activities)
+    silent = never_fired(result)
+    if silent and not result.disabled:  # a disabled run may never reach a fault's trigger: that is its story
+        errors += silent
+    elif silent:
+        result.stats["faults_never_applied"] = silent
+    if errors and result.scenario.faults_may_miss:  # a generated schedule's random aims: listed, not an error
+        result.stats["faults_not_applied"] = errors
+        errors = []
+    if errors:  # a fault that did not happen: the expectations did not test what they claim
+        why = "fault not applied: " + "; ".join(errors)
+        result.error = why if result.error is None else f"{result.error}; {why}"
     if result.error is None:
         result.status = "passed" if all(c.ok for c in result.checks) else "failed"
     else:
         result.status = "error"
     result.stats.setdefault("events", len(history.events))
     return result
+
+
+def never_fired(result: Result) -> list[str]:
+    """The scenario's faults that never ran at all (an `on_event` whose event never came, an `at` beyond the run):
+    the game day did not do what it claims."""
+    names = [a.name for a in result.activities if a.type == "action"]
+    out = []
+    for f in result.scenario.faults:
+        if f.fault == "failpoint":
+            continue  # armed before the run; whether it fired is the `failpoints_fired` state's business
+        if not any(n == f"fault {f.fault}" or n.startswith(f"fault {f.fault} ") for n in names):
+            when = f"on_event {f.on_event}" if f.on_event else f"at {f.at}"
+            out.append(f"fault {f.fault}" + (f" on {f.target}" if f.target else "") + f": never applied ({when} never came)")
+    return out
+
+
+def _fault_names(spec: Any) -> set[str] | None:
+    """The fault names a checker's selectors anchor on (`{kind: chaos.fault, payload: {fault: X}}`), '*' for any
+    chaos.fault; None when it anchors on none."""
+    found: set[str] = set()
+
+    def walk(v: Any) -> None:
+        if isinstance(v, dict):
+            kinds = v.get("kind")
+            kinds = kinds if isinstance(kinds, list) else [kinds]
+            if any(isinstance(k, str) and k == "chaos.fault" for k in kinds):
+                fault = (v.get("payload") or {}).get("fault") if isinstance(v.get("payload"), dict) else None
+                found.add(str(fault) if fault else "*")
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    walk(spec)
+    return found or None
+
+
+def flag_vacuous(result: Result) -> None:
+    """An expectation anchored on a fault that was never applied holds only vacuously: it is broken, saying so."""
+    from chaos.scenario import match
+
+    applied = [a.name.split()[1] for a in result.activities if a.type == "action" and a.status == "succeeded"
+               and a.name.startswith("fault ")]
+    by_title = {c.title: c for c in result.scenario.expect}
+    for i, c in enumerate(result.checks):
+        spec = by_title.get(c.name)
+        names = _fault_names(getattr(spec, "spec", None)) if spec is not None else None
+        if not c.ok or not names:
+            continue
+        missing = sorted(n for n in names if not any(match(n, a) for a in applied))
+        if missing:
+            what = ", ".join("any fault" if n == "*" else n for n in missing)
+            result.checks[i] = Check(c.name, False, f"expectation '{c.name}' broken: holds only vacuously: no {what} "
+                                     f"fault was ever applied ({c.message})", c.kind)
+            for a in result.activities:
+                if a.type == "probe" and a.name == c.name:
+                    a.status, a.output = "failed", result.checks[i].message
 
 
 def run(scenario: Scenario, workdir: str | Path | None = None, *, seed: int | None = None, disabled: bool = False,

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from chaos.checkers import History
-from chaos.engine import Activity, Result, finish
+from chaos.engine import Activity, Result, apply_fault, finish
 from chaos.scenario import Scenario, match
 from healer.clock import Clock, system
 from healer.errors import InvalidInput
@@ -86,11 +86,9 @@ class FleetEngine:
                 while pending and now - start >= float(pending[0].at or 0):
                     f = pending.pop(0)
                     t0 = self.clock.now()
-                    try:
-                        out, status = self._fault(f, journal), "succeeded"
-                    except Exception as e:  # noqa: BLE001 - a fault that could not act is reported, the run goes on
-                        out, status = f"{type(e).__name__}: {e}", "failed"
-                    store.append("chaos.fault", f.target or f.fault, {"fault": f.fault, "target": f.target, "output": out[:300]})
+                    status, out, kind = apply_fault(lambda f: self._fault(f, journal), f)
+                    store.append(kind, f.target or f.fault, {"fault": f.fault, "target": f.target, "output": out[:300],
+                                                             **({} if status == "succeeded" else {"status": status})})
                     result.activities.append(Activity(f"fault {f.fault}", "action", t0, self.clock.now(), status, out))
                     last_fault = self.clock.now()
                 if self.sc.real.supervisor == "once" and now >= next_tick:

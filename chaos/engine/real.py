@@ -40,7 +40,7 @@ import psutil
 import yaml
 
 from chaos.checkers import History
-from chaos.engine import Activity, Result, finish
+from chaos.engine import Activity, Result, apply_fault, finish
 from chaos.faults import process as pfault
 from chaos.faults import repo
 from chaos.faults.undo import UndoJournal, home
@@ -408,12 +408,9 @@ class RealEngine:
         t0 = self.wall.now()
         self.last_fault = self.elapsed()
         self.quiet = 0  # quiet ticks before a fault say nothing about after it
-        try:
-            out = self.inject(f)
-            status = "succeeded"
-        except Exception as e:  # noqa: BLE001 - a fault that cannot be injected is reported, the game day goes on
-            out, status = f"could not inject: {type(e).__name__}: {e}", "failed"
-        self.note("chaos.fault", f.target or f.fault, {"fault": f.fault, "target": f.target, "result": out})
+        status, out, kind = apply_fault(self.inject, f)
+        self.note(kind, f.target or f.fault, {"fault": f.fault, "target": f.target, "result": out,
+                                              **({} if status == "succeeded" else {"status": status})})
         self.activities.append(Activity(f"fault {f.fault}" + (f" on {f.target}" if f.target else ""), "action", t0,
                                         self.wall.now(), status, out))
 

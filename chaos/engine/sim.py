@@ -31,7 +31,7 @@ import yaml
 
 from chaos.agents.behaviours import Behaviour, Run, make
 from chaos.checkers import STANDARD, History
-from chaos.engine import Activity, Result, finish
+from chaos.engine import Activity, Result, apply_fault, finish
 from chaos.scenario import Fault, Scenario, deep_merge, match
 from chaos.workdir import fresh
 from healer import conventions as cv
@@ -134,7 +134,6 @@ class SimEngine:
         self.fired: set[int] = set()
         self.tick = scenario.tick or self.policy.supervisor.tick
         self.dispatch_tick = self.policy.fleet.dispatch_tick
-        self.pool = scenario.fleet.pool_size or self.policy.fleet.pool_size
         from healer.fleet.ports import Ports
 
         self.ports = Ports(SimGit(self), SimGates(self), SimProcesses(self), SimLauncher(self))
@@ -364,10 +363,11 @@ class SimEngine:
     def _fault(self, f: Fault) -> None:
         self.world_v += 1
         t0 = self.wall.now()
-        out = self.inject(f)
-        self.store.append("chaos.fault", f.target or f.fault, {"fault": f.fault, "target": f.target, "result": out})
+        status, out, kind = apply_fault(self.inject, f)
+        self.store.append(kind, f.target or f.fault, {"fault": f.fault, "target": f.target, "result": out,
+                                                      **({} if status == "succeeded" else {"status": status})})
         self.activities.append(Activity(f"fault {f.fault}" + (f" on {f.target}" if f.target else ""), "action", t0,
-                                        self.wall.now(), "succeeded", out))
+                                        self.wall.now(), status, out))
 
     def inject(self, f: Fault) -> str:
         from chaos.faults.registry import SIM, inject

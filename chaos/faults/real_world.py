@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from chaos.faults import NotApplied, repo
 from chaos.faults import process as pfault
-from chaos.faults import repo
 from chaos.faults.shared import alert_flood
 from chaos.scenario import Fault, match
 from healer.records import Agent, Worktree
@@ -43,27 +43,27 @@ def _outcomes(kind: str, out: list) -> str:
 # -- the healer's own processes ------------------------------------------------------------
 def kill_supervisor(e: RealEngine, f: Fault) -> str:
     if e.sup is None:
-        return "no supervisor tick running"
+        raise NotApplied("no live supervisor (no supervisor tick running)")
     e.sup.faulted = f.fault
     return f"SIGKILL {pfault.kill(e.sup.proc.pid, e.sup.tree.marker)}"
 
 
 def stop_supervisor(e: RealEngine, f: Fault) -> str:
     if e.sup is None:
-        return "no supervisor tick running"
+        raise NotApplied("no live supervisor (no supervisor tick running)")
     return f"SIGSTOP {pfault.stop(e.undo, e.sup.proc.pid, e.sup.tree.marker, role='supervisor')}"
 
 
 def continue_supervisor(e: RealEngine, f: Fault) -> str:
     if e.sup is None:
-        return "no supervisor tick running"
+        raise NotApplied("no live supervisor (no supervisor tick running)")
     return f"SIGCONT {pfault.cont(e.sup.proc.pid, e.sup.tree.marker)}"
 
 
 def kill_dispatcher(e: RealEngine, f: Fault) -> str:
     c = e.disp
     if c is None:
-        return "no dispatcher running"
+        raise NotApplied("no live dispatcher")
     c.faulted = f.fault  # the dispatcher only: its agents live in their own sessions and survive it
     if f.params.get("restart_after") is not None:
         e.disp_restart_at = e.elapsed() + float(f.params["restart_after"])
@@ -72,13 +72,13 @@ def kill_dispatcher(e: RealEngine, f: Fault) -> str:
 
 def stop_dispatcher(e: RealEngine, f: Fault) -> str:
     if e.disp is None:
-        return "no dispatcher running"
+        raise NotApplied("no live dispatcher")
     return f"SIGSTOP {pfault.stop(e.undo, e.disp.proc.pid, tree=False, role='dispatcher')}"
 
 
 def continue_dispatcher(e: RealEngine, f: Fault) -> str:
     if e.disp is None:
-        return "no dispatcher running"
+        raise NotApplied("no live dispatcher")
     return f"SIGCONT {pfault.cont(e.disp.proc.pid, tree=False)}"
 
 
@@ -103,6 +103,8 @@ def _agent_fault(e: RealEngine, f: Fault) -> str:
         else:  # stopped or hung: alive, silent, no progress
             done += pfault.stop(e.undo, a.pid, marker, role=f"agent {a.id}")
     sig = {"kill_agent": "SIGKILL", "continue_agent": "SIGCONT"}.get(k, "SIGSTOP")
+    if not done and not boxed:
+        raise NotApplied(f"{k}: no live agent on {f.target or 'any ticket'}")
     return "; ".join([f"{k}: {sig} pids {done}"] * bool(done or not boxed) + boxed)
 
 

@@ -109,10 +109,12 @@ def unsupported(name: str, world: str) -> str | None:
 
 
 def inject(world: str, engine: Any, fault: Any) -> str:
-    """Inject `fault` into `engine`'s world: one line saying what happened (or why nothing did)."""
+    """Inject `fault` into `engine`'s world: one line saying what happened. Raises NotApplied when nothing did."""
+    from chaos.faults import NotApplied
+
     why = unsupported(fault.fault, world)
     if why:
-        return why
+        raise NotApplied(why)
     fn = FAULTS[fault.fault].injector(world)
     assert fn is not None
     return fn(engine, fault)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from chaos.agents.behaviours import make
+from chaos.faults import NotApplied
 from chaos.faults.shared import alert_flood
 from chaos.scenario import Fault, match
 
@@ -23,7 +24,21 @@ if TYPE_CHECKING:
 
 
 def _procs(e: SimEngine, f: Fault) -> list[Proc]:
-    return [p for p in e.procs.values() if p.alive and match(f.target or "*", p.ticket)]
+    """The live agents the fault aims at; none is a fault that did not happen (NotApplied)."""
+    ps = [p for p in e.procs.values() if p.alive and match(f.target or "*", p.ticket)]
+    if not ps:
+        raise NotApplied(f"no live agent on {f.target or 'any ticket'}")
+    return ps
+
+
+def _supervisor(e: SimEngine) -> None:
+    if not e.supervisor_up:
+        raise NotApplied("no live supervisor")
+
+
+def _dispatcher(e: SimEngine) -> None:
+    if not e.dispatcher_up:
+        raise NotApplied("no live dispatcher")
 
 
 def _tickets(e: SimEngine, f: Fault) -> list[str]:
@@ -76,22 +91,26 @@ def hung_agent(e: SimEngine, f: Fault) -> str:
 
 
 def kill_supervisor(e: SimEngine, f: Fault) -> str:
+    _supervisor(e)
     e.supervisor_up = False  # its memory lives on in the store (the product persists it every tick)
     e.at(e.sim_now() + float(f.params.get("restart_after", e.tick)), "restart_supervisor")
     return "supervisor killed"
 
 
 def stop_supervisor(e: SimEngine, f: Fault) -> str:
+    _supervisor(e)
     e.supervisor_paused = True
     return "supervisor stopped"
 
 
 def continue_supervisor(e: SimEngine, f: Fault) -> str:
+    _supervisor(e)
     e.supervisor_paused = False
     return "supervisor continued"
 
 
 def kill_dispatcher(e: SimEngine, f: Fault) -> str:
+    _dispatcher(e)
     e.dispatcher_up = False
     e.dispatcher_paused = False
     if f.params.get("restart_after"):
@@ -100,21 +119,25 @@ def kill_dispatcher(e: SimEngine, f: Fault) -> str:
 
 
 def stop_dispatcher(e: SimEngine, f: Fault) -> str:
+    _dispatcher(e)
     e.dispatcher_paused = True
     return "stop_dispatcher"
 
 
 def continue_dispatcher(e: SimEngine, f: Fault) -> str:
+    _dispatcher(e)
     e.dispatcher_paused = False
     return "continue_dispatcher"
 
 
 def frozen_dispatch(e: SimEngine, f: Fault) -> str:
+    _dispatcher(e)
     e.frozen = True
     return "dispatcher launches nothing from now on"
 
 
 def thaw_dispatch(e: SimEngine, f: Fault) -> str:
+    _dispatcher(e)
     e.frozen = False
     return "dispatcher thawed"
 

@@ -24,6 +24,8 @@ def dispatch(
     root: Path = RootOpt,
     policy: Path = PolicyOpt,
     as_json: bool = JsonOpt,
+    metrics_port: int = typer.Option(None, "--metrics-port", min=1, max=65535,
+                                     help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics."),
 ) -> None:
     """Take queued tickets in priority and blocked_by order and run a governed loop on each, within the pool."""
     from healer.cli.common import policy_for
@@ -32,6 +34,9 @@ def dispatch(
 
     r = require_fleet(root)
     pol = policy_for(r, policy)
+    from healer.metrics import start as start_metrics
+
+    metrics, server = start_metrics(metrics_port, "dispatch")
     store = open_store(r)
     d = Dispatcher(r, pol, store, policy_path=_policy_path(r, policy))
     preflight(pol)
@@ -47,7 +52,7 @@ def dispatch(
             finally:
                 d.release()  # a one-shot pass leaves no lease behind: its agents outlive it on purpose
             if not rep.skipped:  # after the pass, never inside it: one try per owed notification (main red, needs human)
-                c = outbox.Courier(store, pol)
+                c = outbox.Courier(store, pol, metrics=metrics)
                 c.drain_once(ONCE_DEADLINE)
                 c.stop()
             if rep.skipped:
@@ -66,6 +71,8 @@ def dispatch(
         seen: dict[str, str] = {"cycles": ""}
 
         def on_tick(rep) -> None:
+            if metrics is not None:
+                metrics.dispatched(rep)
             line = rep.plan.cycle_line() if rep.plan else ""
             if line and line != seen["cycles"]:
                 sys.stderr.write(f"healer: dispatch: {line}; these tickets are not launched, the rest are served\n")
@@ -75,11 +82,13 @@ def dispatch(
             elif rep.launched or rep.reaped or rep.merged or rep.rejected or rep.stopped or rep.skipped:
                 typer.echo(_line(rep))
 
-        courier = outbox.start(r, pol)
+        courier = outbox.start(r, pol, metrics=metrics)
         d.run_forever(on_tick)
     finally:
         outbox.finish(courier)
         store.close()
+        if server is not None:
+            server.shutdown()
     exit_if_interrupted(interrupted, "dispatch")
 
 

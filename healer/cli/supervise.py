@@ -142,17 +142,9 @@ def supervise(
     if not once:  # a SIGTERM from the moment the metrics port answers stops cleanly (exit 0, lease released)
         signal.signal(signal.SIGTERM, lambda *a: early.append(0))
         signal.signal(signal.SIGINT, lambda *a: early.append(1))
-    metrics = server = None
-    if metrics_port is not None:
-        from healer.metrics import Metrics, serve
+    from healer.metrics import start as start_metrics
 
-        metrics = Metrics()
-        try:
-            server = serve(metrics, metrics_port)
-        except OSError as e:
-            from healer.errors import UsageError
-
-            raise UsageError(f"--metrics-port {metrics_port}: cannot listen on 127.0.0.1:{metrics_port}: {e.strerror or e}") from e
+    metrics, server = start_metrics(metrics_port, "supervise")
     if not dry_run:
         _setup_logs(r, "supervisor")
     sup = _supervisor(r, policy, dry_run=dry_run, metrics=metrics, repair_async=not once)
@@ -232,7 +224,9 @@ def plan(as_json: bool = JsonOpt, root: Path = RootOpt, policy: Path = PolicyOpt
     print_json(plan_data(rep)) if as_json else print_plan(rep)
 
 
-def up(root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
+def up(root: Path = RootOpt, policy: Path = PolicyOpt,
+       metrics_port: int = typer.Option(None, "--metrics-port", min=1, max=65535,
+                                        help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics.")) -> None:
     """Run the dispatcher and the supervisor together until SIGTERM/SIGINT."""
     from loguru import logger
 
@@ -247,16 +241,19 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: (early.append(1), stop.set()))
     r = require_fleet(root)
+    from healer.metrics import start as start_metrics
+
+    metrics, server = start_metrics(metrics_port, "up")
     _setup_logs(r, "up")
     pol = policy_for(r, policy)
     clock = system()
     d_store, s_store = open_store(r, clock), open_store(r, clock)
     disp = Dispatcher(r, pol, d_store, clock, policy_path=policy)
     preflight(pol)
-    sup = Supervisor(r, pol, s_store, clock, repair_async=True)
+    sup = Supervisor(r, pol, s_store, clock, repair_async=True, metrics=metrics)
     from healer.notify import outbox
 
-    courier = outbox.start(r, pol, clock)  # alerts owed by an earlier run are delivered too
+    courier = outbox.start(r, pol, clock, metrics=metrics)  # alerts owed by an earlier run are delivered too
     errors: dict[str, str] = {}
     codes: dict[str, int] = {}  # a store gone past its tolerance is 69, a damaged one 74, a lost one 70
     interrupted: list[int] = list(early)
@@ -297,7 +294,7 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
 
     signal.signal(signal.SIGTERM, halt)
     signal.signal(signal.SIGINT, interrupt)
-    threads = [] if stop.is_set() else [threading.Thread(target=runner, args=("dispatcher", lambda: disp.run_forever(lambda rep: first_pass.set())),
+    threads = [] if stop.is_set() else [threading.Thread(target=runner, args=("dispatcher", lambda: disp.run_forever(lambda rep: (first_pass.set(), metrics and metrics.dispatched(rep)))),
                                 name="dispatcher"),
                threading.Thread(target=runner, args=("supervisor", supervise_after_first_pass), name="supervisor")]
     for t in threads:
@@ -319,6 +316,8 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt) -> None:
         outbox.finish(courier)
     except Exception:  # noqa: BLE001 - a courier on a lost store must not add a traceback to the one line
         pass
+    if server is not None:
+        server.shutdown()
     for st in (d_store, s_store):
         try:
             st.close()

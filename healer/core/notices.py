@@ -41,3 +41,30 @@ def admit(alerts: Iterable[Any], last: Mapping[str, float], pending: set[str] | 
         fresh[k] = now
         send.append(a)
     return out
+
+
+# keys the supervisor may judge clear although another actor raised them before its own threshold:
+# the dispatcher pages `main_red:main` at once (clear when main is green), and `supervisor_silent` (clear
+# when the supervisor ticks: it is the one judging)
+MAIN_RED = "main_red"
+SILENT = "supervisor_silent"
+
+
+def cleared(open_keys: Iterable[str], firing: set[str] | frozenset[str], unknown: set[str] | frozenset[str],
+            judged: Iterable[str], *, main_green: bool) -> list[str]:
+    """The open (notified, unresolved) alert keys whose condition this tick saw clear, sorted.
+
+    `firing`/`unknown`: the finding keys of the tick (unknown: a fail-open sentinel, never judged clear);
+    `judged`: the finding kinds the supervisor judges in full every tick (a key of another kind, an
+    escalation or a needs-human notice, is a one-off and never resolved here). A main_red key clears only
+    on a green main (the dispatcher pages before the sentinel's threshold); a `supervisor_silent` key
+    clears because the supervisor is ticking."""
+    kinds = frozenset(judged)
+    out = []
+    for k in open_keys:
+        if k in firing or k in unknown:
+            continue
+        kind = k.partition(":")[0]
+        if k == SILENT or (kind == MAIN_RED and main_green) or (kind != MAIN_RED and kind in kinds):
+            out.append(k)
+    return sorted(out)

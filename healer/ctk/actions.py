@@ -92,7 +92,10 @@ def supervise_once(root: str | None = None, configuration: dict[str, Any] | None
                        capture_output=True, text=True, timeout=300)
     if p.returncode != 0:
         raise RuntimeError(f"healer supervise --once exited {p.returncode}: {p.stderr.strip()[-500:]}")
-    return json.loads(p.stdout)
+    out = json.loads(p.stdout)
+    if out.get("skipped"):  # a tick that did not run is no answer to the fault: the activity fails, the game day errs
+        raise RuntimeError(f"healer supervise --once skipped its tick: {out['skipped']}")
+    return out
 
 
 def run_command(command: list[str], undo: list[str] | None = None, cwd: str | None = None, timeout: float = 60,

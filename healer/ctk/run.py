@@ -108,15 +108,44 @@ def run_one(path: str | Path, *, root: Path | None = None, live: bool = True) ->
     journal = json.loads(json.dumps(journal, default=str))  # chaoslib may hold datetimes, exceptions
     journal["healer"] = {"source": str(path), "root": str(root) if root else None,
                          "undo": [{"kind": u.kind, "data": u.data, "result": what} for u, what in undone]}
+    errs = errors(journal)
+    if errs:  # chaostoolkit-lib calls a run whose action failed `completed`: healer calls it errored, with the reasons
+        journal["healer"].update({"status": "errored", "errors": errs})
     return journal
 
 
+def errors(journal: dict[str, Any]) -> list[str]:
+    """One line per method or rollback activity that failed (raised, or skipped: a supervise_once whose tick did
+    not run): the fault or healer's answer did not happen, so the experiment tested nothing."""
+    out = []
+    for key in ("run", "rollbacks"):
+        for a in journal.get(key) or []:
+            if a.get("status") not in (None, "succeeded"):
+                name = (a.get("activity") or {}).get("name", "?")
+                why = a.get("exception") or a.get("output") or a.get("status")
+                if isinstance(why, list):
+                    why = "".join(str(x) for x in why).strip().splitlines()[-1:] or ["?"]
+                    why = why[0]
+                out.append(f"{name}: {a.get('status')}: {str(why)[:300]}")
+    return out
+
+
 def ok(journal: dict[str, Any]) -> bool:
-    """Completed, not deviated, and no steady state found unmet (chaostoolkit-lib marks a hypothesis that
-    fails before the method as `completed` without deviating: the method never ran, which is no pass)."""
+    """Completed, not deviated, no steady state found unmet (chaostoolkit-lib marks a hypothesis that
+    fails before the method as `completed` without deviating: the method never ran, which is no pass), and no
+    activity that failed (errored)."""
     ss = journal.get("steady_states") or {}
     unmet = any((ss.get(ph) or {}).get("steady_state_met") is False for ph in ("before", "after"))
-    return journal.get("status") == "completed" and not journal.get("deviated") and not unmet
+    return journal.get("status") == "completed" and not journal.get("deviated") and not unmet and not errors(journal)
+
+
+def verdict(journal: dict[str, Any]) -> str:
+    """PASS, ERRORED (an activity failed), DEVIATED, or chaostoolkit-lib's status."""
+    if ok(journal):
+        return "PASS"
+    if errors(journal):
+        return "ERRORED"
+    return "DEVIATED" if journal.get("deviated") else str(journal.get("status")).upper()
 
 
 def run(paths: list[Path], *, root: Path | None, report_dir: Path | None, junit: Path | None, console, live: bool) -> int:
@@ -129,9 +158,11 @@ def run(paths: list[Path], *, root: Path | None, report_dir: Path | None, junit:
     for p in paths:
         j = run_one(p, root=root, live=live)
         journals.append(j)
-        mark = "[green]PASS[/]" if ok(j) else f"[red]{'DEVIATED' if j.get('deviated') else str(j.get('status')).upper()}[/]"
+        mark = "[green]PASS[/]" if ok(j) else f"[red]{verdict(j)}[/]"
         console.print(f"{mark} {j['experiment'].get('title')} ({p}) in {report_ctk.human_seconds(j.get('duration', 0))}",
                       highlight=False)
+        for line in errors(j):
+            console.print(f"  error: {line}", highlight=False, markup=False)
         for u in j["healer"]["undo"]:
             console.print(f"  undone: {u['kind']}: {u['result']}", highlight=False, markup=False)
     for name, path in report_ctk.write(journals, report_dir, junit).items():

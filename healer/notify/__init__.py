@@ -26,7 +26,9 @@ from loguru import logger
 
 from healer.notify import secrets
 
-REMOTE = ("webhook", "command")
+REMOTE = ("webhook", "command", "alertmanager")
+OPEN = "notify.open:"  # setting per alert key told to a notifier that takes resolves, until it is resolved
+RESOLVED = "resolved:"  # the outbox key of a resolve (its own cooldown row: a resolve never holds a firing back)
 
 
 class _Alert:
@@ -56,6 +58,10 @@ def describe(n) -> str:
         return f"webhook {safe_url(n.url)}"
     if n.kind == "command":
         return f"command {n.command[0]}"
+    if n.kind == "alertmanager":
+        from healer.notify.webhook import safe_url
+
+        return f"alertmanager {safe_url(n.url)}"
     return n.kind
 
 
@@ -93,6 +99,9 @@ def notify_all(store, policy, alerts, *, cooldown: float | None = None) -> int:
     adm = admit(alerts, last, pending, window, now)
     notifiers = list(policy.notify.notifiers)
     remote = [n for n in notifiers if n.kind in REMOTE]
+    from healer.notify.alertmanager import hold, takes_resolves
+
+    resolving = any(takes_resolves(n) for n in remote)
     expires = now + policy.notify.expire
     sent = 0
     suppressed = dict(adm.suppressed)
@@ -101,8 +110,9 @@ def notify_all(store, policy, alerts, *, cooldown: float | None = None) -> int:
         evidence = dict(a.evidence or {})
         base = {"key": a.key, "text": a.text, "severity": a.severity, "evidence": evidence, "at": now,
                 "local": any(n.kind not in REMOTE for n in notifiers)}
-        rows = [(fingerprint(n), {**base, "notifier": describe(n)}) for n in remote]
         w = window if getattr(a, "cooldown", None) is None else a.cooldown
+        base["hold"] = hold(w)
+        rows = [(fingerprint(n), {**base, "notifier": describe(n)}) for n in remote]
         if not store.enqueue_notification(a.key, w, idem, rows, expires,
                                           {"text": a.text, "severity": a.severity, "evidence": evidence,
                                            "local": [n.kind for n in notifiers if n.kind not in REMOTE],
@@ -110,6 +120,9 @@ def notify_all(store, policy, alerts, *, cooldown: float | None = None) -> int:
             suppressed[a.key] = suppressed.get(a.key, 0) + 1  # another process notified it first
             continue
         sent += 1
+        if resolving:  # the supervisor resolves it when its condition clears (resolve_cleared)
+            store.set_setting(OPEN + a.key, {"at": now, "text": a.text, "severity": a.severity, "evidence": evidence,
+                                             "hold": base["hold"]})
         for n in notifiers:
             if n.kind in REMOTE:
                 continue
@@ -137,3 +150,59 @@ def notify(store, policy, key: str, text: str, *, severity: str = "warning", evi
     Never waits on a receiver: remote notifiers get it from the outbox worker. `clock` is accepted for
     compatibility (the worker paces retries)."""
     return notify_all(store, policy, [_Alert(key, text, severity, evidence, cooldown)], cooldown=cooldown) == 1
+
+
+def open_alerts(store, policy) -> dict[str, dict]:
+    """Alert keys told to a notifier that takes resolves and not yet resolved: key -> what was told."""
+    from healer.notify.alertmanager import takes_resolves
+
+    if not any(takes_resolves(n) for n in policy.notify.notifiers):
+        return {}
+    keys = [k for k in store.cooldowns() if not k.startswith(RESOLVED)]
+    got = store.get_settings([OPEN + k for k in keys]) if keys else {}
+    return {k[len(OPEN):]: v for k, v in got.items() if isinstance(v, dict)}
+
+
+def resolve(store, policy, key: str, told: dict, text: str = "") -> bool:
+    """Owe one resolve (`endsAt` = now) of `key` to each notifier that takes resolves; forget the open alert."""
+    from healer.notify.alertmanager import takes_resolves
+
+    now = store.now()
+    targets = [n for n in policy.notify.notifiers if n.kind in REMOTE and takes_resolves(n)]
+    idem = idempotency_key(RESOLVED + key, now)
+    payload = {"key": key, "text": told.get("text") or key, "severity": told.get("severity") or "warning",
+               "evidence": told.get("evidence") or {}, "at": told.get("at", now), "ends_at": now, "resolved": True,
+               "local": True}  # a lost resolve must not release anything: the alert ends at its hold anyway
+    rows = [(fingerprint(n), {**payload, "notifier": describe(n)}) for n in targets]
+    if rows and not store.enqueue_notification(RESOLVED + key, 0.0, idem, rows, now + policy.notify.expire,
+                                               {"text": text or f"{key} cleared", "severity": "info", "resolved": key,
+                                                "owed": [r[1]["notifier"] for r in rows]}):
+        return False  # an earlier resolve of the key is still owed: try again next tick
+    store.set_setting(OPEN + key, None)
+    store.append("notify.resolved", key, {"since": told.get("at"), "at": now, "owed": [r[1]["notifier"] for r in rows]})
+    if rows:
+        from healer.notify.outbox import wake
+
+        wake()
+    return True
+
+
+def resolve_cleared(store, policy, findings, *, main_green: bool, failed_sources=()) -> list[str]:
+    """The supervisor's part: resolve every open alert whose condition this tick saw clear; returns their keys.
+
+    Nothing is judged clear while a snapshot source failed (a finding missing for want of data is no all-clear)."""
+    if failed_sources:
+        return []
+    opened = open_alerts(store, policy)
+    if not opened:
+        return []
+    from healer.core.notices import cleared
+    from healer.policy.schema import FINDINGS
+
+    firing = {f.key for f in findings if f.status != "unknown"}
+    unknown = {f.key for f in findings if f.status == "unknown"}
+    done = []
+    for k in cleared(opened, firing, unknown, FINDINGS, main_green=main_green):
+        if resolve(store, policy, k, opened[k]):
+            done.append(k)
+    return done

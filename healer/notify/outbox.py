@@ -50,7 +50,18 @@ def backoff(tries: int, rnd: random.Random | None = None) -> float:
 def _send(n, item, root: str) -> None:
     from healer.notify import webhook
 
-    data = webhook.body(item.payload, item.idem, getattr(n, "format", "healer"))
+    if n.kind == "alertmanager":
+        from healer.notify import alertmanager
+
+        data = alertmanager.alerts(item.payload, n.labels, n.generator_url)
+        webhook.send(alertmanager.endpoint(n.url), data, secret_env=n.secret_env, timeout=n.timeout, idem=item.idem)
+        failpoints.hit(FP_AFTER_SEND)
+        return
+    data = webhook.body(item.payload, item.idem, getattr(n, "format", "healer"), getattr(n, "url", None))
+    if isinstance(data, list):  # Alertmanager's API (a legacy `format: alertmanager` webhook toward it)
+        from healer.notify import alertmanager
+
+        data = alertmanager.alerts(item.payload, n.labels, n.generator_url)
     if n.kind == "webhook":
         webhook.send(n.url, data, secret_env=n.secret_env, timeout=n.timeout, idem=item.idem)
     elif n.kind == "command":
@@ -161,6 +172,8 @@ class Courier:
                 self.store.outbox_failed(it.id, error=reason, next_at=self.store.now(), final="rejected")
                 _settle_undelivered(self.store, it)
                 out.given_up += 1
+                if self.metrics is not None:
+                    self.metrics.rejected(it)
             else:
                 self.store.outbox_failed(it.id, error=reason, next_at=self.store.now() + backoff(it.tries + 1, self._rnd))
                 out.failed += 1

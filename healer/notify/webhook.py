@@ -1,4 +1,5 @@
-"""Webhook notifier: one POST of JSON (Slack-compatible `text`, or Alertmanager's webhook payload) per try.
+"""Webhook notifier: one POST of JSON (Slack-compatible `text`, or Alertmanager's webhook payload) per try;
+the alertmanager notifier posts through `send` too.
 
 Retries, backoff and the idempotency key belong to the outbox (healer.notify.outbox).
 
@@ -34,20 +35,28 @@ def scrub(text: str, *secrets: str | None) -> str:
     return text
 
 
-def body(payload: dict, idem: str, fmt: str = "healer") -> dict:
-    """The JSON a receiver gets. `healer`: Slack-compatible `text` plus key, severity, evidence. `alertmanager`:
-    Alertmanager's webhook payload (version 4), so existing alert routing can take healer's alerts."""
-    if fmt == "alertmanager":
+def body(payload: dict, idem: str, fmt: str = "healer", url: str | None = None):
+    """The JSON a receiver gets. `healer`: Slack-compatible `text` plus key, severity, evidence.
+    `alertmanager_webhook`: the payload Alertmanager sends its webhook receivers (version 4), for bridges that take
+    it. `alertmanager` (the name before 0.34) means `alertmanager_webhook`, except toward Alertmanager's own API
+    (a URL ending in /api/v2/alerts, which always answered that payload 400): there it is the PostableAlert list."""
+    from healer.notify import alertmanager
+
+    if fmt == "alertmanager" and url and alertmanager.is_api(url):
+        return alertmanager.alerts(payload)
+    if fmt in ("alertmanager", "alertmanager_webhook"):
         from healer.clock import iso
 
         labels = {"alertname": payload["key"].split(":", 1)[0], "key": payload["key"], "severity": payload["severity"],
                   "source": "healer"}
-        alert = {"status": "firing", "labels": labels,
+        status = "resolved" if payload.get("resolved") else "firing"
+        alert = {"status": status, "labels": labels,
                  "annotations": {"summary": payload["text"],
                                  "description": json.dumps(payload.get("evidence") or {}, sort_keys=True, default=str)},
-                 "startsAt": iso(payload["at"]).replace("+00:00", "Z"), "endsAt": "0001-01-01T00:00:00Z",
+                 "startsAt": iso(payload["at"]).replace("+00:00", "Z"),
+                 "endsAt": iso(payload["ends_at"]).replace("+00:00", "Z") if payload.get("resolved") else "0001-01-01T00:00:00Z",
                  "generatorURL": "", "fingerprint": idem[:16]}
-        return {"version": "4", "groupKey": f"healer:{payload['key']}", "truncatedAlerts": 0, "status": "firing",
+        return {"version": "4", "groupKey": f"healer:{payload['key']}", "truncatedAlerts": 0, "status": status,
                 "receiver": "healer", "groupLabels": {"alertname": labels["alertname"]}, "commonLabels": labels,
                 "commonAnnotations": alert["annotations"], "externalURL": "", "alerts": [alert],
                 "idempotency_key": idem}
@@ -59,7 +68,7 @@ class Rejected(WebhookError):
     """The receiver refused this message (a 4xx other than 408/429): retrying cannot help."""
 
 
-def send(url: str, data: dict, *, secret_env: str | None, timeout: float, idem: str | None = None) -> None:
+def send(url: str, data: dict | list, *, secret_env: str | None, timeout: float, idem: str | None = None) -> None:
     """One POST with a deadline; returns on a 2xx. Raises Rejected or WebhookError (secret-free)."""
     secret = secrets.get(secret_env)
     raw = json.dumps(data, default=str).encode()

@@ -7,6 +7,7 @@ Durations are written as strings (`90s`, `30m`, `1h30m`) and held as seconds.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal, get_args
 
 from pydantic import (
@@ -292,23 +293,32 @@ class RepairAgent(Strict):
 
 
 class Notifier(Strict):
-    kind: Literal["log", "jsonl", "webhook", "command"]
+    kind: Literal["log", "jsonl", "webhook", "command", "alertmanager"]
     path: str | None = None
     url: str | None = None
     secret_env: str | None = Field(None, description="environment variable holding the webhook secret")
     command: list[str] = Field(default_factory=list)
     retries: NonNegInt = Field(3, description="ignored since the outbox: a delivery is retried (backoff with jitter) until notify.expire")
     timeout: Duration = Field("10s", description="per-try deadline for one delivery (webhook request, command run)")
-    format: Literal["healer", "alertmanager"] = Field(
-        "healer", description="webhook body: healer's JSON (Slack-compatible `text`) or an Alertmanager webhook payload")
+    format: Literal["healer", "alertmanager_webhook", "alertmanager"] = Field(
+        "healer", description="webhook body: healer's JSON (Slack-compatible `text`) or `alertmanager_webhook`, the payload "
+                              "Alertmanager sends its own webhook receivers. `alertmanager` (before 0.34) is read as "
+                              "`alertmanager_webhook`, except toward a URL ending in /api/v2/alerts, which gets what "
+                              "Alertmanager's API takes (kind: alertmanager's PostableAlerts)")
+    labels: dict[str, str] = Field(default_factory=dict, description="alertmanager: labels added to every alert (routing, "
+                                   "e.g. {team: infra}); healer's own (alertname, key, subject, severity, source) win")
+    generator_url: str | None = Field(None, description="alertmanager: the alerts' generatorURL (e.g. a dashboard)")
 
     @model_validator(mode="after")
     def _needs(self) -> Notifier:
-        need = {"jsonl": "path", "webhook": "url"}.get(self.kind)
+        need = {"jsonl": "path", "webhook": "url", "alertmanager": "url"}.get(self.kind)
         if need and not getattr(self, need):
             raise ValueError(f"expected '{need}' for a {self.kind} notifier, got none @{need}")
         if self.kind == "command" and not self.command:
             raise ValueError("expected 'command' (an argv list) for a command notifier, got none @command")
+        for name in self.labels:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"expected a Prometheus label name ([A-Za-z_][A-Za-z0-9_]*), got {name!r} @labels")
         return self
 
 

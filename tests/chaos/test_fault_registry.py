@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from chaos.faults.registry import FAULTS, REAL, SIM, inject, undo, unsupported
 from chaos.scenario import FAULTS as SCHEMA_FAULTS
 from chaos.scenario import Fault
@@ -32,10 +34,17 @@ def test_the_once_simulated_only_faults_exist_in_real_mode():
         assert set(FAULTS[name].worlds) == {SIM, REAL}, name
 
 
-def test_a_fault_outside_its_world_is_reported_not_raised():
+def test_a_fault_outside_its_world_is_not_applied_and_errs_the_game_day():
+    """A fault its world cannot do did not happen: NotApplied, which the engines report `skipped` (game day `error`)."""
+    from chaos.engine import apply_fault
+    from chaos.faults import NotApplied
+
     assert unsupported("clock_jump", REAL) is None and unsupported("clock_jump", SIM) is None
     assert unsupported("index_lock", SIM) and unsupported("container_kill", SIM) and unsupported("nope", SIM) == "unknown fault nope"
-    assert "not in the simulated world" in inject(SIM, object(), Fault(fault="container_kill", at=0))
+    with pytest.raises(NotApplied, match="not in the simulated world"):
+        inject(SIM, object(), Fault(fault="container_kill", at=0))
+    status, out, kind = apply_fault(lambda f: inject(SIM, object(), f), Fault(fault="container_kill", at=0))
+    assert status == "skipped" and "not in the simulated world" in out and kind == "chaos.fault_not_applied"
 
 
 def test_undo_injects_the_reversing_fault():
