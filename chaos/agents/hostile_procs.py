@@ -16,6 +16,10 @@ it writes a wrong answer and then:
         SIGSTOPs the loop runner (its parent, and the pid in .healer/loop.lock), then hangs, ignoring SIGTERM.
         Prints what each signal did.
 
+    python hostile_procs.py forks N REPORT
+        starts N children that wait for ever (a fork bomb's first steps); REPORT: how many forks succeeded.
+        Under `loop.limits.pids` the cgroup refuses the rest (EAGAIN); the children are stragglers the loop ends.
+
 Deliberately free of healer imports.
 """
 
@@ -128,6 +132,21 @@ def stop(token: str) -> None:
         signal.pause()
 
 
+def forks(n: str, report: str) -> None:
+    wrong()
+    made = 0
+    for _ in range(int(n)):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            signal.pause()
+            os._exit(0)
+        made += 1
+    Path(report).write_text(json.dumps({"forks": made}))
+
+
 def main(argv: list[str]) -> int:
     mode, args = argv[1], argv[2:]
     if mode == "magic":
@@ -136,6 +155,8 @@ def main(argv: list[str]) -> int:
         straggler(*args)
     elif mode == "stop":
         stop(*args)
+    elif mode == "forks":
+        forks(*args)
     else:
         print(f"unknown mode {mode}", file=sys.stderr)
         return 64

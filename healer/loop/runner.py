@@ -386,7 +386,9 @@ class Runner:
 
     def _open_group(self, st: RunState) -> None:
         """The run's cgroup (healer/cgroups.py), emptied of what a SIGKILLed runner of this run left in it."""
-        self.group, left, note = cgroups.open_run(self.workdir, st.run_id, None, self.clock)
+        lim = self.loop_policy.limits
+        self.group, left, note = cgroups.open_run(self.workdir, st.run_id, {"pids": lim.pids, "memory": lim.memory},
+                                                  self.clock)
         if note:
             _say(note, "stderr")
         if left:

@@ -262,3 +262,26 @@ def test_a_stopped_runner_still_ends_the_iteration_on_time(tmp_path, mode):
             assert stops == []
     finally:
         _kill_carrying(token)
+
+
+# -- loop.limits -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["none", "bwrap"])
+def test_the_pids_limit_holds_through_the_runs_cgroup(tmp_path, mode):
+    """`loop.limits.pids: 12`: the agent's 40 forks stop at the limit (the kernel's EAGAIN), and the children it
+    left waiting are ended with it. Needs a writable pids controller (root here)."""
+    if mode == "bwrap":
+        need_bwrap()
+    probe, why = cgroups.make(f"healer-test-{os.getpid()}", {"pids": 12})
+    if probe is None or why is not None:
+        if probe is not None:
+            probe.remove()
+        pytest.skip(reason=f"no writable pids controller here: {why}")
+    probe.remove()
+    repo = target_repo(tmp_path / "repo")
+    report = f"forks-{os.urandom(6).hex()}.json"
+    r = _cli(tmp_path, repo, _policy(mode, "forks", "40", report, limits={"pids": 12}), "limits")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    made = json.loads((repo / report).read_text())["forks"]
+    assert 0 < made < 12, made  # bwrap's monitor and init (and the agent itself) count too
+    assert _carrying(report) == []
