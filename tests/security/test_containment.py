@@ -285,3 +285,53 @@ def test_the_pids_limit_holds_through_the_runs_cgroup(tmp_path, mode):
     made = json.loads((repo / report).read_text())["forks"]
     assert 0 < made < 12, made  # bwrap's monitor and init (and the agent itself) count too
     assert _carrying(report) == []
+
+
+# -- a fleet of two tickets --------------------------------------------------------------------------------
+
+def test_a_fleet_of_two_tickets_neither_sandbox_reaches_the_other(tmp_path):
+    """`healer up` runs two tickets at once, each agent attacking the other's worktree (directly, through
+    /proc/PID/cwd of the other's processes, through /proc/PID/root) and the host (a witness file) while both run.
+    Under bwrap (default pid namespace) nothing is written, and neither stalls the other: both loops end."""
+    from healer.store import open_store
+    from tests.conftest import wait_until
+
+    need_bwrap()
+    root = target_repo(tmp_path / "fleet")
+    meeting = tmp_path / "meeting"
+    meeting.mkdir()
+    witness = tmp_path / "outside" / "witness"
+    witness.parent.mkdir()
+    pol = {"version": 1,
+           "loop": {**_policy("bwrap", "fleet", str(meeting), str(witness)).loop.model_dump(mode="json"),
+                    "sandbox_writable": [str(meeting)], "iteration_timeout": "90s"},
+           "fleet": {"dispatch_tick": "1s", "pool_size": 2},
+           "retry": {"max_launches": 1}}
+    (root / "healer.yaml").write_text(yaml.safe_dump(Policy.model_validate(pol).model_dump(mode="json", by_alias=True)))
+    s = open_store(root)
+    s.add_ticket("one", id="T-1")
+    s.add_ticket("two", id="T-2")
+    s.close()
+    up = subprocess.Popen([PY, "-m", "healer", "up", "-C", str(root)], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: len(list(meeting.glob("*.done"))) == 2, 180, "both agents' reports")
+
+        def ended() -> int:
+            s = open_store(root)
+            try:
+                return len([e for e in s.events(prefix="loop.") if e.kind == "loop.ended"])
+            finally:
+                s.close()
+        wait_until(lambda: ended() >= 2, 180, "both loops ended")  # neither stalled by the other
+    finally:
+        up.send_signal(signal.SIGTERM)
+        _, err = up.communicate(timeout=120)
+    reports = [json.loads(f.read_text()) for f in meeting.glob("T-*.json") if f.stem.count("-") == 1]
+    assert len(reports) == 2, list(meeting.iterdir())
+    for rep in reports:
+        assert rep["siblings"], rep  # each saw the other's worktree folder (the read-only machine shows it)
+        assert rep["root_writes"] == [] and rep["cwd_writes"] == [] and rep["secrets"] == [], rep
+        assert len(set(rep["seen"])) <= 4, rep
+    assert not witness.exists()
+    assert not list((root / ".healer" / "worktrees").glob("*/pwned")), err
