@@ -124,9 +124,32 @@ def _state(pid: int) -> str:
         return ""
 
 
+def _unlike_the_runner() -> None:
+    """A fork carries the runner's command line, cwd and environment block: whatever finds runs by them (the
+    dispatcher's find_agent by HEALER_AGENT_ID and the tree marker, busy_pids by cwd) must not take the watchdog
+    for the runner. Its copy of the environment block is wiped (copy-on-write: the runner's stays), its cwd is
+    /, and it is named healer-watchdog."""
+    import ctypes
+
+    with contextlib.suppress(OSError):
+        os.chdir("/")
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(15, b"healer-watchdog", 0, 0, 0)  # PR_SET_NAME
+        with open("/proc/self/stat", "rb") as f:
+            data = f.read()
+        fields = data[data.rindex(b")") + 2:].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end
+        if 0 < start < end:
+            ctypes.memset(start, 0, end - start)
+    except (OSError, ValueError, IndexError, AttributeError):
+        pass
+
+
 def _main(cmd: int, rep: int) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
+    _unlike_the_runner()
     runner = os.getppid()
     clock = system()
     armed: tuple[int, int, float, str] | None = None  # (pid, pidfd, deadline, group "kind hexdir" or "")
