@@ -183,7 +183,11 @@ class _Holding:
 
     def __enter__(self) -> None:
         for d in self.group.dirs:
-            _write(d / "cgroup.procs", "0")
+            try:
+                _write(d / "cgroup.procs", "0")
+            except FileNotFoundError:  # removed under the run (by hand, by a sweep): made again, limits lost
+                os.makedirs(d, exist_ok=True)
+                _write(d / "cgroup.procs", "0")
 
     def __exit__(self, *exc) -> None:
         for d in self.group.home:

@@ -25,6 +25,7 @@ import contextlib
 import os
 import select
 import signal
+from pathlib import Path
 
 from healer.clock import system
 
@@ -69,6 +70,12 @@ class Watchdog:
 
     def disarm(self) -> None:
         self._say("disarm")
+
+    def own(self, group) -> None:
+        """The run's cgroup: if the runner dies (SIGKILL), the watchdog empties it and removes its folders, which
+        the runner would have done at its end."""
+        if group is not None:
+            self._say("group " + group.kind + " " + " ".join(os.fsencode(str(d)).hex() for d in group.dirs))
 
     def reports(self) -> list[str]:
         """What it did since the last call: "stopped" (it resumed a stopped runner), "killed PID"."""
@@ -146,6 +153,17 @@ def _unlike_the_runner() -> None:
         pass
 
 
+def _remove_group(spec: str, clock) -> None:
+    from healer import cgroups
+
+    kind, *hexdirs = spec.split()
+    dirs = [os.fsdecode(bytes.fromhex(h)) for h in hexdirs]
+    g = cgroups.Group(kind, [Path(d) for d in dirs], [Path(d) for d in dirs])
+    with contextlib.suppress(OSError):
+        g.kill(clock)
+    g.remove()
+
+
 def _main(cmd: int, rep: int) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
@@ -153,6 +171,7 @@ def _main(cmd: int, rep: int) -> None:
     runner = os.getppid()
     clock = system()
     armed: tuple[int, int, float, str] | None = None  # (pid, pidfd, deadline, group "kind hexdir" or "")
+    owned: list[str] = []  # "kind hexdir..." of the run's cgroup
     buf = b""
 
     def report(line: str) -> None:
@@ -166,7 +185,7 @@ def _main(cmd: int, rep: int) -> None:
 
             kind, hexdir = grp.split()
             with contextlib.suppress(OSError):
-                cgroups.Group(kind, [os.fsdecode(bytes.fromhex(hexdir))]).kill(clock)
+                cgroups.Group(kind, [Path(os.fsdecode(bytes.fromhex(hexdir)))]).kill(clock)
         alive = True
         if pidfd >= 0:
             try:
@@ -190,9 +209,11 @@ def _main(cmd: int, rep: int) -> None:
         ready, _, _ = select.select([cmd], [], [], timeout)
         if ready:
             data = os.read(cmd, 4096)
-            if not data:  # the runner is gone: what it started goes with it
+            if not data:  # the runner is gone (or done): what it started goes with it, and so does its cgroup
                 if armed is not None:
                     kill(armed)
+                if owned:
+                    _remove_group(owned[0], clock)
                 return
             buf += data
             *lines, buf = buf.split(b"\n")
@@ -207,6 +228,8 @@ def _main(cmd: int, rep: int) -> None:
                         pidfd = -1
                     armed = (pid, pidfd, clock.monotonic() + float(parts[2]) + MARGIN,
                              parts[3] if len(parts) > 3 else "")
+                elif parts[0] == "group" and len(parts) >= 3:
+                    owned[:] = [ln.decode(errors="replace")[len("group "):]]
                 elif parts[0] == "disarm":
                     drop(armed)
                     armed = None

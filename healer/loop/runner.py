@@ -156,6 +156,8 @@ class Runner:
             if self.req.subreaper:
                 self.subreaper = procs.become_subreaper()
             self.dog = watchdog.start()  # before any program: never mistaken for an orphan of one
+            if self.dog is not None:
+                self.dog.own(self.group)
             try:
                 return self._loop()
             except Exception as e:  # noqa: BLE001 - recorded as exit 70 with the run's evidence kept

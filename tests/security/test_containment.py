@@ -187,9 +187,9 @@ def _cli(tmp_path: Path, repo: Path, pol: Policy, run_id: str, env: dict | None 
                   env=env, timeout=timeout)
 
 
-def _group_dirs(repo: Path) -> list[Path]:
+def _group_dirs(repo: Path, run_id: str = "attack") -> list[Path]:
     """The run's cgroup folders that are still there (removed at the end of the run)."""
-    name = cgroups.name_for(repo, "attack")
+    name = cgroups.name_for(repo, run_id)
     m = cgroups.mounts()
     out = []
     for mount, own in [(m.v2, m.own.get(""))] + [(p, m.own.get(c)) for c, p in m.v1.items()]:
@@ -220,6 +220,7 @@ def test_a_runner_killed_mid_iteration_takes_its_agent_with_it(tmp_path):
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=30)
         wait_until(lambda: not _carrying(token), 30, "the agent gone with its runner")
+        wait_until(lambda: not _group_dirs(repo, "orphan"), 30, "the run's cgroup removed by the watchdog")
     finally:
         proc.kill()
         _kill_carrying(token)
