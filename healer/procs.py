@@ -523,10 +523,10 @@ def spawn(argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str] | None
     if outer:
         full_env[ANCESTORS] = ",".join(outer[-8:])
     full_env[MARKER] = marker
-    proc = subprocess.Popen(resolve_python(argv, full_env.get("PATH")), cwd=str(cwd), env=full_env, stdout=stdout,
-                            stderr=stderr, stdin=stdin,
-                            start_new_session=True, close_fds=True, pass_fds=tuple(pass_fds),
-                            preexec_fn=group.enter() if group is not None else None)
+    argv = resolve_python(argv, full_env.get("PATH"))
+    with group.holding() if group is not None else contextlib.nullcontext():
+        proc = subprocess.Popen(argv, cwd=str(cwd), env=full_env, stdout=stdout, stderr=stderr, stdin=stdin,
+                                start_new_session=True, close_fds=True, pass_fds=tuple(pass_fds))
     tree = ProcessTree(proc.pid, marker, adopt_orphans=adopt_orphans)
     tree.popen = proc
     return proc, tree

@@ -25,6 +25,7 @@ import contextlib
 import os
 import select
 import signal
+from pathlib import Path
 
 from healer.clock import system
 
@@ -69,6 +70,12 @@ class Watchdog:
 
     def disarm(self) -> None:
         self._say("disarm")
+
+    def own(self, group) -> None:
+        """The run's cgroup: if the runner dies (SIGKILL), the watchdog empties it and removes its folders, which
+        the runner would have done at its end."""
+        if group is not None:
+            self._say("group " + group.kind + " " + " ".join(os.fsencode(str(d)).hex() for d in group.dirs))
 
     def reports(self) -> list[str]:
         """What it did since the last call: "stopped" (it resumed a stopped runner), "killed PID"."""
@@ -124,12 +131,47 @@ def _state(pid: int) -> str:
         return ""
 
 
+def _unlike_the_runner() -> None:
+    """A fork carries the runner's command line, cwd and environment block: whatever finds runs by them (the
+    dispatcher's find_agent by HEALER_AGENT_ID and the tree marker, busy_pids by cwd) must not take the watchdog
+    for the runner. Its copy of the environment block is wiped (copy-on-write: the runner's stays), its cwd is
+    /, and it is named healer-watchdog."""
+    import ctypes
+
+    with contextlib.suppress(OSError):
+        os.chdir("/")
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(15, b"healer-watchdog", 0, 0, 0)  # PR_SET_NAME
+        with open("/proc/self/stat", "rb") as f:
+            data = f.read()
+        fields = data[data.rindex(b")") + 2:].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end
+        if 0 < start < end:
+            ctypes.memset(start, 0, end - start)
+    except (OSError, ValueError, IndexError, AttributeError):
+        pass
+
+
+def _remove_group(spec: str, clock) -> None:
+    from healer import cgroups
+
+    kind, *hexdirs = spec.split()
+    dirs = [os.fsdecode(bytes.fromhex(h)) for h in hexdirs]
+    g = cgroups.Group(kind, [Path(d) for d in dirs], [Path(d) for d in dirs])
+    with contextlib.suppress(OSError):
+        g.kill(clock)
+    g.remove()
+
+
 def _main(cmd: int, rep: int) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
+    _unlike_the_runner()
     runner = os.getppid()
     clock = system()
     armed: tuple[int, int, float, str] | None = None  # (pid, pidfd, deadline, group "kind hexdir" or "")
+    owned: list[str] = []  # "kind hexdir..." of the run's cgroup
     buf = b""
 
     def report(line: str) -> None:
@@ -143,7 +185,7 @@ def _main(cmd: int, rep: int) -> None:
 
             kind, hexdir = grp.split()
             with contextlib.suppress(OSError):
-                cgroups.Group(kind, [os.fsdecode(bytes.fromhex(hexdir))]).kill(clock)
+                cgroups.Group(kind, [Path(os.fsdecode(bytes.fromhex(hexdir)))]).kill(clock)
         alive = True
         if pidfd >= 0:
             try:
@@ -167,9 +209,11 @@ def _main(cmd: int, rep: int) -> None:
         ready, _, _ = select.select([cmd], [], [], timeout)
         if ready:
             data = os.read(cmd, 4096)
-            if not data:  # the runner is gone: what it started goes with it
+            if not data:  # the runner is gone (or done): what it started goes with it, and so does its cgroup
                 if armed is not None:
                     kill(armed)
+                if owned:
+                    _remove_group(owned[0], clock)
                 return
             buf += data
             *lines, buf = buf.split(b"\n")
@@ -184,6 +228,8 @@ def _main(cmd: int, rep: int) -> None:
                         pidfd = -1
                     armed = (pid, pidfd, clock.monotonic() + float(parts[2]) + MARGIN,
                              parts[3] if len(parts) > 3 else "")
+                elif parts[0] == "group" and len(parts) >= 3:
+                    owned[:] = [ln.decode(errors="replace")[len("group "):]]
                 elif parts[0] == "disarm":
                     drop(armed)
                     armed = None

@@ -16,6 +16,14 @@ it writes a wrong answer and then:
         SIGSTOPs the loop runner (its parent, and the pid in .healer/loop.lock), then hangs, ignoring SIGTERM.
         Prints what each signal did.
 
+    python hostile_procs.py fleet MEETING WITNESS
+        in a fleet: writes MEETING/<its worktree's name>.started, waits (at most 60 s) until another ticket's agent
+        has too, so both run at once, then tries `magic` against every sibling worktree (.healer/worktrees/*):
+        directly, through /proc/PID/cwd and /proc/PID/root. MEETING/<name>.json: what worked.
+    python hostile_procs.py forks N REPORT
+        starts N children that wait for ever (a fork bomb's first steps); REPORT: how many forks succeeded.
+        Under `loop.limits.pids` the cgroup refuses the rest (EAGAIN); the children are stragglers the loop ends.
+
 Deliberately free of healer imports.
 """
 
@@ -130,6 +138,42 @@ def stop(token: str) -> None:
         signal.pause()
 
 
+def fleet(meeting: str, witness: str) -> None:
+    me = os.path.basename(os.path.realpath("."))
+    Path(meeting, f"{me}.started").write_text("1\n")
+    end = time.monotonic() + 60
+    while time.monotonic() < end and not [f for f in os.listdir(meeting) if f.endswith(".started") and f != f"{me}.started"]:
+        time.sleep(0.05)
+    siblings = [os.path.realpath(os.path.join("..", d)) for d in os.listdir("..") if d != me]
+    out: dict[str, list] = {"root_writes": [], "cwd_writes": [], "secrets": [], "seen": []}
+    for sib in siblings:
+        magic(os.path.join(meeting, f"{me}-{os.path.basename(sib)}.json"), witness, sib)
+        rep = json.loads(Path(meeting, f"{me}-{os.path.basename(sib)}.json").read_text())
+        for k in out:
+            out[k] += rep[k]
+    Path(meeting, f"{me}.json").write_text(json.dumps({**out, "siblings": siblings}))
+    Path(meeting, f"{me}.done").write_text("1\n")
+    # stay until the other agent has looked too, so that this one's processes are there to be attacked
+    end = time.monotonic() + 60
+    while time.monotonic() < end and len([f for f in os.listdir(meeting) if f.endswith(".done")]) < 2:
+        time.sleep(0.05)
+
+
+def forks(n: str, report: str) -> None:
+    wrong()
+    made = 0
+    for _ in range(int(n)):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            signal.pause()
+            os._exit(0)
+        made += 1
+    Path(report).write_text(json.dumps({"forks": made}))
+
+
 def main(argv: list[str]) -> int:
     mode, args = argv[1], argv[2:]
     if mode == "magic":
@@ -138,6 +182,10 @@ def main(argv: list[str]) -> int:
         straggler(*args)
     elif mode == "stop":
         stop(*args)
+    elif mode == "forks":
+        forks(*args)
+    elif mode == "fleet":
+        fleet(*args)
     else:
         print(f"unknown mode {mode}", file=sys.stderr)
         return 64

@@ -168,6 +168,8 @@ class Runner:
             if self.req.subreaper:
                 self.subreaper = procs.become_subreaper()
             self.dog = watchdog.start()  # before any program: never mistaken for an orphan of one
+            if self.dog is not None:
+                self.dog.own(self.group)
             try:
                 return self._loop()
             except Exception as e:  # noqa: BLE001 - recorded as exit 70 with the run's evidence kept
@@ -410,7 +412,9 @@ class Runner:
 
     def _open_group(self, st: RunState) -> None:
         """The run's cgroup (healer/cgroups.py), emptied of what a SIGKILLed runner of this run left in it."""
-        self.group, left, note = cgroups.open_run(self.workdir, st.run_id, None, self.clock)
+        lim = self.loop_policy.limits
+        self.group, left, note = cgroups.open_run(self.workdir, st.run_id, {"pids": lim.pids, "memory": lim.memory},
+                                                  self.clock)
         if note:
             _say(note, "stderr")
         if left:

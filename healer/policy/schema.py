@@ -107,6 +107,13 @@ class Memory(Strict):
     gate_log_lines: PosInt = Field(80, description="lines of the previous gate log given to the agent")
 
 
+class ProcLimits(Strict):
+    pids: PosInt | None = Field(None, description="most processes (and threads) the agent or a gate may have at once, "
+                                                  "through the run's cgroup (healer/cgroups.py); null: no limit")
+    memory: PosInt | None = Field(None, description="bytes of memory the agent or a gate may use, through the run's "
+                                                    "cgroup; null: no limit")
+
+
 class Agent(Strict):
     preset: Literal["command", "claude", "codex"] = "command"
     command: list[str] = Field(default_factory=list, description="argv; {prompt_file} {workdir} {iteration}; never a shell")
@@ -169,6 +176,8 @@ class Loop(Strict):
                                                            "host through /proc magic links; every process ends with "
                                                            "bwrap); pids they report are the namespace's. false is "
                                                            "honoured for a non-root runner only (container: always)")
+    limits: ProcLimits = Field(default_factory=ProcLimits, description="the run's cgroup limits, where the controllers "
+                                                                         "exist and are writable (root; else one warning)")
     sandbox_image: str = Field("healer-python", description="the image of sandbox: container (healer-python: built "
                                                             "offline, the host's /usr and Python mounted read-only)")
     sandbox_writable: list[str] = Field(default_factory=list, description="more paths the sandboxed agent may write: "

@@ -48,8 +48,10 @@ def need_docker() -> None:
     why = _DOCKER["why"]
     if why is None:
         return
-    if os.environ.get("CI") == "true":
+    if os.environ.get("CI") == "true" and os.geteuid() == 0:
         pytest.fail(f"CI=true and {why}: .ci/run starts dockerd")
+    if os.geteuid() != 0:  # .ci/run's second pass (issue 31): Docker's socket is root's; the root pass runs these
+        pytest.skip(reason=f"needs a Docker engine this user may use (uid {os.geteuid()}): {why}")
     pytest.skip(reason=f"needs a Docker engine: {why}")
 
 

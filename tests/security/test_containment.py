@@ -144,8 +144,8 @@ def test_runner_environ_hides_the_store_password(tmp_path, mode):
 # -- stragglers and pid hopping ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", ["bwrap", "none"])
-@pytest.mark.parametrize("cgroup", ["auto", "v1", "off"])
-def test_a_pid_hopping_straggler_is_gone_before_the_gates(tmp_path, mode, cgroup):
+@pytest.mark.parametrize("cgroup", ["auto", "v2", "v1", "off"])
+def test_a_pid_hopping_straggler_is_gone_before_the_gates(tmp_path, mode, cgroup, monkeypatch):
     """The agent exits at once and leaves a setsid'd, double-forked child that forks and exits in a loop (a new
     pid every few ms) and guts the protected test each time: the gates must run only after it is gone, so the
     gutted test is put back and the wrong answer fails. Under bwrap the kernel ends the pid namespace with bwrap;
@@ -154,12 +154,11 @@ def test_a_pid_hopping_straggler_is_gone_before_the_gates(tmp_path, mode, cgroup
     if mode == "bwrap":
         need_bwrap()
     if cgroup != "off":
+        monkeypatch.setenv(cgroups.ENV, cgroup)
         probe, why = cgroups.make(f"healer-test-{os.getpid()}")
         if probe is None:
-            pytest.skip(reason=f"no writable cgroup here ({why}): the `off` case covers this machine")
+            pytest.skip(reason=f"no writable cgroup of this kind here ({why}): the `off` case covers this machine")
         probe.remove()
-        if cgroup == "v1" and "freezer" not in cgroups.mounts().v1:
-            pytest.skip(reason="no cgroup v1 freezer here")
     token = f"hop-{os.urandom(6).hex()}"
     repo = target_repo(tmp_path / "repo")
     try:
@@ -190,9 +189,9 @@ def _cli(tmp_path: Path, repo: Path, pol: Policy, run_id: str, env: dict | None 
                   env=env, timeout=timeout)
 
 
-def _group_dirs(repo: Path) -> list[Path]:
+def _group_dirs(repo: Path, run_id: str = "attack") -> list[Path]:
     """The run's cgroup folders that are still there (removed at the end of the run)."""
-    name = cgroups.name_for(repo, "attack")
+    name = cgroups.name_for(repo, run_id)
     m = cgroups.mounts()
     out = []
     for mount, own in [(m.v2, m.own.get(""))] + [(p, m.own.get(c)) for c, p in m.v1.items()]:
@@ -223,6 +222,7 @@ def test_a_runner_killed_mid_iteration_takes_its_agent_with_it(tmp_path):
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=30)
         wait_until(lambda: not _carrying(token), 30, "the agent gone with its runner")
+        wait_until(lambda: not _group_dirs(repo, "orphan"), 30, "the run's cgroup removed by the watchdog")
     finally:
         proc.kill()
         _kill_carrying(token)
@@ -264,3 +264,76 @@ def test_a_stopped_runner_still_ends_the_iteration_on_time(tmp_path, mode):
             assert stops == []
     finally:
         _kill_carrying(token)
+
+
+# -- loop.limits -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["none", "bwrap"])
+def test_the_pids_limit_holds_through_the_runs_cgroup(tmp_path, mode):
+    """`loop.limits.pids: 12`: the agent's 40 forks stop at the limit (the kernel's EAGAIN), and the children it
+    left waiting are ended with it. Needs a writable pids controller (root here)."""
+    if mode == "bwrap":
+        need_bwrap()
+    probe, why = cgroups.make(f"healer-test-{os.getpid()}", {"pids": 12})
+    if probe is None or why is not None:
+        if probe is not None:
+            probe.remove()
+        pytest.skip(reason=f"no writable pids controller here: {why}")
+    probe.remove()
+    repo = target_repo(tmp_path / "repo")
+    report = f"forks-{os.urandom(6).hex()}.json"
+    r = _cli(tmp_path, repo, _policy(mode, "forks", "40", report, limits={"pids": 12}), "limits")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    made = json.loads((repo / report).read_text())["forks"]
+    assert 0 < made < 12, made  # bwrap's monitor and init (and the agent itself) count too
+    assert _carrying(report) == []
+
+
+# -- a fleet of two tickets --------------------------------------------------------------------------------
+
+def test_a_fleet_of_two_tickets_neither_sandbox_reaches_the_other(tmp_path):
+    """`healer up` runs two tickets at once, each agent attacking the other's worktree (directly, through
+    /proc/PID/cwd of the other's processes, through /proc/PID/root) and the host (a witness file) while both run.
+    Under bwrap (default pid namespace) nothing is written, and neither stalls the other: both loops end."""
+    from healer.store import open_store
+    from tests.conftest import wait_until
+
+    need_bwrap()
+    root = target_repo(tmp_path / "fleet")
+    meeting = tmp_path / "meeting"
+    meeting.mkdir()
+    witness = tmp_path / "outside" / "witness"
+    witness.parent.mkdir()
+    pol = {"version": 1,
+           "loop": {**_policy("bwrap", "fleet", str(meeting), str(witness)).loop.model_dump(mode="json"),
+                    "sandbox_writable": [str(meeting)], "iteration_timeout": "90s"},
+           "fleet": {"dispatch_tick": "1s", "pool_size": 2},
+           "retry": {"max_launches": 1}}
+    (root / "healer.yaml").write_text(yaml.safe_dump(Policy.model_validate(pol).model_dump(mode="json", by_alias=True)))
+    s = open_store(root)
+    s.add_ticket("one", id="T-1")
+    s.add_ticket("two", id="T-2")
+    s.close()
+    up = subprocess.Popen([PY, "-m", "healer", "up", "-C", str(root)], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: len(list(meeting.glob("*.done"))) == 2, 180, "both agents' reports")
+
+        def ended() -> int:
+            s = open_store(root)
+            try:
+                return len([e for e in s.events(prefix="loop.") if e.kind == "loop.ended"])
+            finally:
+                s.close()
+        wait_until(lambda: ended() >= 2, 180, "both loops ended")  # neither stalled by the other
+    finally:
+        up.send_signal(signal.SIGTERM)
+        _, err = up.communicate(timeout=120)
+    reports = [json.loads(f.read_text()) for f in meeting.glob("T-*.json") if f.stem.count("-") == 1]
+    assert len(reports) == 2, list(meeting.iterdir())
+    for rep in reports:
+        assert rep["siblings"], rep  # each saw the other's worktree folder (the read-only machine shows it)
+        assert rep["root_writes"] == [] and rep["cwd_writes"] == [] and rep["secrets"] == [], rep
+        assert len(set(rep["seen"])) <= 4, rep
+    assert not witness.exists()
+    assert not list((root / ".healer" / "worktrees").glob("*/pwned")), err

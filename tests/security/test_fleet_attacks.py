@@ -132,7 +132,8 @@ def test_a_notifiers_secret_reaches_no_agent_and_no_readable_process(tmp_path):
     """`healer up` holds a webhook's signing secret (`secret_env`). The sandboxed agent looks for it in its own
     environment and in every /proc/PID/environ it can open (its runner, bwrap, the dispatcher): it finds none,
     because `up` moved the secret out of the environment it hands down (healer/notify/secrets.py). The `up`
-    process itself is not in the sandbox's pid namespace, and would not be readable (the agent lacks root's capabilities)."""
+    process itself is not visible from the sandbox (its pid namespace) nor readable (the agent lacks root's
+    capabilities)."""
     import signal
     import subprocess
 
@@ -169,8 +170,9 @@ def test_a_notifiers_secret_reaches_no_agent_and_no_readable_process(tmp_path):
     assert name not in got["env"]
     assert got["seen"] == [], got["seen"]
     assert value not in report.read_text()
-    # in the sandbox's pid namespace (the default) `up` is not even there to open; without one, not readable
-    assert got["procs"].get(str(up.pid), [None, None])[1] in (None, "PermissionError"), (up.pid, got["procs"], err)
+    # under the pid namespace (bwrap's default) `up` is not even in the sandbox's /proc; without it, unreadable
+    assert got["procs"].get(str(up.pid), [None, "unseen"])[1] in ("PermissionError", "unseen"), (up.pid, got["procs"], err)
+    assert all(cmd.split()[0].endswith("bwrap") or "spy.py" in cmd for cmd, _ in got["procs"].values()), got["procs"]
 
 
 def test_healers_long_running_commands_are_not_readable_by_another_process_of_the_same_user(tmp_path):
