@@ -1203,3 +1203,75 @@ def _overlay(cwd: Path, base_tree: str, now_tree: str, paths: list[str]) -> str:
     tree = run(cwd, "write-tree", env=env).stdout
     idx.unlink(missing_ok=True)
     return tree
+
+
+# -- a tree too big to measure -------------------------------------------------------------
+
+LIST_CAP = 1_000_000  # entries `ls-files` may name before the answer is "too big" without reading the rest
+
+
+@dataclass(frozen=True)
+class Oversize:
+    why: str
+    paths: list[str]  # what the agent added or changed, as git lists it (not ignored)
+    size: int = 0  # their bytes on disk
+    lines: int = 0  # the least number of lines they add (one per new non-empty file)
+
+
+def oversize(cwd: str | Path, max_lines: int, max_bytes: int, timeout: float = TIMEOUT) -> Oversize | None:
+    """The agent's change already over the scope caps by what the disk says, before `add -A` hashes it: the
+    files git would add (untracked and not ignored, or tracked and modified by their stat), by size and by
+    count. `add -A` of a 6 GB sparse file or of 100,000 new files took a minute past an 8 s deadline.
+    Exact, not a guess: every byte of an added or modified file counts in `diff_size`, and a new non-empty
+    file adds at least one line (a binary one counts one), so over these bounds the measured diff is over
+    the caps too. One `ls-files`, no hashing. None: within bounds, measured as usual."""
+    cwd = Path(cwd)
+    out = raw(cwd, "ls-files", "-z", "-t", "-o", "-m", "--exclude-standard", "--", ":/", timeout=timeout)
+    paths: list[str] = []
+    size = lines = 0
+    for rec in out.split(b"\0"):
+        if len(rec) < 3:
+            continue
+        tag, p = rec[:1], rec[2:].decode("utf-8", "surrogateescape")
+        if is_loop_file(p) or p in paths[-1:]:
+            continue
+        try:
+            st = os.lstat(cwd / p)
+        except OSError:
+            continue
+        paths.append(p)
+        size += st.st_size
+        if tag == b"?" and st.st_size:
+            lines += 1
+        if len(paths) > LIST_CAP:
+            break
+    if size > max_bytes:
+        return Oversize(f"{size} bytes on disk > {max_bytes}, before measuring", paths, size, lines)
+    if lines > max_lines:
+        return Oversize(f"{lines} new files > {max_lines} lines, before measuring", paths, size, lines)
+    return None
+
+
+def set_aside_fast(cwd: str | Path, tree: str, paths: Sequence[str], quarantine: Path) -> int:
+    """An oversized change rolled back without reading it: every path renamed into `quarantine` (same file
+    system: the iteration's folder in the worktree; nothing hashed, nothing copied, nothing deleted, listed in
+    its MANIFEST.json), then the files `tree` holds written back from git. Returns how many were moved."""
+    cwd = Path(cwd)
+    moved: list[dict] = []
+    for p in paths:
+        src, dst = cwd / p, quarantine / "oversize" / p
+        if _blocker(cwd, p) is not None or not os.path.lexists(src):
+            continue
+        try:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(src, dst)
+        except OSError:
+            continue
+        moved.append({"path": p, "saved_as": str(dst)})
+    if moved:
+        _add_to_manifest(quarantine / "MANIFEST.json", moved)
+        have = _entries(cwd, tree, [m["path"] for m in moved])
+        for p, (mode, blob) in have.items():
+            if mode != "160000":
+                _write_entry(cwd, p, mode, raw(cwd, "cat-file", "blob", blob), quarantine, "oversize", None)
+    return len(moved)

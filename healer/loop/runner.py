@@ -732,22 +732,31 @@ class Runner:
 
         wd = self.workdir
         self._check_git(n, "agent")
+        quarantine = self.paths.quarantine(n)
+        # a change too big to measure in time (a 6 GB file, 100,000 new files) is rolled back unread: scope drift
+        big = gitops.oversize(wd, L.max_diff_lines, L.max_diff_bytes)
+        if big is not None:
+            count = gitops.set_aside_fast(wd, before, big.paths, quarantine)
+            self._event("loop.oversize", {"n": n, "why": big.why, "paths": big.paths[:50], "moved": count,
+                                          "quarantine": str(quarantine / "oversize")})
+            self._note(n, f"## iteration {n}: scope drift ({big.why}); {count} paths set aside unread")
         after = gitops.snapshot(wd)
         changed, lines, nbytes = gitops.diff_stat(wd, before, after)
         prot = [p for p in changed if gitops.protected(p, L.protected_paths)]
         # and what git does not see there: files its ignore rules hide (the agent may write .gitignore too)
         prot += gitops.hidden_changes(wd, after, on_disk, gitops.protected_on_disk(wd, L.protected_paths), set(prot))
-        quarantine = self.paths.quarantine(n)
         reverted = gitops.put_back(wd, before, prot, quarantine, f"loop {st.run_id} iteration {n}: protected path",
                                    clock) if prot else []
         self._checked(idir)
         if reverted:
             after = gitops.snapshot(wd)
             lines, nbytes = gitops.diff_size(wd, before, after)
-        drift = lines > L.max_diff_lines or nbytes > L.max_diff_bytes
+        if big is not None:  # what the agent's change was, before it was set aside unread
+            lines, nbytes = max(lines, big.lines), max(nbytes, big.size)
+        drift = big is not None or lines > L.max_diff_lines or nbytes > L.max_diff_bytes
         self._diff_bytes = nbytes
         rolled = []
-        if drift:
+        if drift and big is None:
             why = (f"{lines} lines > {L.max_diff_lines}" if lines > L.max_diff_lines
                    else f"{nbytes} bytes > {L.max_diff_bytes}")
             rolled = gitops.put_back(wd, before, gitops.changed_between(wd, before, after), quarantine,
