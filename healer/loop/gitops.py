@@ -1257,19 +1257,23 @@ def set_aside_fast(cwd: str | Path, tree: str, paths: Sequence[str], quarantine:
     system: the iteration's folder in the worktree; nothing hashed, nothing copied, nothing deleted, listed in
     its MANIFEST.json), then the files `tree` holds written back from git. Returns how many were moved."""
     cwd = Path(cwd)
+    plan = [{"path": p, "saved_as": str(quarantine / "oversize" / p), "reason": "oversize"} for p in paths
+            if _blocker(cwd, p) is None and os.path.lexists(cwd / p)]
+    if not plan:
+        return 0
+    # the record first: a disk too full to write it (an agent that filled it) moves nothing (exit 74 follows)
+    quarantine.mkdir(parents=True, exist_ok=True)
+    _add_to_manifest(quarantine / "MANIFEST.json", plan)
     moved: list[dict] = []
-    for p in paths:
-        src, dst = cwd / p, quarantine / "oversize" / p
-        if _blocker(cwd, p) is not None or not os.path.lexists(src):
-            continue
+    for m in plan:
+        dst = Path(m["saved_as"])
         try:
             dst.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(src, dst)
+            os.rename(cwd / m["path"], dst)
         except OSError:
             continue
-        moved.append({"path": p, "saved_as": str(dst)})
+        moved.append(m)
     if moved:
-        _add_to_manifest(quarantine / "MANIFEST.json", moved)
         have = _entries(cwd, tree, [m["path"] for m in moved])
         for p, (mode, blob) in have.items():
             if mode != "160000":

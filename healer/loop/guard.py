@@ -123,7 +123,10 @@ def _refs(common: Path, deep: list[str] | None = None) -> dict[str, str]:
     return out
 
 
-def git_capture(workdir: Path) -> GitSnap | None:
+def git_capture(workdir: Path, fleet: bool = False) -> GitSnap | None:
+    """The git common directory as the guard compares it. In a fleet (`fleet`), only this worktree's own admin
+    folder of `worktrees/`: the others are other tickets' and the dispatcher's scratch checkouts, made, moved and
+    removed while this loop runs (their own loops watch theirs; the dispatcher owns its scratch ones)."""
     d = _git_dirs(Path(workdir))
     if d is None:
         return None
@@ -142,7 +145,8 @@ def git_capture(workdir: Path) -> GitSnap | None:
         _walk(cd, rel, s.files)
     wts = cd / "worktrees"
     if wts.is_dir() and not wts.is_symlink():
-        for d2 in sorted(wts.iterdir()):
+        mine = [wts / gd.name] if fleet and gd.parent == wts else [] if fleet else sorted(wts.iterdir())
+        for d2 in mine:
             for n in ("HEAD", "config.worktree", "commondir", "gitdir"):
                 _walk(cd, f"worktrees/{d2.name}/{n}", s.files)
     if gd != cd and not str(gd).startswith(str(wts) + os.sep):
@@ -201,6 +205,32 @@ def git_changes(before: GitSnap, after: GitSnap) -> GitChanges:
         # HEAD would land on that one (main, another ticket's branch)
         refs[after.own_ref] = (before.own_value, after.own_value)
     return GitChanges(files, dict(sorted(refs.items())))
+
+
+def _healers_merge(workdir: Path, old: str | None, new: str | None) -> bool:
+    """`new` is a merge the fleet's dispatcher made on top of `old`: its first parent is `old` and it names its
+    ticket (`Healer-Ticket:`, proposals.merge_message)."""
+    if not old or not new or _symbolic(old) or _symbolic(new):
+        return False
+    r = git.run(workdir, "cat-file", "commit", new, check=False)
+    head, _, body = r.stdout.partition("\n\n")
+    parents = [ln[7:] for ln in head.splitlines() if ln.startswith("parent ")]
+    return r.code == 0 and parents[:1] == [old] and any(ln.startswith("Healer-Ticket: ") for ln in body.splitlines())
+
+
+def fleet_moves_dropped(workdir: Path, before: GitSnap, ch: GitChanges) -> GitChanges:
+    """The ref moves of a fleet that are healer's own, left out of what this loop reports: other tickets'
+    branches (their loops commit; the agent's own branch is checked by the runner), remote-tracking refs (the
+    dispatcher fetches), and main advanced by a merge the dispatcher made. What stays is reported."""
+    keep = {}
+    for ref, (old, new) in ch.refs.items():
+        if ref != before.own_ref and not _symbolic(new):
+            if ref.startswith("refs/heads/healer/") or ref.startswith("refs/remotes/"):
+                continue
+            if _healers_merge(workdir, old, new):
+                continue
+        keep[ref] = (old, new)
+    return GitChanges(ch.files, keep)
 
 
 def _blocked(base: Path, rel: str) -> bool:

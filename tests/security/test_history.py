@@ -79,3 +79,65 @@ def test_a_later_run_never_commits_on_top_of_an_agents_gutting_commit(tmp_path, 
     assert git(repo, "show", "HEAD:tests/test_check.py") + "\n" == CHECK
     assert all(a == "healer" or s == "initial" or s == "ignore caches" for a, s in
                (line.split("\x1f") for line in git(repo, "log", "--format=%an\x1f%s").splitlines()))
+
+
+FLEET_AGENT = """
+import pathlib, subprocess, sys
+wd = pathlib.Path(sys.argv[1])
+if wd.name == "T-1":  # the hostile one: a forged, reviewed-looking commit with a backdoor, and main moved to it
+    subprocess.run([sys.executable, {hostile!r}, "forged", "main"], cwd=wd)
+else:  # the benign neighbour: the right answer, committed by itself as the real CLIs do
+    subprocess.run([sys.executable, {hostile!r}, "selfcommit"], cwd=wd)
+"""
+
+
+def test_a_fleet_of_two_merges_nothing_of_the_attack_and_the_neighbour_finishes(tmp_path, mode):
+    """Two tickets through the real dispatcher and `healer loop run`: T-1's agent forges a "Security Team" commit
+    (backdoor.sh, a gutted test) and moves main to it; T-2's agent commits the right answer itself. Nothing of
+    T-1 reaches main, T-2 is merged, and T-2's loop reports no git tampering (the dispatcher's merges, the
+    scratch worktrees and T-1's branch are healer's own)."""
+    import sys
+
+    from healer.fleet.dispatcher import Dispatcher
+    from healer.fleet.process_runtime import ProcessRuntime
+    from healer.policy.schema import Policy
+    from healer.store import open_store
+    from tests.security.conftest import HOSTILE, PY
+
+    root = target_repo(tmp_path / "fleet")
+    base = git(root, "rev-parse", "main")
+    agent = tmp_path / "agent.py"
+    agent.write_text(FLEET_AGENT.format(hostile=HOSTILE))
+    gate = {"name": "tests", "run": ["env", "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1", PY, "-m", "pytest", "-q", "-p",
+                                     "no:cacheprovider", "tests"], "timeout": "60s"}
+    policy = Policy.model_validate({
+        "loop": {"max_iterations": 1, "iteration_timeout": "60s", "kill_grace": "1s", "sandbox": mode,
+                 "agent": {"preset": "command", "command": [sys.executable, str(agent), "{workdir}"]}, "gates": [gate]},
+        "fleet": {"merge_gates": [gate], "pool_size": 2, "dispatch_tick": "30s"},
+        "notify": {"notifiers": []}})
+    from healer.clock import VirtualClock
+
+    store = open_store(root, VirtualClock())
+    d = Dispatcher(root, policy, store, VirtualClock(), ProcessRuntime())
+    try:
+        store.add_ticket("answer", id="T-1", body="solution.txt = 42")
+        store.add_ticket("answer", id="T-2", body="solution.txt = 42")
+        assert sorted(d.tick().launched) == [("T-1", "launch"), ("T-2", "launch")]
+        assert d.wait_idle(240)
+        rep = d.tick()
+        assert rep.merged == ["T-2"], store.tail(30)
+        main = git(root, "rev-parse", "main")
+        assert git(root, "merge-base", "--is-ancestor", base, main) == ""
+        assert "Security Team" not in git(root, "log", "--format=%an%n%B", "main")
+        assert "backdoor.sh" not in git(root, "ls-tree", "-r", "--name-only", "main")
+        assert git(root, "show", "main:tests/test_check.py") + "\n" == CHECK
+        assert git(root, "show", "main:solution.txt") == "42"
+        assert store.ticket("T-2").state == "done" and store.ticket("T-1").state != "done"
+        evs = [e for e in store.events(prefix="loop.")]
+        assert not [e for e in evs if e.kind == "loop.git_tampered" and "T-2" in e.subject], evs
+        assert any(e.kind == "loop.agent_commits" and "T-1" in e.subject for e in evs)
+        assert any("T-2" in e.subject for e in evs)  # the subjects name the ticket
+        assert "Security Team" not in git(root, "log", "--format=%an", "healer/T-1")
+    finally:
+        d.stop_agents()
+        store.close()
