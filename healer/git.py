@@ -23,6 +23,7 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
+from healer import walk
 from healer.errors import HealerError
 from healer.lite import dataclass
 
@@ -457,9 +458,12 @@ def unsaved(path: str | Path) -> list[str]:
         if p.is_symlink() or p.is_file():
             out.add(name.rstrip("/"))
         elif p.is_dir():  # an ignored folder, or a nested repository status does not descend into
-            for f in p.rglob("*"):
-                if f.is_symlink() or f.is_file():
-                    out.add(str(f.relative_to(top)))
+            got = walk.walk(str(p))  # iterative and bounded: a 1,200-deep folder an agent made is no RecursionError
+            base = name.rstrip("/")
+            for r, st in got.entries:
+                if not stat.S_ISDIR(st.st_mode):
+                    out.add(f"{base}/{r}")
+            out.update(f"{base}/{r}" for r in got.over if r)  # too deep to list: kept whole
     for rec in raw(top, "ls-files", "-v", "-z").decode("utf-8", "surrogateescape").split("\0"):
         if len(rec) > 2 and (rec[:1].islower() or rec[:1] == "S"):
             f = top / rec[2:]

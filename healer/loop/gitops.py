@@ -21,12 +21,12 @@ import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from healer import digest
+from healer import digest, walk
 from healer.errors import HealerError
 from healer.files import write_atomic
 from healer.git import GitError, layout, mentions, raw, rev, run
 from healer.lite import Pattern, dataclass
-from healer.loop import gitindex, treewatch, walk
+from healer.loop import gitindex, treewatch
 
 LOOP_FILES = ("progress.md", "lessons.md")
 HEALER_DIR = ".healer"

@@ -19,9 +19,8 @@ import os
 import stat
 from pathlib import Path
 
-from healer import git
+from healer import git, walk
 from healer.lite import dataclass, field
-from healer.loop import walk
 
 Entry = tuple  # ("d",) | ("l", target) | ("f", mode, bytes)
 CAP = 50_000  # entries per scan: a huge folder is scanned in part, never for ever

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from healer.loop import walk
+from healer import walk
 from tests.conftest import git
 from tests.security.conftest import CHECK, assert_contained, events, policy, run, target_repo
 
