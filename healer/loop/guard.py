@@ -206,15 +206,25 @@ def git_changes(before: GitSnap, after: GitSnap) -> GitChanges:
     return GitChanges(files, dict(sorted(refs.items())))
 
 
+MERGES_SEEN = 50  # the dispatcher's merges one agent step may span
+
+
 def _healers_merge(workdir: Path, old: str | None, new: str | None) -> bool:
-    """`new` is a merge the fleet's dispatcher made on top of `old`: its first parent is `old` and it names its
-    ticket (`Healer-Ticket:`, proposals.merge_message)."""
+    """`new` is `old` advanced by merges the fleet's dispatcher made: following first parents from `new` reaches
+    `old` through commits that each name their ticket (`Healer-Ticket:`, proposals.merge_message)."""
     if not old or not new or _symbolic(old) or _symbolic(new):
         return False
-    r = git.run(workdir, "cat-file", "commit", new, check=False)
-    head, _, body = r.stdout.partition("\n\n")
-    parents = [ln[7:] for ln in head.splitlines() if ln.startswith("parent ")]
-    return r.code == 0 and parents[:1] == [old] and any(ln.startswith("Healer-Ticket: ") for ln in body.splitlines())
+    c = new
+    for _ in range(MERGES_SEEN):
+        r = git.run(workdir, "cat-file", "commit", c, check=False)
+        head, _, body = r.stdout.partition("\n\n")
+        parents = [ln[7:] for ln in head.splitlines() if ln.startswith("parent ")]
+        if r.code != 0 or len(parents) != 2 or not any(ln.startswith("Healer-Ticket: ") for ln in body.splitlines()):
+            return False
+        if parents[0] == old:
+            return True
+        c = parents[0]
+    return False
 
 
 def fleet_moves_dropped(workdir: Path, before: GitSnap, ch: GitChanges) -> GitChanges:

@@ -141,3 +141,33 @@ def test_a_fleet_of_two_merges_nothing_of_the_attack_and_the_neighbour_finishes(
     finally:
         d.stop_agents()
         store.close()
+
+
+def test_in_a_fleet_the_dispatchers_merges_are_not_tampering_but_an_agents_move_of_main_is(tmp_path):
+    """The guard's view of main in a fleet: advanced by two merges of the dispatcher during one agent step (first
+    parents back to the old main, each naming its ticket) is healer's own; moved to any other commit is not."""
+    from pathlib import Path
+
+    from healer.loop import guard
+
+    repo = target_repo(tmp_path / "repo")
+    base = git(repo, "rev-parse", "HEAD")
+    tree = git(repo, "rev-parse", "HEAD^{tree}")
+
+    def commit(msg: str, *parents: str) -> str:
+        return git(repo, "commit-tree", tree, "-m", msg, *[a for p in parents for a in ("-p", p)])
+
+    side = commit("loop work\n\nHealer-Run: r", base)
+    m1 = commit("healer: merge healer/T-1 (T-1)\n\nHealer-Ticket: T-1", base, side)
+    m2 = commit("healer: merge healer/T-2 (T-2)\n\nHealer-Ticket: T-2", m1, side)
+    forged = commit("healer: merge\n\nHealer-Ticket: T-9", side, base)  # names a ticket, but not on top of main
+
+    def seen(new: str):
+        before = guard.GitSnap(Path("."), Path("."), "refs/heads/healer/T-3", refs={"refs/heads/main": base})
+        ch = guard.GitChanges([], {"refs/heads/main": (base, new), "refs/heads/healer/T-1": (base, side),
+                                   "refs/remotes/origin/main": (base, side)})
+        return guard.fleet_moves_dropped(repo, before, ch).refs
+
+    assert seen(m2) == {}
+    assert seen(forged) == {"refs/heads/main": (base, forged)}
+    assert seen(side) == {"refs/heads/main": (base, side)}
