@@ -6,8 +6,11 @@ Two checks, both before/after comparisons made by the loop (never by the agent):
   the worktree's own branch): every change is reported (`loop.git_tampered`, with the paths)
   and undone: files come back byte for byte from the copy taken before the agent ran, the
   agent's versions go to the iteration's quarantine folder; refs are moved back by
-  compare-and-swap and new refs are kept under `refs/healer/quarantine/`. In a fleet, other
-  refs move legitimately (merges, other tickets' agents), so there they are reported, not moved.
+  compare-and-swap and new refs are kept under `refs/healer/quarantine/`. In a fleet, what healer's
+  own parts move is left out first (`fleet_moves_dropped`: merges, other tickets' branches, fetches,
+  other worktrees' admin folders); the rest is undone there too.
+- **The run's own branch** stays at the run's base: an agent's commits are set aside
+  (`set_commits_aside`, `loop.agent_commits`), the loop alone commits.
 - **Writes outside the worktree** that healer can see (the fleet root or the project beside
   the worktree, the folder that holds it, $HOME's top level): reported as `loop.outside_write`
   when the agent runs unsandboxed. Inside bubblewrap they cannot happen.
