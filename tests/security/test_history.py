@@ -171,3 +171,13 @@ def test_in_a_fleet_the_dispatchers_merges_are_not_tampering_but_an_agents_move_
     assert seen(m2) == {}
     assert seen(forged) == {"refs/heads/main": (base, forged)}
     assert seen(side) == {"refs/heads/main": (base, side)}
+
+
+def test_a_replace_ref_never_changes_what_healer_reads_as_the_base(tmp_path, mode):
+    """`git replace BASE FORGED` (a gutted test in FORGED's tree): healer's git never honours replace refs, the
+    guard sets the ref aside (unsandboxed; under bwrap refs/replace cannot be written), the gutted test on disk
+    is reverted."""
+    repo = target_repo(tmp_path / "repo")
+    out, _ = run(repo, policy(mode, "replace"))
+    assert_contained(repo, out)
+    assert not git(repo, "for-each-ref", "refs/replace/")
