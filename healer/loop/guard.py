@@ -230,6 +230,15 @@ def _healers_merge(workdir: Path, old: str | None, new: str | None) -> bool:
     return False
 
 
+def _undoes_foreign(workdir: Path, old: str | None, new: str | None) -> bool:
+    """`new` is where the ref stood before `old` was set by something that is not healer's: an ancestor of `old`
+    from which `old` is not reached by the dispatcher's merges (a neighbour's guard undoing its agent's move)."""
+    if not old or not new or _symbolic(old) or _symbolic(new):
+        return False
+    r = git.run(workdir, "merge-base", "--is-ancestor", new, old, check=False)
+    return r.code == 0 and not _healers_merge(workdir, new, old)
+
+
 def fleet_moves_dropped(workdir: Path, before: GitSnap, ch: GitChanges) -> GitChanges:
     """The ref moves of a fleet that are healer's own, left out of what this loop reports: other tickets'
     branches (their loops commit; the agent's own branch is checked by the runner), remote-tracking refs (the
@@ -241,6 +250,8 @@ def fleet_moves_dropped(workdir: Path, before: GitSnap, ch: GitChanges) -> GitCh
                 continue
             if _healers_merge(workdir, old, new):
                 continue
+            if _undoes_foreign(workdir, old, new):
+                continue  # another loop's guard put back a move its own agent made: never "restored" to the attack
         keep[ref] = (old, new)
     return GitChanges(ch.files, keep)
 

@@ -134,7 +134,12 @@ def test_a_fleet_of_two_merges_nothing_of_the_attack_and_the_neighbour_finishes(
         assert git(root, "show", "main:solution.txt") == "42"
         assert store.ticket("T-2").state == "done" and store.ticket("T-1").state != "done"
         evs = [e for e in store.events(prefix="loop.")]
-        assert not [e for e in evs if e.kind == "loop.git_tampered" and "T-2" in e.subject], evs
+        # the benign neighbour never reports healer's own moves (merges, T-1's branch, scratch worktrees); unsandboxed
+        # it may see T-1's agent move main while its own step runs (the same repository), and puts it back too
+        theirs = [e for e in evs if e.kind == "loop.git_tampered" and "T-2" in e.subject]
+        assert not theirs if mode != "none" else all(set(e.payload["refs"]) <= {"refs/heads/main"} and not
+                                                     [p for p in e.payload["paths"] if p != "refs/heads/main"]
+                                                     for e in theirs), theirs
         assert any(e.kind == "loop.agent_commits" and "T-1" in e.subject for e in evs)
         assert any("T-2" in e.subject for e in evs)  # the subjects name the ticket
         assert "Security Team" not in git(root, "log", "--format=%an", "healer/T-1")
@@ -170,6 +175,12 @@ def test_in_a_fleet_the_dispatchers_merges_are_not_tampering_but_an_agents_move_
 
     assert seen(m2) == {}
     assert seen(forged) == {"refs/heads/main": (base, forged)}
+    # a neighbour's guard putting main back from the agent's commit to where it was: never "restored" to the attack
+    before = guard.GitSnap(Path("."), Path("."), "refs/heads/healer/T-3", refs={"refs/heads/main": side})
+    assert guard.fleet_moves_dropped(repo, before, guard.GitChanges([], {"refs/heads/main": (side, base)})).refs == {}
+    # main moved back over a dispatcher's merge is not that
+    back = guard.fleet_moves_dropped(repo, before, guard.GitChanges([], {"refs/heads/main": (m1, base)})).refs
+    assert back == {"refs/heads/main": (m1, base)}
     assert seen(side) == {"refs/heads/main": (base, side)}
 
 
