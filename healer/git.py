@@ -23,6 +23,7 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
+from healer import walk
 from healer.errors import HealerError
 from healer.lite import dataclass
 
@@ -70,10 +71,14 @@ SAFE_CONFIG = (
 # holds a gutted one. Identity: the loop and the fleet commit as healer (IDENTITY, gitops.IDENTITY_ENV).
 NO_XDG = "/dev/null/healer-no-xdg"  # never a folder: git reads nothing under it (ENOTDIR is "missing" to git)
 _NO_USER_CONFIG = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_ATTR_NOSYSTEM": "1",
-                   "XDG_CONFIG_HOME": NO_XDG}
+                   "XDG_CONFIG_HOME": NO_XDG,
+                   # a `refs/replace/<base>` an agent made would show healer another commit (another tree) as the
+                   # run's base wherever it asks; the guard removes such a ref, and healer's git never reads one
+                   "GIT_NO_REPLACE_OBJECTS": "1"}
 # environment that would make git run a program
 _ENV_DROP = ("GIT_EXTERNAL_DIFF", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_PROXY_COMMAND",
-             "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_SYSTEM", "GIT_CONFIG", "GIT_ATTR_SOURCE")
+             "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT", "GIT_CONFIG_SYSTEM", "GIT_CONFIG", "GIT_ATTR_SOURCE",
+             "GIT_REPLACE_REF_BASE")
 _SAFE_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_EDITOR": ":", "GIT_SEQUENCE_EDITOR": ":", "GIT_PAGER": "cat",
              "GIT_OPTIONAL_LOCKS": "0"}
 _DIFFING = {"diff", "log", "show", "whatchanged", "format-patch"}
@@ -457,9 +462,12 @@ def unsaved(path: str | Path) -> list[str]:
         if p.is_symlink() or p.is_file():
             out.add(name.rstrip("/"))
         elif p.is_dir():  # an ignored folder, or a nested repository status does not descend into
-            for f in p.rglob("*"):
-                if f.is_symlink() or f.is_file():
-                    out.add(str(f.relative_to(top)))
+            got = walk.walk(str(p))  # iterative and bounded: a 1,200-deep folder an agent made is no RecursionError
+            base = name.rstrip("/")
+            for r, st in got.entries:
+                if not stat.S_ISDIR(st.st_mode):
+                    out.add(f"{base}/{r}")
+            out.update(f"{base}/{r}" for r in got.over if r)  # too deep to list: kept whole
     for rec in raw(top, "ls-files", "-v", "-z").decode("utf-8", "surrogateescape").split("\0"):
         if len(rec) > 2 and (rec[:1].islower() or rec[:1] == "S"):
             f = top / rec[2:]

@@ -81,7 +81,8 @@ def commit(workdir: Path, run_id: str, name: str | None = None, text: str | None
     f = workdir / name if name else work / f"{run_id}-{n}.txt"
     f.write_text(text or f"change {n} by run {run_id}\n")
     git(workdir, "add", "-A", str(f.relative_to(workdir)))
-    git(workdir, "commit", "-q", "-m", f"agent {run_id}: step {n}")
+    # with the run's trailer, as `healer loop run` commits: the fleet merges nothing else
+    git(workdir, "commit", "-q", "-m", f"agent {run_id}: step {n}\n\nHealer-Run: {run_id}")
     return git(workdir, "rev-parse", "HEAD")
 
 

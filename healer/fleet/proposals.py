@@ -69,6 +69,38 @@ def merge_message(p: Proposal) -> str:
     return f"healer: merge {p.branch} ({p.ticket_id})\n\nHealer-Ticket: {p.ticket_id}"
 
 
+VET_MAX = 500  # commits of a proposal vetted one by one; more is no proposal a loop makes
+
+
+def foreign(root: Path, main: str, commit: str, patterns) -> str | None:
+    """Why the commits `commit` would bring onto main (`main..commit`) are not all the loop's own, or None.
+    Every one must be a commit healer's loop made: one parent (the loop never merges), the `Healer-Run:` trailer,
+    and no protected path changed from its parent, so a commit an agent made (a "Security Team, Reviewed-by"
+    one gutting a test) never reaches main, whatever the tree at the tip holds (issue 31). The trailer can be
+    forged by an unsandboxed agent; the protected paths cannot be."""
+    from healer.loop.gitops import protected
+
+    r = git.run(root, "rev-list", "--parents", f"--max-count={VET_MAX + 1}", commit, f"^{main}", check=False)
+    if r.code != 0:
+        return f"cannot list the commits of {commit[:12]}: {r.text[-200:]}"
+    rows = [ln.split() for ln in r.stdout.splitlines() if ln.strip()]
+    if len(rows) > VET_MAX:
+        return f"more than {VET_MAX} commits between {main} and {commit[:12]}"
+    for row in rows:
+        sha, parents = row[0], row[1:]
+        if len(parents) != 1:
+            return f"commit {sha[:12]} has {len(parents)} parents: the loop never makes such a commit"
+        body = git.run(root, "log", "-1", "--format=%an <%ae>%x00%(trailers:key=Healer-Run,valueonly)", sha).stdout
+        who, _, run = body.partition("\0")
+        if not run.strip():
+            return f"commit {sha[:12]} by {who} was not made by healer's loop (no Healer-Run trailer)"
+        d = git.raw(root, "diff-tree", "-r", "-z", "--name-only", "--no-renames", "--no-commit-id", parents[0], sha)
+        bad = [x for x in d.decode("utf-8", "surrogateescape").split("\0") if x and protected(x, patterns)]
+        if bad:
+            return f"commit {sha[:12]} ({who}) changes protected paths: {', '.join(bad[:10])}"
+    return None
+
+
 def gate_proposal(root: Path, policy, p: Proposal, clock: Clock, still_wanted=None) -> Verdict:
     """Merge `p` onto main in a scratch worktree, run the merge gates, advance main on a pass.
 
@@ -82,6 +114,9 @@ def gate_proposal(root: Path, policy, p: Proposal, clock: Clock, still_wanted=No
         return Verdict(REJECTED, f"commit {p.commit} is not in the repository", old)
     if git.is_ancestor(root, p.commit, old):
         return Verdict(MERGED, f"{p.commit[:12]} is already on {main}", old, old)
+    why = foreign(root, old, p.commit, policy.loop.protected_paths)
+    if why:
+        return Verdict(REJECTED, f"not merged: {why}", old)
 
     scratch = scratch_dir(root, f"{p.ticket_id}-p{p.id}")
     clear_scratch(scratch, root)

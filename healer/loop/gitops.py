@@ -21,12 +21,12 @@ import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from healer import digest
+from healer import digest, walk
 from healer.errors import HealerError
 from healer.files import write_atomic
 from healer.git import GitError, layout, mentions, raw, rev, run
 from healer.lite import Pattern, dataclass
-from healer.loop import gitindex, treewatch, walk
+from healer.loop import gitindex, treewatch
 
 LOOP_FILES = ("progress.md", "lessons.md")
 HEALER_DIR = ".healer"
@@ -1015,16 +1015,9 @@ def _loose_size(cwd: str | Path, oid: str) -> int | None:
 
 
 def _replaces(common: Path) -> bool:
-    """Replace refs change what an object id reads as: then only git reads objects."""
-    if os.environ.get("GIT_NO_REPLACE_OBJECTS") is not None:
-        return False
-    if os.environ.get("GIT_REPLACE_REF_BASE") is not None or os.path.isdir(common / "refs" / "replace"):
-        return True
-    try:
-        with open(common / "packed-refs", "rb") as f:
-            return b" refs/replace/" in f.read()
-    except OSError:
-        return False
+    """Replace refs would change what an object id reads as; healer's git never honours them
+    (GIT_NO_REPLACE_OBJECTS, healer.git), so an object file read here is what git reads."""
+    return False
 
 
 def diff_bytes(cwd: str | Path, before: str, after: str) -> int:
@@ -1203,3 +1196,79 @@ def _overlay(cwd: Path, base_tree: str, now_tree: str, paths: list[str]) -> str:
     tree = run(cwd, "write-tree", env=env).stdout
     idx.unlink(missing_ok=True)
     return tree
+
+
+# -- a tree too big to measure -------------------------------------------------------------
+
+LIST_CAP = 1_000_000  # entries `ls-files` may name before the answer is "too big" without reading the rest
+
+
+@dataclass(frozen=True)
+class Oversize:
+    why: str
+    paths: list[str]  # what the agent added or changed, as git lists it (not ignored)
+    size: int = 0  # their bytes on disk
+    lines: int = 0  # the least number of lines they add (one per new non-empty file)
+
+
+def oversize(cwd: str | Path, max_lines: int, max_bytes: int, timeout: float = TIMEOUT) -> Oversize | None:
+    """The agent's change already over the scope caps by what the disk says, before `add -A` hashes it: the
+    files git would add (untracked and not ignored, or tracked and modified by their stat), by size and by
+    count. `add -A` of a 6 GB sparse file or of 100,000 new files took a minute past an 8 s deadline.
+    Exact, not a guess: every byte of an added or modified file counts in `diff_size`, and a new non-empty
+    file adds at least one line (a binary one counts one), so over these bounds the measured diff is over
+    the caps too. One `ls-files`, no hashing. None: within bounds, measured as usual."""
+    cwd = Path(cwd)
+    out = raw(cwd, "ls-files", "-z", "-t", "-o", "-m", "--exclude-standard", "--", ":/", timeout=timeout)
+    paths: list[str] = []
+    size = lines = 0
+    for rec in out.split(b"\0"):
+        if len(rec) < 3:
+            continue
+        tag, p = rec[:1], rec[2:].decode("utf-8", "surrogateescape")
+        if is_loop_file(p) or p in paths[-1:]:
+            continue
+        try:
+            st = os.lstat(cwd / p)
+        except OSError:
+            continue
+        paths.append(p)
+        size += st.st_size
+        if tag == b"?" and st.st_size:
+            lines += 1
+        if len(paths) > LIST_CAP:
+            break
+    if size > max_bytes:
+        return Oversize(f"{size} bytes on disk > {max_bytes}, before measuring", paths, size, lines)
+    if lines > max_lines:
+        return Oversize(f"{lines} new files > {max_lines} lines, before measuring", paths, size, lines)
+    return None
+
+
+def set_aside_fast(cwd: str | Path, tree: str, paths: Sequence[str], quarantine: Path) -> int:
+    """An oversized change rolled back without reading it: every path renamed into `quarantine` (same file
+    system: the iteration's folder in the worktree; nothing hashed, nothing copied, nothing deleted, listed in
+    its MANIFEST.json), then the files `tree` holds written back from git. Returns how many were moved."""
+    cwd = Path(cwd)
+    plan = [{"path": p, "saved_as": str(quarantine / "oversize" / p), "reason": "oversize"} for p in paths
+            if _blocker(cwd, p) is None and os.path.lexists(cwd / p)]
+    if not plan:
+        return 0
+    # the record first: a disk too full to write it (an agent that filled it) moves nothing (exit 74 follows)
+    quarantine.mkdir(parents=True, exist_ok=True)
+    _add_to_manifest(quarantine / "MANIFEST.json", plan)
+    moved: list[dict] = []
+    for m in plan:
+        dst = Path(m["saved_as"])
+        try:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(cwd / m["path"], dst)
+        except OSError:
+            continue
+        moved.append(m)
+    if moved:
+        have = _entries(cwd, tree, [m["path"] for m in moved])
+        for p, (mode, blob) in have.items():
+            if mode != "160000":
+                _write_entry(cwd, p, mode, raw(cwd, "cat-file", "blob", blob), quarantine, "oversize", None)
+    return len(moved)

@@ -6,8 +6,11 @@ Two checks, both before/after comparisons made by the loop (never by the agent):
   the worktree's own branch): every change is reported (`loop.git_tampered`, with the paths)
   and undone: files come back byte for byte from the copy taken before the agent ran, the
   agent's versions go to the iteration's quarantine folder; refs are moved back by
-  compare-and-swap and new refs are kept under `refs/healer/quarantine/`. In a fleet, other
-  refs move legitimately (merges, other tickets' agents), so there they are reported, not moved.
+  compare-and-swap and new refs are kept under `refs/healer/quarantine/`. In a fleet, what healer's
+  own parts move is left out first (`fleet_moves_dropped`: merges, other tickets' branches, fetches,
+  other worktrees' admin folders); the rest is undone there too.
+- **The run's own branch** stays at the run's base: an agent's commits are set aside
+  (`set_commits_aside`, `loop.agent_commits`), the loop alone commits.
 - **Writes outside the worktree** that healer can see (the fleet root or the project beside
   the worktree, the folder that holds it, $HOME's top level): reported as `loop.outside_write`
   when the agent runs unsandboxed. Inside bubblewrap they cannot happen.
@@ -19,9 +22,8 @@ import os
 import stat
 from pathlib import Path
 
-from healer import git
+from healer import git, walk
 from healer.lite import dataclass, field
-from healer.loop import walk
 
 Entry = tuple  # ("d",) | ("l", target) | ("f", mode, bytes)
 CAP = 50_000  # entries per scan: a huge folder is scanned in part, never for ever
@@ -123,7 +125,10 @@ def _refs(common: Path, deep: list[str] | None = None) -> dict[str, str]:
     return out
 
 
-def git_capture(workdir: Path) -> GitSnap | None:
+def git_capture(workdir: Path, fleet: bool = False) -> GitSnap | None:
+    """The git common directory as the guard compares it. In a fleet (`fleet`), only this worktree's own admin
+    folder of `worktrees/`: the others are other tickets' and the dispatcher's scratch checkouts, made, moved and
+    removed while this loop runs (their own loops watch theirs; the dispatcher owns its scratch ones)."""
     d = _git_dirs(Path(workdir))
     if d is None:
         return None
@@ -142,7 +147,8 @@ def git_capture(workdir: Path) -> GitSnap | None:
         _walk(cd, rel, s.files)
     wts = cd / "worktrees"
     if wts.is_dir() and not wts.is_symlink():
-        for d2 in sorted(wts.iterdir()):
+        mine = [wts / gd.name] if fleet and gd.parent == wts else [] if fleet else sorted(wts.iterdir())
+        for d2 in mine:
             for n in ("HEAD", "config.worktree", "commondir", "gitdir"):
                 _walk(cd, f"worktrees/{d2.name}/{n}", s.files)
     if gd != cd and not str(gd).startswith(str(wts) + os.sep):
@@ -201,6 +207,53 @@ def git_changes(before: GitSnap, after: GitSnap) -> GitChanges:
         # HEAD would land on that one (main, another ticket's branch)
         refs[after.own_ref] = (before.own_value, after.own_value)
     return GitChanges(files, dict(sorted(refs.items())))
+
+
+MERGES_SEEN = 50  # the dispatcher's merges one agent step may span
+
+
+def _healers_merge(workdir: Path, old: str | None, new: str | None) -> bool:
+    """`new` is `old` advanced by merges the fleet's dispatcher made: following first parents from `new` reaches
+    `old` through commits that each name their ticket (`Healer-Ticket:`, proposals.merge_message)."""
+    if not old or not new or _symbolic(old) or _symbolic(new):
+        return False
+    c = new
+    for _ in range(MERGES_SEEN):
+        r = git.run(workdir, "cat-file", "commit", c, check=False)
+        head, _, body = r.stdout.partition("\n\n")
+        parents = [ln[7:] for ln in head.splitlines() if ln.startswith("parent ")]
+        if r.code != 0 or len(parents) != 2 or not any(ln.startswith("Healer-Ticket: ") for ln in body.splitlines()):
+            return False
+        if parents[0] == old:
+            return True
+        c = parents[0]
+    return False
+
+
+def _undoes_foreign(workdir: Path, old: str | None, new: str | None) -> bool:
+    """`new` is where the ref stood before `old` was set by something that is not healer's: an ancestor of `old`
+    from which `old` is not reached by the dispatcher's merges (a neighbour's guard undoing its agent's move)."""
+    if not old or not new or _symbolic(old) or _symbolic(new):
+        return False
+    r = git.run(workdir, "merge-base", "--is-ancestor", new, old, check=False)
+    return r.code == 0 and not _healers_merge(workdir, new, old)
+
+
+def fleet_moves_dropped(workdir: Path, before: GitSnap, ch: GitChanges) -> GitChanges:
+    """The ref moves of a fleet that are healer's own, left out of what this loop reports: other tickets'
+    branches (their loops commit; the agent's own branch is checked by the runner), remote-tracking refs (the
+    dispatcher fetches), and main advanced by a merge the dispatcher made. What stays is reported."""
+    keep = {}
+    for ref, (old, new) in ch.refs.items():
+        if ref != before.own_ref and not _symbolic(new):
+            if ref.startswith("refs/heads/healer/") or ref.startswith("refs/remotes/"):
+                continue
+            if _healers_merge(workdir, old, new):
+                continue
+            if _undoes_foreign(workdir, old, new):
+                continue  # another loop's guard put back a move its own agent made: never "restored" to the attack
+        keep[ref] = (old, new)
+    return GitChanges(ch.files, keep)
 
 
 def _blocked(base: Path, rel: str) -> bool:

@@ -602,7 +602,8 @@ class Runner:
         self._n = n
         self._adopt_objects(n)  # what a runner killed after a program's end had not adopted yet
         last, self._gsnap_end = self._gsnap_end, None
-        self._gsnap = last if last is not None and self.req.fleet_root is None else guard.git_capture(self.workdir)
+        self._gsnap = last if last is not None and self.req.fleet_root is None else \
+            guard.git_capture(self.workdir, fleet=self.req.fleet_root is not None)
         watch = self.sbx_mode == "none"
         roots = guard.outside_roots(self.workdir, self.req.fleet_root, self._gsnap.common if self._gsnap else None) \
             if watch else []
@@ -711,25 +712,28 @@ class Runner:
         before = getattr(self, "_gsnap", None)
         if before is None:
             return
-        after = guard.git_capture(self.workdir)
+        fleet = self.req.fleet_root is not None
+        after = guard.git_capture(self.workdir, fleet=fleet)
         if after is None:
             return
         ch = guard.git_changes(before, after)
+        if fleet and ch.refs:
+            ch = guard.fleet_moves_dropped(self.workdir, before, ch)
         if not ch:
             self._gsnap_end = after
             self._put_branch_back(n, phase)
             return
-        undone = guard.git_revert(self.workdir, before, ch, self.paths.quarantine(n), self.st.run_id, n,
-                                  move_refs=self.req.fleet_root is None)
+        # in a fleet too: what healer's own parts move (merges, other loops' branches, fetches) is left out above
+        undone = guard.git_revert(self.workdir, before, ch, self.paths.quarantine(n), self.st.run_id, n, move_refs=True)
         self._event("loop.git_tampered", {"n": n, "phase": phase, "paths": ch.paths(before),
                                           "refs": {k: list(v) for k, v in ch.refs.items()}, "undone": undone,
-                                          "refs_moved_back": self.req.fleet_root is None})
+                                          "refs_moved_back": True})
         self._event("loop.outside_write", {"n": n, "sandbox": self.sbx_mode, "count": len(ch.files) + len(ch.refs),
                                            "paths": ch.paths(before)[:200], "area": "git"})
         self._note(n, f"## iteration {n}: git directory changed outside the branch ({phase}); undone\n- "
                    + ", ".join(ch.paths(before)[:20]))
         self._put_branch_back(n, phase)
-        self._gsnap = self._gsnap_end = guard.git_capture(self.workdir)
+        self._gsnap = self._gsnap_end = guard.git_capture(self.workdir, fleet=fleet)
 
     def _put_branch_back(self, n: int, phase: str) -> None:
         """The run's branch stays at its base until healer commits: commits the agent made (or a reset, a deleted
@@ -924,22 +928,31 @@ class Runner:
 
         wd = self.workdir
         self._check_git(n, "agent")
+        quarantine = self.paths.quarantine(n)
+        # a change too big to measure in time (a 6 GB file, 100,000 new files) is rolled back unread: scope drift
+        big = gitops.oversize(wd, L.max_diff_lines, L.max_diff_bytes)
+        if big is not None:
+            count = gitops.set_aside_fast(wd, before, big.paths, quarantine)
+            self._event("loop.oversize", {"n": n, "why": big.why, "paths": big.paths[:50], "moved": count,
+                                          "quarantine": str(quarantine / "oversize")})
+            self._note(n, f"## iteration {n}: scope drift ({big.why}); {count} paths set aside unread")
         after = gitops.snapshot(wd)
         changed, lines, nbytes = gitops.diff_stat(wd, before, after)
         prot = [p for p in changed if gitops.protected(p, L.protected_paths)]
         # and what git does not see there: files its ignore rules hide (the agent may write .gitignore too)
         prot += gitops.hidden_changes(wd, after, on_disk, gitops.protected_on_disk(wd, L.protected_paths), set(prot))
-        quarantine = self.paths.quarantine(n)
         reverted = gitops.put_back(wd, before, prot, quarantine, f"loop {st.run_id} iteration {n}: protected path",
                                    clock) if prot else []
         self._checked(idir)
         if reverted:
             after = gitops.snapshot(wd)
             lines, nbytes = gitops.diff_size(wd, before, after)
-        drift = lines > L.max_diff_lines or nbytes > L.max_diff_bytes
+        if big is not None:  # what the agent's change was, before it was set aside unread
+            lines, nbytes = max(lines, big.lines), max(nbytes, big.size)
+        drift = big is not None or lines > L.max_diff_lines or nbytes > L.max_diff_bytes
         self._diff_bytes = nbytes
         rolled = []
-        if drift:
+        if drift and big is None:
             why = (f"{lines} lines > {L.max_diff_lines}" if lines > L.max_diff_lines
                    else f"{nbytes} bytes > {L.max_diff_bytes}")
             rolled = gitops.put_back(wd, before, gitops.changed_between(wd, before, after), quarantine,

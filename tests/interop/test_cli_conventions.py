@@ -167,7 +167,7 @@ def test_a_merge_commit_names_its_ticket_even_when_main_could_fast_forward(tmp_p
     git(root, "checkout", "-q", "-b", "healer/T-7")
     (root / "fix.txt").write_text("fixed\n")
     git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "agent work")
+    git(root, "commit", "-q", "-m", "agent work\n\nHealer-Run: r1")  # the loop's trailer: the fleet merges only those
     commit = git(root, "rev-parse", "HEAD")
     git(root, "checkout", "-q", "main")
     p = Proposal(id=1, ticket_id="T-7", branch="healer/T-7", commit=commit, state="open", created_at=T0)

@@ -242,8 +242,11 @@ def test_packed_trees_are_compared_by_git(tmp_path):
     git(repo, "commit", "-q", "-m", "2")
     b = git(repo, "rev-parse", "HEAD^{tree}")
     assert gitops._loose_diff(repo, a, b) == ["d/f.txt"]
-    git(repo, "replace", "-f", b, a)  # replace refs change what an id reads as: only git reads then
-    assert gitops._loose_tree(repo, a) is None and gitops._loose_diff(repo, a, b) is None
+    git(repo, "replace", "-f", b, a)  # healer's git never honours replace refs (issue 31): the loose read is its answer
+    from healer import git as hgit
+
+    theirs = hgit.run(repo, "diff-tree", "-r", "--name-only", "--no-commit-id", a, b).stdout.split()
+    assert gitops._loose_diff(repo, a, b) == theirs == ["d/f.txt"]
     git(repo, "replace", "-d", b)
     git(repo, "gc", "-q", "--prune=now")
     assert gitops._loose_diff(repo, a, b) is None  # packed: git answers

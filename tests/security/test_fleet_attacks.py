@@ -52,7 +52,7 @@ def _fleet(tmp_path, sandbox_mode: str):
     outside.parent.mkdir()
     git.run(root, "checkout", "-q", "-b", "healer/T-1")
     (root / "solution.py").write_text(HOSTILE_SOLUTION.format(outside=str(outside), root=str(root)))
-    git.run(root, *git.IDENTITY, "commit", "-q", "-a", "-m", "the agent's answer")
+    git.run(root, *git.IDENTITY, "commit", "-q", "-a", "-m", "the agent's answer\n\nHealer-Run: r1")
     sha = git.rev(root)
     git.run(root, "checkout", "-q", "main")
     gate = {"name": "check", "run": [PY, "tests/check.py"], "timeout": "60s"}

@@ -63,7 +63,7 @@ def test_loop_commit_and_fleet_merge_run_no_repository_program(tmp_path):
     git.add_worktree(repo, wt, "healer/T1", "main")
     (wt / "f.txt").write_text("side\n")
     gitops.snapshot(wt)
-    sha = gitops.commit_all(wt, "loop: goal reached at iteration 1")
+    sha = gitops.commit_all(wt, "loop: goal reached at iteration 1\n\nHealer-Run: r1")
     assert sha
     assert git.run(wt, "show", f"{sha}:tests/check.py").stdout == "assert 1 + 1 == 2"
     assert git.run(wt, "diff", "HEAD~1", "HEAD").code == 0
