@@ -68,7 +68,7 @@ def test_a_hung_stream_ends_at_the_deadline_with_nothing_left(tmp_path, preset, 
     need_bwrap()
     repo = calc_repo(tmp_path / "repo")
     with ModelServer("hang") as m:
-        cp = loop(repo, policy(tmp_path / "p.yaml", preset, max_iterations=1, iteration_timeout="8s"),
+        cp = loop(repo, policy(tmp_path / "p.yaml", preset, max_iterations=1, iteration_timeout="15s"),
                   agent_env(preset, home, m))
         assert [r["kind"] for r in m.turns()] == ["shell", "hang"]  # the CLI was inside the dead stream
         assert left_in(repo) == []  # checked while the model still holds the stream open
