@@ -1,6 +1,6 @@
 """healer/loop/usage.py: the CLIs' streams turned into usage per API turn, and the loop-shape rules of decide.py.
 
-The transcripts below are written from the documented formats (Claude Code's stream-json as its
+The transcripts below (but the last test's, recorded from Claude Code 2.1.332) are written from the documented formats (Claude Code's stream-json as its
 `--output-format stream-json --verbose` prints it, one assistant line per content block with the message id
 and usage repeated; codex-rs/exec/src/exec_events.rs and event_processor_with_jsonl_output.rs for
 `codex exec --json`; Codex's session file's `token_count` events), not recorded from the real CLIs."""
@@ -8,6 +8,7 @@ and usage repeated; codex-rs/exec/src/exec_events.rs and event_processor_with_js
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -231,3 +232,26 @@ def test_a_converging_agents_progress_counts_never_make_a_duplicate(text, a, b):
     ka = decide.output_key(f"{text}\nprogress: {a} of 1000000 steps done")
     kb = decide.output_key(f"{text}\nprogress: {b} of 1000000 steps done")
     assert (ka == kb) == (a == b)
+
+
+# -- recorded from the real CLI ------------------------------------------------------------------------------
+
+TRANSCRIPTS = Path(__file__).with_name("transcripts")
+
+
+def test_recorded_claude_code_transcript_priced_as_claude_bills_it():
+    """Recorded from Claude Code 2.1.332 (`claude -p --output-format stream-json --verbose
+    --include-partial-messages --permission-mode acceptEdits --allowedTools Bash`) against a scripted Messages
+    server on 127.0.0.1 (two API calls: text + Bash tool use, then text; cache writes and reads). The assistant
+    lines say output_tokens 1; the message_delta stream events carry 300 and 700; Claude's own bill is $0.05505."""
+    lines = (TRANSCRIPTS / "claude-2.1.332-stream-json.jsonl").read_text().splitlines()
+    m = usage.Meter("claude")
+    result_at = next(i for i, ln in enumerate(lines) if json.loads(ln)["type"] == "result")
+    for ln in lines[:result_at]:  # before the result line: what a kill just before the end would leave
+        m.feed(ln)
+    assert set(m.turns) == {"msg_main_1", "msg_main_2"}
+    assert [m.turns[k].tokens.output for k in ("msg_main_1", "msg_main_2")] == [300, 700]
+    assert m.reported_usd is None and m.usd == pytest.approx(0.05505)  # the estimate alone is Claude's bill
+    m.feed(lines[result_at])
+    assert m.reported_usd == pytest.approx(0.05505) and m.usd == pytest.approx(0.05505)
+    assert m.said() == "Wrote hi.txt. Done."
