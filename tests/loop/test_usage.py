@@ -1,6 +1,7 @@
 """healer/loop/usage.py: the CLIs' streams turned into usage per API turn, and the loop-shape rules of decide.py.
 
-The transcripts below (but the last test's, recorded from Claude Code 2.1.332) are written from the documented formats (Claude Code's stream-json as its
+The transcripts below (but the recorded ones at the end: Claude Code 2.1.332, Codex 0.171.0, in
+tests/loop/transcripts/) are written from the documented formats (Claude Code's stream-json as its
 `--output-format stream-json --verbose` prints it, one assistant line per content block with the message id
 and usage repeated; codex-rs/exec/src/exec_events.rs and event_processor_with_jsonl_output.rs for
 `codex exec --json`; Codex's session file's `token_count` events), not recorded from the real CLIs."""
@@ -255,3 +256,28 @@ def test_recorded_claude_code_transcript_priced_as_claude_bills_it():
     m.feed(lines[result_at])
     assert m.reported_usd == pytest.approx(0.05505) and m.usd == pytest.approx(0.05505)
     assert m.said() == "Wrote hi.txt. Done."
+
+
+def test_recorded_codex_exec_json_and_session_file():
+    """Recorded from Codex 0.171.0 (`codex exec --json`, a custom `responses` provider on 127.0.0.1, two API calls:
+    20,000 input / 4,000 cached / 300 output, then 21,000 / 20,000 / 700). stdout gives the thread's total once,
+    at turn.completed; the session file (trimmed to its token counts and the model) one running total per call."""
+    price = usage.DEFAULT_PRICES["gpt-5"]
+    total = (17000 * price.input + 24000 * price.cached_input + 1000 * price.output) / 1e6
+    out = usage.Meter("codex")
+    for ln in (TRANSCRIPTS / "codex-0.171.0-exec-json.jsonl").read_text().splitlines():
+        out.feed(ln)
+    assert out.usd == pytest.approx(total) and out.said() == "Wrote hi.txt. Done."
+    # the session file alone, cut after the first call (a kill mid-turn): that call is counted
+    ses = (TRANSCRIPTS / "codex-0.171.0-session-trimmed.jsonl").read_text().splitlines()
+    first = next(i for i, ln in enumerate(ses) if '"token_count"' in ln)
+    m = usage.Meter("codex")
+    for ln in ses[:first + 1]:
+        m.feed(ln)
+    assert m.model == "gpt-5-codex"
+    assert m.usd == pytest.approx((16000 * price.input + 4000 * price.cached_input + 300 * price.output) / 1e6)
+    for ln in ses[first + 1:]:
+        m.feed(ln)
+    for ln in (TRANSCRIPTS / "codex-0.171.0-exec-json.jsonl").read_text().splitlines():
+        m.feed(ln)  # both sources, as the runner reads them: the same total, never twice
+    assert m.usd == pytest.approx(total) and len(m.turns) == 2
