@@ -281,3 +281,21 @@ def test_recorded_codex_exec_json_and_session_file():
     for ln in (TRANSCRIPTS / "codex-0.171.0-exec-json.jsonl").read_text().splitlines():
         m.feed(ln)  # both sources, as the runner reads them: the same total, never twice
     assert m.usd == pytest.approx(total) and len(m.turns) == 2
+
+
+def test_the_clis_own_bill_raises_later_estimates_never_lowers_them():
+    line = json.dumps({"type": "assistant", "message": {"id": "m1", "model": "claude-opus-9",
+                                                        "usage": {"input_tokens": 100_000, "output_tokens": 0}}})
+    m = usage.Meter("claude")
+    m.feed(line)
+    assert m.usd == pytest.approx(0.30)  # an unknown Claude model: Sonnet's price
+    m.feed(json.dumps({"type": "result", "total_cost_usd": 0.40}))
+    scale = usage.calibrate(m)
+    assert scale == pytest.approx(4 / 3)
+    nxt = usage.Meter("claude", scale=scale)
+    nxt.feed(line)  # killed before its result line: priced as the CLI would bill it
+    assert nxt.usd == pytest.approx(0.40)
+    cheaper = usage.Meter("claude")
+    cheaper.feed(line)
+    cheaper.feed(json.dumps({"type": "result", "total_cost_usd": 0.01}))
+    assert usage.calibrate(cheaper, scale) == scale and usage.calibrate(usage.Meter("codex"), 2.0) == 2.0
