@@ -147,6 +147,7 @@ class Runner:
         self.dog: watchdog.Watchdog | None = None  # the deadline a stopped runner still keeps
         self._agent_stopped = ""  # why the runner stopped the iteration's agent early: spend_cap | idle
         self._usage: dict = {}  # the iteration's usage, for its event
+        self._price_scale = 1.0  # the table's prices raised to the CLI's own bill (usage.calibrate), this process
 
     # -- setup ---------------------------------------------------------------------
     def run(self) -> Outcome:
@@ -756,7 +757,7 @@ class Runner:
     def _tap(self, out, n: int) -> tap_mod.Tap:
         L = self.loop_policy
         self._agent_stopped = ""
-        meter = usage.Meter(self.st.preset, usage.price_table(L.prices), L.agent.model)
+        meter = usage.Meter(self.st.preset, usage.price_table(L.prices), L.agent.model, self._price_scale)
         base, cap = self.st.cost_usd, L.spend_cap_usd
 
         def on_turns(_turns) -> None:  # on the reader thread: wake the runner's wait when a turn crosses the cap
@@ -826,8 +827,10 @@ class Runner:
     def _spend_events(self, n: int, meter: usage.Meter, stopped: str, res: procs.Completed) -> None:
         L, st = self.loop_policy, self.st
         tok = meter.tokens
+        self._price_scale = usage.calibrate(meter, self._price_scale)
         self._usage = {"usd": round(meter.usd, 6), "estimated_usd": round(meter.estimated_usd, 6),
                        "reported_usd": meter.reported_usd, "turns": len(meter.turns), "model": meter.model,
+                       "price_scale": round(self._price_scale, 4),
                        "tokens": {"input": tok.input, "output": tok.output, "cached": tok.cached,
                                   "cache_write": tok.cache_write}}
         if stopped == "spend_cap":

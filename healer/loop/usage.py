@@ -159,8 +159,10 @@ class Meter:
 
     `feed(line)` answers the turns whose usage that line added to or changed (empty for other lines)."""
 
-    def __init__(self, preset: str, prices: Mapping[str, Price] | None = None, model: str | None = None) -> None:
+    def __init__(self, preset: str, prices: Mapping[str, Price] | None = None, model: str | None = None,
+                 scale: float = 1.0) -> None:
         self.preset = preset
+        self.scale = max(1.0, scale)  # learnt from the CLI's own bill in an earlier iteration (calibrate)
         self.table = dict(prices) if prices is not None else dict(DEFAULT_PRICES)
         self.model = model  # the policy's loop.agent.model, until the stream names one
         self.turns: dict[str, Turn] = {}
@@ -174,8 +176,13 @@ class Meter:
 
     # -- what it knows ------------------------------------------------------------------
     @property
-    def estimated_usd(self) -> float:
+    def table_usd(self) -> float:
+        """The turns priced from the table alone."""
         return sum(t.usd for t in self.turns.values())
+
+    @property
+    def estimated_usd(self) -> float:
+        return self.table_usd * self.scale
 
     @property
     def usd(self) -> float:
@@ -295,6 +302,14 @@ class Meter:
         t = Turn(f"codex-{len(self.turns) + 1}", delta, delta.cost(self._price(name)[1]), name)
         self.turns[t.key] = t
         return [t]
+
+
+def calibrate(meter: Meter, scale: float = 1.0) -> float:
+    """The factor the next iterations' estimates are raised by: the CLI billed more than the table says (a model
+    newer than the table, a price rise). Only ever up, and only from the CLI's own bill of the same turns."""
+    if meter.reported_usd is None or meter.table_usd <= 0:
+        return scale
+    return min(max(scale, meter.reported_usd / meter.table_usd), 100.0)
 
 
 class LineBuffer:
