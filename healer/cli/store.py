@@ -81,7 +81,10 @@ def info(root: Path = RootOpt, url: str = UrlOpt, as_json: bool = JsonOpt) -> No
         v = s.version()
         data: dict = {"store": s.path, "schema_version": v}
         if v == CURRENT:
-            data.update(events=s.last_event_id(), tickets=len(s.tickets()))
+            from healer.store import identity
+
+            data.update(events=s.last_event_id(), tickets=len(s.tickets()), fleet_id=s.get_setting(identity.SETTING),
+                        git_fleet_id=identity.git_id(r))
         else:
             data["note"] = (f"newer than this healer ({CURRENT}): upgrade healer" if v > CURRENT else
                             f"older than this healer ({CURRENT}): `healer store migrate` brings it up")

@@ -211,8 +211,11 @@ class Courier:
             try:
                 self.step()
             except Exception as e:  # noqa: BLE001 - the courier outlives a bad row or a locked store; rows stay owed
+                from healer.errors import StoreLost
                 from healer.store import outage
 
+                if isinstance(e, StoreLost):  # gone past its tolerance, damaged or deleted: the daemon says so, once
+                    return
                 if outage.unavailable(e):  # the store is away: one line per outage (healer/store/outage.py)
                     outage.note(self.store, e, tried=False)
                     self._stop.wait(1.0)

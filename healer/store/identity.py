@@ -116,11 +116,14 @@ def check_open(store, root: Path, where: str, gid: str | None, *, readonly: bool
         raise StoreRefused(refusal(verdict, where, gid or "", sid), code)
     if readonly:
         return
-    if verdict == "adopt":
-        set_git_id(root, sid)
-    elif verdict == "stamp":
-        stamp(store, new_id(), floor=old_board_floor(root))
-        set_git_id(root, store.get_setting(SETTING))
+    try:
+        if verdict == "adopt":
+            set_git_id(root, sid)
+        elif verdict == "stamp":
+            stamp(store, new_id(), floor=old_board_floor(root))
+            set_git_id(root, store.get_setting(SETTING))
+    except HealerError:  # git's config could not be written (read-only .git): the next open tries again
+        pass
 
 
 def stamp(store, fid: str, *, floor: int = 0, replace: bool = False) -> None:

@@ -294,3 +294,28 @@ def test_fenced_writes_stay_fenced_across_a_reconnect(restartable_pg, pg_fleet, 
     finally:
         a.close()
         b.close()
+
+
+def test_up_past_the_tolerance_ends_with_one_line_and_69(restartable_pg, pg_fleet, tmp_path):
+    root = make_repo(tmp_path / "fleet", {"README.md": "# x\n", "healer.yaml": yaml.safe_dump(
+        _policy(outage_tolerance="3s"))})
+    (root / ".healer").mkdir()
+    store = open_url(pg_fleet, root=root)
+    store.close()
+    up = _up(root, pg_fleet)
+    log = root / ".healer" / "up.log"
+    try:
+        wait_until(lambda: "dispatcher and supervisor running" in log.read_text() or up.poll() is not None, 60, "up running")
+        restartable_pg.halt("fast")
+        try:
+            code = up.wait(120)
+        finally:
+            restartable_pg.resume_server()
+    finally:
+        _stop(up)
+    text = log.read_text()
+    assert code == 69, text[-2000:]
+    assert "Traceback" not in text
+    assert text.count("store unavailable (") == 1, text[-2000:]
+    last = [ln for ln in text.splitlines() if ln.strip()][-1]
+    assert last.startswith("healer: up: ") and "store.outage_tolerance (3s)" in last, last
