@@ -81,3 +81,25 @@ def test_a_loop_cut_short_by_its_host_is_resumed_and_not_counted():
     assert core.died(a) and not core.interrupted(a) and core.infra(a) and core.counted([a]) == []
     assert core.resumable([a], now=10.0, ttl=3600.0) == "r"
     assert not core.died(_att(1, "exit 1"))
+
+
+def test_a_fleet_run_cut_short_before_its_first_save_starts_when_resumed(tmp_path):
+    """A full disk at a run's very start (exit 74 before state.json) is an infrastructure ending the dispatcher
+    resumes; with nothing saved, `--resume` starts that run instead of failing with 'no run' (an exit 64 the
+    budget would count against the agent)."""
+    root = make_repo(tmp_path / "root")
+    (root / ".healer").mkdir(exist_ok=True)
+    wt = root / ".healer" / "worktrees" / "T-1"
+    git(root, "worktree", "add", "-q", "-b", "healer/T-1", str(wt), "main")
+    (wt / "agent.py").write_text("open('work.txt', 'a').write('step\\n')\n")
+    git(wt, "add", "agent.py")
+    git(wt, "commit", "-q", "-m", "the agent")
+    task = tmp_path / "task.md"
+    task.write_text("do the work\n")
+    policy = {"loop": {"agent": {"preset": "command", "command": [sys.executable, str(wt / "agent.py")]},
+                       "gates": [{"name": "work", "run": [sys.executable, "-c", GATE]}], "max_iterations": 2}}
+    (tmp_path / "p.yaml").write_text(json.dumps(policy))
+    r = healer("loop", "run", "--policy", str(tmp_path / "p.yaml"), "--task", str(task), "--workdir", str(wt),
+               "--root", str(root), "--run-id", "T-1-01", "--resume", "T-1-01", cwd=wt)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads((wt / ".healer" / "runs" / "T-1-01" / "result.json").read_text())["exit_code"] == 0
