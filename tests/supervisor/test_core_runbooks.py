@@ -107,7 +107,7 @@ def test_template_passes_check():
 def test_cli_check_and_new(tmp_path: Path):
     r = healer("runbook", "check", str(SHIPPED))
     assert r.returncode == 0, r.stderr
-    assert "15 runbook(s) ok" in r.stdout
+    assert "16 runbook(s) ok" in r.stdout
     r = healer("runbook", "new", "slow-requeue", "--dir", str(tmp_path / "rb"))
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "rb" / "slow-requeue.md").is_file()
