@@ -93,3 +93,19 @@ def test_one_real_tick_unblocks_a_ticket_whose_label_was_dropped(tmp_path):
     assert store.ticket("B-1").state == lifecycle.QUEUED
     assert store.count_events("intent.done", subject="B-1") == 1
     store.close()
+
+
+def test_plan_counts_the_tickets_that_need_a_human(tmp_path):
+    """`healer plan` on a fleet with no finding but two tickets in needs_human does not call it healthy."""
+    root = make_repo(tmp_path / "fleet")
+    assert healer("init", "--root", str(root)).returncode == 0
+    store = open_store(root)
+    for tid in ("H-1", "H-2"):
+        store.add_ticket("t", id=tid)
+        store.move_ticket(tid, lifecycle.NEEDS_HUMAN, actor="dispatcher")
+    store.close()
+    r = healer("plan", "--root", str(root))
+    assert r.returncode == 0, r.stderr
+    assert "looks healthy" not in r.stdout and "2 ticket(s) need a human" in r.stdout and "H-1, H-2" in r.stdout
+    j = json.loads(healer("plan", "--json", "--root", str(root)).stdout)
+    assert j["needs_human"] == ["H-1", "H-2"]
