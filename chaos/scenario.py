@@ -766,7 +766,9 @@ def discover(paths: list[str | Path] | None = None) -> list[Path]:
             elif long.exists():
                 out.append(long)
             else:
-                raise InvalidInput(f"{raw}: no such scenario file or folder")
+                names = sorted({q.stem for q in SCENARIO_DIR.glob("*.yaml")} |
+                               {q.stem for q in (SCENARIO_DIR / "campaigns").glob("*.yaml")})
+                raise InvalidInput(f"{raw}: no such scenario file or folder{did_you_mean(p.stem, names)}")
     return out
 
 

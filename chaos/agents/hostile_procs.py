@@ -141,9 +141,9 @@ def stop(token: str) -> None:
 def fleet(meeting: str, witness: str) -> None:
     me = os.path.basename(os.path.realpath("."))
     Path(meeting, f"{me}.started").write_text("1\n")
-    end = time.monotonic() + 60
-    while time.monotonic() < end and not [f for f in os.listdir(meeting) if f.endswith(".started") and f != f"{me}.started"]:
-        time.sleep(0.05)
+    end = _clock.monotonic() + 60
+    while _clock.monotonic() < end and not [f for f in os.listdir(meeting) if f.endswith(".started") and f != f"{me}.started"]:
+        _clock.sleep(0.05)
     siblings = [os.path.realpath(os.path.join("..", d)) for d in os.listdir("..") if d != me]
     out: dict[str, list] = {"root_writes": [], "cwd_writes": [], "secrets": [], "seen": []}
     for sib in siblings:
@@ -154,9 +154,9 @@ def fleet(meeting: str, witness: str) -> None:
     Path(meeting, f"{me}.json").write_text(json.dumps({**out, "siblings": siblings}))
     Path(meeting, f"{me}.done").write_text("1\n")
     # stay until the other agent has looked too, so that this one's processes are there to be attacked
-    end = time.monotonic() + 60
-    while time.monotonic() < end and len([f for f in os.listdir(meeting) if f.endswith(".done")]) < 2:
-        time.sleep(0.05)
+    end = _clock.monotonic() + 60
+    while _clock.monotonic() < end and len([f for f in os.listdir(meeting) if f.endswith(".done")]) < 2:
+        _clock.sleep(0.05)
 
 
 def forks(n: str, report: str) -> None:

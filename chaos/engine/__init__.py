@@ -251,6 +251,17 @@ def run(scenario: Scenario, workdir: str | Path | None = None, *, seed: int | No
         result = Result(scenario, "error", error=f"{type(e).__name__}: {e}", seed=scenario.seed if seed is None else seed,
                         disabled=disabled, workdir=str(wd))
         result.stats["traceback"] = traceback.format_exc(limit=8)
+    except KeyboardInterrupt:  # Ctrl-C: undo what the run did, leave no work folder of ours, then stop (exit 4)
+        if eng is not None and hasattr(eng, "abort"):
+            with contextlib.suppress(Exception):
+                eng.abort()
+        j = getattr(eng, "undo", None)
+        if isinstance(j, undo.UndoJournal):
+            with contextlib.suppress(Exception):
+                j.undo_all()
+        if owned and not keep:
+            shutil.rmtree(wd, ignore_errors=True)
+        raise
     finally:
         if off:
             if saved is None:

@@ -82,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in args or bool(os.environ.get("HEALER_DEBUG"))
     try:
         rv = app(args=args, prog_name="healer", standalone_mode=False)
+        # typer turns Ctrl-C (KeyboardInterrupt) into exit 130, returned here; healer's table says 4 (stopped)
+        if rv == 130:
+            err("healer: interrupted")
+            return errors.STOPPED
         return int(rv or 0)
     except errors.InvalidInput as e:
         _trace(debug)
@@ -93,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         err(f"healer: {e}")
         return e.exit_code
     except typer.Exit as e:
-        return e.exit_code
+        return errors.STOPPED if e.exit_code == 130 else e.exit_code  # Ctrl-C, as above
     except typer.Abort:
         err("healer: aborted")
         return errors.STOPPED

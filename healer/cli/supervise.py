@@ -81,6 +81,8 @@ def plan_data(rep) -> dict[str, Any]:
         "deferred": [{**act(a), "why": why} for a, why in d.deferred],
         "alerts": [{"key": al.key, "text": al.text, "severity": al.severity} for al in d.alerts],
         "repair": d.repair, "repair_reason": getattr(d, "repair_reason", ""),
+        # what no rule moves: tickets waiting for a person (a finding-free fleet can still need one)
+        "needs_human": sorted(t.id for t in s.tickets if t.state == "needs_human"),
     }
 
 
@@ -92,7 +94,7 @@ def print_plan(rep) -> None:
         out.append(f"failed sources (fail-open, dependent sentinels unknown): {', '.join(data['failed_sources'])}")
     out.append(f"\nfindings ({len(data['findings'])})")
     if not data["findings"]:
-        out.append("  none: the fleet looks healthy")
+        out.append("  none: the fleet looks healthy" if not data["needs_human"] else "  none")
     for f in data["findings"]:
         out.append(f"  {f['kind']:<20} {f['subject']}  {f['severity']}"
                    + ("  [unknown]" if f["status"] == "unknown" else f"  for {_age(now, f['since'])}"))
@@ -110,7 +112,12 @@ def print_plan(rep) -> None:
     if other_d:
         out.append("\nother deferred actions")
         out += [f"  {a['action']} {a['subject']}: {a['why']}" for a in other_d]
-    out.append(f"\nplanned {len(data['actions'])} action(s), deferred {len(data['deferred'])}, alerts {len(data['alerts'])}")
+    out.append(f"\nplanned {len(data['actions'])} action(s), deferred {len(data['deferred'])}, alerts {len(data['alerts'])}, "
+               f"{len(data['needs_human'])} ticket(s) need a human")
+    if data["needs_human"]:
+        shown = data["needs_human"][:20]
+        out.append("  needs a human: " + ", ".join(shown) + (f" (+{len(data['needs_human']) - 20} more)"
+                                                           if len(data["needs_human"]) > 20 else ""))
     for al in data["alerts"]:
         out.append(f"  alert [{al['severity']}] {al['key']}: {al['text']}")
     if data["repair"]:

@@ -27,14 +27,14 @@ from healer.records import Ticket
 
 KIND_ORDER = {k: i for i, k in enumerate((
     "main_red", "same_commit_repush", "zombie_ticket", "wait_cycle", "agent_dead", "agent_stuck",
-    "frozen_in_progress", "stale_label", "orphan_worktree", "unknown_file", "agent_idle",
+    "frozen_in_progress", "stale_label", "stale_block", "orphan_worktree", "unknown_file", "agent_idle",
     "dispatch_frozen", "pool_saturated", "no_closes", "supervisor_silent", "spend_rate",
 ))}
 SEVERITY = {
     "main_red": "critical", "same_commit_repush": "critical", "zombie_ticket": "critical",
     "dispatch_frozen": "critical", "supervisor_silent": "critical", "wait_cycle": "warning",
     "agent_dead": "warning", "agent_stuck": "warning", "frozen_in_progress": "warning",
-    "stale_label": "warning", "orphan_worktree": "warning", "pool_saturated": "warning",
+    "stale_label": "warning", "stale_block": "warning", "orphan_worktree": "warning", "pool_saturated": "warning",
     "no_closes": "warning", "agent_idle": "info", "unknown_file": "info", "spend_rate": "critical",
 }
 _SEV_RANK = {"critical": 0, "warning": 1, "info": 2}
@@ -198,6 +198,39 @@ def tickets(s: Snapshot, policy, ix: Index) -> list[Finding]:
         f = _repush(t, atts, ix) if t is not None else None
         if f is not None:
             out.append(f)
+    return out
+
+
+def stale_blocks(s: Snapshot, policy, ix: Index) -> list[Finding]:
+    """`stale_block`: a ticket in state blocked that nothing blocks any more, for `health.stale_block`: every ticket
+    of its blocked_by done or closed (an unknown one still blocks), no label of fleet.wait_labels or
+    health.stale_labels, no live agent, and no rejected proposal (the dispatcher blocks a ticket whose replays ran
+    out: that one waits for a human). `since`: the last of its own change and its blockers' endings. Judged in full
+    every tick (blocked tickets are few, and a blocker's ending changes them without touching them)."""
+    age = policy.health.stale_block
+    wait = frozenset(policy.fleet.wait_labels) | frozenset(policy.health.stale_labels)
+    out: list[Finding] = []
+    rejected = None
+    for t in s.tickets:
+        if t.state != lifecycle.BLOCKED or (t.labels and not wait.isdisjoint(t.labels)) or ix.live_by_ticket.get(t.id):
+            continue
+        ends = []
+        for b in t.blocked_by:
+            bt = ix.tickets.get(b)
+            if bt is None or bt.state not in lifecycle.TERMINAL:
+                break
+            ends.append(bt.updated_at)
+        else:
+            if rejected is None:
+                rejected = {p.ticket_id for p in s.proposals if p.state == "rejected"}
+            if t.id in rejected:
+                continue
+            since = max([t.updated_at, *ends])
+            if _due(s.now, since, age):
+                out.append(Finding("stale_block", t.id, since, {
+                    "ticket": t.id, "expect": lifecycle.BLOCKED, "blocked_by": list(t.blocked_by),
+                    "labels": sorted(t.labels),
+                }, SEVERITY["stale_block"]))
     return out
 
 

@@ -93,6 +93,7 @@ def _assemble(s: Snapshot, policy, ix: fd.Index, found: dict, comps, queued: dic
     for fs in found.values():
         out.extend(fs)
     out += fd.worktrees(s, policy, ix)
+    out += fd.stale_blocks(s, policy, ix)
     out += [f for _c, f in comps if f is not None]
     out += sentinels.sentinels(s, policy, ix, queued=queued.values(), dispatched=bool(dispatched))
     return plan.ordered(out)

@@ -35,7 +35,8 @@ def detect(snapshot: Snapshot, policy, ix: fd.Index | None = None) -> list[Findi
     """Every finding at snapshot.now, in planning order, one per key."""
     ix = fd.index(snapshot) if ix is None else ix
     return ordered(fd.agents(snapshot, policy, ix) + fd.tickets(snapshot, policy, ix) + fd.worktrees(snapshot, policy, ix)
-                   + waitfor.cycles(snapshot, policy, ix) + sentinels.sentinels(snapshot, policy, ix))
+                   + fd.stale_blocks(snapshot, policy, ix) + waitfor.cycles(snapshot, policy, ix)
+                   + sentinels.sentinels(snapshot, policy, ix))
 
 
 def ordered(found: list[Finding]) -> list[Finding]:
@@ -81,6 +82,10 @@ def _step(name: str, f: Finding, do: list[str], rule: str | None, s: Snapshot, w
     if name == "drop_label":
         return [_pa("drop_label", tid, f, rule, ticket=tid, label=lb, added_at=at)
                 for lb, at in sorted((ev.get("labels") or {}).items())] if tid else []
+    if name == "unblock_ticket":
+        if not tid or ev.get("expect") != "blocked":
+            return []
+        return [_pa("unblock_ticket", tid, f, rule, ticket=tid, expect="blocked")]
     if name == "close_dead_ticket":
         return [_pa("close_dead_ticket", tid, f, rule, ticket=tid, expect=ev.get("expect"),
                     merged_commit=ev.get("merged_commit"))] if tid else []

@@ -22,6 +22,7 @@ from healer.policy.schema import ACTIONS, FINDINGS, Rule, RuleLimits
 #   None     touches nothing (alerts, the dispatch pause): no lease, no attempt recorded.
 LEASE: dict[str, str | None] = {
     "close_dead_ticket": "ticket", "drop_label": "ticket", "requeue_ticket": "ticket", "resume_agent": "ticket",
+    "unblock_ticket": "ticket",
     "stop_agent": "ticket",
     "quarantine_file": "subject", "remove_worktree": "subject",
     "escalate": None, "notify": None, "pause_dispatch": None, "resume_dispatch": None,
@@ -36,6 +37,7 @@ APPLICABLE: dict[str, frozenset[str]] = {
     "agent_stuck": frozenset({"stop_agent", "requeue_ticket", "escalate", "notify"}),
     "frozen_in_progress": frozenset({"requeue_ticket", "escalate", "notify"}),
     "stale_label": frozenset({"drop_label", "escalate", "notify"}),
+    "stale_block": frozenset({"unblock_ticket", "escalate", "notify"}),
     "orphan_worktree": frozenset({"quarantine_file", "remove_worktree", "notify"}),
     "unknown_file": frozenset({"quarantine_file", "notify"}),
     "zombie_ticket": frozenset({"stop_agent", "close_dead_ticket", "escalate", "notify"}),
@@ -62,6 +64,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     _r("stop-stuck-agent", "agent_stuck", ["stop_agent"], 3, max_per_hour=20, max_per_ticket=3),
     _r("requeue-frozen", "frozen_in_progress", ["requeue_ticket"], 3, max_per_hour=50, max_per_ticket=3),
     _r("drop-stale-label", "stale_label", ["drop_label"], 3, max_per_hour=50, max_per_ticket=3),
+    _r("unblock-free-ticket", "stale_block", ["unblock_ticket"], 3, max_per_hour=50, max_per_ticket=3),
     _r("remove-orphan-worktree", "orphan_worktree", ["quarantine_file", "remove_worktree"], max_per_hour=30),
     _r("quarantine-unknown-file", "unknown_file", ["quarantine_file"], max_per_hour=100),
     _r("close-zombie", "zombie_ticket", ["stop_agent", "close_dead_ticket"], max_per_hour=20, max_per_ticket=1),

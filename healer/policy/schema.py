@@ -47,6 +47,7 @@ Action = Literal[
     "close_dead_ticket",
     "drop_label",
     "requeue_ticket",
+    "unblock_ticket",
     "quarantine_file",
     "remove_worktree",
     "resume_agent",
@@ -65,6 +66,7 @@ FindingKind = Literal[
     "agent_stuck",
     "frozen_in_progress",
     "stale_label",
+    "stale_block",
     "orphan_worktree",
     "unknown_file",
     "zombie_ticket",
@@ -248,6 +250,8 @@ class Health(Strict):
     agent_stuck: Duration = "90m"
     frozen_in_progress: Duration = "10m"
     stale_labels: dict[str, Duration] = Field(default_factory=lambda: {"to-review": "2h"})
+    stale_block: Duration = Field("10m", description="a blocked ticket nothing blocks any more (no open blocked_by, no "
+                                                     "wait label, no rejected proposal) for this long is unblocked")
     orphan_worktree: Duration = "30m"
 
 

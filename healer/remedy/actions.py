@@ -302,6 +302,39 @@ def _requeue_verify(ctx: Context, t: Target) -> bool:
     return ctx.store.ticket(t.ticket).state == lifecycle.QUEUED
 
 
+# -- unblock_ticket -----------------------------------------------------------------
+
+def _unblock_check(ctx: Context, t: Target) -> None:
+    """Still blocked, and still nothing blocks it: its blockers done or closed, no wait label, no rejected proposal
+    (a ticket the dispatcher blocked after its replays ran out is a human's), no live agent."""
+    tk = _ticket(ctx, t.ticket)
+    if tk.state != lifecycle.BLOCKED:
+        raise Abort(f"{t.ticket} is {tk.state}, not blocked")
+    wait = (set(ctx.policy.fleet.wait_labels) | set(ctx.policy.health.stale_labels)) & set(tk.labels)
+    if wait:
+        raise Abort(f"{t.ticket} carries wait label(s) {', '.join(sorted(wait))}")
+    for b in tk.blocked_by:
+        try:
+            bt = ctx.store.ticket(b)
+        except NotFound:
+            raise Abort(f"{t.ticket} is blocked by {b}, which is not on the board") from None
+        if bt.state not in lifecycle.TERMINAL:
+            raise Abort(f"{t.ticket} is still blocked by {b} ({bt.state})")
+    if any(p.state == "rejected" for p in ctx.store.proposals(t.ticket)):
+        raise Abort(f"{t.ticket} had a proposal rejected: blocked after its replays, a human's decision")
+    _no_live_agent(ctx, t.ticket)
+
+
+def _unblock_apply(ctx: Context, t: Target, intent: int) -> dict:
+    ctx.store.move_ticket(t.ticket, lifecycle.QUEUED, actor=ctx.actor, expect=lifecycle.BLOCKED,
+                          reason=t.params.get("why", "unblocked: nothing blocks it any more"))
+    return {"to": lifecycle.QUEUED}
+
+
+def _unblock_verify(ctx: Context, t: Target) -> bool:
+    return ctx.store.ticket(t.ticket).state == lifecycle.QUEUED
+
+
 # -- resume_agent -------------------------------------------------------------------
 
 def _resume_check(ctx: Context, t: Target) -> None:
@@ -660,6 +693,7 @@ HANDLERS: dict[str, Handler] = {
     "close_dead_ticket": Handler(_ticket_target, _close_check, _close_apply, _close_verify),
     "drop_label": Handler(_label_resolve, _label_check, _label_apply, _label_verify),
     "requeue_ticket": Handler(_ticket_target, _requeue_check, _requeue_apply, _requeue_verify),
+    "unblock_ticket": Handler(_ticket_target, _unblock_check, _unblock_apply, _unblock_verify),
     "resume_agent": Handler(_agent_target, _resume_check, _resume_apply, _resume_verify),
     "stop_agent": Handler(_agent_target, _stop_check, _stop_apply, _stop_verify),
     "quarantine_file": Handler(_q_resolve, _q_check, _q_apply, _q_verify),

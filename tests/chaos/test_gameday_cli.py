@@ -218,3 +218,33 @@ def test_a_bad_schedule_file_is_one_located_line(tmp_path):
         r = healer("gameday", "replay", "--schedule", str(tmp_path / name), env=_quiet_env(tmp_path))
         assert r.returncode == 65, r.stderr
         assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith(line), r.stderr
+
+
+def test_a_mistyped_scenario_name_gets_a_did_you_mean():
+    r = healer("gameday", "run", "relaunch-strom")
+    assert r.returncode == 65
+    assert "relaunch-strom: no such scenario file or folder (did you mean 'relaunch-storm'?)" in r.stderr
+
+
+def test_ctrl_c_on_a_game_day_exits_4_and_leaves_no_work_folder(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import wait_until
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    p = subprocess.Popen([sys.executable, "-m", "healer", "gameday", "run", "frozen-in-progress", "--quiet"], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        wait_until(lambda: list(tmp_path.glob("gameday-frozen-in-progress-*/fleet/.healer")), timeout=60,
+                   what="the game day under way")
+        p.send_signal(signal.SIGINT)
+        _out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 4, err
+    assert "interrupted" in err
+    assert not list(tmp_path.glob("gameday-*"))

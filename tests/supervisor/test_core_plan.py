@@ -191,6 +191,7 @@ def every_kind() -> Snapshot:
             ticket("T-zombie", "queued", at=old, data={"merged_commit": "abc"}),
             ticket("T-c1", "queued", at=old, blocked_by=("T-c2",)), ticket("T-c2", "queued", at=old, blocked_by=("T-c1",)),
             ticket("T-repush", "in_progress", at=old), ticket("T-wait", "queued", at=old),
+            ticket("T-blocked", "blocked", at=old),
         ),
         agents=(
             agent("A-dead", "T-dead", alive=False, worktree="w/dead", at=old),

@@ -103,6 +103,9 @@ def _seed_everything_but_red(root: Path, reap: list) -> None:
     for _ in range(2):
         a = s.add_attempt("T-repush", "launch", run_id="r", head="deadbeef")
         s.finish_attempt(a.id, exit_code=1, state_hash="s1", head="deadbeef", failure_signature="E1")
+    # stale_block: blocked, and nothing blocks it any more
+    s.add_ticket("blocked for nothing", id="T-blocked")
+    s.move_ticket("T-blocked", "blocked", actor="dispatch")
     # no_closes: a proposal opened long ago, nothing closed since
     s.add_proposal("T-label", "healer/T-label", "cafe")
     # dispatch_frozen: ready tickets, free slots, nothing launched for hours; supervisor_silent
