@@ -136,5 +136,25 @@ def preflight(preset: str, env: Mapping[str, str], sandbox_mode: str, network: b
     return host, port
 
 
+def inside_env(preset: str, env: Mapping[str, str], loop, sandbox_mode: str) -> dict[str, str]:
+    """The base-URL variable as the CLI must use it inside a sandbox whose network is off but for its allow-list:
+    an endpoint on a port below 1024 answers there on port + 10000 (healer/netbox.py), so the CLI is given
+    that URL (TLS checks the name, not the port). Empty when nothing moves."""
+    allow = getattr(loop, "sandbox_network_allow", None)
+    if sandbox_mode != "bwrap" or not network_off(loop.sandbox_network, allow, sandbox_mode):
+        return {}
+    var, default = agents.DEFAULT_API[preset]
+    url = env.get(var) or default
+    if preset == "codex" and not env.get(var) and codex_config(env):
+        return {}  # a provider's base_url in config.toml is the user's to point at the inside port
+    from healer import netbox
+
+    try:
+        inside = netbox.inside_url(url)
+    except InvalidInput:
+        return {}
+    return {var: inside} if inside != url else {}
+
+
 def missing(preset: str, exe: str) -> AgentUnavailable:
     return AgentUnavailable(f"{preset}: the {exe!r} command is not on PATH (install it: docs/agents.md)")

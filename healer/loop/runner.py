@@ -876,6 +876,7 @@ class Runner:
         h = agenthome.home(st.preset, self.paths.dir)
         if h is not None:  # the CLI's config home of this run, afresh: writable inside healer's read-only .healer/
             env.update(agenthome.seed(st.preset, h, procs.environ(), self.paths.iteration(n - 1) if n > 1 else idir))
+            env.update(agenthome.inside_env(st.preset, procs.environ(), L, self.sbx_mode))
             if self._profile is not None and h.resolve() not in self._profile.rw_last:
                 self._profile.rw_last.append(h.resolve())
         marker = os.urandom(16).hex()

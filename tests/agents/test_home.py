@@ -3,6 +3,8 @@ each iteration, the previous one kept as evidence; the user's own home only read
 
 from __future__ import annotations
 
+from types import SimpleNamespace as NS
+
 from healer.loop import agenthome
 
 
@@ -37,3 +39,11 @@ def test_claude_global_config_comes_from_beside_its_home(tmp_path, monkeypatch):
     env = agenthome.seed("claude", run, {})
     assert env["CLAUDE_CONFIG_DIR"] == str(run) and env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
     assert sorted(p.name for p in run.iterdir()) == [".claude.json", "CLAUDE.md", "settings.json"]
+
+def test_inside_env_moves_a_low_port_only_with_network_off():
+    off = NS(sandbox_network=None, sandbox_network_allow=["api.anthropic.com:443"])
+    assert agenthome.inside_env("claude", {}, off, "bwrap") == {"ANTHROPIC_BASE_URL": "https://api.anthropic.com:10443"}
+    assert agenthome.inside_env("claude", {"ANTHROPIC_BASE_URL": "http://127.0.0.1:8080"}, off, "bwrap") == {}
+    on = NS(sandbox_network=True, sandbox_network_allow=[])
+    assert agenthome.inside_env("claude", {}, on, "bwrap") == {}
+    assert agenthome.inside_env("claude", {}, off, "none") == {}
