@@ -22,6 +22,9 @@ CASES = [("never-ending-loop", "codex"), ("dead-stream", "claude"), ("dead-strea
          ("runaway-cost", "claude"), ("tests-rewritten", "codex"), ("self-commit-push", "claude")]
 
 
+# about two minutes a case (two whole fleets): `make campaigns` (run by .ci/run after `make test`) holds them, so
+# that `make test` stays within its ten minutes; tests/agents/test_loop.py keeps every script in `make test`
+@pytest.mark.campaign
 @pytest.mark.parametrize("name,cli", CASES, ids=[f"{n}-{c}" for n, c in CASES])
 def test_game_day_passes_with_healer_and_breaks_without(name, cli, tmp_path):
     need_cli(cli)
