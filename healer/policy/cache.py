@@ -98,6 +98,17 @@ class Frozen:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"a cached policy is read-only ({name})")
 
+    def model_copy(self, *, update: dict | None = None) -> Frozen:
+        """A copy with top-level fields replaced by plain values (lists, strings, numbers), as pydantic's
+        model_copy(update=...) does for the models it stands in for (the loop adds a CLI's endpoint to its
+        allow-list this way)."""
+        py, js = dict(self._py), dict(self._js)
+        for k, v in (update or {}).items():
+            if k not in py:
+                raise AttributeError(k)
+            py[k], js[k] = v, json.loads(json.dumps(v))
+        return Frozen(py, js)
+
     def model_dump(self, mode: str = "python") -> dict:  # noqa: ARG002 - both modes dump the same here
         # the schema's python and json dumps are equal (durations serialize as strings in both;
         # tests/loop/test_policy_cache.py checks it), so one stored dump answers both

@@ -134,3 +134,16 @@ def test_a_hit_imports_neither_pydantic_nor_yaml(tmp_path, cdir):
             "assert not heavy, heavy\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_cached_policy_copies_with_an_update_like_a_model(tmp_path):
+    """The loop adds a CLI's model endpoint to loop.sandbox_network_allow with model_copy(update=...): a cache hit
+    (a Frozen view) answers it too, and the original stays as it was."""
+    from healer.policy.cache import Frozen
+
+    f = Frozen({"sandbox_network_allow": [], "max_iterations": 3}, {"sandbox_network_allow": [], "max_iterations": 3})
+    g = f.model_copy(update={"sandbox_network_allow": ["127.0.0.1:9"]})
+    assert g.sandbox_network_allow == ["127.0.0.1:9"] and g.max_iterations == 3
+    assert f.sandbox_network_allow == []
+    with pytest.raises(AttributeError):
+        f.model_copy(update={"no_such_key": 1})
