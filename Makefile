@@ -43,6 +43,7 @@ bench: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check healer chaos tests bench
 	$(VENV)/bin/mypy $(MYPY_PORTS)
+	$(VENV)/bin/lint-imports  # the layers: pyproject.toml [tool.importlinter], README "Architecture"
 
 agents-cli:
 	@if [ "$$($(AGENTS_CLI)/bin/claude --version 2>/dev/null | cut -d' ' -f1)" = "$(CLAUDE_CODE_VERSION)" ] && \

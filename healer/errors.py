@@ -68,11 +68,34 @@ class StoreLost(HealerError):
     exit_code = INTERNAL
 
 
+# GitError and StoreCorrupt live here, not in healer.git and healer.store.corrupt (which re-export them), so that
+# classifying an error (transient, unexpected) imports neither git's runner nor the store: no import cycle
+# (tests/spine/test_import_cycles.py) and the pure core, which imports this module, stays free of both.
+class GitError(HealerError):
+    """A git command failed (healer/git.py runs them all)."""
+
+
+_CORRUPT_SIGNS = ("malformed", "file is not a database", "file is encrypted or is not a database", "database corrupt")
+
+
+class StoreCorrupt(StoreLost):
+    """The store's SQLite pages do not parse (healer/store/corrupt.py): exit 74, one line, how to recover."""
+
+    exit_code = HOST_TROUBLE
+
+
+def corrupt(e: BaseException) -> bool:
+    """The store's file is damaged: not an outage to ride out and not healer's bug."""
+    import sqlite3  # lazily, as in transient(): the loop's start-up path imports this module
+
+    if isinstance(e, StoreCorrupt):
+        return True
+    return isinstance(e, sqlite3.DatabaseError) and any(s in str(e).lower() for s in _CORRUPT_SIGNS)
+
+
 def transient(e: BaseException) -> bool:
     """A failure worth retrying next tick (a full disk, a busy lock, a git call that failed), not a lost store."""
     import sqlite3
-
-    from healer.git import GitError
 
     if isinstance(e, StoreLost):
         return False
@@ -103,8 +126,6 @@ def unexpected(e: BaseException) -> tuple[int, str]:
     such, or an internal error (70). Both entry points (healer.cli and the `loop run` fast path) use it."""
     if host_trouble(e):
         return HOST_TROUBLE, f"healer: the host took no more writes: {e}; what was saved stays saved: free space, then run it again"
-    from healer.store.corrupt import corrupt
-
     if corrupt(e):  # damaged pages: not healer's bug, and retrying will not mend them
         return HOST_TROUBLE, f"healer: the store is damaged ({e}); `healer doctor` says how to recover it"
     return INTERNAL, f"healer: internal error: {type(e).__name__}: {e}"

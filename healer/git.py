@@ -24,17 +24,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from healer import walk
-from healer.errors import HealerError
+from healer.errors import GitError  # GitError is defined there (no errors <-> git cycle); re-exported
 from healer.lite import dataclass
 
 TIMEOUT = 120.0
 # for commits healer makes itself (merge commits): `-c` beats the repository's config but
 # not GIT_AUTHOR_*/GIT_COMMITTER_* set by the user
 IDENTITY = ("-c", "user.name=healer", "-c", "user.email=healer@localhost")
-
-
-class GitError(HealerError):
-    pass
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
-from healer.errors import UsageError
+from healer.errors import InvalidInput, UsageError
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -59,10 +59,47 @@ def store_for(root: Path | None, clock=None, *, readonly: bool = False):
     return open_store(require_fleet(root), clock, readonly=readonly)
 
 
+def read_texts(paths: list[str | Path], base: str | Path | None = None) -> list[tuple[str, str]]:
+    """(source, text) for every runbook under `paths` (folders: their *.md, sorted by name).
+
+    Relative paths are taken from `base` (the fleet root). An unreadable path is one clear error (65).
+    """
+    out: list[tuple[str, str]] = []
+    for raw in paths:
+        p = Path(raw)
+        if not p.is_absolute() and base is not None:
+            p = Path(base) / p
+        if p.is_dir():
+            files = sorted(f for f in p.glob("*.md") if f.is_file() and f.name.lower() != "readme.md")
+        elif p.is_file():
+            files = [p]
+        else:
+            raise InvalidInput(f"{raw}: no such runbook file or folder")
+        for f in files:
+            try:
+                out.append((str(f), f.read_bytes().decode("utf-8-sig")))
+            except UnicodeDecodeError:
+                raise InvalidInput(f"{f}:1:1: (file): expected UTF-8 text, got undecodable bytes") from None
+            except OSError as e:
+                raise InvalidInput(f"{f}: cannot read: {e.strerror}") from None
+    return out
+
+
+def policy_with_runbooks(policy, root: str | Path):
+    """The policy in force: `include_runbooks` read from `root` and turned into rules (InvalidInput on any problem)."""
+    from healer.core.runbooks import rules_from_runbooks, with_rules
+
+    if not policy.include_runbooks:
+        return policy
+    rules, problems = rules_from_runbooks(read_texts(list(policy.include_runbooks), root))
+    if problems:
+        raise InvalidInput(problems[0], problems)
+    return with_rules(policy, rules)
+
+
 def policy_for(root: Path, policy: Path | None):
     """The policy in force: the file given, else ROOT/healer.yaml, else the default;
     with `include_runbooks` (relative to the policy file's folder) turned into rules."""
-    from healer.cli.runbook import policy_with_runbooks
     from healer.policy import load_policy
 
     path = policy if policy is not None else (root / "healer.yaml")

@@ -128,7 +128,7 @@ def init(root: Path = RootOpt,
     from healer import log
     from healer.cli import _state
     from healer.store import store_url
-    from healer.store.postgres import redact
+    from healer.store.urls import redact
 
     r = find_root(root) if root else Path.cwd().resolve()
     if root is not None and not r.exists() and not r.is_symlink():  # a mistyped --root must not become a new fleet
@@ -199,7 +199,7 @@ def _check_git() -> Check:
 
 def _check_postgres(root: Path) -> Check:
     from healer.store import open_store, store_url
-    from healer.store.postgres import redact
+    from healer.store.urls import redact
 
     where = redact(store_url(root))
     try:

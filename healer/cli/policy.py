@@ -17,7 +17,7 @@ policy_app = typer.Typer(help="Validate, show and convert loop policies.", no_ar
 @policy_app.command("validate")
 def validate(files: list[Path] = typer.Argument(..., help="Policy files to check.")) -> None:
     """Exit 0 when every file is valid; 65 with one located line per problem otherwise."""
-    from healer.cli.runbook import policy_with_runbooks
+    from healer.cli.common import policy_with_runbooks
     from healer.policy import load_policy
 
     bad = 0

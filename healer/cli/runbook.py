@@ -1,4 +1,4 @@
-"""CLI: healer runbook check|new. Also the file reading the shell uses for `include_runbooks`."""
+"""CLI: healer runbook check|new. The file reading the shell uses for `include_runbooks` is in healer/cli/common.py."""
 
 from __future__ import annotations
 
@@ -8,49 +8,11 @@ from pathlib import Path
 import typer
 
 from healer import errors
-from healer.cli.common import err_console
+from healer.cli.common import err_console, read_texts
 
 runbook_app = typer.Typer(help="Runbooks as policy: Markdown with a rule in its YAML front matter.", no_args_is_help=True)
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-
-
-def read_texts(paths: list[str | Path], base: str | Path | None = None) -> list[tuple[str, str]]:
-    """(source, text) for every runbook under `paths` (folders: their *.md, sorted by name).
-
-    Relative paths are taken from `base` (the fleet root). An unreadable path is one clear error (65).
-    """
-    out: list[tuple[str, str]] = []
-    for raw in paths:
-        p = Path(raw)
-        if not p.is_absolute() and base is not None:
-            p = Path(base) / p
-        if p.is_dir():
-            files = sorted(f for f in p.glob("*.md") if f.is_file() and f.name.lower() != "readme.md")
-        elif p.is_file():
-            files = [p]
-        else:
-            raise errors.InvalidInput(f"{raw}: no such runbook file or folder")
-        for f in files:
-            try:
-                out.append((str(f), f.read_bytes().decode("utf-8-sig")))
-            except UnicodeDecodeError:
-                raise errors.InvalidInput(f"{f}:1:1: (file): expected UTF-8 text, got undecodable bytes") from None
-            except OSError as e:
-                raise errors.InvalidInput(f"{f}: cannot read: {e.strerror}") from None
-    return out
-
-
-def policy_with_runbooks(policy, root: str | Path):
-    """The policy in force: `include_runbooks` read from `root` and turned into rules (InvalidInput on any problem)."""
-    from healer.core.runbooks import rules_from_runbooks, with_rules
-
-    if not policy.include_runbooks:
-        return policy
-    rules, problems = rules_from_runbooks(read_texts(list(policy.include_runbooks), root))
-    if problems:
-        raise errors.InvalidInput(problems[0], problems)
-    return with_rules(policy, rules)
 
 
 @runbook_app.command("check")

@@ -4,21 +4,10 @@ says how to recover (SQLite's `.recover` into a new file, keeping the damaged on
 
 from __future__ import annotations
 
-import sqlite3
+# the class and the test live in healer.errors (which every entry point's last-resort handler imports); re-exported
+from healer.errors import StoreCorrupt, corrupt
 
-from healer.errors import HOST_TROUBLE, StoreLost
-
-_SIGNS = ("malformed", "file is not a database", "file is encrypted or is not a database", "database corrupt")
-
-
-class StoreCorrupt(StoreLost):
-    exit_code = HOST_TROUBLE
-
-
-def corrupt(e: BaseException) -> bool:
-    if isinstance(e, StoreCorrupt):
-        return True
-    return isinstance(e, sqlite3.DatabaseError) and any(s in str(e).lower() for s in _SIGNS)
+__all__ = ["StoreCorrupt", "corrupt", "recover_hint", "raise_if_corrupt"]
 
 
 def recover_hint(path: str) -> str:

@@ -211,7 +211,7 @@ class Collector:
 
 
 def _label(key: str) -> str:
-    from healer.store.postgres import redact
+    from healer.store.urls import redact
 
     return redact(key) if key.startswith(("postgresql://", "postgres://")) else key
 

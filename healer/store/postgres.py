@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from healer import failpoints
 from healer.clock import Clock, system
@@ -40,25 +40,12 @@ from healer.records import Lease
 from healer.store import outage
 from healer.store.migrations import CURRENT, MIGRATIONS
 from healer.store.sqlite import FP_TX_COMMIT, SqliteStore, _Fenced, newer
+from healer.store.urls import redact  # in its own module so that `outage` needs no postgres (no cycle)
 
 # advisory lock classes (the second key is the fleet's schema hash)
 _LOCK_EVENTS, _LOCK_TICKET_IDS, _LOCK_MIGRATE = 1, 2, 3
 IDLE_IN_TX_TIMEOUT = "10s"  # a host partitioned mid-transaction releases its locks after this
 PATIENCE = 10.0  # seconds a call waits for a server that is away (reconnecting with backoff) before it fails
-
-
-def redact(url: str) -> str:
-    """The URL with any password replaced: safe to print or log."""
-    try:
-        u = urlsplit(url)
-    except ValueError:
-        return "postgresql://(unparsable url)"
-    if u.password is None:
-        return url
-    host = u.hostname or ""
-    if u.port:
-        host += f":{u.port}"
-    return urlunsplit((u.scheme, f"{u.username}:***@{host}", u.path, u.query, u.fragment))
 
 
 def is_url(s: str) -> bool:

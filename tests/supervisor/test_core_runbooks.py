@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from healer.cli.runbook import policy_with_runbooks, read_texts
+from healer.cli.common import policy_with_runbooks, read_texts
 from healer.core import decide
 from healer.core.model import Memory, Snapshot
 from healer.core.rules import DEFAULT_RULES, effective
