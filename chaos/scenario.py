@@ -49,6 +49,8 @@ FaultKind = Literal[
     "container_kill", "container_pause", "container_unpause", "container_stop", "container_restart",
     # any world (chaos/faults/command.py): params {command: argv, undo: argv, cwd, timeout}; the undo is journaled first
     "command",
+    # a game day with a PostgreSQL server of its own (`hosts:`, chaos/pgday.py): `pg_ctl restart -m fast`
+    "pg_restart",
 ]
 FAULTS = FaultKind.__args__  # type: ignore[attr-defined]
 # fault -> its params and their types (duration: a string like 10m, or seconds)
@@ -210,7 +212,9 @@ STATE_KEYS = ("dispatch_paused", "ticks", "failpoints_left", "failpoints_missed"
               "containers_paused", "containers_left",  # the real engine with the container runtime (chaos/engine/real.py)
               # the restart storm's facts (chaos/storm.py)
               "merged_twice", "never_merged", "unmerged_done", "off_board_merges", "escalations", "left", "integrity",
-              "tracebacks")
+              "tracebacks",
+              # the multi-host PostgreSQL game day's facts (chaos/pgday.py)
+              "up_exits", "pages", "shared_main")
 
 
 class Events(Strict):
@@ -438,6 +442,18 @@ class StormSpec(Strict):
     downtime: Duration = Field("5s", description="simulated: how long `up` stays down before its restart")
 
 
+class HostsSpec(Strict):
+    """A multi-host game day on PostgreSQL (chaos/pgday.py): a throwaway PostgreSQL server, `count` real `healer up`
+    hosts on one board and one shared repository, the runner their service manager; the scenario's timed faults
+    (`pg_restart`...) hit them while `tickets` tickets are worked."""
+
+    count: int = Field(2, ge=1, le=4, description="how many hosts (each a real `healer up`)")
+    tickets: int = Field(8, ge=1)
+    lease_ttl: Duration = Field("3s", description="the supervisor lease ttl (hosts are lost after twice that)")
+    agent_delay: Duration = Field("1s", description="each agent run takes this long")
+    finish_within: Duration = Field("5m", description="the cap (wall clock) for every ticket to end")
+
+
 class Scenario(Strict):
     name: str = Field(min_length=1)
     description: str = ""
@@ -468,10 +484,18 @@ class Scenario(Strict):
     real: RealSpec = Field(default_factory=RealSpec, description="real mode: which real processes run, when it ends")
     storm: StormSpec | None = Field(None, description="a restart storm (chaos/storm.py, chaos/engine/simstorm.py) "
                                                       "instead of timed faults")
+    hosts: HostsSpec | None = Field(None, description="a multi-host game day on a PostgreSQL server of its own "
+                                                      "(chaos/pgday.py): real `healer up` hosts, the faults timed")
 
     # set by load(), not part of the YAML
     source: str = Field("", exclude=True)
     warnings: list[str] = Field(default_factory=list, exclude=True)
+
+    @model_validator(mode="after")
+    def _hosts(self) -> Scenario:
+        if self.hosts is not None and (self.mode != "real" or self.storm is not None):
+            raise ValueError("expected mode: real and no storm: with hosts: (real `healer up` hosts on PostgreSQL) @hosts")
+        return self
 
     @model_validator(mode="after")
     def _disable(self) -> Scenario:
@@ -693,7 +717,7 @@ def _missed_targets(sc: Scenario, marks: dict) -> list[Problem]:
     fleet.tickets: a game day for `--root`, against a fleet of yours)."""
     from chaos.faults.registry import FAULTS
 
-    if sc.storm is not None or not (sc.fleet.tickets or sc.fleet.random_tickets):
+    if sc.storm is not None or sc.hosts is not None or not (sc.fleet.tickets or sc.fleet.random_tickets):
         return []
     ids = [t for spec in sc.fleet.tickets for t in spec.ids()] + [f"R-{i + 1}" for i in range(sc.fleet.random_tickets)]
     out = []

@@ -230,6 +230,8 @@ def run(scenario: Scenario, workdir: str | Path | None = None, *, seed: int | No
         from chaos.engine.sim import SimEngine as Engine  # type: ignore[assignment]
     elif scenario.storm is not None:
         from chaos.storm import StormEngine as Engine  # type: ignore[assignment]
+    elif scenario.hosts is not None:
+        from chaos.pgday import PgDayEngine as Engine  # type: ignore[assignment]
     else:
         from chaos.engine.real import RealEngine as Engine  # type: ignore[assignment]
     started = clock.now()

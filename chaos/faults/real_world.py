@@ -249,6 +249,17 @@ def command(e: RealEngine, f: Fault) -> str:
     return f"exit {r['status']}"
 
 
+def pg_restart(e, f: Fault) -> str:
+    """`pg_ctl restart -m fast`: an operator's routine restart of the game day's own server (chaos/pgday.py holds it
+    as `cluster`); a game day without one (the SQLite fleet of chaos/engine/real.py) has nothing to restart."""
+    cluster = getattr(e, "cluster", None)
+    if cluster is None:
+        raise NotApplied("no PostgreSQL server of the game day's own to restart (a `hosts:` game day runs one)")
+    before = cluster.pid
+    cluster.restart("fast")
+    return f"pg_ctl restart -m fast: postmaster {before} -> {cluster.pid}"
+
+
 def failpoint(e: RealEngine, f: Fault) -> str:
     return "failpoint: armed before the run"
 
@@ -258,7 +269,7 @@ INJECT = {
         kill_supervisor, stop_supervisor, continue_supervisor, kill_dispatcher, stop_dispatcher, continue_dispatcher,
         busy_worktree, release_worktree, orphan_worktree, unknown_files, index_lock, red_main, green_main,
         delete_worktree, move_ticket, stale_labels, zombie_ticket, alert_flood, command, failpoint, same_commit_repush,
-        broken_proposal, clock_jump)},
+        broken_proposal, clock_jump, pg_restart)},
     "frozen_dispatch": frozen_dispatch, "thaw_dispatch": thaw_dispatch,
     **dict.fromkeys(("kill_agent", "stop_agent", "continue_agent", "hung_agent"), _agent_fault),
     **dict.fromkeys((f"container_{op}" for op in ("kill", "pause", "unpause", "stop", "restart")), container),

@@ -77,6 +77,8 @@ _SPECS = (
     FaultSpec("index_lock", "a stale .git/index.lock in the fleet repository", "removed at the end", T),
     FaultSpec("failpoint", "arm a named failpoint (`failpoint` glob, `hit` N): the shell dies there", "disarmed at the end",
               ("failpoint", "hit", "action")),
+    FaultSpec("pg_restart", "`pg_ctl restart -m fast` of the game day's own PostgreSQL server (a `hosts:` game day, "
+              "chaos/pgday.py): every connection ended, the server back when it returns", "-"),
     FaultSpec("command", "run `params.command` (argv), its `params.undo` journaled first", "params.undo"),
     *(FaultSpec(f"container_{op}", f"docker {op} the target's agent containers", "-", ("target", "count"))
       for op in ("kill", "pause", "unpause", "stop", "restart")),

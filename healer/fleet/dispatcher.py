@@ -50,6 +50,8 @@ from healer.records import Agent, Attempt, Proposal, Ticket, Worktree
 from healer.store import keys
 
 FP_AFTER_LAUNCH = failpoints.declare("dispatch.after_launch", "healer/fleet/dispatcher.py: agent started and registered, before the launch event")
+FP_MERGE_RECORDED = failpoints.declare("dispatch.merge_recorded", "healer/fleet/dispatcher.py: proposal marked merged, ticket "
+                                       "not yet done (one transaction: a crash here records neither)")
 
 ACTOR = cv.DISPATCH_ACTOR
 LEASE = cv.DISPATCH_LEASE
@@ -524,9 +526,15 @@ class Dispatcher:
             if v.outcome == DEFERRED:
                 self.store.append("proposal.deferred", t.id, {"proposal": last.id, "why": v.log.splitlines()[-1:] })
                 continue
-            self.store.decide_proposal(last.id, v.outcome, v.log)
+            # the proposal's verdict and, when merged, the ticket's merged_commit and its move to done in ONE store
+            # transaction: a store lost between them (a PostgreSQL restart) left a review ticket whose work was on main
+            # and whose proposal was no longer open, which the supervisor judged a zombie and closed (pg-restarts-real)
+            with self.store.tx():
+                self.store.decide_proposal(last.id, v.outcome, v.log)
+                if v.outcome == MERGED:
+                    failpoints.hit(FP_MERGE_RECORDED)
+                    self._done(t, last, v.main_after)
             if v.outcome == MERGED:
-                self._done(t, last, v.main_after)
                 if rep:
                     rep.merged.append(t.id)
             elif rep:

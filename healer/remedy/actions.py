@@ -248,8 +248,13 @@ def _expect(tk, t: Target) -> None:
 def _close_apply(ctx: Context, t: Target, intent: int) -> dict:
     tk = ctx.store.ticket(t.ticket)
     if tk.state != lifecycle.CLOSED:
+        # compare-and-set on the state it was judged in, not the one read now: a dispatcher that finished its merge
+        # between the check and this move (review -> done, e.g. a store restart between the merge's two steps) wins,
+        # and the intent aborts instead of closing a done ticket (pg-restarts-real found it)
+        _expect(tk, t)
         _mark_dead_agents(ctx, t.ticket)
-        ctx.store.move_ticket(t.ticket, lifecycle.CLOSED, actor=ctx.actor, reason=t.params.get("why", "dead ticket"), expect=tk.state)
+        ctx.store.move_ticket(t.ticket, lifecycle.CLOSED, actor=ctx.actor, reason=t.params.get("why", "dead ticket"),
+                              expect=t.params.get("expect") or tk.state)
     return {"from": tk.state}
 
 

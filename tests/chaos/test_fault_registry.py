@@ -87,3 +87,27 @@ def test_gameday_list_faults():
     text = subprocess.run([sys.executable, "-m", "healer", "gameday", "list", "--faults"], capture_output=True, text=True,
                           timeout=120, env={**__import__("os").environ, "COLUMNS": "200"})
     assert text.returncode == 0 and "clock_jump" in text.stdout and "params" in text.stdout
+
+
+def test_pg_restart_restarts_the_game_days_own_server_and_only_that():
+    """`pg_restart` acts on the cluster a `hosts:` game day holds (chaos/pgday.py), `pg_ctl restart -m fast`; an
+    engine with no server of its own (the SQLite real engine) has nothing to restart: not applied, never a crash."""
+    from chaos.faults import NotApplied
+
+    class Cluster:  # chaos.pgcluster.Cluster's interface: restart(mode), pid
+        pid, modes = 100, []
+
+        def restart(self, mode):
+            self.modes.append(mode)
+            self.pid = 101
+
+    class Engine:
+        cluster = None
+
+    assert FAULTS["pg_restart"].worlds == (REAL,)
+    with pytest.raises(NotApplied, match="no PostgreSQL server"):
+        inject(REAL, Engine(), Fault(fault="pg_restart", at=0))
+    e = Engine()
+    e.cluster = Cluster()
+    assert inject(REAL, e, Fault(fault="pg_restart", at=0)) == "pg_ctl restart -m fast: postmaster 100 -> 101"
+    assert e.cluster.modes == ["fast"]

@@ -333,3 +333,28 @@ def test_recover_waits_for_another_hosts_intent_until_it_is_stale(shell_fleet):
     assert recover(f.ctx()) == []
     f.clock.advance(f.policy.supervisor.lease_ttl + 1)
     assert [o.status for o in recover(f.ctx())] == ["aborted"]
+
+
+def test_close_dead_ticket_never_closes_a_ticket_its_merge_finished_meanwhile(shell_fleet, monkeypatch):
+    """A review ticket whose work is on main looks like a zombie while its dispatcher is between the merge's two steps
+    (proposal merged, then review -> done): a store restart there (pg-restarts-real) let the supervisor plan
+    close_dead_ticket, the dispatcher then moved it to done, and the close moved done -> closed. The close
+    compare-and-sets on the state it was planned for: it aborts and the ticket stays done."""
+    from healer.remedy import actions
+
+    f = shell_fleet
+    f.store.add_ticket("work", id="T-1")
+    for to in ("in_progress", "review"):
+        f.store.move_ticket("T-1", to, actor="dispatcher")
+    real = actions.HANDLERS["close_dead_ticket"]
+
+    def check_then_the_dispatcher_finishes(ctx, t):
+        real.check(ctx, t)
+        f.store.move_ticket("T-1", "done", actor="dispatch", reason="proposal 1 merged", expect="review")
+
+    monkeypatch.setitem(actions.HANDLERS, "close_dead_ticket",
+                        actions.Handler(real.resolve, check_then_the_dispatcher_finishes, real.apply, real.verify))
+    out = execute(f.ctx(), PlannedAction("close_dead_ticket", "T-1", params={"expect": "review", "why": "zombie_ticket:T-1"}))
+    assert out.status == "aborted" and "not review" in out.reason, out
+    assert f.store.ticket("T-1").state == "done"
+    assert _states(f.store) == [("close_dead_ticket", "aborted")]

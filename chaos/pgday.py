@@ -1,0 +1,178 @@
+"""A game day for the database: real `healer up` hosts on a PostgreSQL server of the game day's own, while the
+scenario's faults (`pg_restart`: `pg_ctl restart -m fast`) hit the server (a scenario with `hosts:`).
+
+The fleet is chaos/multihost.py's: a shared bare repository, one clone per host, each host a real `healer up`
+(HEALER_STORE_URL, HEALER_HOST_ID, `fleet.shared_remote: origin`) running the scripted agent; the runner is the
+hosts' service manager and counts every `up` that exits (`up_exits`: an outage ridden out costs none). Faults come
+from the scenario, at `at:` seconds or on the Nth event of a kind (`on_event`, `nth`), and are injected through the
+fault registry (chaos/faults/registry.py) with this engine as the world's engine: it holds the `cluster`.
+
+What the checkers read, besides the board's events and tickets (History.extra):
+
+    up_exits      `healer up` exits the service manager saw (and restarted) before the final SIGTERM
+    final_exits   each host's exit status at that SIGTERM (0: a clean stop)
+    shared_main   chaos.multihost.check's violations: a ticket not done, merged on the shared main more or less
+                  than once, or without its work; two live attempts of one ticket; a leader write off the lease
+    escalations   needs_human / blocked moves, budget exhaustion, escalate intents (chaos.storm.board_facts)
+    merged_twice / never_merged / off_board_merges   the board's proposal.merged events per ticket
+    pages         notifications written by any host (the scripted fleet's notifier is a jsonl file per host)
+    tracebacks    `Traceback` lines in any host's output
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+import yaml
+
+from healer import git, lifecycle
+from healer.clock import Clock, system
+
+HOST_PREFIX = "pgday-h"  # host ids: expectations select the hosts' own events by `payload: {host: "pgday-h*"}`
+
+
+class PgDayEngine:
+    def __init__(self, scenario, workdir: Path, *, seed: int | None = None, disabled: bool = False,
+                 overrides: dict | None = None, progress=None, wall: Clock | None = None) -> None:
+        from chaos.scenario import deep_merge
+
+        self.sc = scenario
+        self.seed = scenario.seed if seed is None else seed
+        self.wall = wall or system()
+        self.disabled = disabled
+        self.overrides = deep_merge(deep_merge(scenario.overrides, scenario.disable if disabled else {}), overrides or {})
+        self.overrides.pop("switches_off", None)  # set in the environment by chaos.engine.run
+        self.overrides.pop("actions_off", None)
+        self.workdir = Path(workdir)
+        self.progress = progress
+        self.cluster = None  # the registry's pg_restart acts on it
+        self.board = None
+
+    def run(self):
+        from chaos import pgcluster
+        from chaos.engine import Result
+
+        res = Result(self.sc, "error", seed=self.seed, disabled=self.disabled, workdir=str(self.workdir))
+        res.started = self.wall.now()
+        if not pgcluster.available():
+            res.error = "no PostgreSQL here (initdb and pg_ctl, and as root a `postgres` user): this game day needs one"
+            res.ended = self.wall.now()
+            return res
+        self.cluster = pgcluster.Cluster().start()
+        try:
+            return self._run(res)
+        finally:
+            with contextlib.suppress(Exception):
+                if self.board is not None:
+                    self.board.close()
+            self.cluster.stop()
+
+    def _run(self, res):
+        from chaos import multihost
+        from chaos.checkers import History
+        from chaos.engine import Activity, apply_fault, finish
+        from chaos.faults.registry import REAL, inject
+        from chaos.scenario import deep_merge, match, seconds
+        from chaos.storm import board_facts
+        from healer.errors import HealerError
+        from healer.store import open_url
+
+        hs, clock = self.sc.hosts, self.wall
+        ttl, work, cap = seconds(hs.lease_ttl), seconds(hs.agent_delay), seconds(hs.finish_within)
+        wd = self.workdir
+        wd.mkdir(parents=True, exist_ok=True)
+        bare = wd / "shared.git"
+        self.board = board = open_url(self.cluster.url, clock, root=wd)
+        git.run(wd, "init", "-q", "--bare", "-b", "main", str(bare))
+        seed_clone = wd / "seed"
+        git.run(wd, "clone", "-q", str(bare), str(seed_clone))
+        (seed_clone / "README.md").write_text("# one shared main\n")
+        policy = deep_merge(multihost.policy(ttl, work), self.overrides)
+        (seed_clone / "healer.yaml").write_text(yaml.safe_dump(policy, sort_keys=False))
+        git.run(seed_clone, "add", "-A")
+        git.run(seed_clone, *git.IDENTITY, "commit", "-q", "-m", "initial")
+        git.run(seed_clone, "push", "-q", "origin", "HEAD:refs/heads/main")
+        for i in range(hs.tickets):
+            board.add_ticket(f"work item {i + 1}", id=f"P-{i + 1}", priority=i % 3, body="behaviour: success\n")
+        fleet = multihost.Hosts(self.cluster.url, wd, bare, self.cluster.port, netns=False)
+        t0 = clock.monotonic()
+        pending = list(self.sc.faults)
+        finished = False
+        try:
+            for n in range(1, hs.count + 1):
+                fleet.start(f"{HOST_PREFIX}{n}")
+            fleet.watch.start()
+            while clock.monotonic() - t0 < cap:
+                try:
+                    for f in list(pending):
+                        if not self._due(f, clock.monotonic() - t0, match):
+                            continue
+                        pending.remove(f)
+                        a0 = clock.now()
+                        status, out, kind = apply_fault(lambda f: inject(REAL, self, f), f)
+                        res.activities.append(Activity(f"fault {f.fault}", "action", a0, clock.now(), status, out))
+                        self._mark(kind, {"fault": f.fault, "status": status, "output": out})
+                    ts = board.tickets()
+                    settled = all(t.state in lifecycle.TERMINAL or t.state in (lifecycle.NEEDS_HUMAN, lifecycle.BLOCKED)
+                                  for t in ts)
+                    if not pending and settled:  # done, or where no one will move it: the checkers say which
+                        finished = all(t.state == lifecycle.DONE for t in ts)
+                        break
+                except HealerError:  # the server is what the fault restarts: this engine rides it out too
+                    pass
+                clock.sleep(0.2)
+            up_exits = sum(fleet.restarts.values())
+        finally:
+            fleet.close()
+        finals = {name: p.returncode for name, p in fleet.procs.items()}
+        logs = "\n".join(p.read_text(errors="replace") for p in sorted((wd / "logs").glob("*.log")))
+        events = self._read(board.events)
+        tickets = {t.id: t for t in self._read(board.tickets)}
+        intents = self._read(board.intents)
+        facts = board_facts(events, tickets, intents)
+        shared_main = multihost.check(board, bare, hs.tickets, ttl, {"faults": []})
+        pages = [ln for r in fleet.procs for f in [wd / r / ".healer" / "notes.jsonl"] if f.exists()
+                 for ln in f.read_text().splitlines() if ln.strip()]
+        facts.update({"up_exits": up_exits, "final_exits": finals, "shared_main": shared_main, "pages": len(pages),
+                      "tracebacks": logs.count("Traceback (most recent call last)"), "finished": finished,
+                      "restarts_by_host": dict(fleet.restarts), "seconds": round(clock.monotonic() - t0, 1)})
+        for f in pending:  # never due: finish() reports a fault that never ran
+            res.stats.setdefault("faults_pending", []).append(f.fault)
+        history = History(events, tickets, intents, start=events[0].at if events else res.started, end=self.wall.now(),
+                          extra=facts)
+        res.stats.update({k: facts[k] for k in ("up_exits", "final_exits", "restarts_by_host", "pages", "seconds")})
+        res.steady_after = {"done": facts["done"], "total": facts["total"]}
+        return finish(res, history, self.wall)
+
+    def _due(self, f, elapsed: float, match) -> bool:
+        if f.at is not None:
+            return elapsed >= float(f.at)
+        if f.on_event:
+            hits = [e for e in self.board.events(prefix=f.on_event.split("*")[0] or None)
+                    if match(f.on_event, e.kind) and match(f.subject, e.subject)]
+            return len(hits) >= f.nth
+        return True
+
+    def _mark(self, kind: str, payload: dict) -> None:
+        """The fault in the board's log (the timeline and `chaos.fault` selectors read it); retried while the
+        server it restarted comes back."""
+        from healer.errors import HealerError
+
+        for _ in range(100):
+            try:
+                self.board.append(kind, "gameday", {"pid": os.getpid(), **payload})
+                return
+            except HealerError:
+                self.wall.sleep(0.1)
+
+    def _read(self, fn):
+        from healer.errors import HealerError
+
+        for _ in range(100):
+            try:
+                return fn()
+            except HealerError:
+                self.wall.sleep(0.1)
+        return fn()
