@@ -9,8 +9,7 @@ import pytest
 from chaos import engine
 from chaos.scenario import discover, load
 from healer import conventions, lifecycle
-from healer.core import dispatch, limits, rules, waitfor
-from healer.fleet import dispatcher as dispatcher_mod
+from healer.core import dispatch, endings, limits, rules, waitfor
 from healer.fleet.dispatcher import Dispatcher
 
 
@@ -57,7 +56,8 @@ MUTANTS = {
                                           lambda mp: mp.setattr(Dispatcher, "_unwanted", lambda self, t, p: None),
                                           "never merged"),
     "a full disk counted as the ticket's failure": ("launch-fails",
-                                                    lambda mp: mp.setattr(dispatcher_mod, "host_trouble", lambda e: False),
+                                                    # the infrastructure's endings (healer/core/endings.py) counted
+                                                    lambda mp: mp.setattr(endings, "is_infra", lambda sig: False),
                                                     "a full disk costs no budget"),
     "two keys for one red main": ("notification-storm", lambda mp: mp.setattr(conventions, "sentinel_key", lambda kind: kind),
                                   "one page per condition (no second key for the same red main)"),
