@@ -65,8 +65,10 @@ def _git(root: Path, *args: str):
 
 
 def in_git(root: Path) -> bool:
-    """The fleet root is a repository's top (not a folder inside some other repository, whose config is not ours)."""
-    return (Path(root) / ".git").exists()
+    """The fleet root is a repository's own top: its `.git` a folder. Not a folder inside some other repository,
+    and not a linked worktree (its `.git` a file): a worktree shares the repository's config, so a loop run's own
+    store there would read the fleet's id as its own and be refused as a lost board."""
+    return (Path(root) / ".git").is_dir()
 
 
 def git_id(root: Path) -> str | None:

@@ -171,3 +171,12 @@ def test_on_postgresql_a_second_host_joins_and_another_fleet_is_refused(tmp_path
     assert r.returncode == 65, r.stderr
     assert "belongs to another fleet" in _one_line(r)
     assert "store" not in (other / ".healer" / "config.yaml").read_text() if (other / ".healer" / "config.yaml").exists() else True
+
+
+def test_a_linked_worktree_is_no_fleet_root(tmp_path):
+    """A worktree shares its repository's config: a loop run's own store there is not judged by the fleet's id
+    (it was refused as a lost board: tests/security/test_history.py runs loops in two worktrees of one repo)."""
+    repo = make_repo(tmp_path / "repo")
+    subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "-b", "w", str(tmp_path / "wt")], check=True)
+    assert identity.in_git(repo)
+    assert not identity.in_git(tmp_path / "wt")
