@@ -307,13 +307,11 @@ _NUM = Pattern(r"(?<![A-Za-z_\d.])\d+(\.\d+)?")
 _WS = Pattern(r"[ \t]+")
 
 
-def normalise(text: str, roots: Iterable[str] = ()) -> str:
-    """Strip what changes between two runs of the same failure: numbers, hex ids,
-    uuids, timestamps, temporary paths, colours, spacing. Identifiers that merely
-    contain digits (`test_step_3`, `py311`) are kept: they name different things."""
+def _strip_volatile(text: str, roots: Iterable[str]) -> str:
+    """What changes between two tellings of the same thing, whatever is compared: the roots' paths, colours,
+    uuids, timestamps, clock times, temporary paths, hex ids. Each pattern runs only where it could match."""
     for r in sorted((r for r in roots if r), key=len, reverse=True):
         text = text.replace(r.rstrip("/") + "/", "").replace(r.rstrip("/"), ".")
-    # each pattern runs only where it could match: every match of it holds that literal text
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     if "-" in text:
@@ -326,10 +324,19 @@ def normalise(text: str, roots: Iterable[str] = ()) -> str:
         text = _TMP.sub("<tmp>", text)
     if "0x" in text:
         text = _HEX0X.sub("<hex>", text)
-    text = _HEXID.sub("<hex>", text)
-    text = _NUM.sub("<n>", text)
+    return _HEXID.sub("<hex>", text)
+
+
+def _lines(text: str) -> str:
     lines = (_WS.sub(" ", ln).strip() for ln in text.splitlines())
     return "\n".join(ln for ln in lines if ln)
+
+
+def normalise(text: str, roots: Iterable[str] = ()) -> str:
+    """Strip what changes between two runs of the same failure: numbers, hex ids,
+    uuids, timestamps, temporary paths, colours, spacing. Identifiers that merely
+    contain digits (`test_step_3`, `py311`) are kept: they name different things."""
+    return _lines(_NUM.sub("<n>", _strip_volatile(text, roots)))
 
 
 _ERRORISH = Pattern(
@@ -371,25 +378,7 @@ def normalise_output(text: str, roots: Iterable[str] = ()) -> str:
     """What an agent said, with only what changes between two tellings of the same thing taken out:
     colours, uuids, timestamps, clock times, temporary paths, hex ids, pids, durations, spacing.
     Other numbers stay: "3 of 5 tests pass" and "4 of 5 tests pass" are progress, not a repeat."""
-    for r in sorted((r for r in roots if r), key=len, reverse=True):
-        text = text.replace(r.rstrip("/") + "/", "").replace(r.rstrip("/"), ".")
-    if "\x1b" in text:
-        text = _ANSI.sub("", text)
-    if "-" in text:
-        text = _UUID.sub("<uuid>", text)
-        text = _ISO_TS.sub("<ts>", text)
-        text = _DATE.sub("<date>", text)
-    if ":" in text:
-        text = _TIME.sub("<time>", text)
-    if "tmp" in text or "pytest-" in text or "/var/folders/" in text or "/dev/shm/" in text:
-        text = _TMP.sub("<tmp>", text)
-    if "0x" in text:
-        text = _HEX0X.sub("<hex>", text)
-    text = _HEXID.sub("<hex>", text)
-    text = _PID.sub("pid <n>", text)
-    text = _DURATION.sub("<dur>", text)
-    lines = (_WS.sub(" ", ln).strip() for ln in text.splitlines())
-    return "\n".join(ln for ln in lines if ln)
+    return _lines(_DURATION.sub("<dur>", _PID.sub("pid <n>", _strip_volatile(text, roots))))
 
 
 def output_key(text: str, roots: Iterable[str] = ()) -> str | None:
