@@ -100,8 +100,8 @@ def test_a_write_outside_is_refused(tmp_path, preset, home):
 
 
 def test_its_own_commit_and_push_never_reach_the_remote(tmp_path, preset, home):
-    """The push is refused (the remote is outside the sandbox, read-only). The CLI's own commit still lands on the
-    run's branch here: keeping agent commits off every branch is the git-hygiene work of issue 31."""
+    """The push is refused (the remote is outside the sandbox, read-only), and the CLI's own commit never stays on
+    the branch: the loop's one commit is healer's, on the base, the agent's kept under refs/healer/quarantine/."""
     need_bwrap()
     remote = tmp_path / "remote.git"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
@@ -114,6 +114,9 @@ def test_its_own_commit_and_push_never_reach_the_remote(tmp_path, preset, home):
     assert cp.returncode == 0, cp.stdout + cp.stderr
     assert git(remote, "rev-parse", "main") == before  # the remote is outside: read-only in the sandbox
     assert (repo / "calc.py").read_text().endswith("return a + b\n")
+    assert git(repo, "rev-parse", "HEAD~1") == before  # one commit above the base: healer's
+    assert git(repo, "log", "-1", "--format=%an") == "healer"
+    assert git(repo, "for-each-ref", "--format=%(refname)", "refs/healer/quarantine/")  # the CLI's, kept for audit
 
 
 def test_a_planted_hook_never_reaches_the_user_config(tmp_path, preset, home):
