@@ -216,7 +216,7 @@ def _half_merged(tmp_path, user_edit: bool = False):
     (root / "README.md").write_text("# demo\nchanged\n")
     (root / "gone.txt").unlink()
     git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "work")
+    git(root, "commit", "-q", "-m", "work\n\nHealer-Run: r-1")  # as healer's loop commits (proposals.foreign)
     commit = git(root, "rev-parse", "HEAD")
     git(root, "checkout", "-q", "main")
     (root / "work").mkdir()
