@@ -27,9 +27,10 @@ install: $(STAMP)
 run: $(STAMP)
 	$(VENV)/bin/healer demo
 
-# the suite runs on every core (pytest-xdist): its tests are independent (own repos, stores, ports);
-# TEST_JOBS=0 runs it in one process
-TEST_JOBS ?= auto
+# TEST_JOBS=auto spreads the suite over every core (pytest-xdist). Not the default yet: a few tests watch the
+# whole machine (an unsandboxed agent's outside writes, the process table) and see their neighbours' work when
+# run side by side (issue 35); CI runs it in one process
+TEST_JOBS ?= 0
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_JOBS) $(PYTEST_ARGS)
 
