@@ -309,6 +309,18 @@ print(res.exit_code)
 """
 
 
+def _psutil_home(top: Path) -> str:
+    """A folder holding psutil alone (a link to the one the tests use), so the system's Python finds it and
+    nothing else of the virtualenv."""
+    import psutil
+
+    home = top / "py"
+    home.mkdir()
+    os.chmod(home, 0o755)
+    (home / "psutil").symlink_to(Path(psutil.__file__).resolve().parent)
+    return str(home)
+
+
 def test_the_same_holds_for_an_unprivileged_caller(tmp_path, world):
     """healer run by an ordinary user (uid 65534 here): bwrap then makes a user namespace, and the filter and
     the relay work the same."""
@@ -328,7 +340,9 @@ def test_the_same_holds_for_an_unprivileged_caller(tmp_path, world):
         # the system's Python: the virtualenv's may sit under a folder the user cannot enter (/root); the
         # part of healer this needs imports nothing outside the standard library
         env = {**os.environ, "HOME": str(d), "XDG_CACHE_HOME": str(d / ".cache"), "PYTHONDONTWRITEBYTECODE": "1",
-               "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+               # healer's process sweep (a user has no writable cgroup) reads the process table with psutil: the
+               # one the tests run with (the same Python version as the system's here), not the whole virtualenv
+               "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), _psutil_home(top)])}
         r = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", SYSTEM_PYTHON,
                             "-c", UNPRIVILEGED, str(d), str(up.port), str(bait.path), HOSTILE, bait.abstract_name,
                             str(bait.port)], capture_output=True, text=True, timeout=120, env=env,
