@@ -28,7 +28,7 @@ def need(binary: str) -> str:
     msg = f"{binary} is not installed (apt-get install prometheus prometheus-alertmanager)"
     if os.environ.get("CI") == "true":
         pytest.fail(msg)
-    pytest.skip(msg)
+    pytest.skip(reason=msg)
 
 
 def free_port() -> int:

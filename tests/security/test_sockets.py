@@ -326,7 +326,7 @@ def test_the_same_holds_for_an_unprivileged_caller(tmp_path, world):
     the relay work the same."""
     need_bwrap()
     if os.getuid() != 0 or shutil.which("setpriv") is None or not os.access(SYSTEM_PYTHON, os.X_OK):
-        pytest.skip(f"needs root (to become an unprivileged user), setpriv and {SYSTEM_PYTHON}")
+        pytest.skip(reason=f"needs root (to become an unprivileged user), setpriv and {SYSTEM_PYTHON}")
     up, bait = world
     top = Path(tempfile.mkdtemp(prefix="healer-net-user-"))  # pytest's own folders are closed to other users
     try:
