@@ -20,6 +20,7 @@ import yaml
 from healer import cgroups
 from healer.policy.schema import Policy
 from tests.conftest import PY, git, healer
+from tests.loop.conftest import carrying
 from tests.security.conftest import assert_contained, events, need_bwrap, run, target_repo
 
 AGENT = str(Path(__file__).resolve().parents[2] / "chaos" / "agents" / "hostile_procs.py")
@@ -34,28 +35,10 @@ def _policy(mode: str, *args: str, **loop) -> Policy:
     return Policy.model_validate({"version": 1, "loop": base})
 
 
-def _carrying(token: str) -> list[int]:
-    """Host processes whose command line holds `token` (every hop of a straggler keeps its argv)."""
-    out = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as f:
-                cmd = f.read()
-            with open(f"/proc/{name}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if token.encode() in cmd and state not in (b"Z", b"X"):
-            out.append(int(name))
-    return out
-
-
 def _kill_carrying(token: str) -> None:
     """Test hygiene only (a failed test must leave nothing behind): stop, then kill, what carries the token."""
     for _ in range(50):
-        left = _carrying(token)
+        left = carrying(token)
         if not left:
             return
         for pid in left:
@@ -63,7 +46,7 @@ def _kill_carrying(token: str) -> None:
                 os.kill(pid, signal.SIGSTOP)
             except OSError:
                 pass
-    for pid in _carrying(token):
+    for pid in carrying(token):
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
@@ -163,7 +146,7 @@ def test_a_pid_hopping_straggler_is_gone_before_the_gates(tmp_path, mode, cgroup
     repo = target_repo(tmp_path / "repo")
     try:
         r = _cli(tmp_path, repo, _policy(mode, "straggler", token), "attack", env={cgroups.ENV: cgroup})
-        assert _carrying(token) == [], "a straggler outlived its iteration"
+        assert carrying(token) == [], "a straggler outlived its iteration"
         assert r.returncode not in (0, 70), (r.stdout, r.stderr)
         assert_contained(repo, _Out(r.returncode))
         it = events(repo, "loop.iteration")[0].payload
@@ -218,10 +201,10 @@ def test_a_runner_killed_mid_iteration_takes_its_agent_with_it(tmp_path):
     try:
         from tests.conftest import wait_until
 
-        wait_until(lambda: _carrying(token), 60, "the agent started")
+        wait_until(lambda: carrying(token), 60, "the agent started")
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=30)
-        wait_until(lambda: not _carrying(token), 30, "the agent gone with its runner")
+        wait_until(lambda: not carrying(token), 30, "the agent gone with its runner")
         wait_until(lambda: not _group_dirs(repo, "orphan"), 30, "the run's cgroup removed by the watchdog")
     finally:
         proc.kill()
@@ -249,7 +232,7 @@ def test_a_stopped_runner_still_ends_the_iteration_on_time(tmp_path, mode):
         r = healer("loop", "run", "--workdir", str(repo), "--policy", str(pol), "--task", str(task), "--run-id",
                    "stopped", timeout=120)
         assert r.returncode == 2, (r.stdout, r.stderr)
-        assert _carrying(token) == []
+        assert carrying(token) == []
         state = json.loads((repo / ".healer" / "runs" / "stopped" / "state.json").read_text())
         h = state["history"][0]
         assert h["timed_out"] is True
@@ -286,7 +269,7 @@ def test_the_pids_limit_holds_through_the_runs_cgroup(tmp_path, mode):
     assert r.returncode == 2, (r.stdout, r.stderr)
     made = json.loads((repo / report).read_text())["forks"]
     assert 0 < made < 12, made  # bwrap's monitor and init (and the agent itself) count too
-    assert _carrying(report) == []
+    assert carrying(report) == []
 
 
 # -- a fleet of two tickets --------------------------------------------------------------------------------
