@@ -43,7 +43,7 @@ from healer.fleet import budget, shared
 from healer.fleet.gates import PASS
 from healer.fleet.hosts import host_id
 from healer.fleet.ports import REAL, Ports
-from healer.fleet.proposals import DEFERRED, MERGED, WITHHELD
+from healer.fleet.proposals import DEFERRED, MERGED, WITHHELD, rejection_reason
 from healer.fleet.results import read_result as _read_result
 from healer.fleet.runtime import EXITED, GONE, RUNNING, Handle, LaunchSpec, Runtime
 from healer.records import Agent, Attempt, Proposal, Ticket, Worktree
@@ -531,6 +531,8 @@ class Dispatcher:
             # and whose proposal was no longer open, which the supervisor judged a zombie and closed (pg-restarts-real)
             with self.store.tx():
                 self.store.decide_proposal(last.id, v.outcome, v.log)
+                if v.conflict is not None:  # the reason in the event, not only in the proposal's log
+                    self.store.append("proposal.conflict", t.id, {"proposal": last.id, **v.conflict})
                 if v.outcome == MERGED:
                     failpoints.hit(FP_MERGE_RECORDED)
                     self._done(t, last, v.main_after)
@@ -565,13 +567,15 @@ class Dispatcher:
             self.store.label(t.id, NEEDS_HUMAN_LABEL, actor=ACTOR)
         self.store.comment(t.id, body, author="healer")
         self._move(t.id, s.to, f"{s.reason}: {s.detail}", expect=t.state)
+        why = rejections(props)
         self.store.append("dispatch.budget_exhausted" if s.to == lifecycle.NEEDS_HUMAN else "dispatch.blocked", t.id,
-                          {"reason": s.reason, "detail": s.detail, "attempts": len(atts), "to": s.to})
+                          {"reason": s.reason, "detail": s.detail, "attempts": len(atts), "to": s.to,
+                           **({"rejections": why} if why else {})})
         if s.to == lifecycle.NEEDS_HUMAN:
             from healer.notify import notify
 
             notify(self.store, self.policy, f"needs_human:{t.id}", f"{t.id} needs a human: {s.detail}",
-                   evidence={"ticket": t.id, "reason": s.reason})
+                   evidence={"ticket": t.id, "reason": s.reason, **({"rejections": why} if why else {})})
 
     # -- launches -------------------------------------------------------------------
     def _launch(self, launch: core.Launch) -> bool:
@@ -1040,17 +1044,25 @@ def _exit_text(a: Attempt) -> str:
     return str(a.exit_code)
 
 
+def rejections(props: list[Proposal]) -> list[str]:
+    """`#3 merge: conflict with main in a.py (…)` for each proposal rejected for a merge conflict."""
+    return [f"#{p.id} {r}" for p in props if p.state == "rejected" and (r := rejection_reason(p.gate_log or ""))]
+
+
 def evidence(s: core.Stop, atts: list[Attempt], props: list[Proposal], lines: int) -> str:
     head = {"launch_budget": "launch budget exhausted", "spinning": "resumed agent is spinning",
             "replays_exhausted": "rejected proposal replays exhausted"}.get(s.reason, s.reason)
-    out = [f"healer: {head} — {s.detail}. Ticket moved to {s.to}.", "", f"Attempts ({len(atts)}):"]
+    why = rejections(props)  # a merge conflict is the reason, whatever the last gate log (often green) says
+    out = [f"healer: {head} — {s.detail}. Ticket moved to {s.to}.", *[f"Why: proposal {w}" for w in why[-3:]], "",
+           f"Attempts ({len(atts)}):"]
     for i, a in enumerate(atts, 1):
         out.append(f"{i}. {iso(a.at)} {a.kind} run={a.run_id} exit={_exit_text(a)} "
                    f"signature={a.failure_signature or '-'} state={a.state_hash or '-'} head={(a.head or '-')[:12]}")
     rejected = [p for p in props if p.state == "rejected"]
     if rejected:
         out += ["", f"Rejected proposals ({len(rejected)}):"]
-        out += [f"- #{p.id} {p.commit[:12]} at {iso(p.decided_at or p.created_at)}" for p in rejected]
+        out += [f"- #{p.id} {p.commit[:12]} at {iso(p.decided_at or p.created_at)}"
+                + (f": {r}" if (r := rejection_reason(p.gate_log or "")) else "") for p in rejected]
     log = rejected[-1].gate_log if s.reason == "replays_exhausted" and rejected else \
         next((a.gate_log_tail for a in reversed(atts) if a.gate_log_tail), "")
     tail = log.splitlines()[-lines:]

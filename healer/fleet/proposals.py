@@ -36,6 +36,34 @@ class Verdict:
     log: str
     main_before: str | None = None
     main_after: str | None = None
+    conflict: dict | None = None  # rejected for a merge conflict: {"files": [...], "with": ["<sha> <subject>", ...], "main": name}
+
+
+CONFLICT = "merge: conflict with "  # the gate log's last line of a conflict: the reason an escalation quotes
+
+
+def conflict_of(scratch: Path, main: str, main_rev: str, commit: str) -> dict:
+    """What a failed `git merge` in `scratch` conflicted on, read before `merge --abort`: the unmerged files and
+    main's commits since the fork point that changed them (what the proposal collided with)."""
+    files = [f for f in git.run(scratch, "diff", "--name-only", "-z", "--diff-filter=U", check=False).stdout.split("\0") if f]
+    base = git.run(scratch, "merge-base", main_rev, commit, check=False).stdout
+    hits: list[str] = []
+    if base and files:
+        hits = git.run(scratch, "log", "--format=%h %s", "--max-count=5", main_rev, f"^{base}", "--", *files[:50],
+                       check=False).stdout.splitlines()
+    return {"main": main, "files": files[:50], "with": hits}
+
+
+def conflict_text(c: dict) -> str:
+    """One line: `merge: conflict with main in a.py, b.py (main's 1a2b3c fix a; ...)`."""
+    files = ", ".join(c.get("files") or []) or "files git did not name"
+    by = "; ".join(c.get("with") or [])
+    return f"{CONFLICT}{c.get('main')} in {files}" + (f" (changed on {c.get('main')} by {by})" if by else "")
+
+
+def rejection_reason(gate_log: str) -> str | None:
+    """The conflict line of a rejected proposal's gate log, or None (a failing gate's log speaks for itself)."""
+    return next((ln for ln in reversed(gate_log.splitlines()) if ln.startswith(CONFLICT)), None)
 
 
 def scratch_dir(root: Path, name: str) -> Path:
@@ -127,10 +155,11 @@ def gate_proposal(root: Path, policy, p: Proposal, clock: Clock, still_wanted=No
         m = git.run(scratch, *git.IDENTITY, "merge", "--no-ff", "--no-edit", "-m", merge_message(p), p.commit,
                     check=False)
         if m.code != 0:
+            c = conflict_of(scratch, main, old, p.commit)
             git.run(scratch, "merge", "--abort", check=False)
             if host_trouble(RuntimeError(m.text)):  # a full disk is no conflict: decided again once there is room
                 return Verdict(DEFERRED, f"$ git merge {p.branch}\n{m.text}\nmerge: the host took no more writes", old)
-            return Verdict(REJECTED, f"$ git merge {p.branch}\n{m.text}\nmerge: conflict with {main}", old)
+            return Verdict(REJECTED, f"$ git merge {p.branch}\n{m.text}\n{conflict_text(c)}", old, conflict=c)
         new = git.rev(scratch)
         res = gate_checkout(root, scratch, policy.fleet.merge_gates, policy.loop, clock)
         log = "\n".join(res.log.splitlines()[-LOG_LINES:])

@@ -112,8 +112,9 @@ def gate_shared(root: Path, policy, p, clock, remote: str, tries: int = 10, stil
             m = git.run(scratch, *git.IDENTITY, "merge", "--no-ff", "--no-edit", "-m", pr.merge_message(p), p.commit,
                         check=False)
             if m.code != 0:
+                c = pr.conflict_of(scratch, f"{remote}/{main}", old, p.commit)
                 git.run(scratch, "merge", "--abort", check=False)
-                return pr.Verdict(pr.REJECTED, f"$ git merge {p.branch}\n{m.text}\nmerge: conflict with {remote}/{main}", old)
+                return pr.Verdict(pr.REJECTED, f"$ git merge {p.branch}\n{m.text}\n{pr.conflict_text(c)}", old, conflict=c)
             new = git.rev(scratch)
             res = gate_checkout(root, scratch, policy.fleet.merge_gates, policy.loop, clock)
             log = "\n".join(res.log.splitlines()[-pr.LOG_LINES:])
