@@ -47,16 +47,13 @@ def init_fleet(root: Path, actor: str = "human", store: str | None = None, new_b
         res.created.append(".healer/")
     ensure_folder(root / ".healer", str(root))
     if not pol.exists():
-        src = default_policy_path()
-        if src.exists():
+        src = default_policy_path()  # the commented default (package data in a wheel): every key says what it does
+        try:
             shutil.copyfile(src, pol)
-        else:  # installed without the policies/ folder: write the schema defaults
-            import yaml
+        except FileNotFoundError:
+            from healer.errors import Unavailable
 
-            from healer.policy import Policy
-
-            pol.write_text("# healer policy: the defaults (see `healer policy show`)\n"
-                           + yaml.safe_dump(Policy().model_dump(mode="json", by_alias=True), sort_keys=False))
+            raise Unavailable(f"{src}: the default policy is missing from this installation (reinstall fleet-healer)") from None
         res.created.append("healer.yaml")
     text = gi.read_bytes() if gi.exists() else b""  # bytes: git reads any encoding, and so does this
     if not {f.encode() for f in _IGNORE_FORMS} & {ln.strip() for ln in text.splitlines()}:

@@ -167,4 +167,7 @@ def load_policy(path: str | FsPath | None = None) -> Policy:
 
 
 def default_policy_path() -> FsPath:
-    return FsPath(__file__).resolve().parents[2] / "policies" / "default.yaml"
+    """The shipped, commented default policy. In a checkout healer/policy/default.yaml is a symbolic link to
+    policies/default.yaml (the one file people edit); a built wheel carries the file itself as package data, so
+    `healer init` after `pip install` writes the same commented file, not a dump of the schema (issue 34)."""
+    return (FsPath(__file__).parent / "default.yaml").resolve()
