@@ -120,7 +120,7 @@ def _experiments(paths: list[Path]) -> bool:
 
     flags = [is_experiment(p) for p in paths]
     if any(flags) and not all(flags):
-        raise UsageError("gameday run: expected healer scenarios or Chaos Toolkit experiments, got both; run them separately")
+        raise UsageError("gameday: expected healer scenarios or Chaos Toolkit experiments, got both; give them separately")
     return all(flags)
 
 
@@ -157,8 +157,10 @@ def run_cmd(
         target = root.resolve() if root else None
         if target is not None and not (target / ".healer").is_dir():
             raise UsageError(f"--root {root}: not a healer fleet (no .healer/); run 'healer init' there first")
-        raise typer.Exit(ctk.run(list(paths), root=target, report_dir=report_dir, junit=junit, console=console, live=not quiet))
-    scs = _selection(paths)
+        exps, _ = _load(paths, target)  # every experiment valid before any runs, as `gameday validate` checks them
+        raise typer.Exit(ctk.run([p for p, _ in exps], root=target, report_dir=report_dir, junit=junit, console=console,
+                                 live=not quiet))
+    _, scs = _load(paths)
     if disable:
         bare = [s.name for s in scs if not s.disable]
         if bare:
@@ -197,10 +199,32 @@ def _selection(paths: list[Path] | None):
     return scs
 
 
+def _load(paths: list[Path] | None, root: Path | None = None) -> tuple[list[tuple[Path, dict]], list]:
+    """The one loader of `gameday run` and `gameday validate`: (Chaos Toolkit experiments, healer scenarios), one
+    of them empty; a mix of both is a usage error. What one accepts, the other does (issue 34)."""
+    if paths and _experiments(paths):
+        from healer.ctk.run import load_all
+
+        return load_all(list(paths), root), []
+    return [], _selection(paths)
+
+
 @gameday_app.command("validate")
-def validate_cmd(paths: list[Path] = typer.Argument(..., help="Scenario files or folders.")) -> None:
-    """Check scenario files without running them: exit 0 when valid, 65 with one FILE:LINE:COL line per problem."""
-    scs = _selection(paths)
+def validate_cmd(paths: list[Path] = typer.Argument(..., help="Scenario files or folders, or Chaos Toolkit experiments."),
+                 root: Path = typer.Option(None, "--root", help="Chaos Toolkit experiments: the fleet `gameday run --root` "
+                                                               "would aim at ($HEALER_ROOT for their configuration).")) -> None:
+    """Check scenario files or Chaos Toolkit experiments without running them (the loader `gameday run` uses):
+    exit 0 when valid, 65 with one FILE:LINE:COL line per problem."""
+    exps, scs = _load(paths, root.resolve() if root else None)
+    if scs and root is not None:
+        from healer.errors import UsageError
+
+        raise UsageError("--root: only for Chaos Toolkit experiments (a scenario builds its own fleet); validate without it")
+    for path, exp in exps:
+        ss = exp.get("steady-state-hypothesis") or {}
+        typer.echo(f"{path}: ok (Chaos Toolkit experiment {exp.get('title')!r}, {len(ss.get('probes') or [])} steady-state "
+                   f"probe(s), {len(exp.get('method') or [])} method activit{'y' if len(exp.get('method') or []) == 1 else 'ies'}, "
+                   f"{len(exp.get('rollbacks') or [])} rollback(s))")
     for sc in scs:
         typer.echo(f"{sc.source}: ok ({sc.name}, {sc.mode}, {len(sc.expect)} expectation(s)"
                    + (f", disable breaks {len(sc.disable_breaks)}" if sc.disable_breaks else "") + ")")

@@ -54,6 +54,22 @@ def load(path: str | Path) -> dict[str, Any]:
     return exp
 
 
+def load_all(paths: list[Path], root: Path | None = None) -> list[tuple[Path, dict[str, Any]]]:
+    """Every experiment of the selection, validated by chaostoolkit-lib before any runs (every bad file reported,
+    one line each): the one loader of `healer gameday run` and `healer gameday validate`. Validation reads the
+    experiment's configuration from the environment, with $HEALER_ROOT set from `root` as a run sets it."""
+    out, lines = [], []
+    for p in paths:
+        try:
+            with _env(HEALER_ROOT=str(root) if root else None):
+                out.append((Path(p), load(p)))
+        except InvalidInput as e:
+            lines += e.lines or [str(e)]
+    if lines:
+        raise InvalidInput(lines[0], lines)
+    return out
+
+
 @contextmanager
 def _env(**values: str | None):
     old = {k: os.environ.get(k) for k in values}
