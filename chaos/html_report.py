@@ -1,34 +1,44 @@
-"""report.html: one self-contained page per game day (plotly, its JavaScript inlined; no network).
+"""report.html: one self-contained page per game day: plain HTML and inline SVG drawn here (no script, no network).
 
-Per scenario: a swimlane per ticket (its states as bars, faults and healer's actions as marks on the
-same time axis), a lane for the fleet (faults and alerts about no ticket), and the expectations with the
-counts they checked. Chaos Toolkit experiments get one lane per phase (steady state before, method,
-steady state after, rollbacks) with each activity as a bar.
+Per scenario: a swimlane per ticket (its states as bars; healer's actions, alerts, dispatch and proposals as
+marks on the same time axis), a lane for the fleet (what concerns no ticket), each fault a labelled line across
+every lane (its name, not a bare ✖), condition bands shaded behind the lanes (main red, dispatch paused, the
+store away), and a time axis in clock time (UTC; the simulated clock in simulated mode) over the time since the
+start. Then the expectations with the counts they checked. Chaos Toolkit experiments get one lane per phase
+(steady state before, method, steady state after, rollbacks) with each activity as a labelled bar.
+
+It once inlined plotly's 4.7 MB script per report (4.8 MB for one scenario); SVG keeps one scenario's page
+in tens of kilobytes (`tests/interop/test_reports.py` bounds it at 1 MB and renders it in headless chromium).
 """
 
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 STATE_COLORS = {"queued": "#9aa5b1", "in_progress": "#2f80ed", "review": "#9b51e0", "done": "#27ae60",
                 "blocked": "#f2994a", "needs_human": "#eb5757", "closed": "#4f4f4f"}
-MARKS = (  # (kind prefix, legend name, colour, symbol)
-    ("chaos.", "fault", "#d0021b", "x"),
+FAULT = ("chaos.fault", "chaos.fault_not_applied")
+MARKS = (  # (kind prefix, legend name, colour, shape)
     ("intent.", "healer action", "#00a676", "diamond"),
     ("remedy.", "healer action", "#00a676", "diamond"),
     ("repair.", "repair agent", "#00a676", "star"),
-    ("notify.", "alert", "#f5a623", "triangle-up"),
-    ("dispatch.", "dispatch", "#4a90e2", "circle-open"),
-    ("proposal.", "proposal", "#7b61ff", "square-open"),
+    ("notify.", "alert", "#f5a623", "triangle"),
+    ("dispatch.", "dispatch", "#4a90e2", "circle"),
+    ("proposal.", "proposal", "#7b61ff", "square"),
+)
+# condition bands: (name, colour, kinds that open it, kinds that close it)
+BANDS = (
+    ("main red", "#eb5757", ("main.red",), ("main.green",)),
+    ("dispatch paused", "#f2994a", ("dispatch.paused",), ("dispatch.unpaused", "dispatch.resumed_dispatch", "dispatch.resumed")),
+    ("store away", "#7f8c8d", ("store.unavailable",), ("store.back",)),
 )
 MAX_LANES = 60
+MAX_MARKS = 600  # marks drawn per chart (the timeline itself is capped at 400 entries)
 
-
-def _t(off: float) -> datetime:
-    """Offsets drawn on a date axis from the epoch: the axis reads as elapsed h:m:s."""
-    return datetime.fromtimestamp(max(0.0, off), UTC).replace(tzinfo=None)
+WIDTH, LEFT, RIGHT, LANE, AXIS = 1240, 120, 56, 22, 46
 
 
 def _mark(kind: str):
@@ -36,7 +46,7 @@ def _mark(kind: str):
 
 
 def swimlanes(timeline: list[tuple[float, str, str, str]], span: float):
-    """(lanes, bars, marks) from a game day's timeline: bars (lane, start, end, state), marks (lane, t, legend, text)."""
+    """(lanes, bars, marks, hidden) from a game day's timeline: bars (lane, start, end, state), marks (lane, t, legend, text)."""
     tickets: list[str] = []
     state: dict[str, tuple[str, float]] = {}
     bars: list[tuple[str, float, float, str]] = []
@@ -66,39 +76,41 @@ def swimlanes(timeline: list[tuple[float, str, str, str]], span: float):
     shown = set(lanes) | {"fleet"}
     bars = [b for b in bars if b[0] in shown]
     marks = [m for m in marks if m[0] in shown]
-    if any(m[0] == "fleet" for m in marks):
+    if any(m[0] == "fleet" for m in marks) or any(k in FAULT for _, k, _, _ in timeline):
         lanes.append("fleet")
     return lanes, bars, marks, max(0, len(tickets) - MAX_LANES)
 
 
-def figure(lanes, bars, marks, title: str):
-    import plotly.graph_objects as go
+@dataclass(frozen=True)
+class Fault:
+    t: float
+    name: str  # the fault's kind (red_main, kill_supervisor...)
+    text: str
+    applied: bool
 
-    fig = go.Figure()
-    for st, colour in STATE_COLORS.items():
-        mine = [b for b in bars if b[3] == st]
-        if not mine:
-            continue
-        fig.add_trace(go.Bar(
-            y=[b[0] for b in mine], base=[_t(b[1]) for b in mine], x=[(b[2] - b[1]) * 1000 for b in mine],
-            orientation="h", name=st, marker_color=colour, opacity=0.75,
-            hovertext=[f"{b[0]}: {st} for {human_seconds(b[2] - b[1])} (from +{human_seconds(b[1])})" for b in mine],
-            hoverinfo="text"))
-    for prefix_name in dict.fromkeys(m[1] for m in MARKS):
-        mine = [m for m in marks if m[2] == prefix_name]
-        if not mine:
-            continue
-        spec = next(x for x in MARKS if x[1] == prefix_name)
-        fig.add_trace(go.Scatter(
-            y=[m[0] for m in mine], x=[_t(m[1]) for m in mine], mode="markers", name=prefix_name,
-            marker={"color": spec[2], "symbol": spec[3], "size": 9, "line": {"width": 1}},
-            hovertext=[f"+{human_seconds(m[1])} {m[3]}"[:300] for m in mine], hoverinfo="text"))
-    fig.update_layout(
-        title=title, barmode="overlay", height=max(260, 110 + 26 * len(lanes)), margin={"l": 110, "r": 20, "t": 50, "b": 40},
-        xaxis={"type": "date", "tickformat": "%H:%M:%S", "title": "time since the start (h:m:s)"},
-        yaxis={"categoryorder": "array", "categoryarray": list(reversed(lanes)), "title": ""},
-        legend={"orientation": "h", "y": -0.2}, template="plotly_white")
-    return fig
+
+def faults(timeline: list[tuple[float, str, str, str]]) -> list[Fault]:
+    """Each fault of the timeline, named: `fault red_main on M-1` -> red_main."""
+    out = []
+    for off, kind, subject, text in timeline:
+        if kind in FAULT:
+            name = text.split()[1] if text.startswith("fault ") and len(text.split()) > 1 else (subject or "fault")
+            out.append(Fault(off, name, f"{kind} {subject}: {text}", kind == "chaos.fault"))
+    return out
+
+
+def bands(timeline: list[tuple[float, str, str, str]], span: float) -> list[tuple[str, str, float, float]]:
+    """(name, colour, start, end) of each condition period the timeline shows; one still open ends at the span."""
+    out, open_at = [], {}
+    for off, kind, _subject, text in timeline:
+        for name, colour, opens, closes in BANDS:
+            if kind in opens and not (kind == "dispatch.paused" and "value=False" in text) and name not in open_at:
+                open_at[name] = off
+            elif (kind in closes or (kind == "dispatch.paused" and "value=False" in text)) and name in open_at:
+                out.append((name, colour, open_at.pop(name), off))
+    colours = {b[0]: b[1] for b in BANDS}
+    out += [(name, colours[name], start, max(span, start)) for name, start in open_at.items()]
+    return sorted(out, key=lambda b: b[2])
 
 
 def human_seconds(s: float) -> str:
@@ -110,14 +122,133 @@ def human_seconds(s: float) -> str:
     return f"{h}h{m:02d}m{sec:02d}s" if h else f"{m}m{sec:02d}s"
 
 
+def _nice_step(span: float, ticks: int = 8) -> float:
+    raw = max(span, 1.0) / ticks
+    return next((s for s in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400)
+                 if s >= raw), 86400 * (int(raw // 86400) + 1))
+
+
+def _clock(epoch: float, with_date: bool = False) -> str:
+    d = datetime.fromtimestamp(epoch, UTC)
+    return d.strftime("%Y-%m-%d %H:%M:%S UTC" if with_date else "%H:%M:%S")
+
+
+def chart(lanes: list[str], bars: list[tuple[str, float, float, str]], marks: list[tuple[str, float, str, str]],
+          span: float, t0: float, title: str, *, fault_list: list[Fault] = (), band_list=(), colours=None,
+          bar_text: dict[int, str] | None = None, clock_name: str = "clock") -> str:
+    """An SVG swimlane chart: lanes top to bottom, bars, marks, faults as labelled lines, bands shaded; the x axis
+    reads the clock (t0 + offset, UTC) over the time since the start."""
+    e = html.escape
+    colours = colours or STATE_COLORS
+    span = max(span, max((b[2] for b in bars), default=0.0), max((m[1] for m in marks), default=0.0), 1.0)
+    plot_w = WIDTH - LEFT - RIGHT
+    x = lambda t: LEFT + plot_w * max(0.0, min(t, span)) / span  # noqa: E731 - the one scale of the chart
+    # fault labels in rows above the lanes, a label moved down a row when it would overlap the one before
+    rows: list[float] = []
+    placed = []
+    for f in fault_list:
+        w = 7 * len(f.name) + 14
+        r = next((i for i, end in enumerate(rows) if x(f.t) > end), len(rows))
+        if r == len(rows):
+            rows.append(0.0)
+        rows[r] = x(f.t) + w
+        placed.append((f, r))
+    present = list(dict.fromkeys(b[0] for b in band_list))  # a row of labels per kind of band, under the faults'
+    band_y = {name: 34 + 16 * len(rows) + 13 * i + 8 for i, name in enumerate(present)}
+    top = 34 + 16 * len(rows) + 13 * len(present) + (4 if present else 0)
+    height = top + LANE * len(lanes) + AXIS
+    y_of = {lane: top + i * LANE for i, lane in enumerate(lanes)}
+    out = [f"<svg class='timeline' role='img' width='{WIDTH}' height='{height}' "
+           f"viewBox='0 0 {WIDTH} {height}' font-family='system-ui,sans-serif' font-size='11'>",
+           f"<title>{e(title)}</title><text x='{LEFT}' y='16' font-size='14' font-weight='600'>{e(title)}</text>"]
+    bottom = top + LANE * len(lanes)
+    for name, colour, s, t in band_list:
+        ty = band_y[name]
+        out.append(f"<g class='band'><rect x='{x(s):.1f}' y='{top}' width='{max(1.5, x(t) - x(s)):.1f}' height='{bottom - top}' "
+                   f"fill='{colour}' fill-opacity='0.13'><title>{e(name)}: +{human_seconds(s)} to +{human_seconds(t)} "
+                   f"({human_seconds(t - s)})</title></rect><text x='{x(s) + 3:.1f}' y='{ty}' fill='{colour}' font-size='10' "
+                   f"font-weight='600'>{e(name)}</text></g>")
+    for i, lane in enumerate(lanes):
+        y = y_of[lane]
+        if i % 2:
+            out.append(f"<rect x='{LEFT}' y='{y}' width='{plot_w}' height='{LANE}' fill='#000' fill-opacity='0.025'/>")
+        out.append(f"<text x='{LEFT - 6}' y='{y + LANE / 2 + 4}' text-anchor='end'>{e(lane[:18])}</text>")
+    for n, (lane, s, t, st) in enumerate(bars):
+        if lane not in y_of:
+            continue
+        label = (bar_text or {}).get(n, "")
+        w = max(1.0, x(t) - x(s))
+        out.append(f"<rect x='{x(s):.1f}' y='{y_of[lane] + 4}' width='{w:.1f}' height='{LANE - 8}' fill='{colours.get(st, '#2f80ed')}' "
+                   f"fill-opacity='0.8'><title>{e(lane)}: {e(st)} for {human_seconds(t - s)} (from +{human_seconds(s)}"
+                   f"{', ' + e(label) if label else ''})</title></rect>")
+        if label and w > 7 * len(label[:40]) * 0.8:
+            out.append(f"<text x='{x(s) + 3:.1f}' y='{y_of[lane] + LANE / 2 + 4}' fill='#fff'>{e(label[:40])}</text>")
+    for f, r in placed:
+        fx, ly = x(f.t), 30 + 16 * r
+        colour = "#d0021b" if f.applied else "#8b572a"
+        label = f.name + ("" if f.applied else " (not applied)")
+        out.append(f"<g class='fault'><title>+{human_seconds(f.t)} {_clock(t0 + f.t)} {e(f.text)[:300]}</title>"
+                   f"<line x1='{fx:.1f}' y1='{ly + 3}' x2='{fx:.1f}' y2='{bottom}' stroke='{colour}' stroke-width='1.5' "
+                   f"stroke-dasharray='4 3'/><text x='{fx + 3:.1f}' y='{ly}' fill='{colour}' font-weight='600'>"
+                   f"⚡ {e(label)}</text></g>")
+    for lane, t, legend, text in marks[:MAX_MARKS]:
+        if lane not in y_of:
+            continue
+        spec = next((m for m in MARKS if m[1] == legend), ("", legend, "#555", "circle"))
+        out.append(_shape(spec[3], x(t), y_of[lane] + LANE / 2, spec[2],
+                          f"+{human_seconds(t)} {_clock(t0 + t)} {text}"[:300]))
+    # the axis: clock time over the time since the start
+    step = _nice_step(span)
+    out.append(f"<line x1='{LEFT}' y1='{bottom}' x2='{LEFT + plot_w}' y2='{bottom}' stroke='#888'/>")
+    k = 0
+    while k * step <= span + 1e-9:
+        tx = x(k * step)
+        out.append(f"<line x1='{tx:.1f}' y1='{top}' x2='{tx:.1f}' y2='{bottom + 4}' stroke='#ccc' stroke-width='0.5'/>"
+                   f"<text class='tick' x='{tx:.1f}' y='{bottom + 16}' text-anchor='middle'>{_clock(t0 + k * step)}</text>"
+                   f"<text x='{tx:.1f}' y='{bottom + 29}' text-anchor='middle' fill='#777'>+{human_seconds(k * step)}</text>")
+        k += 1
+    out.append(f"<text x='{LEFT}' y='{bottom + 42}' fill='#555'>{e(clock_name)} from {_clock(t0, True)} (top row); "
+               f"time since the start (bottom row)</text></svg>")
+    return "".join(out)
+
+
+def _shape(shape: str, cx: float, cy: float, colour: str, tip: str) -> str:
+    tip = f"<title>{html.escape(tip)}</title>"
+    if shape == "diamond":
+        pts = f"{cx},{cy - 6} {cx + 6},{cy} {cx},{cy + 6} {cx - 6},{cy}"
+        return f"<polygon points='{pts}' fill='{colour}' stroke='#fff' stroke-width='0.8'>{tip}</polygon>"
+    if shape == "triangle":
+        pts = f"{cx},{cy - 6} {cx + 6},{cy + 5} {cx - 6},{cy + 5}"
+        return f"<polygon points='{pts}' fill='{colour}' stroke='#fff' stroke-width='0.8'>{tip}</polygon>"
+    if shape == "square":
+        return f"<rect x='{cx - 4}' y='{cy - 4}' width='8' height='8' fill='none' stroke='{colour}' stroke-width='1.5'>{tip}</rect>"
+    if shape == "star":
+        return f"<text x='{cx}' y='{cy + 5}' text-anchor='middle' font-size='14' fill='{colour}'>★{tip}</text>"
+    return f"<circle cx='{cx}' cy='{cy}' r='4' fill='none' stroke='{colour}' stroke-width='1.5'>{tip}</circle>"
+
+
+def legend(colours: dict[str, str], with_marks: bool = True) -> str:
+    e = html.escape
+    items = [f"<span class='key'><i style='background:{c}'></i>{e(s)}</span>" for s, c in colours.items()]
+    if with_marks:
+        items.append("<span class='key'><b style='color:#d0021b'>⚡ name</b> fault</span>")
+        items += [f"<span class='key'><b style='color:{c}'>{'◆' if sh == 'diamond' else '▲' if sh == 'triangle' else '□' if sh == 'square' else '★' if sh == 'star' else '○'}"
+                  f"</b> {e(n)}</span>" for n, (_, _, c, sh) in {m[1]: m for m in MARKS}.items()]
+        items += [f"<span class='key'><i style='background:{c};opacity:.35'></i>{e(n)}</span>" for n, c, _, _ in BANDS]
+    return "<p class='legend'>" + " ".join(items) + "</p>"
+
+
 CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1400px}
 table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f4f4f4}.ok{color:#1e7e34;font-weight:600}.bad{color:#c0392b;font-weight:600}
-h2{margin-top:36px;border-top:1px solid #eee;padding-top:16px}small{color:#666}"""
+h2{margin-top:36px;border-top:1px solid #eee;padding-top:16px}small{color:#666}
+.legend{font-size:12px;color:#444}.key{margin-right:12px;white-space:nowrap}
+.key i{display:inline-block;width:12px;height:10px;margin-right:4px;vertical-align:middle}
+svg.timeline{max-width:100%;height:auto}"""
 
 
 def page(title: str, summary_rows: list[list[str]], sections: list[dict[str, Any]]) -> str:
-    """sections: {title, ok, meta, figure (plotly Figure or None), checks: [(ok, name, kind, message)], extra: html}."""
+    """sections: {title, ok, meta, figure (SVG text or None), legend (html), checks: [(ok, name, kind, message)], extra: html}."""
     e = html.escape
     parts = [f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{e(title)}</title><style>{CSS}</style></head><body>",
              f"<h1>{e(title)}</h1>", "<table><tr><th>name</th><th>result</th><th>checks</th><th>span</th><th>wall</th></tr>"]
@@ -126,14 +257,12 @@ def page(title: str, summary_rows: list[list[str]], sections: list[dict[str, Any
         parts.append("<tr>" + "".join(f"<td class='{cls}'>{e(c)}</td>" if i == 1 else f"<td>{e(c)}</td>"
                                       for i, c in enumerate(row)) + "</tr>")
     parts.append("</table>")
-    first = True
     for sec in sections:
         parts.append(f"<h2>{e(sec['title'])} — <span class='{'ok' if sec['ok'] else 'bad'}'>{'PASS' if sec['ok'] else 'FAILED'}</span></h2>")
         parts.append(f"<p><small>{e(sec.get('meta', ''))}</small></p>")
-        if sec.get("figure") is not None:
-            parts.append(sec["figure"].to_html(full_html=False, include_plotlyjs=first, config={"displaylogo": False,
-                                                                                              "responsive": True}))
-            first = False
+        if sec.get("figure"):
+            parts.append(sec["figure"])
+            parts.append(sec.get("legend", ""))
         if sec.get("checks"):
             parts.append("<table><tr><th></th><th>expectation</th><th>checker</th><th>what it counted</th></tr>")
             for ok, name, kind, message in sec["checks"]:
@@ -151,19 +280,26 @@ def scenarios(results) -> str:
     for r in results:
         sc = r.scenario
         lanes, bars, marks, hidden = swimlanes(r.timeline, r.span)
-        fig = figure(lanes, bars, marks, f"{sc.name}: tickets over time") if lanes else None
+        simulated = sc.mode == "simulated"
+        t0 = getattr(r, "clock_start", 0.0) or r.started
+        fig = chart(lanes, bars, marks, r.span, t0, f"{sc.name}: tickets over time", fault_list=faults(r.timeline),
+                    band_list=bands(r.timeline, r.span),
+                    clock_name="simulated clock (UTC)" if simulated else "clock (UTC)") if lanes else None
         passed = sum(c.ok for c in r.checks)
         rows.append([sc.name, "PASS" if r.ok else r.status.upper(), f"{passed}/{len(r.checks)}", human_seconds(r.span),
                      human_seconds(r.wall)])
         meta = (f"mode {sc.mode}, seed {r.seed}{', feature disabled' if r.disabled else ''}; {len(r.timeline)} events"
                 + (f"; {hidden} more ticket lanes not drawn" if hidden else "") + (f"; error: {r.error}" if r.error else ""))
-        sections.append({"title": sc.name, "ok": r.ok, "meta": meta, "figure": fig,
+        sections.append({"title": sc.name, "ok": r.ok, "meta": meta, "figure": fig, "legend": legend(STATE_COLORS),
                          "checks": [(c.ok, c.name, c.kind, c.message) for c in r.checks]})
     return page("Game day report", rows, sections)
 
 
+ACTIVITY_COLOURS = {"succeeded": "#27ae60", "failed": "#eb5757", "skipped": "#9aa5b1"}
+
+
 def experiments(journals: list[dict[str, Any]]) -> str:
-    """report.html of Chaos Toolkit journals: one lane per phase, each activity a bar."""
+    """report.html of Chaos Toolkit journals: one lane per phase, each activity a labelled bar."""
     from healer.ctk.run import errors, verdict
     from healer.ctk.run import ok as passed
 
@@ -180,12 +316,14 @@ def experiments(journals: list[dict[str, Any]]) -> str:
         for a in j.get("rollbacks") or []:
             items.append(("rollbacks", a))
         lanes = list(dict.fromkeys(lane for lane, _ in items))
-        bars, marks = [], []
-        for lane, a in items:
+        bars, names = [], {}
+        for n, (lane, a) in enumerate(items):
             s, e = _epoch(a.get("start")) - t0, _epoch(a.get("end")) - t0
             bars.append((lane, s, max(e, s + 0.05), a.get("status", "")))
-            marks.append((lane, s, "activity", f"{a.get('activity', {}).get('name')}: {a.get('status')}"))
-        fig = _activity_figure(bars, items, lanes, j["experiment"].get("title", "experiment"), t0)
+            names[n] = str(a.get("activity", {}).get("name", ""))
+        span = max((b[2] for b in bars), default=float(j.get("duration") or 0))
+        fig = chart(lanes, bars, [], span, t0, j["experiment"].get("title", "experiment"), colours=ACTIVITY_COLOURS,
+                    bar_text=names) if lanes else None
         checks = [(bool(p.get("tolerance_met")), p.get("activity", {}).get("name", "?"), f"steady state {phase}",
                    f"output {str(p.get('output'))[:200]}")
                   for phase in ("before", "after") for p in (ss.get(phase) or {}).get("probes", []) or []]
@@ -196,28 +334,8 @@ def experiments(journals: list[dict[str, Any]]) -> str:
         extra += "".join(f"<p><b>error:</b> {html.escape(e)}</p>" for e in errors(j))
         sections.append({"title": j["experiment"].get("title", "?"), "ok": passed(j),
                          "meta": f"status {j.get('status')}, deviated {j.get('deviated')}, started {j.get('start')}",
-                         "figure": fig, "checks": checks, "extra": extra})
+                         "figure": fig, "legend": legend(ACTIVITY_COLOURS, with_marks=False), "checks": checks, "extra": extra})
     return page("Chaos Toolkit experiment report", rows, sections)
-
-
-def _activity_figure(bars, items, lanes, title: str, t0: float):
-    import plotly.graph_objects as go
-
-    colours = {"succeeded": "#27ae60", "failed": "#eb5757", "skipped": "#9aa5b1"}
-    fig = go.Figure()
-    for st in dict.fromkeys(b[3] for b in bars):
-        mine = [(b, a) for b, (_, a) in zip(bars, items, strict=True) if b[3] == st]
-        fig.add_trace(go.Bar(y=[b[0] for b, _ in mine], base=[_t(b[1]) for b, _ in mine],
-                             x=[(b[2] - b[1]) * 1000 for b, _ in mine], orientation="h", name=st or "?",
-                             marker_color=colours.get(st, "#2f80ed"),
-                             text=[a.get("activity", {}).get("name", "") for _, a in mine], textposition="inside",
-                             hovertext=[f"{a.get('activity', {}).get('name')} ({a.get('activity', {}).get('type')}): {st}, "
-                                        f"{human_seconds(b[2] - b[1])}" for b, a in mine], hoverinfo="text"))
-    fig.update_layout(title=title, barmode="overlay", height=max(260, 110 + 40 * len(lanes)),
-                      xaxis={"type": "date", "tickformat": "%H:%M:%S", "title": "time since the start (h:m:s)"},
-                      yaxis={"categoryorder": "array", "categoryarray": list(reversed(lanes))},
-                      template="plotly_white", margin={"l": 130, "r": 20, "t": 50, "b": 40})
-    return fig
 
 
 def _epoch(iso_time: str | None) -> float:

@@ -41,6 +41,7 @@ class Result:
     rollbacks: list[Activity] = field(default_factory=list)
     timeline: list[tuple[float, str, str, str]] = field(default_factory=list)  # (offset s, kind, subject, text)
     started: float = 0.0  # wall clock
+    clock_start: float = 0.0  # the scenario's clock at offset 0 (the simulated clock in simulated mode): the report's axis
     ended: float = 0.0
     span: float = 0.0  # scenario time covered (virtual seconds in simulated mode)
     seed: int = 0
@@ -89,7 +90,8 @@ def fault_errors(activities: list[Activity]) -> list[str]:
 
 # timeline: only what a reader needs to follow the story
 TIMELINE_PREFIXES = ("chaos.", "dispatch.", "ticket.moved", "ticket.unlabeled", "ticket.commented", "intent.done", "intent.aborted",
-                     "notify.sent", "proposal.", "repair.", "lease.taken_over", "supervisor.recovered", "quarantine.")
+                     "notify.sent", "proposal.", "repair.", "lease.taken_over", "supervisor.recovered", "quarantine.",
+                     "main.red", "main.green", "store.unavailable", "store.back")  # the last four: the report's bands
 
 
 def timeline_from(history: History, limit: int = 400) -> list[tuple[float, str, str, str]]:
@@ -128,6 +130,7 @@ def finish(result: Result, history: History, clock: Clock | None = None) -> Resu
     if result.disabled and sc.incident:  # the disabled run must show the incident itself, at its scale
         result.incident = run_checks(sc.incident, history)
     result.timeline = timeline_from(history)
+    result.clock_start = history.start
     result.span = history.end - history.start
     flag_vacuous(result)
     errors = fault_errors(result.activities)
