@@ -746,6 +746,25 @@ def _warnings(sc: Scenario, marks: dict) -> list[Problem]:
                     line, col = mark_for(marks, loc)
                     out.append(Problem(line, col, f"{section}[{i}].{'.'.join(path)}",
                                        f"warning: no event of kind {kind!r} is ever written{did_you_mean(kind, known)}"))
+                out += _impossible_payload(sel, (section, i, *path[:-1]), marks)
+    return out
+
+
+def _impossible_payload(sel, loc: tuple, marks: dict) -> list[Problem]:
+    """A payload key no writer of the selected kinds ever gives (chaos/event_catalogue.py) can never match: the
+    checker would pass or fail for a reason that is not the one it names."""
+    if not sel.payload:
+        return []
+    from chaos import event_catalogue
+
+    out = []
+    for key, known in event_catalogue.impossible(sel.kinds(), sel.payload):
+        line, col = mark_for(marks, (*loc, "payload", key))
+        kinds = " or ".join(repr(k) for k in sel.kinds())
+        out.append(Problem(line, col, ".".join(str(x) if isinstance(x, str) else f"[{x}]" for x in (*loc, "payload", key))
+                           .replace(".[", "["),
+                           f"warning: no {kinds} event ever carries payload key {key!r}, so this can never match "
+                           f"(its writers give: {', '.join(sorted(known)) or 'no payload'}){did_you_mean(key, known)}"))
     return out
 
 

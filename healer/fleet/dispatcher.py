@@ -532,7 +532,9 @@ class Dispatcher:
             with self.store.tx():
                 self.store.decide_proposal(last.id, v.outcome, v.log)
                 if v.conflict is not None:  # the reason in the event, not only in the proposal's log
-                    self.store.append("proposal.conflict", t.id, {"proposal": last.id, **v.conflict})
+                    c = v.conflict
+                    self.store.append("proposal.conflict", t.id, {"proposal": last.id, "main": c.get("main"),
+                                                                  "files": c.get("files"), "with": c.get("with")})
                 if v.outcome == MERGED:
                     failpoints.hit(FP_MERGE_RECORDED)
                     self._done(t, last, v.main_after)
