@@ -55,3 +55,38 @@ def test_evidence_names_the_conflict_even_when_the_last_gate_log_is_green():
     assert "12 passed" in body  # the green log is still there, below the reason
     assert rejections(props) == ["#4 merge: conflict with main in a.py (changed on main by 1a2b3c4 fix)"]
     assert rejection_reason("gate tests: exit 1") is None  # a failing gate's log speaks for itself
+
+
+def test_a_conflict_on_the_shared_main_names_the_files_and_the_other_hosts_commit(tmp_path):
+    """Several hosts (fleet.shared_remote): the merge is built on the fetched shared main; its conflict says so."""
+    from healer.clock import VirtualClock
+    from healer.fleet import proposals as pr
+    from healer.fleet import shared
+    from healer.records import Proposal
+    from tests.fleet.test_shared_merge import shared_fleet
+
+    bare, root = shared_fleet(tmp_path)
+    git(root, "checkout", "-q", "-b", "healer/T-1")
+    (root / "a.txt").write_text("the agent's\n")
+    git(root, "add", "a.txt")
+    git(root, "commit", "-q", "-m", "agent: a\n\nHealer-Run: T-1-01")
+    commit = git(root, "rev-parse", "HEAD")
+    git(root, "checkout", "-q", "main")
+    # another host's clone pushes a different a.txt to the shared main meanwhile
+    git(tmp_path, "clone", "-q", str(bare), str(tmp_path / "host2"))
+    host2 = tmp_path / "host2"
+    for k, v in (("user.email", "h2@healer.invalid"), ("user.name", "host2")):
+        git(host2, "config", k, v)
+    (host2 / "a.txt").write_text("host 2's\n")
+    git(host2, "add", "a.txt")
+    git(host2, "commit", "-q", "-m", "host2: a")
+    git(host2, "push", "-q", "origin", "main")
+    theirs = git(host2, "rev-parse", "--short", "HEAD")
+    from healer.policy.load import load_policy
+
+    policy = load_policy(root / "healer.yaml")
+    p = Proposal(1, "T-1", "healer/T-1", commit, "open", 0.0)
+    v = shared.gate_shared(root, policy, p, VirtualClock(), "origin")
+    assert v.outcome == pr.REJECTED, v.log
+    assert v.conflict == {"main": "origin/main", "files": ["a.txt"], "with": [f"{theirs} host2: a"]}
+    assert pr.rejection_reason(v.log) == f"merge: conflict with origin/main in a.txt (changed on origin/main by {theirs} host2: a)"
