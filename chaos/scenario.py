@@ -452,6 +452,9 @@ class HostsSpec(Strict):
     lease_ttl: Duration = Field("3s", description="the supervisor lease ttl (hosts are lost after twice that)")
     agent_delay: Duration = Field("1s", description="each agent run takes this long")
     finish_within: Duration = Field("5m", description="the cap (wall clock) for every ticket to end")
+    failpoints: str = Field("", description="HEALER_FAILPOINTS of every host's `healer up` (e.g. "
+                            "`dispatch.merge_recorded=stop@1`: each host stops itself inside its first merge's store "
+                            "transaction, where a `pg_kill_mid_merge` fault finds it)")
 
 
 class Scenario(Strict):

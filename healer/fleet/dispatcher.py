@@ -19,6 +19,7 @@ Decisions use `clock` (virtual in tests); waiting for real processes uses real t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -529,7 +530,7 @@ class Dispatcher:
             # the proposal's verdict and, when merged, the ticket's merged_commit and its move to done in ONE store
             # transaction: a store lost between them (a PostgreSQL restart) left a review ticket whose work was on main
             # and whose proposal was no longer open, which the supervisor judged a zombie and closed (pg-restarts-real)
-            with self.store.tx():
+            with self.store.tx() if switches.enabled("merge_tx") else contextlib.nullcontext():
                 self.store.decide_proposal(last.id, v.outcome, v.log)
                 if v.outcome == MERGED:
                     failpoints.hit(FP_MERGE_RECORDED)

@@ -246,6 +246,14 @@ class SqliteStore:
         with self.tx(fenced=False) as db:
             db.executemany(f'INSERT INTO "{name}"({names}) VALUES ({_placeholders(len(cols))})', rows)
 
+    def clear_table(self, name: str) -> None:
+        """Every row of table `name` gone (a restore replacing the board, inside its one transaction)."""
+        with self.tx(fenced=False) as db:
+            db.execute(f'DELETE FROM "{name}"')
+
+    def consistent_read(self) -> None:
+        """Called first inside a transaction that only reads: SQLite's write transaction is one snapshot already."""
+
     def now(self) -> float:
         return self.clock.now()
 

@@ -319,3 +319,59 @@ def test_up_past_the_tolerance_ends_with_one_line_and_69(restartable_pg, pg_flee
     assert text.count("store unavailable (") == 1, text[-2000:]
     last = [ln for ln in text.splitlines() if ln.strip()][-1]
     assert last.startswith("healer: up: ") and "store.outage_tolerance (3s)" in last, last
+
+
+# -- a daemon started while the store is away (issue 33) ---------------------------------------------
+
+def _fleet(tmp_path: Path, url: str, **store) -> Path:
+    root = make_repo(tmp_path / "fleet", {"README.md": "# x\n", "healer.yaml": yaml.safe_dump(_policy(**store))})
+    (root / ".healer").mkdir()
+    open_url(url, root=root).close()
+    return root
+
+
+def test_up_started_while_the_server_is_down_waits_for_it(restartable_pg, pg_fleet, tmp_path):
+    """`healer up` started while PostgreSQL is stopped rides it out as an outage met later: one line, no exit, and
+    once the server is back it runs, with the outage's store.unavailable / store.back pair in the journal."""
+    root = _fleet(tmp_path, pg_fleet)
+    log = root / ".healer" / "up.log"
+    restartable_pg.halt("fast")
+    try:
+        up = _up(root, pg_fleet)
+        wait_until(lambda: "store unavailable (" in log.read_text() or up.poll() is not None, 60, "up to meet the outage")
+        assert up.poll() is None, log.read_text()[-2000:]
+    finally:
+        restartable_pg.resume_server()
+    try:
+        wait_until(lambda: "dispatcher and supervisor running" in log.read_text() or up.poll() is not None, 60, "up running")
+        assert up.poll() is None, log.read_text()[-2000:]
+    finally:
+        code = _stop(up)
+    text = log.read_text()
+    assert code == 0, text[-2000:]
+    assert "Traceback" not in text
+    assert text.count("store unavailable (") == 1 and text.count("store back after") == 1, text[-2000:]
+    store = open_url(pg_fleet, root=root)
+    try:
+        ev = store.events(prefix="store.")
+        assert [e.kind for e in ev][:2] == ["store.unavailable", "store.back"] and ev[1].payload["who"] == "up"
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("cmd", ["up", "dispatch", "supervise"])
+def test_a_daemon_started_while_the_server_stays_down_ends_with_one_line_and_69(restartable_pg, pg_fleet, tmp_path, cmd):
+    root = _fleet(tmp_path, pg_fleet, outage_tolerance="2s")
+    restartable_pg.halt("fast")
+    try:
+        env = {**os.environ, "HEALER_STORE_URL": pg_fleet, "HEALER_HOST_ID": root.name}
+        r = subprocess.run([sys.executable, "-m", "healer", cmd, "--root", str(root)], env=env, capture_output=True,
+                           text=True, timeout=120)
+    finally:
+        restartable_pg.resume_server()
+    text = r.stdout + r.stderr
+    assert r.returncode == 69, text[-2000:]
+    assert "Traceback" not in text
+    assert text.count("store unavailable (") == 1, text
+    last = [ln for ln in text.splitlines() if ln.strip()][-1]
+    assert last.startswith("healer: ") and "store.outage_tolerance (2s)" in last, last
