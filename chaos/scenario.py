@@ -51,6 +51,8 @@ FaultKind = Literal[
     "command",
     # a game day with a PostgreSQL server of its own (`hosts:`, chaos/pgday.py): `pg_ctl restart -m fast`
     "pg_restart",
+    # the same, with hosts stopped at a failpoint (`hosts.failpoints`): their backends ended (pg_terminate_backend)
+    "pg_kill_mid_merge",
 ]
 FAULTS = FaultKind.__args__  # type: ignore[attr-defined]
 # fault -> its params and their types (duration: a string like 10m, or seconds)

@@ -51,8 +51,9 @@ from healer.records import Agent, Attempt, Proposal, Ticket, Worktree
 from healer.store import keys
 
 FP_AFTER_LAUNCH = failpoints.declare("dispatch.after_launch", "healer/fleet/dispatcher.py: agent started and registered, before the launch event")
-FP_MERGE_RECORDED = failpoints.declare("dispatch.merge_recorded", "healer/fleet/dispatcher.py: proposal marked merged, ticket "
-                                       "not yet done (one transaction: a crash here records neither)")
+FP_MERGE_RECORDED = failpoints.declare("dispatch.merge_recorded", "healer/fleet/dispatcher.py: proposal marked merged and its "
+                                       "commit on the ticket, ticket not yet done (one transaction: a crash here "
+                                       "records none of it)")
 
 ACTOR = cv.DISPATCH_ACTOR
 LEASE = cv.DISPATCH_LEASE
@@ -533,7 +534,6 @@ class Dispatcher:
             with self.store.tx() if switches.enabled("merge_tx") else contextlib.nullcontext():
                 self.store.decide_proposal(last.id, v.outcome, v.log)
                 if v.outcome == MERGED:
-                    failpoints.hit(FP_MERGE_RECORDED)
                     self._done(t, last, v.main_after)
             if v.outcome == MERGED:
                 if rep:
@@ -554,8 +554,12 @@ class Dispatcher:
         return None
 
     def _done(self, t: Ticket, p: Proposal, merged_as: str | None) -> None:
-        self.store.set_ticket_data(t.id, merged_commit=p.commit, merged_as=merged_as, proposal=p.id)
-        self._move(t.id, lifecycle.DONE, f"proposal {p.id} merged", expect=lifecycle.REVIEW)
+        # the merged commit and the move to done together (inside review's transaction when the verdict is new): a
+        # store lost between them left a review ticket whose work was on main, a zombie to the supervisor
+        with self.store.tx() if switches.enabled("merge_tx") else contextlib.nullcontext():
+            self.store.set_ticket_data(t.id, merged_commit=p.commit, merged_as=merged_as, proposal=p.id)
+            failpoints.hit(FP_MERGE_RECORDED)
+            self._move(t.id, lifecycle.DONE, f"proposal {p.id} merged", expect=lifecycle.REVIEW)
 
     # -- stops ----------------------------------------------------------------------
     def _stop(self, s: core.Stop) -> None:
