@@ -375,3 +375,47 @@ def test_a_daemon_started_while_the_server_stays_down_ends_with_one_line_and_69(
     assert text.count("store unavailable (") == 1, text
     last = [ln for ln in text.splitlines() if ln.strip()][-1]
     assert last.startswith("healer: ") and "store.outage_tolerance (2s)" in last, last
+
+
+def test_up_started_while_sqlite_is_locked_waits_for_it(tmp_path):
+    """SQLite's equivalent: another process holds the store in exclusive locking mode when `up` starts. `up` says
+    so in one line after a busy timeout, waits, and runs once the lock is gone, the pair of events recorded."""
+    root = make_repo(tmp_path / "fleet", {"README.md": "# x\n", "healer.yaml": yaml.safe_dump(_policy())})
+    env = {k: v for k, v in os.environ.items() if k != "HEALER_STORE_URL"}
+    assert subprocess.run([sys.executable, "-m", "healer", "init", "--root", str(root)], env=env,
+                          capture_output=True, timeout=120).returncode == 0
+    db = root / ".healer" / "healer.db"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sqlite3, sys\n"
+        f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
+        "c.execute('PRAGMA locking_mode=EXCLUSIVE')\n"
+        "c.execute('BEGIN EXCLUSIVE')\n"
+        "print('locked', flush=True)\n"
+        "sys.stdin.readline()\n"
+        "c.execute('ROLLBACK')\n")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    log = root / ".healer" / "up.log"
+    up = None
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with open(log, "ab") as out:
+            up = subprocess.Popen([sys.executable, "-m", "healer", "up", "--root", str(root)], env=env, stdout=out,
+                                  stderr=subprocess.STDOUT)
+        wait_until(lambda: "store unavailable (" in log.read_text() or up.poll() is not None, 120, "up to meet the lock")
+        assert up.poll() is None, log.read_text()[-2000:]
+    finally:
+        holder.stdin.write("\n")
+        holder.stdin.close()
+        holder.wait(30)
+    try:
+        wait_until(lambda: "dispatcher and supervisor running" in log.read_text() or up.poll() is not None, 120, "up running")
+        assert up.poll() is None, log.read_text()[-2000:]
+    finally:
+        code = _stop(up)
+    text = log.read_text()
+    assert code == 0 and "Traceback" not in text, text[-2000:]
+    assert text.count("store unavailable (database is locked)") == 1, text[-2000:]
+    store = open_url(f"sqlite:{db}", root=root)
+    try:
+        assert [e.kind for e in store.events(prefix="store.")][:2] == ["store.unavailable", "store.back"]
+    finally:
+        store.close()
