@@ -137,7 +137,9 @@ def _stop(p: subprocess.Popen) -> int:
         return p.wait()
 
 
-def test_up_survives_pg_ctl_restart_fast_twice(restartable_pg, pg_fleet, tmp_path):
+# immediate: no shutdown checkpoint, the server's crash recovery at start (a campaign: it adds a minute and a half)
+@pytest.mark.parametrize("mode", ["fast", pytest.param("immediate", marks=pytest.mark.campaign)])
+def test_up_survives_pg_ctl_restart_twice(restartable_pg, pg_fleet, tmp_path, mode):
     root = make_repo(tmp_path / "fleet", {"README.md": "# x\n", "healer.yaml": yaml.safe_dump(_policy())})
     (root / ".healer").mkdir()
     store = open_url(pg_fleet, root=root)
@@ -148,7 +150,7 @@ def test_up_survives_pg_ctl_restart_fast_twice(restartable_pg, pg_fleet, tmp_pat
         for n in (1, 2):  # a restart while agents run, twice
             wait_until(lambda: store.agents(states=["running"]) or up.poll() is not None, 60, "an agent running")
             assert up.poll() is None, (root / ".healer" / "up.log").read_text()[-2000:]
-            restartable_pg.restart("fast")
+            restartable_pg.restart(mode)
             wait_until(lambda n=n: len(store.events(kinds=["store.back"])) >= n or up.poll() is not None, 60,
                        lambda: "store.back after the restart: " + (root / ".healer" / "up.log").read_text()[-3000:])
         wait_until(lambda: all(t.state == lifecycle.DONE for t in store.tickets()) or up.poll() is not None, 120,
