@@ -125,7 +125,9 @@ def print_plan(rep) -> None:
     typer.echo("\n".join(out))
 
 
-def _supervisor(root: Path, policy_path: Path | None, *, dry_run: bool = False, metrics=None, repair_async: bool = False):
+def _supervisor(root: Path, policy_path: Path | None, *, dry_run: bool = False, metrics=None, repair_async: bool = False,
+                early: list[int] | None = None):
+    """`early`: the signals (0 SIGTERM, 1 Ctrl-C) seen so far; one while the store is awaited ends the wait."""
     from healer.supervisor import Supervisor
 
     pol = policy_for(root, policy_path)
@@ -135,7 +137,18 @@ def _supervisor(root: Path, policy_path: Path | None, *, dry_run: bool = False, 
         from healer.store import open_store_waiting, outage
 
         outage.set_tolerance(pol.store.outage_tolerance)
-        store = open_store_waiting(require_fleet(root), system(), who="supervise")
+        clock = system()
+
+        def wait(seconds: float) -> bool:
+            clock.sleep(seconds)
+            return bool(early)
+
+        store = open_store_waiting(require_fleet(root), clock, wait=wait, who="supervise")
+        if store is None:  # stopped while it waited: as a stop at any other moment (SIGTERM 0, Ctrl-C 4)
+            from healer.errors import STOPPED
+
+            typer.echo("healer supervise: stopped before the store came back")
+            raise typer.Exit(STOPPED if early and early[-1] == 1 else 0)
     return Supervisor(root, pol, store, system(), dry_run=dry_run, metrics=metrics, repair_async=repair_async)
 
 
@@ -160,7 +173,7 @@ def supervise(
     metrics, server = start_metrics(metrics_port, "supervise")
     if not dry_run:
         _setup_logs(r, "supervisor")
-    sup = _supervisor(r, policy, dry_run=dry_run, metrics=metrics, repair_async=not once)
+    sup = _supervisor(r, policy, dry_run=dry_run, metrics=metrics, repair_async=not once, early=early)
     from healer.notify import outbox
     from healer.notify.outbox import ONCE_DEADLINE
 

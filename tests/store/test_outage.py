@@ -421,3 +421,22 @@ def test_up_started_while_sqlite_is_locked_waits_for_it(tmp_path):
         assert [e.kind for e in store.events(prefix="store.")][:2] == ["store.unavailable", "store.back"]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("cmd", ["up", "supervise"])
+def test_a_sigterm_while_the_store_is_awaited_stops_the_daemon_cleanly(restartable_pg, pg_fleet, tmp_path, cmd):
+    root = _fleet(tmp_path, pg_fleet)
+    log = root / ".healer" / f"{cmd}.out"
+    restartable_pg.halt("fast")
+    try:
+        env = {**os.environ, "HEALER_STORE_URL": pg_fleet, "HEALER_HOST_ID": root.name}
+        with open(log, "wb") as out:
+            p = subprocess.Popen([sys.executable, "-m", "healer", cmd, "--root", str(root)], env=env, stdout=out,
+                                 stderr=subprocess.STDOUT)
+        wait_until(lambda: "store unavailable (" in log.read_text() or p.poll() is not None, 60, "the outage's line")
+        code = _stop(p)
+    finally:
+        restartable_pg.resume_server()
+    text = log.read_text()
+    assert code == 0 and "Traceback" not in text, text
+    assert "stopped before the store came back" in text, text
