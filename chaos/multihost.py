@@ -224,8 +224,9 @@ def _with_port(url: str, port: int, host: str = "127.0.0.1") -> str:
 class Hosts:
     """The hosts' `healer up` processes and their service manager (restart a second after an exit)."""
 
-    def __init__(self, url: str, work_dir: Path, bare: Path, port: int, netns: bool) -> None:
+    def __init__(self, url: str, work_dir: Path, bare: Path, port: int, netns: bool, env: dict | None = None) -> None:
         self.url, self.work_dir, self.bare, self.port, self.netns = url, work_dir, bare, port, netns
+        self.env = dict(env or {})  # more environment for every host (a game day's HEALER_FAILPOINTS)
         self.procs: dict[str, subprocess.Popen] = {}
         self.proxies: dict[str, Proxy | Netns] = {}
         self.net = 200 + os.getpid() % 50  # 10.<net>.N.0/30 per host: runs side by side do not collide
@@ -252,7 +253,9 @@ class Hosts:
             self.proxies[name] = Netns(n, self.port, self.net) if self.netns else Proxy(self.port)
         path = self.proxies[name]
         url = _with_port(self.url, path.port, path.addr_here if isinstance(path, Netns) else "127.0.0.1")
-        env = {**os.environ, "HEALER_STORE_URL": url, "HEALER_HOST_ID": name}
+        # the host's name as its connections' application_name: a game day finds its backends in pg_stat_activity
+        url += ("&" if "?" in url else "?") + f"application_name={name}"
+        env = {**os.environ, **self.env, "HEALER_STORE_URL": url, "HEALER_HOST_ID": name}
         cmd = [sys.executable, "-m", "healer", "up", "--root", str(root)]
         with open(self.logs / f"{name}.log", "ab") as log:
             self.procs[name] = subprocess.Popen(path.argv(cmd) if isinstance(path, Netns) else cmd, env=env,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from pathlib import Path
 
 import yaml
@@ -48,6 +49,8 @@ class PgDayEngine:
         self.workdir = Path(workdir)
         self.progress = progress
         self.cluster = None  # the registry's pg_restart acts on it
+        self.fleet = None  # the hosts (pg_kill_mid_merge finds the one stopped at its failpoint)
+        self.handled: set[int] = set()  # pids of hosts a pg_kill_mid_merge already let go
         self.board = None
 
     def run(self):
@@ -96,7 +99,8 @@ class PgDayEngine:
         git.run(seed_clone, "push", "-q", "origin", "HEAD:refs/heads/main")
         for i in range(hs.tickets):
             board.add_ticket(f"work item {i + 1}", id=f"P-{i + 1}", priority=i % 3, body="behaviour: success\n")
-        fleet = multihost.Hosts(self.cluster.url, wd, bare, self.cluster.port, netns=False)
+        env = {"HEALER_FAILPOINTS": hs.failpoints} if hs.failpoints else None
+        self.fleet = fleet = multihost.Hosts(self.cluster.url, wd, bare, self.cluster.port, netns=False, env=env)
         t0 = clock.monotonic()
         pending = list(self.sc.faults)
         finished = False
@@ -145,6 +149,53 @@ class PgDayEngine:
         res.stats.update({k: facts[k] for k in ("up_exits", "final_exits", "restarts_by_host", "pages", "seconds")})
         res.steady_after = {"done": facts["done"], "total": facts["total"]}
         return finish(res, history, self.wall)
+
+    def kill_mid_merge(self, within: float = 120.0, ticks: int = 3, hold: float = 30.0) -> str:
+        """The store's connection killed mid-merge. Waits (up to `within`) for a host's `healer up` stopped by its
+        own failpoint (the scenario's `hosts.failpoints`, e.g. `dispatch.merge_recorded=stop@1`: inside the merge's
+        store transaction, the shared main already pushed), ends that host's PostgreSQL backends
+        (pg_terminate_backend, by the application_name chaos.multihost gives each host), keeps the host stopped
+        until some supervisor has ticked `ticks` times since (so whatever the board now shows is judged: a review
+        ticket whose proposal is merged is a zombie without the merge's one transaction), then SIGCONTs it."""
+        import psutil
+        import psycopg
+
+        from chaos.faults import NotApplied
+
+        clock = self.wall
+        deadline = clock.monotonic() + within
+        stopped = None
+        while stopped is None:
+            for name, p in self.fleet.procs.items():
+                if p.pid in self.handled or p.poll() is not None:
+                    continue
+                with contextlib.suppress(psutil.Error):
+                    if psutil.Process(p.pid).status() == psutil.STATUS_STOPPED:
+                        stopped = (name, p)
+                        break
+            if stopped is None:
+                if clock.monotonic() > deadline:
+                    raise NotApplied(f"no host's `healer up` stopped at its failpoint within {within:g} s")
+                clock.sleep(0.05)
+        name, p = stopped
+        self.handled.add(p.pid)
+        try:
+            with psycopg.connect(self.cluster.url, autocommit=True) as c:
+                ended = c.execute("SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                  "WHERE application_name = %s", (name,)).fetchone()[0]
+            mark = self._read(self.board.last_event_id)
+            until = clock.monotonic() + hold
+            seen = 0
+            while clock.monotonic() < until:
+                seen = len([e for e in self._read(lambda: self.board.events(prefix="supervisor.tick")) if e.id > mark])
+                if seen >= ticks:
+                    break
+                clock.sleep(0.1)
+        finally:
+            os.kill(p.pid, signal.SIGCONT)
+        if not ended:
+            raise NotApplied(f"{name} stopped at its failpoint, but no backend of it was connected")
+        return f"{name} stopped mid-merge: {ended} backend(s) terminated, {seen} supervisor tick(s), then SIGCONT"
 
     def _due(self, f, elapsed: float, match) -> bool:
         if f.at is not None:

@@ -51,6 +51,8 @@ FaultKind = Literal[
     "command",
     # a game day with a PostgreSQL server of its own (`hosts:`, chaos/pgday.py): `pg_ctl restart -m fast`
     "pg_restart",
+    # the same, with hosts stopped at a failpoint (`hosts.failpoints`): their backends ended (pg_terminate_backend)
+    "pg_kill_mid_merge",
 ]
 FAULTS = FaultKind.__args__  # type: ignore[attr-defined]
 # fault -> its params and their types (duration: a string like 10m, or seconds)
@@ -452,6 +454,9 @@ class HostsSpec(Strict):
     lease_ttl: Duration = Field("3s", description="the supervisor lease ttl (hosts are lost after twice that)")
     agent_delay: Duration = Field("1s", description="each agent run takes this long")
     finish_within: Duration = Field("5m", description="the cap (wall clock) for every ticket to end")
+    failpoints: str = Field("", description="HEALER_FAILPOINTS of every host's `healer up` (e.g. "
+                            "`dispatch.merge_recorded=stop@1`: each host stops itself inside its first merge's store "
+                            "transaction, where a `pg_kill_mid_merge` fault finds it)")
 
 
 class Scenario(Strict):

@@ -26,6 +26,9 @@ SWITCHES: dict[str, str] = {
     "move_cas": "the dispatcher moves tickets without its compare-and-set (healer.fleet.dispatcher.Dispatcher._move "
                 "drops `expect`, and Dispatcher._unwanted no longer looks before a merge): a ticket someone else "
                 "moved meanwhile is moved again, or merged",
+    "merge_tx": "a merge's store writes are no longer one transaction (healer.fleet.dispatcher.Dispatcher.review commits "
+                "the proposal's verdict before the ticket's move to done): a connection lost between them leaves a "
+                "review ticket whose proposal is merged, which the supervisor judges a zombie",
 }
 # Features decided in the pure core are switched off through the policy instead (the core reads no environment):
 # a rule in `disable: {rules: [...]}` (e.g. wait_cycle -> notify only), `actions_off`, `fleet.wait_labels: []`,

@@ -260,6 +260,14 @@ def pg_restart(e, f: Fault) -> str:
     return f"pg_ctl restart -m fast: postmaster {before} -> {cluster.pid}"
 
 
+def pg_kill_mid_merge(e, f: Fault) -> str:
+    """The store's connection killed mid-merge: the host stopped at its failpoint loses its PostgreSQL backends
+    (chaos/pgday.py's kill_mid_merge); a game day without hosts on a server of its own has none."""
+    if getattr(e, "cluster", None) is None or getattr(e, "fleet", None) is None:
+        raise NotApplied("no hosts on a PostgreSQL server of the game day's own (a `hosts:` game day runs them)")
+    return e.kill_mid_merge()
+
+
 def failpoint(e: RealEngine, f: Fault) -> str:
     return "failpoint: armed before the run"
 
@@ -269,7 +277,7 @@ INJECT = {
         kill_supervisor, stop_supervisor, continue_supervisor, kill_dispatcher, stop_dispatcher, continue_dispatcher,
         busy_worktree, release_worktree, orphan_worktree, unknown_files, index_lock, red_main, green_main,
         delete_worktree, move_ticket, stale_labels, zombie_ticket, alert_flood, command, failpoint, same_commit_repush,
-        broken_proposal, clock_jump, pg_restart)},
+        broken_proposal, clock_jump, pg_restart, pg_kill_mid_merge)},
     "frozen_dispatch": frozen_dispatch, "thaw_dispatch": thaw_dispatch,
     **dict.fromkeys(("kill_agent", "stop_agent", "continue_agent", "hung_agent"), _agent_fault),
     **dict.fromkeys((f"container_{op}" for op in ("kill", "pause", "unpause", "stop", "restart")), container),

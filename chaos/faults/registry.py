@@ -79,6 +79,9 @@ _SPECS = (
               ("failpoint", "hit", "action")),
     FaultSpec("pg_restart", "`pg_ctl restart -m fast` of the game day's own PostgreSQL server (a `hosts:` game day, "
               "chaos/pgday.py): every connection ended, the server back when it returns", "-"),
+    FaultSpec("pg_kill_mid_merge", "pg_terminate_backend of the host stopped at its failpoint (a `hosts:` game day with "
+              "`hosts.failpoints`, e.g. inside a merge's store transaction), held until the supervisor ticked, then "
+              "SIGCONT", "-"),
     FaultSpec("command", "run `params.command` (argv), its `params.undo` journaled first", "params.undo"),
     *(FaultSpec(f"container_{op}", f"docker {op} the target's agent containers", "-", ("target", "count"))
       for op in ("kill", "pause", "unpause", "stop", "restart")),

@@ -29,15 +29,18 @@ def dispatch(
 ) -> None:
     """Take queued tickets in priority and blocked_by order and run a governed loop on each, within the pool."""
     from healer.cli.common import policy_for
+    from healer.clock import system
     from healer.fleet.dispatcher import Dispatcher, install_signal_handlers, preflight
-    from healer.store import open_store
 
     r = require_fleet(root)
     pol = policy_for(r, policy)
     from healer.metrics import start as start_metrics
 
     metrics, server = start_metrics(metrics_port, "dispatch")
-    store = open_store(r)
+    from healer.store import open_store_waiting, outage
+
+    outage.set_tolerance(pol.store.outage_tolerance)  # a store away at start is ridden out as one lost later
+    store = open_store_waiting(r, system(), who="dispatch")
     d = Dispatcher(r, pol, store, policy_path=_policy_path(r, policy))
     preflight(pol)
     from healer.notify import outbox

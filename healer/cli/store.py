@@ -1,4 +1,4 @@
-"""`healer store migrate|copy|info`: the fleet's store, SQLite or PostgreSQL."""
+"""`healer store migrate|copy|info|backup|restore`: the fleet's store, SQLite or PostgreSQL."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import typer
 
 from healer.cli.common import JsonOpt, RootOpt, console, find_root, print_json
 
-app = typer.Typer(help="The fleet's store: migrate its schema, copy it to another backend.", no_args_is_help=True)
+app = typer.Typer(help="The fleet's store: migrate its schema, copy it to another backend, back it up and restore it.", no_args_is_help=True)
 
 UrlOpt = typer.Option(None, "--url", help="Store URL (default: $HEALER_STORE_URL, .healer/config.yaml, else the SQLite file).")
 
@@ -99,55 +99,82 @@ def info(root: Path = RootOpt, url: str = UrlOpt, as_json: bool = JsonOpt) -> No
             console.print(f"{k}: {v}")
 
 
+@app.command("backup")
+def backup_cmd(file: Path = typer.Argument(..., help="The backup file to write (it must not exist): an SQLite store file."),
+               root: Path = RootOpt, url: str = UrlOpt, as_json: bool = JsonOpt) -> None:
+    """Write the fleet's board, SQLite or PostgreSQL, to FILE in one consistent read: an SQLite store file that
+    `healer store restore FILE` puts back into either dialect."""
+    from healer.errors import INVALID_INPUT, HealerError
+    from healer.store import backup, open_url
+    from healer.store.migrations import CURRENT
+
+    u, r = _url(root, url)
+    s = open_url(u, root=r, migrate=False)  # a backup changes nothing, not even the schema
+    try:
+        if s.version() != CURRENT:
+            raise HealerError(f"{s.path}: schema v{s.version()}, this healer's is v{CURRENT}: `healer store migrate` "
+                              "first (or back it up with the healer that wrote it)", INVALID_INPUT)
+        counts = backup.backup(s, Path(file))
+        where = s.path
+    finally:
+        s.close()
+    if as_json:
+        print_json({"store": where, "file": str(file), "rows": counts})
+        return
+    typer.echo(f"backed up {sum(counts.values())} rows of {where} to {file}")
+
+
 @app.command("restore")
-def restore(file: Path = typer.Argument(..., help="An SQLite copy of this fleet's board: a backup, or the output of "
-                                        "`sqlite3 healer.db .recover | sqlite3 FILE`."),
+def restore(file: Path = typer.Argument(..., help="A copy of this fleet's board: a `healer store backup` file, an SQLite "
+                                        "board, or the output of `sqlite3 healer.db .recover | sqlite3 FILE`."),
+            other_fleet: bool = typer.Option(False, "--other-fleet", help="Restore a board whose fleet id is not this "
+                                             "fleet's (its id then becomes the fleet's, in git config too)."),
             root: Path = RootOpt) -> None:
-    """Put a copy of this fleet's SQLite board back as its store (the store there now, if any, is kept aside).
-    The copy must be a sound healer store of this fleet (its fleet id is the one in the fleet's git)."""
+    """Put a copy of this fleet's board back as its store, SQLite or PostgreSQL. The board there now is kept (an
+    SQLite file aside it, or for PostgreSQL a backup file in .healer/), never deleted. The copy must be a sound
+    healer store of this fleet (its fleet id is the one in the fleet's git) unless --other-fleet."""
     import os
-    import sqlite3
 
     from healer.errors import INVALID_INPUT, HealerError, UsageError
-    from healer.store import ENV_URL, db_path, identity, open_store, read_config, sqlite_path
-    from healer.store.migrations import CURRENT
+    from healer.store import ENV_URL, backup, db_path, identity, open_store, read_config, sqlite_path
 
     r = find_root(root)
     url = os.environ.get(ENV_URL) or read_config(r).get("store")
-    if url and not str(url).startswith("sqlite:"):
-        raise UsageError(f"{url.split('@')[-1]}: `healer store restore` puts back an SQLite board; restore a "
-                         "PostgreSQL one with the database's own tools (pg_restore), into the same schema")
-    dest = sqlite_path(str(url)) if url else db_path(r)
+    dest = sqlite_path(str(url)) if url and str(url).startswith("sqlite:") else db_path(r) if not url else None
     src = Path(file).resolve()
-    if not src.is_file() or src.stat().st_size == 0:
-        raise UsageError(f"{file}: no such store file (or an empty one)")
-    if dest.exists() and src.samefile(dest):
+    if dest is not None and dest.exists() and src.exists() and src.samefile(dest):
         raise UsageError(f"{file}: that is the fleet's store itself")
-    try:
-        con = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
-        try:
-            check = con.execute("PRAGMA integrity_check").fetchone()[0]
-            version = con.execute("PRAGMA user_version").fetchone()[0]
-            row = con.execute("SELECT value FROM settings WHERE key=?", (identity.SETTING,)).fetchone()
-        finally:
-            con.close()
-    except sqlite3.DatabaseError as e:
-        raise HealerError(f"{file}: not a healer store ({e})", INVALID_INPUT) from None
-    if check != "ok":
-        raise HealerError(f"{file}: damaged ({check.splitlines()[0]}); recover it first: `sqlite3 {file} .recover | "
-                          f"sqlite3 {file}.recovered`", INVALID_INPUT)
-    if version > CURRENT:
-        raise HealerError(f"{file}: schema v{version} is newer than this healer's (v{CURRENT}): upgrade healer", INVALID_INPUT)
-    import json
-
-    fid = json.loads(row[0]) if row else None
+    tables, fid = backup.read_file(src)  # sound, not newer than this healer, its fleet id (one line otherwise)
     gid = identity.git_id(r)
-    if gid and fid != gid:
+    if gid and fid != gid and not other_fleet:
         raise HealerError(f"{file}: the board of another fleet ({fid or 'no fleet id'}; this fleet is {gid} in git config "
-                          f"{identity.GIT_KEY})", INVALID_INPUT)
+                          f"{identity.GIT_KEY}); --other-fleet restores it anyway", INVALID_INPUT)
     from healer.clock import system
 
     now = system().now()
+    if dest is None:
+        kept, n, where = _restore_server(str(url), r, tables, now)
+    else:
+        kept, where = _restore_file(src, dest, now), str(dest)
+    if other_fleet and fid and fid != gid:
+        identity.set_git_id(r, fid)
+    s = open_store(r)
+    try:
+        if fid is None:  # a board from before fleet ids, restored into a fleet that has none either
+            identity.check_open(s, r, where, identity.git_id(r))
+        s.append("store.restored", where, {"from": str(src), "kept": str(kept) if kept else None, "actor": "human",
+                                           "fleet_id": fid, "other_fleet": bool(other_fleet and fid != gid)})
+        n = len(s.tickets())
+    finally:
+        s.close()
+    typer.echo(f"restored {where} from {src} ({n} tickets)" + (f"; the board that was there is kept as {kept}" if kept else ""))
+
+
+def _restore_file(src: Path, dest: Path, now: float) -> Path | None:
+    """SQLite: the copy made aside and renamed into place; the file there now moved aside (with its -wal/-shm)."""
+    import os
+    import sqlite3
+
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".restoring")
     a, b = sqlite3.connect(f"file:{src}?mode=ro", uri=True), sqlite3.connect(tmp)
@@ -164,15 +191,27 @@ def restore(file: Path = typer.Argument(..., help="An SQLite copy of this fleet'
             if p.exists():
                 os.replace(p, Path(str(kept) + suffix))
     os.replace(tmp, dest)
-    s = open_store(r)
+    return kept
+
+
+def _restore_server(url: str, r: Path, tables: dict, now: float) -> tuple[Path, int, str]:
+    """PostgreSQL: the board there now written to .healer/store-before-restore-TIME.db first, then every table
+    replaced in one transaction (cut short, the board is as it was)."""
+    from healer.store import HEALER_DIR, backup, open_url
+
+    s = open_url(url, root=r)  # the schema brought to this healer's, as any command does
     try:
-        if fid is None:  # a board from before fleet ids, restored into a fleet that has none either
-            identity.check_open(s, r, str(dest), identity.git_id(r))
-        s.append("store.restored", str(dest), {"from": str(src), "kept": str(kept) if kept else None, "actor": "human"})
-        n = len(s.tickets())
+        kept = r / HEALER_DIR / f"store-before-restore-{int(now)}.db"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        n = 0
+        while kept.exists():
+            n += 1
+            kept = r / HEALER_DIR / f"store-before-restore-{int(now)}-{n}.db"
+        backup.backup(s, kept)
+        backup.replace(s, tables)
+        return kept, 0, s.path
     finally:
         s.close()
-    typer.echo(f"restored {dest} from {src} ({n} tickets)" + (f"; the store that was there is kept as {kept}" if kept else ""))
 
 
 def register(root: typer.Typer) -> None:

@@ -125,11 +125,30 @@ def print_plan(rep) -> None:
     typer.echo("\n".join(out))
 
 
-def _supervisor(root: Path, policy_path: Path | None, *, dry_run: bool = False, metrics=None, repair_async: bool = False):
+def _supervisor(root: Path, policy_path: Path | None, *, dry_run: bool = False, metrics=None, repair_async: bool = False,
+                early: list[int] | None = None):
+    """`early`: the signals (0 SIGTERM, 1 Ctrl-C) seen so far; one while the store is awaited ends the wait."""
     from healer.supervisor import Supervisor
 
     pol = policy_for(root, policy_path)
-    store = store_for(root, readonly=dry_run)  # a dry run writes nothing: it works on a read-only .healer/
+    if dry_run:
+        store = store_for(root, readonly=True)  # a dry run writes nothing: it works on a read-only .healer/
+    else:  # a store away at start is ridden out for up to store.outage_tolerance, as one lost later
+        from healer.store import open_store_waiting, outage
+
+        outage.set_tolerance(pol.store.outage_tolerance)
+        clock = system()
+
+        def wait(seconds: float) -> bool:
+            clock.sleep(seconds)
+            return bool(early)
+
+        store = open_store_waiting(require_fleet(root), clock, wait=wait, who="supervise")
+        if store is None:  # stopped while it waited: as a stop at any other moment (SIGTERM 0, Ctrl-C 4)
+            from healer.errors import STOPPED
+
+            typer.echo("healer supervise: stopped before the store came back")
+            raise typer.Exit(STOPPED if early and early[-1] == 1 else 0)
     return Supervisor(root, pol, store, system(), dry_run=dry_run, metrics=metrics, repair_async=repair_async)
 
 
@@ -154,7 +173,7 @@ def supervise(
     metrics, server = start_metrics(metrics_port, "supervise")
     if not dry_run:
         _setup_logs(r, "supervisor")
-    sup = _supervisor(r, policy, dry_run=dry_run, metrics=metrics, repair_async=not once)
+    sup = _supervisor(r, policy, dry_run=dry_run, metrics=metrics, repair_async=not once, early=early)
     from healer.notify import outbox
     from healer.notify.outbox import ONCE_DEADLINE
 
@@ -239,7 +258,6 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
 
     from healer.errors import INTERNAL, HealerError
     from healer.fleet.dispatcher import Dispatcher, preflight
-    from healer.store import open_store
     from healer.supervisor import Supervisor
 
     stop = threading.Event()
@@ -254,7 +272,26 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
     _setup_logs(r, "up")
     pol = policy_for(r, policy)
     clock = system()
-    d_store, s_store = open_store(r, clock), open_store(r, clock)
+    from healer.store import open_store_waiting, outage
+
+    # a store away at start (the server restarting, down for maintenance) is ridden out as one lost later
+    outage.set_tolerance(pol.store.outage_tolerance)
+    from healer.errors import HealerError as _Err
+
+    try:
+        d_store = open_store_waiting(r, clock, wait=stop.wait, who="up")
+        s_store = open_store_waiting(r, clock, wait=stop.wait, who="up") if d_store is not None else None
+    except _Err as e:  # away past store.outage_tolerance (69), damaged (74), refused: the one line of a daemon's end
+        raise _Err(f"up: {e}", e.exit_code) from None
+    if s_store is None:  # stopped while it waited
+        if d_store is not None:
+            d_store.close()
+        typer.echo("healer up: stopped before the store came back" + (" (interrupted)" if early else ""))
+        if early:
+            from healer.errors import STOPPED
+
+            raise typer.Exit(STOPPED)
+        return
     disp = Dispatcher(r, pol, d_store, clock, policy_path=policy)
     preflight(pol)
     sup = Supervisor(r, pol, s_store, clock, repair_async=True, metrics=metrics)

@@ -79,6 +79,7 @@ class Index:
     worktree_by_path: dict[str, WorktreeView] = field(default_factory=dict)
     existing_wt_tickets: set[str] = field(default_factory=set)  # tickets with a worktree present on disk
     open_proposal_tickets: set[str] = field(default_factory=set)
+    merged_at: dict[str, float] = field(default_factory=dict)  # ticket -> when its last merged proposal was decided
     reviewers: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))  # ticket -> tickets reviewing it
 
 
@@ -118,6 +119,8 @@ def fill(ix: Index, s: Snapshot) -> None:
     for p in s.proposals:
         if p.state == "open":
             ix.open_proposal_tickets.add(p.ticket_id)
+        elif p.state == "merged" and p.decided_at is not None:
+            ix.merged_at[p.ticket_id] = max(p.decided_at, ix.merged_at.get(p.ticket_id, p.decided_at))
 
 
 def _due(now: float, since: float, threshold: float) -> bool:
@@ -282,7 +285,10 @@ def _ticket(t: Ticket, s: Snapshot, policy, ix: Index) -> tuple[list[Finding], f
                 "ticket": t.id, "labels": dict(sorted(due.items())), "last_activity": act,
             }, SEVERITY["stale_label"]))
     merged = t.id in s.merged_tickets or (t.data.get("merged_commit") if t.data else None)
-    if merged and t.id not in s.reopened and not (t.state == lifecycle.REVIEW and t.id in ix.open_proposal_tickets):
+    pending = review_pending(t, ix, now, h.review_grace) if merged else None
+    if pending is not None:
+        later = min(later, pending)
+    elif merged and t.id not in s.reopened and not (t.state == lifecycle.REVIEW and t.id in ix.open_proposal_tickets):
         lv = sorted(live, key=lambda v: v.agent.id)
         out.append(Finding("zombie_ticket", t.id, t.updated_at, {
             "ticket": t.id, "expect": t.state, "merged_commit": (t.data or {}).get("merged_commit"),
@@ -292,6 +298,17 @@ def _ticket(t: Ticket, s: Snapshot, policy, ix: Index) -> tuple[list[Finding], f
 
 
 _INF = float("inf")
+
+
+def review_pending(t: Ticket, ix: Index, now: float, grace: float) -> float | None:
+    """A merged ticket still in review is a merge whose recording is unfinished (the proposal's verdict written, the
+    move to done not yet: a store lost between them, a dispatcher stopped there): the dispatcher finishes it on its
+    next pass. It is no zombie for `grace` after its last change or its proposal's merge; returns when it may
+    become one (None: not pending, judge it now)."""
+    if t.state != lifecycle.REVIEW:
+        return None
+    since = max(t.updated_at, ix.merged_at.get(t.id, t.updated_at))
+    return None if _due(now, since, grace) else _when(since, grace)
 
 
 def _when(since: float, threshold: float) -> float:

@@ -205,6 +205,7 @@ def _step(s: Snapshot, policy, tickets: dict, changed: list, removed: set, c: Ca
     for views in _changed(s.worktrees, old.worktrees):
         dirty.update(w.worktree.ticket_id for w in views)
     dirty |= ix.open_proposal_tickets ^ c.ix.open_proposal_tickets
+    dirty.update(tid for tid in ix.merged_at.keys() | c.ix.merged_at.keys() if ix.merged_at.get(tid) != c.ix.merged_at.get(tid))
     if s.merged_tickets is not old.merged_tickets:
         dirty |= s.merged_tickets ^ old.merged_tickets
     if s.reopened is not old.reopened:

@@ -19,6 +19,7 @@ Decisions use `clock` (virtual in tests); waiting for real processes uses real t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -50,8 +51,9 @@ from healer.records import Agent, Attempt, Proposal, Ticket, Worktree
 from healer.store import keys
 
 FP_AFTER_LAUNCH = failpoints.declare("dispatch.after_launch", "healer/fleet/dispatcher.py: agent started and registered, before the launch event")
-FP_MERGE_RECORDED = failpoints.declare("dispatch.merge_recorded", "healer/fleet/dispatcher.py: proposal marked merged, ticket "
-                                       "not yet done (one transaction: a crash here records neither)")
+FP_MERGE_RECORDED = failpoints.declare("dispatch.merge_recorded", "healer/fleet/dispatcher.py: proposal marked merged and its "
+                                       "commit on the ticket, ticket not yet done (one transaction: a crash here "
+                                       "records none of it)")
 
 ACTOR = cv.DISPATCH_ACTOR
 LEASE = cv.DISPATCH_LEASE
@@ -529,14 +531,13 @@ class Dispatcher:
             # the proposal's verdict and, when merged, the ticket's merged_commit and its move to done in ONE store
             # transaction: a store lost between them (a PostgreSQL restart) left a review ticket whose work was on main
             # and whose proposal was no longer open, which the supervisor judged a zombie and closed (pg-restarts-real)
-            with self.store.tx():
+            with self.store.tx() if switches.enabled("merge_tx") else contextlib.nullcontext():
                 self.store.decide_proposal(last.id, v.outcome, v.log)
                 if v.conflict is not None:  # the reason in the event, not only in the proposal's log
                     c = v.conflict
                     self.store.append("proposal.conflict", t.id, {"proposal": last.id, "main": c.get("main"),
                                                                   "files": c.get("files"), "with": c.get("with")})
                 if v.outcome == MERGED:
-                    failpoints.hit(FP_MERGE_RECORDED)
                     self._done(t, last, v.main_after)
             if v.outcome == MERGED:
                 if rep:
@@ -557,8 +558,12 @@ class Dispatcher:
         return None
 
     def _done(self, t: Ticket, p: Proposal, merged_as: str | None) -> None:
-        self.store.set_ticket_data(t.id, merged_commit=p.commit, merged_as=merged_as, proposal=p.id)
-        self._move(t.id, lifecycle.DONE, f"proposal {p.id} merged", expect=lifecycle.REVIEW)
+        # the merged commit and the move to done together (inside review's transaction when the verdict is new): a
+        # store lost between them left a review ticket whose work was on main, a zombie to the supervisor
+        with self.store.tx() if switches.enabled("merge_tx") else contextlib.nullcontext():
+            self.store.set_ticket_data(t.id, merged_commit=p.commit, merged_as=merged_as, proposal=p.id)
+            failpoints.hit(FP_MERGE_RECORDED)
+            self._move(t.id, lifecycle.DONE, f"proposal {p.id} merged", expect=lifecycle.REVIEW)
 
     # -- stops ----------------------------------------------------------------------
     def _stop(self, s: core.Stop) -> None:

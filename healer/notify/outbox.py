@@ -211,11 +211,11 @@ class Courier:
             try:
                 self.step()
             except Exception as e:  # noqa: BLE001 - the courier outlives a bad row or a locked store; rows stay owed
-                from healer.errors import StoreLost
+                from healer.errors import StoreLost, corrupt
                 from healer.store import outage
 
-                if isinstance(e, StoreLost):  # gone past its tolerance, damaged or deleted: the daemon says so, once
-                    return
+                if isinstance(e, StoreLost) or corrupt(e):  # gone past its tolerance, damaged or deleted: the daemon
+                    return  # says so, once (a damaged page met here first is the daemon's one line too)
                 if outage.unavailable(e):  # the store is away: one line per outage (healer/store/outage.py)
                     outage.note(self.store, e, tried=False)
                     self._stop.wait(1.0)

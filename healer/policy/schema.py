@@ -253,6 +253,10 @@ class Health(Strict):
     stale_block: Duration = Field("10m", description="a blocked ticket nothing blocks any more (no open blocked_by, no "
                                                      "wait label, no rejected proposal) for this long is unblocked")
     orphan_worktree: Duration = "30m"
+    review_grace: Duration = Field("5m", description="a ticket still in review whose proposal is merged (the merge "
+                                                     "recorded, the move to done not yet: a store lost in between) is "
+                                                     "left this long for the dispatcher to finish before it is judged "
+                                                     "a zombie; longer than store.outage_tolerance")
 
 
 class Sentinels(Strict):

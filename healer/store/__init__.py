@@ -135,6 +135,18 @@ def open_store(root: str | Path = ".", clock: Clock | None = None, *, readonly: 
     return s
 
 
+def open_store_waiting(root: str | Path, clock: Clock, *, wait=None, who: str = ""):
+    """`open_store` for a daemon: a store that is away when it starts (PostgreSQL down or restarting, SQLite locked)
+    is ridden out for up to store.outage_tolerance (healer/store/outage.py's open_waiting; set the tolerance
+    first). None when `wait` says the daemon was stopped meanwhile."""
+    from healer.store import outage
+
+    root = Path(root).resolve()
+    url = store_url(root)
+    key = str(sqlite_path(url)) if url.startswith("sqlite:") else url
+    return outage.open_waiting(lambda: open_store(root, clock), key, clock, wait=wait, who=who)
+
+
 def __getattr__(name: str):
     if name == "Store":  # the port (a typing Protocol): imported by whoever names it, not by every store user
         from healer.store.base import Store

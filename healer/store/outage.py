@@ -176,6 +176,51 @@ def ok(store, *, who: str = "") -> float | None:
     return seconds
 
 
+class _Away:
+    """Stands for a store that could not be opened yet: what the tracker's key and clock need."""
+
+    def __init__(self, key: str, clock) -> None:
+        self.url = key if key.startswith(("postgresql://", "postgres://")) else None
+        self.path = key
+        self.clock = clock
+
+
+def open_waiting(open_fn, key: str, clock, *, wait=None, who: str = ""):
+    """`open_fn()` for a daemon (`up`, `dispatch`, `supervise`) started while its store is away (the server down or
+    restarting, SQLite locked): ridden out as an outage met later is, with one line when it starts, capped, jittered
+    backoff, StoreGone (one line, exit 69) past store.outage_tolerance, and its store.unavailable / store.back pair
+    written once the store opens. `key` names the store as its tracker does (the URL, or the SQLite path).
+    `wait(seconds)` sleeps between tries and returns True when the daemon was told to stop meanwhile (then None
+    is returned); by default the clock's sleep. Anything but the store being away is raised at once."""
+    away = _Away(key, clock)
+    while True:
+        try:
+            store = open_fn()
+        except Exception as e:
+            if not unavailable(e):
+                raise
+            failed(away, e)  # StoreGone past the tolerance
+            delay = max(0.01, tracker(away).next_try - clock.monotonic())
+            if (wait or clock.sleep)(delay):
+                return None
+            continue
+        _hand_over(away, store, who)
+        return store
+
+
+def _hand_over(away: _Away, store, who: str) -> None:
+    """The outage met while opening is the opened store's: ended now, its events written through it."""
+    src, dst = tracker(away), tracker(store)
+    if src is not dst and src.since is not None:
+        with src.lock, dst.lock:
+            if dst.since is None:
+                dst.since, dst.wall_since, dst.why, dst.tries = src.since, src.wall_since, src.why, src.tries
+                dst.count += 1
+            src.since = src.wall_since = None
+            src.tries = 0
+    ok(store, who=who)
+
+
 def _log(fmt: str, *args) -> None:
     try:
         from loguru import logger

@@ -377,6 +377,14 @@ class PgStore(SqliteStore):
                 self._pg.execute(f"SELECT setval(pg_get_serial_sequence('{name}', 'id'), "
                                  f'GREATEST((SELECT MAX(id) FROM "{name}"), 1))')
 
+    def clear_table(self, name: str) -> None:
+        with self.tx(fenced=False):
+            self._pg.execute(f'DELETE FROM "{name}"')
+
+    def consistent_read(self) -> None:
+        """First inside a transaction that only reads: every statement of it sees one snapshot of the board."""
+        self._pg.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
     def close(self) -> None:
         with self._lock:
             for c in (self._pg, self._listener):

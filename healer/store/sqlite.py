@@ -108,7 +108,9 @@ class SqliteStore:
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA busy_timeout=30000")
         if not readonly:
-            self._retry(lambda: self._db.execute("PRAGMA journal_mode=WAL"))
+            # one busy timeout, not fifty (quick refusals still retried): a store locked when a daemon starts is
+            # ridden out by its caller (outage.py open_waiting: one line, backoff, exit 69 past the tolerance)
+            self._retry(lambda: self._db.execute("PRAGMA journal_mode=WAL"), within=1.0)
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=OFF")
             if migrate:
@@ -128,13 +130,16 @@ class SqliteStore:
             raise StoreLost(f"{self.path}: the store is on a read-only file system now; stopping")
 
     # -- plumbing ---------------------------------------------------------------
-    def _retry(self, fn, attempts: int = 50):
+    def _retry(self, fn, attempts: int = 50, within: float | None = None):
+        """`fn()`, retried while the database is busy; `within`: no new try once that many seconds have passed."""
         delay = 0.01
+        start = self.clock.monotonic() if within is not None else 0.0
         for i in range(attempts):
             try:
                 return fn()
             except sqlite3.OperationalError as e:
-                if "locked" not in str(e) and "busy" not in str(e) or i == attempts - 1:
+                late = within is not None and self.clock.monotonic() - start >= within
+                if "locked" not in str(e) and "busy" not in str(e) or i == attempts - 1 or late:
                     raise
                 import random  # only when the store is busy
 
@@ -245,6 +250,14 @@ class SqliteStore:
         names = ",".join(f'"{c}"' for c in cols)
         with self.tx(fenced=False) as db:
             db.executemany(f'INSERT INTO "{name}"({names}) VALUES ({_placeholders(len(cols))})', rows)
+
+    def clear_table(self, name: str) -> None:
+        """Every row of table `name` gone (a restore replacing the board, inside its one transaction)."""
+        with self.tx(fenced=False) as db:
+            db.execute(f'DELETE FROM "{name}"')
+
+    def consistent_read(self) -> None:
+        """Called first inside a transaction that only reads: SQLite's write transaction is one snapshot already."""
 
     def now(self) -> float:
         return self.clock.now()

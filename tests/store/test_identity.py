@@ -180,3 +180,43 @@ def test_a_linked_worktree_is_no_fleet_root(tmp_path):
     subprocess.run(["git", "-C", str(repo), "worktree", "add", "-q", "-b", "w", str(tmp_path / "wt")], check=True)
     assert identity.in_git(repo)
     assert not identity.in_git(tmp_path / "wt")
+
+
+def test_a_store_damaged_while_up_runs_ends_it_with_one_line_and_74(tmp_path):
+    """Pages damaged under a running `healer up` (no tickets: nothing else to do): the next pass that reads them
+    ends it with the one recovery line and exit 74, no courier or pass line besides."""
+    import yaml
+
+    from tests.conftest import wait_until
+
+    agent = Path(__file__).resolve().parents[2] / "chaos" / "agents" / "fleet_agent.py"
+    cmd = [sys.executable, str(agent), "--task", "{task_file}", "--workdir", "{workdir}", "--run-id", "{run_id}"]
+    root = make_repo(tmp_path / "fleet", {"README.md": "# x\n", "healer.yaml": yaml.safe_dump(
+        {"fleet": {"dispatch_tick": "1s", "loop_command": cmd}, "supervisor": {"tick": "1s"}})})
+    assert _cli(root, "init").returncode == 0
+    from healer.store import open_store
+
+    s = open_store(root)
+    for i in range(30):
+        s.set_setting(f"filler.{i}", "x" * 400)  # pages to damage beyond the schema's
+    s.close()
+    log = root / ".healer" / "up.log"
+    with open(log, "wb") as out:
+        up = subprocess.Popen([sys.executable, "-m", "healer", "up", "--root", str(root)], env=_env(), stdout=out,
+                              stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: "dispatcher and supervisor running" in log.read_text() or up.poll() is not None, 120, "up running")
+        db = root / ".healer" / "healer.db"
+        con = sqlite3.connect(db)
+        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        con.close()
+        _damage(db)
+        code = up.wait(120)
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+    text = log.read_text()
+    lines = [ln for ln in text.splitlines() if ln.strip() and "dispatcher and supervisor running" not in ln]
+    assert code == 74, text
+    assert len(lines) == 1 and "damaged" in lines[0] and ".recover" in lines[0] and "Traceback" not in text, text

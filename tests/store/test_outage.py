@@ -137,7 +137,9 @@ def _stop(p: subprocess.Popen) -> int:
         return p.wait()
 
 
-def test_up_survives_pg_ctl_restart_fast_twice(restartable_pg, pg_fleet, tmp_path):
+# immediate: no shutdown checkpoint, the server's crash recovery at start (a campaign: it adds a minute and a half)
+@pytest.mark.parametrize("mode", ["fast", pytest.param("immediate", marks=pytest.mark.campaign)])
+def test_up_survives_pg_ctl_restart_twice(restartable_pg, pg_fleet, tmp_path, mode):
     root = make_repo(tmp_path / "fleet", {"README.md": "# x\n", "healer.yaml": yaml.safe_dump(_policy())})
     (root / ".healer").mkdir()
     store = open_url(pg_fleet, root=root)
@@ -148,7 +150,7 @@ def test_up_survives_pg_ctl_restart_fast_twice(restartable_pg, pg_fleet, tmp_pat
         for n in (1, 2):  # a restart while agents run, twice
             wait_until(lambda: store.agents(states=["running"]) or up.poll() is not None, 60, "an agent running")
             assert up.poll() is None, (root / ".healer" / "up.log").read_text()[-2000:]
-            restartable_pg.restart("fast")
+            restartable_pg.restart(mode)
             wait_until(lambda n=n: len(store.events(kinds=["store.back"])) >= n or up.poll() is not None, 60,
                        lambda: "store.back after the restart: " + (root / ".healer" / "up.log").read_text()[-3000:])
         wait_until(lambda: all(t.state == lifecycle.DONE for t in store.tickets()) or up.poll() is not None, 120,
@@ -319,3 +321,122 @@ def test_up_past_the_tolerance_ends_with_one_line_and_69(restartable_pg, pg_flee
     assert text.count("store unavailable (") == 1, text[-2000:]
     last = [ln for ln in text.splitlines() if ln.strip()][-1]
     assert last.startswith("healer: up: ") and "store.outage_tolerance (3s)" in last, last
+
+
+# -- a daemon started while the store is away (issue 33) ---------------------------------------------
+
+def _fleet(tmp_path: Path, url: str, **store) -> Path:
+    root = make_repo(tmp_path / "fleet", {"README.md": "# x\n", "healer.yaml": yaml.safe_dump(_policy(**store))})
+    (root / ".healer").mkdir()
+    open_url(url, root=root).close()
+    return root
+
+
+def test_up_started_while_the_server_is_down_waits_for_it(restartable_pg, pg_fleet, tmp_path):
+    """`healer up` started while PostgreSQL is stopped rides it out as an outage met later: one line, no exit, and
+    once the server is back it runs, with the outage's store.unavailable / store.back pair in the journal."""
+    root = _fleet(tmp_path, pg_fleet)
+    log = root / ".healer" / "up.log"
+    restartable_pg.halt("fast")
+    try:
+        up = _up(root, pg_fleet)
+        wait_until(lambda: "store unavailable (" in log.read_text() or up.poll() is not None, 60, "up to meet the outage")
+        assert up.poll() is None, log.read_text()[-2000:]
+    finally:
+        restartable_pg.resume_server()
+    try:
+        wait_until(lambda: "dispatcher and supervisor running" in log.read_text() or up.poll() is not None, 60, "up running")
+        assert up.poll() is None, log.read_text()[-2000:]
+    finally:
+        code = _stop(up)
+    text = log.read_text()
+    assert code == 0, text[-2000:]
+    assert "Traceback" not in text
+    assert text.count("store unavailable (") == 1 and text.count("store back after") == 1, text[-2000:]
+    store = open_url(pg_fleet, root=root)
+    try:
+        ev = store.events(prefix="store.")
+        assert [e.kind for e in ev][:2] == ["store.unavailable", "store.back"] and ev[1].payload["who"] == "up"
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("cmd", ["up", "dispatch", "supervise"])
+def test_a_daemon_started_while_the_server_stays_down_ends_with_one_line_and_69(restartable_pg, pg_fleet, tmp_path, cmd):
+    root = _fleet(tmp_path, pg_fleet, outage_tolerance="2s")
+    restartable_pg.halt("fast")
+    try:
+        env = {**os.environ, "HEALER_STORE_URL": pg_fleet, "HEALER_HOST_ID": root.name}
+        r = subprocess.run([sys.executable, "-m", "healer", cmd, "--root", str(root)], env=env, capture_output=True,
+                           text=True, timeout=120)
+    finally:
+        restartable_pg.resume_server()
+    text = r.stdout + r.stderr
+    assert r.returncode == 69, text[-2000:]
+    assert "Traceback" not in text
+    assert text.count("store unavailable (") == 1, text
+    last = [ln for ln in text.splitlines() if ln.strip()][-1]
+    assert last.startswith("healer: ") and "store.outage_tolerance (2s)" in last, last
+
+
+def test_up_started_while_sqlite_is_locked_waits_for_it(tmp_path):
+    """SQLite's equivalent: another process holds the store in exclusive locking mode when `up` starts. `up` says
+    so in one line after a busy timeout, waits, and runs once the lock is gone, the pair of events recorded."""
+    root = make_repo(tmp_path / "fleet", {"README.md": "# x\n", "healer.yaml": yaml.safe_dump(_policy())})
+    env = {k: v for k, v in os.environ.items() if k != "HEALER_STORE_URL"}
+    assert subprocess.run([sys.executable, "-m", "healer", "init", "--root", str(root)], env=env,
+                          capture_output=True, timeout=120).returncode == 0
+    db = root / ".healer" / "healer.db"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sqlite3, sys\n"
+        f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
+        "c.execute('PRAGMA locking_mode=EXCLUSIVE')\n"
+        "c.execute('BEGIN EXCLUSIVE')\n"
+        "print('locked', flush=True)\n"
+        "sys.stdin.readline()\n"
+        "c.execute('ROLLBACK')\n")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    log = root / ".healer" / "up.log"
+    up = None
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with open(log, "ab") as out:
+            up = subprocess.Popen([sys.executable, "-m", "healer", "up", "--root", str(root)], env=env, stdout=out,
+                                  stderr=subprocess.STDOUT)
+        wait_until(lambda: "store unavailable (" in log.read_text() or up.poll() is not None, 120, "up to meet the lock")
+        assert up.poll() is None, log.read_text()[-2000:]
+    finally:
+        holder.stdin.write("\n")
+        holder.stdin.close()
+        holder.wait(30)
+    try:
+        wait_until(lambda: "dispatcher and supervisor running" in log.read_text() or up.poll() is not None, 120, "up running")
+        assert up.poll() is None, log.read_text()[-2000:]
+    finally:
+        code = _stop(up)
+    text = log.read_text()
+    assert code == 0 and "Traceback" not in text, text[-2000:]
+    assert text.count("store unavailable (database is locked)") == 1, text[-2000:]
+    store = open_url(f"sqlite:{db}", root=root)
+    try:
+        assert [e.kind for e in store.events(prefix="store.")][:2] == ["store.unavailable", "store.back"]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("cmd", ["up", "supervise"])
+def test_a_sigterm_while_the_store_is_awaited_stops_the_daemon_cleanly(restartable_pg, pg_fleet, tmp_path, cmd):
+    root = _fleet(tmp_path, pg_fleet)
+    log = root / ".healer" / f"{cmd}.out"
+    restartable_pg.halt("fast")
+    try:
+        env = {**os.environ, "HEALER_STORE_URL": pg_fleet, "HEALER_HOST_ID": root.name}
+        with open(log, "wb") as out:
+            p = subprocess.Popen([sys.executable, "-m", "healer", cmd, "--root", str(root)], env=env, stdout=out,
+                                 stderr=subprocess.STDOUT)
+        wait_until(lambda: "store unavailable (" in log.read_text() or p.poll() is not None, 60, "the outage's line")
+        code = _stop(p)
+    finally:
+        restartable_pg.resume_server()
+    text = log.read_text()
+    assert code == 0 and "Traceback" not in text, text
+    assert "stopped before the store came back" in text, text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from healer.clock import VirtualClock
@@ -199,3 +201,40 @@ def test_dead_agent_on_a_ticket_no_longer_in_progress_is_not_resumed():
         s = Snapshot(now=T0, tickets=(ticket("T-1", state),), agents=(agent("A-1", "T-1", alive=False, worktree="w/T-1"),),
                      worktrees=(worktree("w/T-1", "T-1"),))
         assert "agent_dead" not in kinds(s), state
+
+
+def _merged_in_review(now, decided=T0):
+    from healer.records import Proposal
+
+    return Snapshot(now=now, tickets=(ticket("T-1", "review"),), merged_tickets=frozenset({"T-1"}),
+                    proposals=(Proposal(1, "T-1", "b", "c", "merged", T0 - 600, decided),))
+
+
+def test_a_review_ticket_whose_merge_is_recorded_but_not_finished_is_no_zombie_within_the_grace():
+    """The proposal's verdict written, the move to done not yet (a store lost between them): the dispatcher
+    finishes it on its next pass, so for health.review_grace after the merge (and the ticket's last change) it is
+    left alone, then judged (and closed) as any zombie; a ticket in another state is judged at once as before."""
+    grace = H.review_grace
+    assert grace == 300
+    assert "zombie_ticket" not in kinds(_merged_in_review(T0))
+    assert "zombie_ticket" not in kinds(_merged_in_review(T0 + grace - 1))
+    assert "zombie_ticket" in kinds(_merged_in_review(T0 + grace))
+    # the grace runs from the merge, when it is later than the ticket's last change
+    assert "zombie_ticket" not in kinds(_merged_in_review(T0 + grace, decided=T0 + 10))
+    d = decide(_merged_in_review(T0 + grace), P, Memory())
+    assert ("close_dead_ticket", "T-1") in [(a.action, a.subject) for a in d.actions]
+    zero = Policy.model_validate({"health": {"review_grace": "0s"}})
+    assert "zombie_ticket" in {f.kind for f in detect(_merged_in_review(T0), zero)}
+
+
+def test_the_review_grace_wakes_the_incremental_core_at_its_end():
+    from healer.core import incremental
+
+    first = _merged_in_review(T0)  # the same tickets and proposals: only time moves, nothing marks T-1 dirty
+    c = None
+    seen = []
+    for now in (T0, T0 + H.review_grace - 1, T0 + H.review_grace):
+        fs, _, c = incremental.detect(first.model_copy(update={"now": now}) if hasattr(first, "model_copy")
+                                      else dataclasses.replace(first, now=now), P, c)
+        seen.append("zombie_ticket:T-1" in {f.key for f in fs})
+    assert seen == [False, False, True]

@@ -286,3 +286,24 @@ def test_a_supervisor_back_in_the_lease_reads_the_memory_its_successor_wrote(she
     assert rep.skipped is None
     assert rep.decision.memory.attempts.get("T-1") == [when]  # the successor's attempt, read from the store
     assert f.store.get_setting("supervisor.memory")["attempts"]["T-1"] == [when]
+
+
+def test_a_review_ticket_whose_merge_is_half_recorded_is_closed_only_after_the_review_grace(shell_fleet):
+    """The real supervisor tick on a real store: a ticket still in review whose proposal is merged and whose commit
+    is recorded (the move to done cut short: a store lost mid-merge with the merge's one transaction switched off)
+    is left to the dispatcher for health.review_grace; a tick past it closes it as any zombie."""
+    f = shell_fleet
+    f.store.add_ticket("work", id="T-1")
+    for to in ("in_progress", "review"):
+        f.store.move_ticket("T-1", to, actor="dispatcher")
+    p = f.store.add_proposal("T-1", "healer/T-1", "c0ffee")
+    f.store.decide_proposal(p.id, "merged", "gates passed")
+    f.store.set_ticket_data("T-1", merged_commit="c0ffee", proposal=p.id)
+    f.clock.advance(f.policy.health.review_grace - 1)
+    sup = _sup(f)
+    rep = sup.tick()
+    assert not [a for a, _ in rep.outcomes if a.subject == "T-1"] and f.store.ticket("T-1").state == "review"
+    f.clock.advance(1)
+    rep = sup.tick()
+    assert [(a.action, o.status) for a, o in rep.outcomes if a.subject == "T-1"] == [("close_dead_ticket", "done")]
+    assert f.store.ticket("T-1").state == "closed"
