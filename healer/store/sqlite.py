@@ -44,11 +44,17 @@ class _Records:
 
 _rec = _Records()
 
+SQLITE_VERSION = sqlite3.sqlite_version  # the library's, for doctor's report
 FP_TX_COMMIT = failpoints.declare("store.before_commit", "healer/store/sqlite.py: just before a write transaction commits")
 
 
 def _j(v: Any) -> str:
     return json.dumps(v, sort_keys=True, separators=(",", ":"))
+
+
+def _quote(v: str) -> str:
+    """A string literal for trigger text (triggers cannot take bound values)."""
+    return "'" + str(v).replace("'", "''") + "'"
 
 
 def _placeholders(n: int) -> str:
@@ -81,6 +87,8 @@ class _Where:
 
 
 class SqliteStore:
+    # what the dialects spell differently, in the few words that differ (the PostgreSQL store sets its own)
+    _LIKE = "LIKE"  # SQLite's LIKE ignores ASCII case; PostgreSQL's ILIKE does the same
     def __init__(self, path: str | Path, clock: Clock | None = None, *, root: str | Path | None = None,
                  migrate: bool = True, readonly: bool = False) -> None:
         self.path = str(path)
@@ -185,7 +193,7 @@ class SqliteStore:
     def _check_fence(self, db) -> None:
         f = self._fence
         assert f is not None
-        r = db.execute("SELECT holder, token FROM leases WHERE name=?", (f.name,)).fetchone()
+        r = db.execute(self._for_update("SELECT holder, token FROM leases WHERE name=?"), (f.name,)).fetchone()
         if r is not None and r["holder"] == f.holder and int(r["token"]) == f.token:
             return
         now = holder = None
@@ -250,11 +258,10 @@ class SqliteStore:
         return self.clock.now()
 
     def _event(self, db: sqlite3.Connection, kind: str, subject: str, payload: dict | None, at: float | None = None) -> int:
-        cur = db.execute(
-            "INSERT INTO events(at, kind, subject, payload) VALUES (?,?,?,?)",
+        return int(db.execute(
+            "INSERT INTO events(at, kind, subject, payload) VALUES (?,?,?,?) RETURNING id",
             (self.now() if at is None else at, kind, subject, _j(payload or {})),
-        )
-        return int(cur.lastrowid)
+        ).fetchone()[0])
 
     # -- events -----------------------------------------------------------------
     def append(self, kind: str, subject: str = "", payload: dict[str, Any] | None = None, at: float | None = None) -> int:
@@ -268,10 +275,10 @@ class SqliteStore:
         `until_id` keeps to the events up to that id (a cursor read before the query: what comes later is read next time)."""
         w = _Where().add("id > ?", after).add("id <= ?", until_id).among("kind", kinds).add("subject = ?", subject)
         w.add("at >= ?", since)
-        w.add("kind LIKE ?", None if prefix is None else prefix + "%")
+        w.add(f"kind {self._LIKE} ?", None if prefix is None else prefix + "%")
         if contains is not None:
             esc = contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-            w.add("payload LIKE ? ESCAPE '\\'", f"%{esc}%")
+            w.add(f"payload {self._LIKE} ? ESCAPE '\\'", f"%{esc}%")
         sql, args = "SELECT * FROM events" + w.sql() + " ORDER BY id", w.args
         if limit is not None:
             sql += " LIMIT ?"
@@ -342,7 +349,7 @@ class SqliteStore:
 
     def _next_id(self, db: sqlite3.Connection) -> str:
         n = db.execute("SELECT COUNT(*) FROM tickets").fetchone()[0] + 1
-        floor = db.execute("SELECT value FROM settings WHERE key=?", ("tickets.id_floor",)).fetchone()
+        floor = db.execute(self._for_update("SELECT value FROM settings WHERE key=?"), ("tickets.id_floor",)).fetchone()
         if floor is not None:  # an older board's T-N (branches, worktrees) are never reused (healer/store/identity.py)
             n = max(n, int(json.loads(floor["value"])) + 1)
         while db.execute("SELECT 1 FROM tickets WHERE id=?", (f"T-{n}",)).fetchone():
@@ -359,14 +366,14 @@ class SqliteStore:
         now = self.now()
         with self.tx() as db:
             tid = id or self._next_id(db)
-            if db.execute("SELECT 1 FROM tickets WHERE id=?", (tid,)).fetchone():
+            if db.execute(self._for_update("SELECT 1 FROM tickets WHERE id=?"), (tid,)).fetchone():
                 raise HealerError(f"ticket {tid} already exists", 65)
             db.execute(
                 "INSERT INTO tickets(id,title,body,state,priority,blocked_by,created_at,updated_at,data) VALUES (?,?,?,?,?,?,?,?,?)",
                 (tid, title, body, state, priority, _j(list(blocked_by)), now, now, _j(data or {})),
             )
             for lb in labels:
-                db.execute("INSERT OR IGNORE INTO labels VALUES (?,?,?)", (tid, lb, now))
+                db.execute("INSERT INTO labels VALUES (?,?,?) ON CONFLICT (ticket_id, label) DO NOTHING", (tid, lb, now))
             self._event(db, "ticket.created", tid, {"title": title, "state": state, "priority": priority,
                                                     "blocked_by": list(blocked_by), "labels": list(labels), "actor": actor})
         return self.ticket(tid)
@@ -388,7 +395,7 @@ class SqliteStore:
     def move_ticket(self, id: str, to: str, *, actor: str, reason: str = "", expect: str | None = None) -> Ticket:
         """Move along the lifecycle table. `expect` makes it a compare-and-set (fresh-state precondition)."""
         with self.tx() as db:
-            r = db.execute("SELECT state FROM tickets WHERE id=?", (id,)).fetchone()
+            r = db.execute(self._for_update("SELECT state FROM tickets WHERE id=?"), (id,)).fetchone()
             if r is None:
                 raise NotFound(f"no ticket {id!r}")
             frm = r["state"]
@@ -429,10 +436,11 @@ class SqliteStore:
     def label(self, id: str, label: str, *, actor: str, at: float | None = None) -> bool:
         """Add a label; `at` (a game day starting mid-story) sets when it was added, re-adding it if present."""
         with self.tx() as db:
-            if not db.execute("SELECT 1 FROM tickets WHERE id=?", (id,)).fetchone():
+            if not db.execute(self._for_update("SELECT 1 FROM tickets WHERE id=?"), (id,)).fetchone():
                 raise NotFound(f"no ticket {id!r}")
-            verb = "INSERT OR IGNORE" if at is None else "INSERT OR REPLACE"
-            cur = db.execute(f"{verb} INTO labels VALUES (?,?,?)", (id, label, self.now() if at is None else at))
+            then = "DO NOTHING" if at is None else "DO UPDATE SET added_at=excluded.added_at"
+            cur = db.execute(f"INSERT INTO labels VALUES (?,?,?) ON CONFLICT (ticket_id, label) {then}",
+                             (id, label, self.now() if at is None else at))
             if cur.rowcount:
                 if at is None:
                     db.execute("UPDATE tickets SET updated_at=? WHERE id=?", (self.now(), id))
@@ -450,16 +458,97 @@ class SqliteStore:
     def journal_mode(self) -> str:
         return str(self._q("PRAGMA journal_mode")[0][0])
 
+    # -- change tracking (the simulated world's read-through cache, chaos/engine/simstore.py) --------------------
+    # TEMP tables and triggers: on this connection only, never in the file. Names come from the caller's code
+    # (tables, columns, counters), never from data; values are bound or quoted by `_quote`.
     def watch_tables(self, tables: Iterable[str]) -> None:
         """Count the writes to `tables` on this connection only (TEMP triggers, never in the file): `changes()`
         tells a reader which cached views went stale. The simulated world uses it to skip re-reads."""
         with self.tx() as db:
             db.execute("CREATE TEMP TABLE IF NOT EXISTS changes(tbl TEXT PRIMARY KEY, n INTEGER NOT NULL)")
             for table in tables:
-                db.execute("INSERT OR IGNORE INTO temp.changes VALUES (?, 0)", (table,))
+                db.execute("INSERT INTO temp.changes VALUES (?, 0) ON CONFLICT (tbl) DO NOTHING", (table,))
                 for op in ("INSERT", "UPDATE", "DELETE"):
                     db.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS watch_{table}_{op.lower()} AFTER {op} ON main.{table} "
                                f"BEGIN UPDATE changes SET n = n + 1 WHERE tbl = '{table}'; END")
+
+    def watch_settings(self) -> None:
+        """One counter per settings key (`changes()['settings:KEY']`): a tick rewrites a few keys, the others stay."""
+        with self.tx() as db:
+            db.execute("CREATE TEMP TABLE IF NOT EXISTS changes(tbl TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+            for op, row in (("INSERT", "NEW"), ("UPDATE", "NEW"), ("UPDATE", "OLD"), ("DELETE", "OLD")):
+                db.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS watch_setting_{op.lower()}_{row.lower()} AFTER {op} "
+                           f"ON main.settings BEGIN INSERT INTO changes VALUES ('settings:' || {row}.key, 1) "
+                           f"ON CONFLICT(tbl) DO UPDATE SET n = n + 1; END")
+
+    def watch_values(self, name: str, table: str, column: str, values: Iterable[str]) -> None:
+        """A counter `name` bumped by every insert or delete in `table`, and by an update whose row had or gets one
+        of `values` in `column` (e.g. ended agents: a running agent's heartbeat leaves it unchanged)."""
+        among = ",".join(_quote(v) for v in values)
+        with self.tx() as db:
+            db.execute("CREATE TEMP TABLE IF NOT EXISTS changes(tbl TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+            db.execute("INSERT INTO temp.changes VALUES (?, 0) ON CONFLICT (tbl) DO NOTHING", (name,))
+            bump = f"UPDATE changes SET n = n + 1 WHERE tbl = {_quote(name)};"
+            for op, when in (("INSERT", ""),  # any insert (an upsert's update is an UPDATE)
+                             ("UPDATE", f"WHEN OLD.{column} IN ({among}) OR NEW.{column} IN ({among})"), ("DELETE", "")):
+                db.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS watch_{name}_{op.lower()} AFTER {op} ON main.{table} "
+                           f"{when} BEGIN {bump} END")
+
+    def watch_rows(self, name: str, sources: Mapping[str, str]) -> None:
+        """Note the id of every row written in each `sources` table (table -> its id column, e.g. a label's
+        `ticket_id`) into the set `name`; `changed_rows(name)` hands them out."""
+        with self.tx() as db:
+            db.execute(f"CREATE TEMP TABLE IF NOT EXISTS {name}(id TEXT PRIMARY KEY)")
+            for table, col in sources.items():
+                for op, olds in (("INSERT", ("NEW",)), ("UPDATE", ("NEW", "OLD")), ("DELETE", ("OLD",))):
+                    note = " ".join(f"INSERT INTO {name} VALUES ({o}.{col}) ON CONFLICT (id) DO NOTHING;" for o in olds)
+                    db.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS {name}_{table}_{op.lower()} AFTER {op} "
+                               f"ON main.{table} BEGIN {note} END")
+
+    def changed_rows(self, name: str) -> list[str]:
+        """The ids `watch_rows(name, ...)` noted since the last call, and the set emptied (a write after this call
+        is noted again). Outside write transactions only (a rollback would bring back rows noted as written)."""
+        with self._lock:
+            ids = [r[0] for r in self._db.execute(f"SELECT id FROM temp.{name}")]
+            if ids:
+                self._db.execute(f"DELETE FROM temp.{name}")
+            return ids
+
+    def write_count(self) -> int:
+        """Rows this connection has written, ever (SQLite's total_changes): the same number means no write since."""
+        return self._db.total_changes
+
+    def in_write(self) -> bool:
+        """A write transaction is open on this connection (its writes may yet roll back)."""
+        return self._db.in_transaction
+
+    def tickets_by_ids(self, ids: Iterable[str]) -> list[Ticket]:
+        """These tickets (those that exist), with their labels; in no particular order."""
+        ids = list(ids)
+        if not ids:
+            return []
+        marks = _placeholders(len(ids))
+        labels: dict[str, dict[str, float]] = {}
+        for r in self._q(f"SELECT * FROM labels WHERE ticket_id IN ({marks}) ORDER BY added_at", ids):
+            labels.setdefault(r["ticket_id"], {})[r["label"]] = r["added_at"]
+        return [self._ticket_from(r, labels.get(r["id"], {})) for r in self._q(f"SELECT * FROM tickets WHERE id IN ({marks})", ids)]
+
+    def agents_by_ids(self, ids: Iterable[str]) -> list[Agent]:
+        """These agents (those that exist); in no particular order."""
+        ids = list(ids)
+        if not ids:
+            return []
+        return [self._agent_from(r) for r in self._q(f"SELECT * FROM agents WHERE id IN ({_placeholders(len(ids))})", ids)]
+
+    def setting_text(self, key: str) -> str | None:
+        """A setting's stored JSON text (None: unset): a cache keeps it and decodes a fresh copy for each caller."""
+        rows = self._q("SELECT value FROM settings WHERE key=?", (key,))
+        return rows[0]["value"] if rows else None
+
+    def integrity(self, *, quick: bool = False) -> str:
+        """"ok" when SQLite's integrity check finds the file intact, else its first complaint. `quick`: every page
+        read, no index cross-checks (doctor)."""
+        return str(self._q("PRAGMA quick_check" if quick else "PRAGMA integrity_check")[0][0])
 
     def changes(self) -> Mapping[str, int]:
         """The write counters (read-only). Asked several times per store call by the simulated world's cache: a
@@ -482,7 +571,7 @@ class SqliteStore:
 
     def unlabel(self, id: str, label: str, *, actor: str) -> bool:
         with self.tx() as db:
-            if not db.execute("SELECT 1 FROM tickets WHERE id=?", (id,)).fetchone():
+            if not db.execute(self._for_update("SELECT 1 FROM tickets WHERE id=?"), (id,)).fetchone():
                 raise NotFound(f"no ticket {id!r}")
             cur = db.execute("DELETE FROM labels WHERE ticket_id=? AND label=?", (id, label))
             if cur.rowcount:
@@ -493,12 +582,13 @@ class SqliteStore:
     def comment(self, id: str, body: str, *, author: str) -> Comment:
         now = self.now()
         with self.tx() as db:
-            if not db.execute("SELECT 1 FROM tickets WHERE id=?", (id,)).fetchone():
+            if not db.execute(self._for_update("SELECT 1 FROM tickets WHERE id=?"), (id,)).fetchone():
                 raise NotFound(f"no ticket {id!r}")
-            cur = db.execute("INSERT INTO comments(ticket_id, at, author, body) VALUES (?,?,?,?)", (id, now, author, body))
+            cid = int(db.execute("INSERT INTO comments(ticket_id, at, author, body) VALUES (?,?,?,?) RETURNING id",
+                                 (id, now, author, body)).fetchone()[0])
             db.execute("UPDATE tickets SET updated_at=? WHERE id=?", (now, id))
-            self._event(db, "ticket.commented", id, {"author": author, "comment_id": cur.lastrowid, "chars": len(body)})
-            return _rec.Comment(int(cur.lastrowid), id, now, author, body)
+            self._event(db, "ticket.commented", id, {"author": author, "comment_id": cid, "chars": len(body)})
+            return _rec.Comment(cid, id, now, author, body)
 
     def comments(self, id: str) -> list[Comment]:
         return [_rec.Comment(r["id"], r["ticket_id"], r["at"], r["author"], r["body"])
@@ -506,7 +596,7 @@ class SqliteStore:
 
     def set_ticket_data(self, id: str, **data: Any) -> None:
         with self.tx() as db:
-            r = db.execute("SELECT data FROM tickets WHERE id=?", (id,)).fetchone()
+            r = db.execute(self._for_update("SELECT data FROM tickets WHERE id=?"), (id,)).fetchone()
             if r is None:
                 raise NotFound(f"no ticket {id!r}")
             d = json.loads(r["data"])
@@ -520,6 +610,7 @@ class SqliteStore:
     # -- agents -----------------------------------------------------------------
     _AGENT_COLS = ("id", "ticket_id", "state", "kind", "pid", "host", "container", "run_id", "worktree",
                    "started_at", "heartbeat_at", "progress_at", "ended_at", "exit_code")
+    _AGENT_SET = ",".join(f"{c}=excluded.{c}" for c in _AGENT_COLS[1:] + ("data",))  # an upsert's new values
 
     _AGENT_CACHE_MAX = 4096
 
@@ -547,8 +638,9 @@ class SqliteStore:
         vals = [getattr(agent, c) for c in self._AGENT_COLS] + [_j(agent.data)]
         cols = ",".join(self._AGENT_COLS) + ",data"
         with self.tx() as db:
-            existed = db.execute("SELECT 1 FROM agents WHERE id=?", (agent.id,)).fetchone()
-            db.execute(f"INSERT OR REPLACE INTO agents({cols}) VALUES ({_placeholders(len(vals))})", vals)
+            existed = db.execute(self._for_update("SELECT 1 FROM agents WHERE id=?"), (agent.id,)).fetchone()
+            db.execute(f"INSERT INTO agents({cols}) VALUES ({_placeholders(len(vals))}) ON CONFLICT (id) DO UPDATE SET {self._AGENT_SET}",
+                       vals)
             if not existed:
                 self._event(db, "agent.registered", agent.id, {"ticket": agent.ticket_id, "pid": agent.pid, "kind": agent.kind,
                                                                 "run_id": agent.run_id, "worktree": agent.worktree,
@@ -565,7 +657,7 @@ class SqliteStore:
         sets = ",".join(f"{k}=?" for k in fields)
         with self.tx() as db:
             if "state" in fields:
-                r = db.execute("SELECT state FROM agents WHERE id=?", (id,)).fetchone()
+                r = db.execute(self._for_update("SELECT state FROM agents WHERE id=?"), (id,)).fetchone()
                 if r is not None and r["state"] != fields["state"]:
                     lifecycle.AGENT.check(id, r["state"], fields["state"])
             db.execute(f"UPDATE agents SET {sets} WHERE id=?", (*fields.values(), id))
@@ -602,7 +694,7 @@ class SqliteStore:
         each time; the caller checks each mark again."""
         w = _Where().among("state", lifecycle.AGENT_ENDED).add("host=?", host)
         # the patterns are literals, not bound: SQLite prepares a LIKE on a bound pattern again at every call
-        reaped, by, here = (f"data LIKE '{p}' ESCAPE '!'" for p in ('%"reaped":true%', '%"reaped!_by":%', '%"stopped!_here":true%'))
+        reaped, by, here = (f"data {self._LIKE} '{p}' ESCAPE '!'" for p in ('%"reaped":true%', '%"reaped!_by":%', '%"stopped!_here":true%'))
         w.terms.append(f"NOT ({reaped} AND (NOT {by} OR {here}))")
         rows = self._q("SELECT * FROM agents" + w.sql() + " ORDER BY started_at, id", w.args)
         return [self._agent_from(r) for r in rows]
@@ -610,7 +702,8 @@ class SqliteStore:
     # -- worktrees --------------------------------------------------------------
     def add_worktree(self, wt: Worktree) -> None:
         with self.tx() as db:
-            db.execute("INSERT OR REPLACE INTO worktrees VALUES (?,?,?,?,?,?)",
+            db.execute("INSERT INTO worktrees VALUES (?,?,?,?,?,?) ON CONFLICT (path) DO UPDATE SET ticket_id=excluded.ticket_id, "
+                       "branch=excluded.branch, created_at=excluded.created_at, state=excluded.state, removed_at=excluded.removed_at",
                        (wt.path, wt.ticket_id, wt.branch, wt.created_at, wt.state, wt.removed_at))
             self._event(db, "worktree.added", wt.path, {"ticket": wt.ticket_id, "branch": wt.branch})
 
@@ -632,15 +725,14 @@ class SqliteStore:
 
     def add_proposal(self, ticket_id: str, branch: str, commit: str) -> Proposal:
         with self.tx() as db:
-            cur = db.execute('INSERT INTO proposals(ticket_id, branch, "commit", state, created_at) VALUES (?,?,?,?,?)',
-                             (ticket_id, branch, commit, "open", self.now()))
-            self._event(db, "proposal.opened", ticket_id, {"proposal": cur.lastrowid, "branch": branch, "commit": commit})
-            pid = cur.lastrowid
+            pid = int(db.execute('INSERT INTO proposals(ticket_id, branch, "commit", state, created_at) VALUES (?,?,?,?,?) RETURNING id',
+                                 (ticket_id, branch, commit, "open", self.now())).fetchone()[0])
+            self._event(db, "proposal.opened", ticket_id, {"proposal": pid, "branch": branch, "commit": commit})
         return self._prop(self._q("SELECT * FROM proposals WHERE id=?", (pid,))[0])
 
     def decide_proposal(self, id: int, state: str, gate_log: str = "") -> None:
         with self.tx() as db:
-            r = db.execute("SELECT ticket_id, state FROM proposals WHERE id=?", (id,)).fetchone()
+            r = db.execute(self._for_update("SELECT ticket_id, state FROM proposals WHERE id=?"), (id,)).fetchone()
             if r is not None:
                 lifecycle.PROPOSAL.check(id, r["state"], state)
             db.execute("UPDATE proposals SET state=?, decided_at=?, gate_log=? WHERE id=?", (state, self.now(), gate_log, id))
@@ -662,9 +754,8 @@ class SqliteStore:
                     host: str | None = None) -> Attempt:
         """`host` (several hosts) is recorded in the `attempt.started` event: which host runs it."""
         with self.tx() as db:
-            cur = db.execute("INSERT INTO attempts(ticket_id, kind, at, run_id, head) VALUES (?,?,?,?,?)",
-                             (ticket_id, kind, self.now(), run_id, head))
-            aid = cur.lastrowid
+            aid = int(db.execute("INSERT INTO attempts(ticket_id, kind, at, run_id, head) VALUES (?,?,?,?,?) RETURNING id",
+                                 (ticket_id, kind, self.now(), run_id, head)).fetchone()[0])
             self._event(db, "attempt.started", ticket_id, {"attempt": aid, "kind": kind, "run_id": run_id,
                                                            **({"host": host} if host else {})})
         return self._att(self._q("SELECT * FROM attempts WHERE id=?", (aid,))[0])
@@ -674,7 +765,7 @@ class SqliteStore:
         sets = ",".join(f"{k}=?" for k in fields)
         with self.tx() as db:
             db.execute(f"UPDATE attempts SET {sets} WHERE id=?", (*fields.values(), id))
-            r = db.execute("SELECT ticket_id FROM attempts WHERE id=?", (id,)).fetchone()
+            r = db.execute(self._for_update("SELECT ticket_id FROM attempts WHERE id=?"), (id,)).fetchone()
             self._event(db, "attempt.ended", r["ticket_id"] if r else "", {"attempt": id, **{k: v for k, v in fields.items() if k != "gate_log_tail"}})
 
     def attempts(self, ticket_id: str) -> list[Attempt]:
@@ -702,15 +793,15 @@ class SqliteStore:
     def plan_intent(self, action: str, subject: str, params: dict[str, Any], *, actor: str, reason: str = "") -> Intent:
         now = self.now()
         with self.tx() as db:
-            cur = db.execute("INSERT INTO intents(action, subject, state, params, actor, reason, created_at, updated_at) VALUES (?,?,?,?,?,?,?,?)",
-                             (action, subject, "planned", _j(params), actor, reason, now, now))
-            iid = cur.lastrowid
+            iid = int(db.execute("INSERT INTO intents(action, subject, state, params, actor, reason, created_at, updated_at) "
+                                 "VALUES (?,?,?,?,?,?,?,?) RETURNING id",
+                                 (action, subject, "planned", _j(params), actor, reason, now, now)).fetchone()[0])
             self._event(db, "intent.planned", subject, {"intent": iid, "action": action, "params": params, "actor": actor, "reason": reason})
         return self._intent(self._q("SELECT * FROM intents WHERE id=?", (iid,))[0])
 
     def set_intent(self, id: int, state: str, result: dict[str, Any] | None = None) -> None:
         with self.tx() as db:
-            r = db.execute("SELECT * FROM intents WHERE id=?", (id,)).fetchone()
+            r = db.execute(self._for_update("SELECT * FROM intents WHERE id=?"), (id,)).fetchone()
             if r is None:
                 raise NotFound(f"no intent {id}")
             lifecycle.INTENT.check(id, r["state"], state)
@@ -745,9 +836,9 @@ class SqliteStore:
         now = self.now()
         with self.tx(fenced=False) as db:
             # the name's token row exists first and is locked (PostgreSQL: FOR UPDATE): acquirers queue on it
-            db.execute("INSERT OR IGNORE INTO lease_tokens VALUES (?,?)", (name, 0))
-            last = int(db.execute("SELECT token FROM lease_tokens WHERE name=?", (name,)).fetchone()["token"])
-            r = db.execute("SELECT * FROM leases WHERE name=?", (name,)).fetchone()
+            db.execute("INSERT INTO lease_tokens VALUES (?,?) ON CONFLICT (name) DO NOTHING", (name, 0))
+            last = int(db.execute(self._for_update("SELECT token FROM lease_tokens WHERE name=?"), (name,)).fetchone()["token"])
+            r = db.execute(self._for_update("SELECT * FROM leases WHERE name=?"), (name,)).fetchone()
             ev: tuple[str, dict] | None = None
             if r is not None and r["holder"] != holder:
                 expired = r["expires_at"] <= now
@@ -763,7 +854,9 @@ class SqliteStore:
             else:
                 token = int(r["token"])
             acquired = r["acquired_at"] if (r is not None and r["holder"] == holder) else now
-            db.execute("INSERT OR REPLACE INTO leases(name, holder, pid, host, acquired_at, expires_at, token) VALUES (?,?,?,?,?,?,?)",
+            db.execute("INSERT INTO leases(name, holder, pid, host, acquired_at, expires_at, token) VALUES (?,?,?,?,?,?,?) "
+                       "ON CONFLICT (name) DO UPDATE SET holder=excluded.holder, pid=excluded.pid, host=excluded.host, "
+                       "acquired_at=excluded.acquired_at, expires_at=excluded.expires_at, token=excluded.token",
                        (name, holder, pid, host, acquired, now + ttl, token))
             if token != last:
                 db.execute("UPDATE lease_tokens SET token=? WHERE name=?", (token, name))
@@ -792,12 +885,12 @@ class SqliteStore:
         now = self.now()
         with self.tx() as db:
             # the row exists before it is read (and, on PostgreSQL, locked): two racing callers cannot both pass
-            new = db.execute("INSERT OR IGNORE INTO cooldowns VALUES (?,?,0)", (key, now)).rowcount
+            new = db.execute("INSERT INTO cooldowns VALUES (?,?,0) ON CONFLICT (key) DO NOTHING", (key, now)).rowcount
             if new:
                 return True
-            r = db.execute("SELECT * FROM cooldowns WHERE key=?", (key,)).fetchone()
+            r = db.execute(self._for_update("SELECT * FROM cooldowns WHERE key=?"), (key,)).fetchone()
             if now - r["last_at"] >= window:
-                db.execute("INSERT OR REPLACE INTO cooldowns VALUES (?,?,0)", (key, now))
+                db.execute("UPDATE cooldowns SET last_at=?, suppressed=0 WHERE key=?", (now, key))
                 return True
             db.execute("UPDATE cooldowns SET suppressed = suppressed + 1 WHERE key=?", (key,))
             return False
@@ -823,7 +916,7 @@ class SqliteStore:
             db.execute("INSERT INTO cooldowns(key, last_at, suppressed) VALUES (?,?,0) ON CONFLICT(key) DO NOTHING",
                        (key, -1e18))
             r = db.execute(self._for_update("SELECT last_at FROM cooldowns WHERE key=?"), (key,)).fetchone()
-            owed = db.execute("SELECT 1 FROM outbox WHERE key=? AND state='pending' LIMIT 1", (key,)).fetchone()
+            owed = db.execute(self._for_update("SELECT 1 FROM outbox WHERE key=? AND state='pending' LIMIT 1"), (key,)).fetchone()
             if owed or (r is not None and now - r["last_at"] < window):
                 if r is not None:
                     db.execute("UPDATE cooldowns SET suppressed = suppressed + 1 WHERE key=?", (key,))
@@ -879,7 +972,7 @@ class SqliteStore:
         """Mark a row delivered (once: a second worker's late success is not a second event) and restart its key's cooldown."""
         now = self.now()
         with self.tx() as db:
-            r = db.execute("SELECT * FROM outbox WHERE id=?", (id,)).fetchone()
+            r = db.execute(self._for_update("SELECT * FROM outbox WHERE id=?"), (id,)).fetchone()
             if r is None or r["state"] != "pending":
                 return False
             db.execute("UPDATE outbox SET state='delivered', delivered_at=?, tries=tries+1, claimed_by=NULL, claim_until=NULL "
@@ -894,7 +987,7 @@ class SqliteStore:
     def outbox_failed(self, id: int, *, error: str, next_at: float, final: str | None = None) -> bool:
         """Record a failed try: back to pending at `next_at`, or `final` ('rejected') when retrying cannot help."""
         with self.tx() as db:
-            r = db.execute("SELECT * FROM outbox WHERE id=?", (id,)).fetchone()
+            r = db.execute(self._for_update("SELECT * FROM outbox WHERE id=?"), (id,)).fetchone()
             if r is None or r["state"] != "pending":
                 return False
             state = final or "pending"
@@ -923,7 +1016,7 @@ class SqliteStore:
 
     def set_setting(self, key: str, value: Any, *, event: str | None = None) -> None:
         with self.tx() as db:
-            db.execute("INSERT OR REPLACE INTO settings VALUES (?,?)", (key, _j(value)))
+            db.execute("INSERT INTO settings VALUES (?,?) ON CONFLICT (key) DO UPDATE SET value=excluded.value", (key, _j(value)))
             if event:
                 self._event(db, event, key, {"value": value})
 
