@@ -1,7 +1,7 @@
 """PostgreSQL store (psycopg 3): one board, one event log and one lease table for fleets on several hosts.
 
-Theory of operation. Every rule of the store is written once, in `SqliteStore`; this adapter inherits
-them and differs only where the two databases differ, all of it in this file:
+Theory of operation. Every rule of the store is written once, in `SqlStore` (healer/store/sql.py), which
+the SQLite store shares; this adapter differs only where the two databases differ, all of it in this file:
 
 - SQL dialect. Statements are written once, in the subset both speak (`INSERT … ON CONFLICT … DO`,
   `RETURNING id`, `excluded.`); nothing rewrites them. What the dialects spell differently is a word
@@ -39,7 +39,7 @@ from healer.errors import HealerError, StoreUnavailable
 from healer.records import Lease
 from healer.store import outage
 from healer.store.migrations import CURRENT, PG_MIGRATIONS
-from healer.store.sqlite import FP_TX_COMMIT, SqliteStore, _Fenced, newer
+from healer.store.sql import FP_TX_COMMIT, SqlStore, _Fenced, _Where, newer
 from healer.store.urls import redact  # in its own module so that `outage` needs no postgres (no cycle)
 
 # advisory lock classes (the second key is the fleet's schema hash)
@@ -118,7 +118,7 @@ class _Conn:
             cur.executemany(_format(sql), [tuple(r) for r in rows])
 
 
-class PgStore(SqliteStore):
+class PgStore(SqlStore):
     _LIKE = "ILIKE"
 
     def __init__(self, url: str, clock: Clock | None = None, *, root: str | None = None, migrate: bool = True) -> None:
@@ -351,7 +351,6 @@ class PgStore(SqliteStore):
         """One statement picks and moves the ticket (FOR UPDATE SKIP LOCKED inside an UPDATE … RETURNING):
         half the round trips of the shared version, which matters with dispatchers on other hosts."""
         from healer import lifecycle
-        from healer.store.sqlite import _Where
 
         w = _Where().add("state = ?", lifecycle.QUEUED).among("id", among)
         pick = self._skip_locked("SELECT id FROM tickets" + w.sql() + " ORDER BY priority, created_at, id LIMIT 1")
