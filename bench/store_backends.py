@@ -103,9 +103,8 @@ def claims_per_s(url: str, tickets: int) -> float:
     from healer.store import open_url
 
     s = open_url(url)
-    with s.tx() as db:
-        db.executemany("INSERT INTO tickets(id,title,body,state,priority,blocked_by,created_at,updated_at,data) VALUES (?,?,?,?,?,?,?,?,?)",
-                       [(f"T-{i}", "t", "", "queued", i % 3, "[]", float(i), float(i), "{}") for i in range(tickets)])
+    s.load_table("tickets", ["id", "title", "body", "state", "priority", "blocked_by", "created_at", "updated_at", "data"],
+                 [(f"T-{i}", "t", "", "queued", i % 3, "[]", float(i), float(i), "{}") for i in range(tickets)])
     s.close()
     with tempfile.TemporaryDirectory(prefix="healer-bench-") as tmp:
         go = str(Path(tmp) / "go")

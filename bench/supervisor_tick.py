@@ -60,12 +60,12 @@ def populate(root: Path, snap, clock) -> object:
     store = open_store(root, clock)
     host, pid = socket.gethostname(), os.getpid()
     j = json.dumps
-    with store.tx() as db:
-        db.executemany("INSERT INTO tickets(id,title,body,state,priority,blocked_by,created_at,updated_at,data) VALUES (?,?,?,?,?,?,?,?,?)",
-                       [(t.id, t.title, "", t.state, t.priority, j(list(t.blocked_by)), t.created_at, t.updated_at, j(t.data))
-                        for t in snap.tickets])
-        db.executemany("INSERT INTO labels VALUES (?,?,?)",
-                       [(t.id, lb, at) for t in snap.tickets for lb, at in t.labels.items()])
+    with store.tx():  # through the store's bulk loader (`healer store copy` uses it): no SQL outside the adapters
+        store.load_table("tickets", ["id", "title", "body", "state", "priority", "blocked_by", "created_at", "updated_at", "data"],
+                         [(t.id, t.title, "", t.state, t.priority, j(list(t.blocked_by)), t.created_at, t.updated_at, j(t.data))
+                          for t in snap.tickets])
+        store.load_table("labels", ["ticket_id", "label", "added_at"],
+                         [(t.id, lb, at) for t in snap.tickets for lb, at in t.labels.items()])
         rows = []
         for v in snap.agents:
             a = v.agent
@@ -73,19 +73,19 @@ def populate(root: Path, snap, clock) -> object:
             rows.append((a.id, a.ticket_id, a.state, "process", pid if v.alive else 2 ** 22 + 7, host, None, None,
                          str(root / a.worktree) if a.worktree else None, a.started_at, a.heartbeat_at, a.progress_at,
                          None, None, "{}"))
-        db.executemany("INSERT INTO agents(id,ticket_id,state,kind,pid,host,container,run_id,worktree,started_at,"
-                       "heartbeat_at,progress_at,ended_at,exit_code,data) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-        db.executemany("INSERT INTO worktrees VALUES (?,?,?,?,?,?)",
-                       [(str(root / w.worktree.path), w.worktree.ticket_id, w.worktree.branch, w.worktree.created_at, "active", None)
-                        for w in snap.worktrees])
-        db.executemany("INSERT INTO attempts(ticket_id,kind,at,head,state_hash) VALUES (?,?,?,?,?)",
-                       [(tid, a.kind, a.at, a.head, a.state_hash) for tid, atts in snap.attempts.items() for a in atts])
-        db.executemany('INSERT INTO proposals(ticket_id,branch,"commit",state,created_at) VALUES (?,?,?,?,?)',
-                       [(p.ticket_id, p.branch, p.commit, p.state, p.created_at) for p in snap.proposals])
-        db.executemany("INSERT INTO events(at,kind,subject,payload) VALUES (?,?,?,?)",
-                       [(t.created_at, "ticket.created", t.id, j({"title": t.title})) for t in snap.tickets]
-                       + [(t.updated_at, "ticket.moved", t.id, j({"from": "queued", "to": t.state, "actor": "dispatch"}))
-                          for t in snap.tickets])
+        store.load_table("agents", ["id", "ticket_id", "state", "kind", "pid", "host", "container", "run_id", "worktree",
+                                    "started_at", "heartbeat_at", "progress_at", "ended_at", "exit_code", "data"], rows)
+        store.load_table("worktrees", ["path", "ticket_id", "branch", "created_at", "state", "removed_at"],
+                         [(str(root / w.worktree.path), w.worktree.ticket_id, w.worktree.branch, w.worktree.created_at, "active", None)
+                          for w in snap.worktrees])
+        store.load_table("attempts", ["ticket_id", "kind", "at", "head", "state_hash"],
+                         [(tid, a.kind, a.at, a.head, a.state_hash) for tid, atts in snap.attempts.items() for a in atts])
+        store.load_table("proposals", ["ticket_id", "branch", "commit", "state", "created_at"],
+                         [(p.ticket_id, p.branch, p.commit, p.state, p.created_at) for p in snap.proposals])
+        store.load_table("events", ["at", "kind", "subject", "payload"],
+                         [(t.created_at, "ticket.created", t.id, j({"title": t.title})) for t in snap.tickets]
+                         + [(t.updated_at, "ticket.moved", t.id, j({"from": "queued", "to": t.state, "actor": "dispatch"}))
+                            for t in snap.tickets])
     for v in snap.agents:
         if v.agent.worktree and v.alive:
             (root / v.agent.worktree).mkdir(parents=True, exist_ok=True)

@@ -178,15 +178,17 @@ def run_schedule(schedule: dict[str, Any], workdir: str | Path | None = None) ->
 def event_log(result: engine.Result) -> list[tuple]:
     """The run's event log, for determinism checks: (offset, kind, subject, payload) with the work folder,
     and the real supervisor process's pid and start time (the executor records them), masked."""
-    import sqlite3
+    from healer.store import open_store
 
-    db = sqlite3.connect(Path(result.workdir) / "fleet" / ".healer" / "healer.db")
+    store = open_store(Path(result.workdir) / "fleet", readonly=True, use_env=False, identity_checks=False)
     try:
-        rows = db.execute("SELECT at, kind, subject, payload FROM events ORDER BY id").fetchall()
+        events = store.events()
     finally:
-        db.close()
+        store.close()
     out = []
-    for at, kind, subject, payload in rows:
+    for e in events:
+        at, kind, subject = e.at, e.kind, e.subject
+        payload = json.dumps(e.payload, sort_keys=True, separators=(",", ":"))  # the stored text, as the store wrote it
         p = json.loads(payload.replace(result.workdir, "<work>"))
         _mask(p)
         out.append((round(at, 6), kind, subject.replace(result.workdir, "<work>"), p))

@@ -26,7 +26,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 from collections import Counter
@@ -276,12 +275,18 @@ def board_facts(events, tickets: dict[str, Any], intents) -> dict[str, Any]:
 
 
 def integrity(db: Path) -> str:
-    """PRAGMA integrity_check of the store file ("ok" when intact)."""
-    con = sqlite3.connect(str(db))
+    """The store file's own integrity check ("ok" when intact), through the store."""
+    from healer.errors import HealerError
+    from healer.store.sqlite import SqliteStore
+
     try:
-        return str(con.execute("PRAGMA integrity_check").fetchone()[0])
+        store = SqliteStore(db, readonly=True)
+    except HealerError as e:  # too damaged to open: the refusal is the finding
+        return str(e)
+    try:
+        return store.integrity()
     finally:
-        con.close()
+        store.close()
 
 
 def _git(root: Path, *args: str) -> str:

@@ -238,10 +238,10 @@ class RealEngine:
                 body = f"behaviour: {behaviour}\n" + "".join(f"{k2}: {v}\n" for k2, v in spec.params.items())
                 self.store.add_ticket(spec.title, id=tid, body=body, priority=spec.priority, blocked_by=blocked,
                                       actor="gameday", state=spec.state, data={"behaviour": spec.behaviour})
-                with self.store.tx() as db:
-                    db.execute("UPDATE tickets SET created_at=?, updated_at=? WHERE id=?", (created, created, tid))
+                with self.store.tx():  # started mid-story, as the simulated engine does it: through the port
+                    self.store.backdate_ticket(tid, created, actor="gameday")
                     for label, age in spec.labels.items():
-                        db.execute("INSERT OR REPLACE INTO labels VALUES (?,?,?)", (tid, label, self.start - age))
+                        self.store.label(tid, label, actor="gameday", at=self.start - age)
                 if spec.merged:
                     self.store.set_ticket_data(tid, merged_commit=repo.head(self.root))
                 wt = None

@@ -2,7 +2,7 @@
 
 A simulated day asks the store for the whole board thousands of times (every supervisor
 and dispatcher tick) while most ticks change little of it. Each write to a table bumps
-a counter (TEMP triggers on the engine's one connection: the dispatcher, the supervisor,
+a counter (the store's change tracking, TEMP triggers on the engine's one connection: the dispatcher, the supervisor,
 the executor and the notifier all share it), and a cached read is served again only
 while the counters of the tables it shows are unchanged. Settings are counted per key
 (the dispatcher and the supervisor write a few of them every tick; the others stay
@@ -45,31 +45,21 @@ class CachedStore(SqliteStore):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.watch_tables(TABLES)
-        with self.tx() as db:  # one counter per settings key ('settings:KEY'), next to the tables' counters
-            for op, row in (("INSERT", "NEW"), ("UPDATE", "NEW"), ("UPDATE", "OLD"), ("DELETE", "OLD")):
-                db.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS watch_setting_{op.lower()}_{row.lower()} AFTER {op} "
-                           f"ON main.settings BEGIN INSERT INTO changes VALUES ('settings:' || {row}.key, 1) "
-                           f"ON CONFLICT(tbl) DO UPDATE SET n = n + 1; END")
-            ended = ",".join(f"'{s}'" for s in lifecycle.AGENT_ENDED)
-            db.execute("INSERT OR IGNORE INTO temp.changes VALUES ('agents_ended', 0)")
-            bump = "UPDATE changes SET n = n + 1 WHERE tbl = 'agents_ended';"
-            for op, when in (("INSERT", ""),  # any insert (a REPLACE fires no delete trigger)
-                             ("UPDATE", f"WHEN OLD.state IN ({ended}) OR NEW.state IN ({ended})"), ("DELETE", "")):
-                db.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS watch_agents_ended_{op.lower()} AFTER {op} ON main.agents "
-                           f"{when} BEGIN {bump} END")
+        self.watch_settings()  # one counter per settings key ('settings:KEY'), next to the tables' counters
+        self.watch_values("agents_ended", "agents", "state", lifecycle.AGENT_ENDED)
         self._cache: dict[tuple, tuple[tuple, Any]] = {}
         self.hits = self.misses = 0
         # heartbeats rewrite a running agent's row every minute and the dispatcher moves or marks a ticket most
         # passes, so neither table is unchanged for long: their rows are kept by id, and only those written since
         # the last read are read again
         self._agent_table = _Rows(self, "agents", {"agents": "id"}, lambda: super(CachedStore, self).agents(),
-                                 self._agents_by_ids, lambda a: (a.started_at, a.id))  # ORDER BY started_at, id
+                                 self.agents_by_ids, lambda a: (a.started_at, a.id))  # ORDER BY started_at, id
         self._ticket_table = _Rows(self, "tickets", {"tickets": "id", "labels": "ticket_id"},
-                                  lambda: super(CachedStore, self).tickets(), self._tickets_by_ids,
+                                  lambda: super(CachedStore, self).tickets(), self.tickets_by_ids,
                                   lambda t: (t.priority, t.created_at, t.id))  # ORDER BY priority, created_at, id
 
     def _read(self, name: str, args: tuple, fn, tables: tuple[str, ...] | None = None):
-        if self._db.in_transaction:
+        if self.in_write():
             # read through: a rollback could bring a version read now back for other rows, and would leave
             # `changes()`'s memo (keyed on SQLite's total_changes, which a rollback does not lower) on counts
             # that never were committed
@@ -88,32 +78,21 @@ class CachedStore(SqliteStore):
 
     # lists are copied on the way out: a caller may sort or extend what it got
     def tickets(self, states=None):
-        if self._db.in_transaction:
+        if self.in_write():
             return super().tickets(states)
         want = None if states is None else set(states)
         return self._ticket_table.select(None if states is None else tuple(sorted(want)),
                                         lambda t: want is None or t.state in want)
 
     def ticket(self, id):
-        if not self._db.in_transaction:
+        if not self.in_write():
             t = self._ticket_table.get(id)
             if t is not None:
                 return t
         return super().ticket(id)  # raises NotFound as the store does
 
-    def _tickets_by_ids(self, ids: list[str]) -> list:
-        marks = ",".join("?" * len(ids))
-        labels: dict[str, dict[str, float]] = {}
-        for r in self._q(f"SELECT * FROM labels WHERE ticket_id IN ({marks}) ORDER BY added_at", ids):
-            labels.setdefault(r["ticket_id"], {})[r["label"]] = r["added_at"]
-        return [self._ticket_from(r, labels.get(r["id"], {})) for r in self._q(f"SELECT * FROM tickets WHERE id IN ({marks})", ids)]
-
-    def _agents_by_ids(self, ids: list[str]) -> list:
-        marks = ",".join("?" * len(ids))
-        return [self._agent_from(r) for r in self._q(f"SELECT * FROM agents WHERE id IN ({marks})", ids)]
-
     def agents(self, states=None, ticket_id=None):
-        if self._db.in_transaction:  # a rollback could bring back rows this read would have cached
+        if self.in_write():  # a rollback could bring back rows this read would have cached
             return super().agents(states, ticket_id)
         return self._agent_table.select(
             (None if states is None else tuple(sorted(set(states))), ticket_id),
@@ -144,9 +123,8 @@ class CachedStore(SqliteStore):
     def get_setting(self, key, default=None):
         # the stored JSON text is cached and decoded on each read: every caller gets its own copy of a
         # mapping or a list, for less than a deep copy costs
-        rows = self._read("get_setting", (key,), lambda: self._q("SELECT value FROM settings WHERE key=?", (key,)),
-                          ("settings:" + key,))
-        return json.loads(rows[0]["value"]) if rows else default
+        text = self._read("get_setting", (key,), lambda: self.setting_text(key), ("settings:" + key,))
+        return default if text is None else json.loads(text)
 
 
 class _Rows:
@@ -162,24 +140,16 @@ class _Rows:
         self.ordered: tuple[int, list] = (-1, [])
         self.version = 0  # bumped whenever a row changes
         self.views: dict[Any, tuple[int, list]] = {}  # a selection's key -> (version, its records in order)
-        with store.tx() as db:
-            db.execute(f"CREATE TEMP TABLE IF NOT EXISTS {self.dirty}(id TEXT PRIMARY KEY)")
-            for table, col in sources.items():
-                for op, olds in (("INSERT", ("NEW",)), ("UPDATE", ("NEW", "OLD")), ("DELETE", ("OLD",))):
-                    note = " ".join(f"INSERT OR IGNORE INTO {self.dirty} VALUES ({o}.{col});" for o in olds)
-                    db.execute(f"CREATE TEMP TRIGGER IF NOT EXISTS {self.dirty}_{table}_{op.lower()} AFTER {op} "
-                               f"ON main.{table} BEGIN {note} END")
+        store.watch_rows(self.dirty, sources)
 
     def sync(self) -> dict[str, Any]:
         st = self.store
-        total = st._db.total_changes  # rows this connection changed, ever: the same number, no write since
+        total = st.write_count()  # rows this connection changed, ever: the same number, no write since
         if total == self.seen and self.rows is not None:
             st.hits += 1
             return self.rows
-        dirty = [r[0] for r in st._db.execute(f"SELECT id FROM temp.{self.dirty}")]
-        if dirty or self.rows is None:
-            st._db.execute(f"DELETE FROM temp.{self.dirty}")  # before the read: a write after it is noted again
-        self.seen = st._db.total_changes
+        dirty = st.changed_rows(self.dirty)  # emptied before the read: a write after it is noted again
+        self.seen = st.write_count()
         if self.rows is None:
             st.misses += 1
             self.rows = {r.id: r for r in self.read_all()}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -217,6 +216,7 @@ def _check_postgres(root: Path) -> Check:
 
 
 def _check_sqlite(root: Path | None) -> Check:
+    from healer.errors import StoreCorrupt
     from healer.store import open_store, store_url
 
     if root is not None and not store_url(root).startswith("sqlite:"):
@@ -229,9 +229,9 @@ def _check_sqlite(root: Path | None) -> Check:
                 with s.tx():  # a write lock can be taken and released
                     pass
                 detail = f"{s.path}: journal_mode={mode}, schema v{s.version()}, {s.last_event_id()} events"
-                damage = [r[0] for r in s._q("PRAGMA quick_check")]  # every page read: damaged interiors show here
-                if damage != ["ok"]:
-                    raise sqlite3.DatabaseError(f"database disk image is malformed ({damage[0]})")
+                damage = s.integrity(quick=True)  # every page read: damaged interiors show here
+                if damage != "ok":
+                    raise StoreCorrupt(f"database disk image is malformed ({damage})")
             finally:
                 s.close()
         except Exception as e:  # noqa: BLE001 - reported, not raised
@@ -241,11 +241,15 @@ def _check_sqlite(root: Path | None) -> Check:
             hint = f"; {recover_hint(path)}" if corrupt(e) else ""
             return Check("store", "fail", f"{path}: {type(e).__name__}: {e}{hint}", True)
         return Check("store", "ok" if mode == "wal" else "fail", detail + ("" if mode == "wal" else " (WAL unavailable here)"), True)
+    from healer.store.sqlite import SQLITE_VERSION, SqliteStore
+
     with tempfile.TemporaryDirectory() as d:
-        db = sqlite3.connect(Path(d) / "probe.db")
-        mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-        db.close()
-    return Check("store", "ok" if mode == "wal" else "fail", f"no fleet here; SQLite {sqlite3.sqlite_version} WAL in a temp dir: {mode}", True)
+        probe = SqliteStore(Path(d) / "probe.db")
+        try:
+            mode = probe.journal_mode()
+        finally:
+            probe.close()
+    return Check("store", "ok" if mode == "wal" else "fail", f"no fleet here; SQLite {SQLITE_VERSION} WAL in a temp dir: {mode}", True)
 
 
 def _check_policy(root: Path | None) -> Check:

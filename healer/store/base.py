@@ -16,7 +16,7 @@ backend must keep:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -119,3 +119,38 @@ class Store(Protocol):
                      dead: Callable[[str], bool] | None = None) -> tuple[list[OutboxItem], list[OutboxItem]]: ...
     def outbox_delivered(self, id: int) -> bool: ...
     def outbox_failed(self, id: int, *, error: str, next_at: float, final: str | None = None) -> bool: ...
+
+    # the store's own health (game days check the store a storm leaves behind)
+    def integrity(self, *, quick: bool = False) -> str:
+        """"ok" when the store finds itself intact, else its first complaint (`quick`: a cheaper check, doctor's)."""
+
+
+@runtime_checkable
+class ChangeTracking(Protocol):
+    """What a read-through cache over a store needs (the simulated world's, chaos/engine/simstore.py): which
+    tables, settings and rows were written on this connection since it last looked. SQLite's store keeps it
+    with TEMP triggers on its one connection; a store with several connections has no such single view."""
+
+    def watch_tables(self, tables: Iterable[str]) -> None:
+        """A counter per table in `changes()`, bumped by every write to it."""
+
+    def watch_settings(self) -> None:
+        """A counter per settings key in `changes()` ('settings:KEY')."""
+
+    def watch_values(self, name: str, table: str, column: str, values: Iterable[str]) -> None:
+        """A counter `name`: inserts, deletes, and updates whose row had or gets one of `values` in `column`."""
+
+    def watch_rows(self, name: str, sources: Mapping[str, str]) -> None:
+        """Note the id (table -> its id column) of every row written in `sources` into the set `name`."""
+
+    def changes(self) -> Mapping[str, int]: ...
+    def changed_rows(self, name: str) -> list[str]:
+        """The ids noted in `name` since the last call (the set is emptied)."""
+
+    def write_count(self) -> int:
+        """Rows written on this connection, ever: unchanged means nothing was written since."""
+
+    def in_write(self) -> bool: ...
+    def tickets_by_ids(self, ids: Iterable[str]) -> list[Ticket]: ...
+    def agents_by_ids(self, ids: Iterable[str]) -> list[Agent]: ...
+    def setting_text(self, key: str) -> str | None: ...

@@ -128,18 +128,22 @@ def check_open(store, root: Path, where: str, gid: str | None, *, readonly: bool
         pass
 
 
+_SET = "INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value=excluded.value"
+
+
 def stamp(store, fid: str, *, floor: int = 0, replace: bool = False) -> None:
     """Write the fleet id into the store, unless one is there (two hosts stamping at once: the first wins), and
     the ticket-id floor an older board left (its branches and worktrees keep their ids: a new T-N never reuses one)."""
     with store.tx(fenced=False) as db:
         if replace:
-            db.execute("INSERT OR REPLACE INTO settings(key, value) VALUES (?, ?)", (SETTING, _json(fid)))
+            db.execute(_SET, (SETTING, _json(fid)))
             wrote = 1
         else:  # two hosts stamping at once: the first insert wins, the other reads it back (never overwrites)
-            wrote = db.execute("INSERT OR IGNORE INTO settings(key, value) VALUES (?, ?)", (SETTING, _json(fid))).rowcount
+            wrote = db.execute("INSERT INTO settings(key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+                               (SETTING, _json(fid))).rowcount
         if wrote:
             if floor:
-                db.execute("INSERT OR REPLACE INTO settings(key, value) VALUES (?, ?)", (ID_FLOOR, _json(floor)))
+                db.execute(_SET, (ID_FLOOR, _json(floor)))
             store._event(db, "fleet.identity", SETTING, {"id": fid, "ticket_id_floor": floor})
 
 

@@ -99,6 +99,6 @@ def test_cli_lists_every_registered_name(cli):
     assert names == sorted(names) and len(names) == len(set(names))
     assert "store.before_commit" in names
     sc = next(p for p in points if p["name"] == "store.before_commit")
-    assert sc["module"] == "healer.store.sqlite" and sc["where"] and sc["line"] > 0
+    assert sc["module"] == "healer.store.sql" and sc["where"] and sc["line"] > 0
     table = cli("failpoints")
     assert table.code == 0 and "store.before_commit" in table.out

@@ -335,3 +335,23 @@ def test_wait_for_events_wakes_when_another_connection_writes(store_url, tmp_pat
     finally:
         waiter.close()
         writer.close()
+
+
+def test_reads_by_id_upserts_and_integrity_are_the_same_on_both(store, vclock):
+    """Written once (healer/store/sql.py), run as written by both: reads by id, an upsert that replaces a row
+    (a label's time, an agent re-registered), a setting's stored text, and the store's own integrity check."""
+    from healer.records import Agent
+
+    a, b = store.add_ticket("a", labels=["x"]), store.add_ticket("b")
+    assert sorted(t.id for t in store.tickets_by_ids([a.id, b.id, "T-99"])) == [a.id, b.id]
+    assert store.tickets_by_ids([]) == [] and store.agents_by_ids([]) == []
+    assert store.label(a.id, "x", actor="t", at=5.0) and store.ticket(a.id).labels == {"x": 5.0}  # replaced
+    assert not store.label(a.id, "x", actor="t")  # already there: nothing written
+    ag = Agent("A-1", a.id, "running", pid=1, host="h", started_at=1.0, heartbeat_at=1.0, progress_at=1.0)
+    store.upsert_agent(ag)
+    store.upsert_agent(Agent("A-1", a.id, "running", pid=2, host="h", started_at=1.0, heartbeat_at=1.0, progress_at=1.0))
+    assert [x.pid for x in store.agents_by_ids(["A-1"])] == [2] and store.count_events("agent.registered") == 1
+    store.set_setting("k", {"v": 1})
+    store.set_setting("k", {"v": 2})
+    assert store.setting_text("k") == '{"v":2}' and store.setting_text("nope") is None
+    assert store.integrity() == "ok" and store.integrity(quick=True) == "ok"

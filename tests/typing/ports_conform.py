@@ -12,13 +12,17 @@ from healer.clock import Clock, SystemClock, VirtualClock
 from healer.fleet.ports import Gates, Git, Launcher, Processes, RealGates, RealGit, RealLauncher, RealProcesses
 from healer.fleet.process_runtime import ProcessRuntime
 from healer.fleet.runtime import Runtime
-from healer.store.base import Store
+from healer.store.base import ChangeTracking, Store
 from healer.store.postgres import PgStore
 from healer.store.sqlite import SqliteStore
 
 
 def stores(a: SqliteStore, b: PgStore, c: CachedStore) -> list[Store]:
     return [a, b, c]
+
+
+def tracked(a: SqliteStore, c: CachedStore) -> list[ChangeTracking]:
+    return [a, c]
 
 
 def clocks(a: SystemClock, b: VirtualClock) -> list[Clock]:
