@@ -47,7 +47,8 @@ for _m in (close_dead_ticket, drop_label, requeue_ticket, unblock_ticket, quaran
            resume_agent, stop_agent, escalate, pause_dispatch, resume_dispatch, notify):
     register(_m.SPEC)
 
+BUILTIN = names()  # the actions of the files above (healer/policy/cache.py keys on any other)
 ACTIONS = Names()  # every registered action, live (a spec registered later is in it)
 
-__all__ = ["ACTIONS", "REASON", "ActionSpec", "Abort", "ByFinding", "Handler", "Leases", "Names", "Param", "Refuse",
+__all__ = ["ACTIONS", "BUILTIN", "REASON", "ActionSpec", "Abort", "ByFinding", "Handler", "Leases", "Names", "Param", "Refuse",
            "Step", "Target", "Tool", "UnknownAction", "get", "names", "register", "registered", "specs", "unregister"]

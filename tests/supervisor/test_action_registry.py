@@ -210,3 +210,23 @@ def test_an_unknown_action_is_an_error_in_the_planner_never_a_silent_nothing():
         _step("frobnicate", f, ["frobnicate"], "r", Snapshot(now=LATER), "rule r")
     with pytest.raises(actions.UnknownAction, match="never planned"):
         _step("resume_dispatch", f, ["resume_dispatch"], "r", Snapshot(now=LATER), "rule r")
+
+
+def test_the_builtin_repair_agent_unblocks_what_nothing_blocks_and_reads_the_subjects_argument_from_the_specs():
+    from healer.repair.builtin import plan
+
+    calls, left = plan([{"kind": "stale_block", "subject": "B-1", "evidence": {"ticket": "B-1", "expect": "blocked"}},
+                        {"kind": "orphan_worktree", "subject": "/f/.healer/worktrees/T-9", "evidence": {}},
+                        {"kind": "agent_stuck", "subject": "A-1", "evidence": {}}])
+    assert calls == [("unblock_ticket", {"ticket_ids": ["B-1"]}), ("remove_worktree", {"paths": ["/f/.healer/worktrees/T-9"]})]
+    assert left == ["agent_stuck:A-1"]
+
+
+def test_a_policy_cached_before_an_action_was_registered_is_not_served_after(tmp_path, monkeypatch):
+    from healer.policy import cache
+
+    monkeypatch.setenv("HEALER_CACHE_DIR", str(tmp_path))
+    before = cache.key_for(b"version: 1\n")
+    with actions.registered(TOY):
+        assert cache.key_for(b"version: 1\n") != before  # its default allowed list and rate limits differ
+    assert cache.key_for(b"version: 1\n") == before
