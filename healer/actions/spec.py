@@ -53,7 +53,7 @@ class Step:
     def ticket(self) -> str | None:
         return self.finding.evidence.get("ticket")
 
-    def action(self, subject: str, name: str | None = None, **params: Any) -> PlannedAction:
+    def action(self, subject: str, name: str | None = None, /, **params: Any) -> PlannedAction:
         """A planned action for this finding (another action than the step's own when `name` says so)."""
         # imported here, not at the top: the policy validates names with this registry, and importing
         # healer.core.model at the top would run healer/core/__init__ (the planner, the rules, the policy) mid-import
