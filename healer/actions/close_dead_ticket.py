@@ -19,5 +19,7 @@ SPEC = ActionSpec(
     tool=Tool("Close tickets whose work is already merged or that nobody can finish. Takes a list; each id is checked "
               "and journaled separately.",
               # closing is terminal, so the agent's word is not enough: the core must see the ticket as a zombie now
-              requires_finding="zombie_ticket"),
+              requires_finding="zombie_ticket",
+              unfound="{subject} is not a dead ticket: no zombie_ticket finding (its work is not known to be merged); "
+                      "closing live work is a human's decision"),
 )

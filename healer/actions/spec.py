@@ -123,6 +123,7 @@ class Tool:
     subjects: str = "ticket_ids"  # the list argument: ticket_ids (screened as ids) or paths (confined to the fleet)
     params: tuple[Param, ...] = (REASON,)
     requires_finding: str | None = None  # the agent may act only on subjects the core finds with this kind now
+    unfound: str = "{subject}: no {kind} finding for it now; {action} acts only on what the supervisor finds"
 
 
 # -- the record ------------------------------------------------------------------------------------

@@ -682,6 +682,7 @@ PAUSE_DISPATCH = Handler(_dispatch_target, _pause_check, _pause_apply, lambda ct
 RESUME_DISPATCH = Handler(_dispatch_target, _resume_d_check, _resume_d_apply, lambda ctx, t: not _paused(ctx))
 NOTIFY = Handler(_notify_resolve, _nothing, _notify_apply, lambda ctx, t: True)
 
+
 def _shell_half(spec) -> Handler:
     ref = spec.handler
     if isinstance(ref, str):  # "module:NAME": the registry names the shell without importing it

@@ -332,17 +332,11 @@ class RepairTools:
         ok = [t for t in subjects if t in seen]
         out = self.act(action, ok, args, why) if ok else {"action": action, "done": 0, "refused": 0, "other": 0, "results": []}
         by = {r["subject"]: r for r in out["results"]}
-        results = [by.get(t) or {"subject": t, "status": "refused", "reason": self._unfound(action, t, tool.requires_finding)}
+        results = [by.get(t) or {"subject": t, "status": "refused", "reason": tool.unfound.format(
+                   subject=t, kind=tool.requires_finding, action=action)}
                    for t in subjects]
         refused = sum(r["status"] == "refused" for r in results)
         return {**out, "results": results, "refused": refused, "other": len(results) - out["done"] - refused}
-
-    @staticmethod
-    def _unfound(action: str, subject: str, kind: str) -> str:
-        if action == "close_dead_ticket":
-            return (f"{subject} is not a dead ticket: no zombie_ticket finding (its work is not known to be merged); "
-                    "closing live work is a human's decision")
-        return f"{subject}: no {kind} finding for it now; {action} acts only on what the supervisor finds"
 
     # -- dispatch and audit -----------------------------------------------------
     def call(self, tool: str, args: dict[str, Any] | None) -> tuple[dict[str, Any], bool]:

@@ -230,3 +230,27 @@ def test_a_policy_cached_before_an_action_was_registered_is_not_served_after(tmp
     with actions.registered(TOY):
         assert cache.key_for(b"version: 1\n") != before  # its default allowed list and rate limits differ
     assert cache.key_for(b"version: 1\n") == before
+
+
+def test_a_tool_spec_screens_its_own_arguments_and_may_require_a_finding(shell_fleet):
+    """The server reads the screening from the spec: an unexpected or malformed argument refuses the call, a
+    missing required one too, and `requires_finding` refuses each subject the core does not find so now."""
+    from healer.actions import Param
+
+    f = shell_fleet
+    f.store.add_ticket("work", id="T-1")
+    tag = ActionSpec(name="tag_ticket", summary="a toy", lease="ticket", answers=frozenset(), plan=None,
+                     handler=TOY.handler, rate_limit=(5, "1h"),
+                     tool=Tool("Tag tickets (a toy).", params=(Param("tag", required=True, pattern=r"[a-z]{1,10}"),),
+                               requires_finding="stale_label"))
+    with actions.registered(tag):
+        tools = RepairTools(f.root, f.store, validate_text("version: 1\n", "healer.yaml"), f.clock, run_id="R-tag")
+        out, err = tools.call("tag_ticket", {"ticket_ids": ["T-1"], "tag": "x; rm -rf /"})
+        assert err and "tag_ticket: tag: expected a value matching" in out["reason"], out
+        out, err = tools.call("tag_ticket", {"ticket_ids": ["T-1"], "colour": "red"})
+        assert err and "unexpected argument(s) 'colour'" in out["reason"] and "it accepts tag, ticket_ids" in out["reason"]
+        out, err = tools.call("tag_ticket", {"ticket_ids": ["T-1"]})
+        assert err and "invalid arguments" in out["reason"] and "'tag'" in out["reason"], out
+        out, err = tools.call("tag_ticket", {"ticket_ids": ["T-1"], "tag": "ok"})
+        assert err and out["results"][0]["status"] == "refused" and "no stale_label finding" in out["results"][0]["reason"]
+    assert not f.store.comments("T-1") and not f.store.intents()
