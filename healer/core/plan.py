@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import replace
 
+from healer import actions as registry
 from healer import durations
 from healer.core import findings as fd
 from healer.core import limits, sentinels, trigger, waitfor
@@ -57,58 +58,14 @@ def _pa(action: str, subject: str, f: Finding, rule: str | None, **params) -> Pl
 
 
 def _step(name: str, f: Finding, do: list[str], rule: str | None, s: Snapshot, why: str) -> list[PlannedAction]:
-    ev = f.evidence
-    tid = ev.get("ticket")
-    if f.kind == "wait_cycle" and name in ("requeue_ticket", "drop_label") and name != ev.get("break_action"):
-        return []
-    if name == "resume_agent":
-        if not ev.get("agent"):
-            return []
-        if ev.get("worktree_exists"):
-            return [_pa("resume_agent", ev["agent"], f, rule, ticket=tid, agent=ev["agent"], worktree=ev.get("worktree"))]
-        if tid and ev.get("expect") == "in_progress":  # nothing to resume in: start over
-            return [_pa("requeue_ticket", tid, f, rule, ticket=tid, expect="in_progress", stale_agents=[ev["agent"]])]
-        return []
-    if name == "requeue_ticket":
-        if not tid or ev.get("expect") != "in_progress":
-            return []
-        stale = ev.get("stale_agents") or ([ev["agent"]] if ev.get("agent") else [])
-        return [_pa("requeue_ticket", tid, f, rule, ticket=tid, expect="in_progress", stale_agents=list(stale))]
-    if name == "stop_agent":
-        if not (ev.get("agent") and ev.get("agent_live")):
-            return []
-        return [_pa("stop_agent", ev["agent"], f, rule, ticket=tid, agent=ev["agent"], pid=ev.get("pid"),
-                    mark_for_resume=f.kind == "agent_stuck")]
-    if name == "drop_label":
-        return [_pa("drop_label", tid, f, rule, ticket=tid, label=lb, added_at=at)
-                for lb, at in sorted((ev.get("labels") or {}).items())] if tid else []
-    if name == "unblock_ticket":
-        if not tid or ev.get("expect") != "blocked":
-            return []
-        return [_pa("unblock_ticket", tid, f, rule, ticket=tid, expect="blocked")]
-    if name == "close_dead_ticket":
-        return [_pa("close_dead_ticket", tid, f, rule, ticket=tid, expect=ev.get("expect"),
-                    merged_commit=ev.get("merged_commit"))] if tid else []
-    if name == "quarantine_file":
-        files = ev.get("files") or []
-        if not files:
-            return []
-        root = ev.get("root") or ""
-        return [_pa("quarantine_file", root or files[0], f, rule, root=root, files=list(files), ticket=tid)]
-    if name == "remove_worktree":
-        wt = ev.get("worktree")
-        return [_pa("remove_worktree", wt, f, rule, worktree=wt, ticket=tid, branch=ev.get("branch"))] if wt else []
-    if name == "escalate":
-        if not tid:
-            return []
-        if f.kind == "wait_cycle" and ev.get("break_action") != "escalate" and ev.get("break_action") in do:
-            return []
-        return [_pa("escalate", tid, f, rule, ticket=tid, finding=f.kind, why=why, evidence=ev)]
-    if name == "pause_dispatch":
-        if s.dispatch_paused:
-            return []
-        return [_pa("pause_dispatch", "dispatch", f, rule, by="healer", why=f.key)]
-    return []
+    """One step of a rule for one finding, planned by its action's spec (healer/actions/<name>.py).
+
+    An action no spec registers, or one that is never planned from a finding, is an error, never a silent []:
+    the policy refuses such names, so reaching here with one is a bug."""
+    spec = registry.get(name)  # raises UnknownAction
+    if spec.plan is None:
+        raise registry.UnknownAction(name, "it is never planned from a rule's step")
+    return spec.plan(registry.Step(name, f, rule, tuple(do), s, why))
 
 
 def _text(f: Finding, now: float) -> str:
@@ -235,6 +192,7 @@ def decide(snapshot: Snapshot, policy, memory: Memory, *, found: list[Finding] |
         for name in do:
             if name == "notify":
                 continue
+            registry.get(name)  # an action no spec registers is an error (UnknownAction), not a step skipped
             if name not in APPLICABLE[f.kind]:
                 deferred.append((_pa(name, f.subject, f, rule.id), f"not applicable: {name} does nothing for {f.kind}"))
                 continue

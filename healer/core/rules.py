@@ -11,46 +11,25 @@ runbook check` refuses the others.
 
 from __future__ import annotations
 
+from healer import actions
 from healer.conventions import SENTINELS  # noqa: F401 - re-exported
-from healer.policy.schema import ACTIONS, FINDINGS, Rule, RuleLimits
+from healer.policy.schema import FINDINGS, Rule, RuleLimits
 
-# Which lease an action takes: the one table of "lease-taking actions".
+# Both tables below are read from the action specs (healer/actions/, one file per action), live, so an action
+# registered after import (a plugin, a test's toy) is in them.
+#
+# Which lease an action takes (ActionSpec.lease):
 #   ticket   an unblock attempt on a ticket: holds the ticket's remediation lease (quiet period)
 #            against every actor (rules, repair agent, humans), journaled under the ticket;
 #   subject  touches a file or a worktree: holds that finding's subject within the supervisor's
 #            memory (no second try inside the quiet period), but is no unblock attempt on a ticket;
 #   None     touches nothing (alerts, the dispatch pause): no lease, no attempt recorded.
-LEASE: dict[str, str | None] = {
-    "close_dead_ticket": "ticket", "drop_label": "ticket", "requeue_ticket": "ticket", "resume_agent": "ticket",
-    "unblock_ticket": "ticket",
-    "stop_agent": "ticket",
-    "quarantine_file": "subject", "remove_worktree": "subject",
-    "escalate": None, "notify": None, "pause_dispatch": None, "resume_dispatch": None,
-}
-assert set(LEASE) == set(ACTIONS)
-TICKET_LEASE = frozenset(a for a, scope in LEASE.items() if scope == "ticket")  # unblock attempts
-NON_REMEDIATING = frozenset(a for a, scope in LEASE.items() if scope is None)
+LEASE = actions.Leases()
+TICKET_LEASE = actions.Names(lambda s: s.lease == "ticket")  # unblock attempts
+NON_REMEDIATING = actions.Names(lambda s: s.lease is None)
 
-APPLICABLE: dict[str, frozenset[str]] = {
-    "agent_dead": frozenset({"resume_agent", "requeue_ticket", "escalate", "notify"}),
-    "agent_idle": frozenset({"notify", "stop_agent", "escalate"}),
-    "agent_stuck": frozenset({"stop_agent", "requeue_ticket", "escalate", "notify"}),
-    "frozen_in_progress": frozenset({"requeue_ticket", "escalate", "notify"}),
-    "stale_label": frozenset({"drop_label", "escalate", "notify"}),
-    "stale_block": frozenset({"unblock_ticket", "escalate", "notify"}),
-    "orphan_worktree": frozenset({"quarantine_file", "remove_worktree", "notify"}),
-    "unknown_file": frozenset({"quarantine_file", "notify"}),
-    "zombie_ticket": frozenset({"stop_agent", "close_dead_ticket", "escalate", "notify"}),
-    "wait_cycle": frozenset({"requeue_ticket", "drop_label", "escalate", "notify"}),
-    "same_commit_repush": frozenset({"stop_agent", "escalate", "notify"}),
-    "dispatch_frozen": frozenset({"notify"}),
-    "pool_saturated": frozenset({"notify"}),
-    "no_closes": frozenset({"notify"}),
-    "main_red": frozenset({"pause_dispatch", "notify"}),
-    "supervisor_silent": frozenset({"notify"}),
-    "spend_rate": frozenset({"notify"}),
-}
-assert set(APPLICABLE) == set(FINDINGS)
+# finding kind -> the actions that can mean anything for it (ActionSpec.answers)
+APPLICABLE = actions.ByFinding(FINDINGS)
 
 
 def _r(id: str, when: str, do: list[str], escalate_after: int | None = None, **limits: int) -> Rule:

@@ -46,6 +46,9 @@ def _schema_sources() -> list[Path]:
     # listdir and plain joins, not glob and find_spec: this runs at every `healer loop run` (half a millisecond less)
     files = [Path(here, n) for n in sorted(os.listdir(here)) if n.endswith(".py")]
     files.append(Path(os.path.dirname(here), "durations.py"))
+    # the action specs give the schema its action names and the default rate limits (healer/actions/)
+    acts = os.path.join(os.path.dirname(here), "actions")
+    files += [Path(acts, n) for n in sorted(os.listdir(acts)) if n.endswith(".py")]
     pkg = _pydantic_dir()
     if pkg is not None:
         files.append(Path(pkg, "version.py"))
@@ -75,6 +78,11 @@ def key_for(raw: bytes | None) -> str:
             h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
         except OSError:
             h.update(f.name.encode() + b"\0missing\0")
+    reg = sys.modules.get("healer.actions")
+    if reg is not None and reg.names() != reg.BUILTIN:
+        # an action registered at run time (a plugin, a test's toy) changes the schema too; the built-in ones are
+        # the files above, so a process that never loaded the registry computes the same key
+        h.update(repr([(s.name, s.rate_limit) for s in reg.specs()]).encode())
     h.update(b"<default>" if raw is None else b"file\0" + raw)
     return h.hexdigest()
 

@@ -11,6 +11,7 @@ import re
 from typing import Annotated, Literal, get_args
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -20,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from healer import durations
+from healer import actions, durations
 
 HARD_MAX_ITERATIONS = 1000  # no policy may raise absolute_max above this
 
@@ -42,22 +43,24 @@ def _not_bool(v: object) -> object:
 PosInt = Annotated[int, Field(ge=1), BeforeValidator(_not_bool)]
 NonNegInt = Annotated[int, Field(ge=0), BeforeValidator(_not_bool)]
 
-# the remediation whitelist (SPEC §7): the only actions that exist
-Action = Literal[
-    "close_dead_ticket",
-    "drop_label",
-    "requeue_ticket",
-    "unblock_ticket",
-    "quarantine_file",
-    "remove_worktree",
-    "resume_agent",
-    "stop_agent",
-    "escalate",
-    "pause_dispatch",
-    "resume_dispatch",
-    "notify",
-]
-ACTIONS: tuple[str, ...] = get_args(Action)
+
+
+def _known_action(v: str) -> str:
+    if v not in actions.ACTIONS:
+        raise ValueError(f"expected a remediation action ({', '.join(actions.names())}), got {v!r}")
+    return v
+
+
+class _ActionsEnum:
+    """The JSON schema of an action name: the registered names, read when the schema is made."""
+
+    def __get_pydantic_json_schema__(self, core_schema, handler):
+        return {"enum": list(actions.names()), "type": "string"}
+
+
+# the remediation whitelist (SPEC §7): the only actions that exist, one spec each in healer/actions/
+Action = Annotated[str, AfterValidator(_known_action), _ActionsEnum()]
+ACTIONS = actions.ACTIONS  # live: an action registered after import is in it
 
 # what the supervisor can find (SPEC §7's table, then the sentinels)
 FindingKind = Literal[
@@ -280,11 +283,11 @@ class RateLimit(Strict):
 
 
 def _default_rates() -> dict[str, RateLimit]:
-    return {a: RateLimit(count=100, per="1h") for a in ACTIONS}
+    return {s.name: RateLimit(count=s.rate_limit[0], per=s.rate_limit[1]) for s in actions.specs()}
 
 
 class Remediation(Strict):
-    allowed: list[Action] = Field(default_factory=lambda: list(ACTIONS), description="the whitelist in force")
+    allowed: list[Action] = Field(default_factory=lambda: list(actions.names()), description="the whitelist in force")
     max_actions_per_tick: PosInt = Field(20, description="blast radius of one tick")
     rate_limits: dict[Action, RateLimit] = Field(default_factory=_default_rates)
     quiet_period: Duration = Field("4h", description="per-ticket remediation lease shared by rules, repair agent and humans")

@@ -1,6 +1,6 @@
 """The remediation executor: the only code that changes the fleet on the healer's behalf.
 
-Theory of operation. Every action of the whitelist (`policy.schema.ACTIONS`) runs
+Theory of operation. Every registered action (healer/actions/, `ActionSpec`) runs
 the same path, whoever asks (the supervisor, the MCP repair server, a game day):
 
     refuse?  whitelist, policy `allowed`, .healer/HALT / observe_only, target
@@ -18,25 +18,28 @@ intents a dead process left behind: a `planned` one never acted and is rolled ba
 (aborted); a `begun` one is verified, and if its effect is not in place it is checked
 again and completed. Each effect is idempotent, so finishing one twice is harmless.
 
-Handlers are small (check, apply, verify) and share nothing but the Context; add
-one here and to the whitelist to add an action.
+Handlers are small (check, apply, verify) and share nothing but the Context. Each
+action's spec (healer/actions/<name>.py) names its handler here; the executor reads
+it from the registry (`handler()`), so a registered spec is all an action needs.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from healer import actions as registry
 from healer import failpoints, lifecycle, procs, switches
+from healer.actions.spec import Abort, Handler, Refuse, Target
 from healer.clock import Clock
 from healer.core.model import PlannedAction
 from healer.errors import HealerError, NotFound
 from healer.fleet.snapshot import HOST, ended_with, handle_of, liveness
-from healer.policy.schema import ACTIONS
 from healer.realpath import Resolver
 from healer.remedy import limits
 from healer.remedy import quarantine as qmod
@@ -108,35 +111,6 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return self.status == DONE
-
-
-class Refuse(Exception):
-    """The action is not taken at all: nothing is journaled."""
-
-
-class Abort(Exception):
-    """The preconditions no longer hold on fresh state: the intent is aborted."""
-
-
-@dataclass
-class Target:
-    """What an action acts on, resolved and validated (rebuilt identically on recovery)."""
-
-    action: str
-    subject: str
-    params: dict[str, Any]
-    ticket: str | None = None  # the ticket whose remediation lease this takes
-    path: Path | None = None
-    agent: str | None = None
-    paths: list[Path] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Handler:
-    resolve: Callable[[Context, str, dict], Target]
-    check: Callable[[Context, Target], None]  # raise Abort
-    apply: Callable[[Context, Target, int], dict]
-    verify: Callable[[Context, Target], bool]
 
 
 # -- helpers ----------------------------------------------------------------------
@@ -694,21 +668,67 @@ def _nothing(ctx: Context, t: Target) -> None:
     return None
 
 
-HANDLERS: dict[str, Handler] = {
-    "close_dead_ticket": Handler(_ticket_target, _close_check, _close_apply, _close_verify),
-    "drop_label": Handler(_label_resolve, _label_check, _label_apply, _label_verify),
-    "requeue_ticket": Handler(_ticket_target, _requeue_check, _requeue_apply, _requeue_verify),
-    "unblock_ticket": Handler(_ticket_target, _unblock_check, _unblock_apply, _unblock_verify),
-    "resume_agent": Handler(_agent_target, _resume_check, _resume_apply, _resume_verify),
-    "stop_agent": Handler(_agent_target, _stop_check, _stop_apply, _stop_verify),
-    "quarantine_file": Handler(_q_resolve, _q_check, _q_apply, _q_verify),
-    "remove_worktree": Handler(_wt_resolve, _wt_check, _wt_apply, _wt_verify),
-    "escalate": Handler(_ticket_target, _esc_check, _esc_apply, _esc_verify),
-    "pause_dispatch": Handler(_dispatch_target, _pause_check, _pause_apply, lambda ctx, t: _paused(ctx)),
-    "resume_dispatch": Handler(_dispatch_target, _resume_d_check, _resume_d_apply, lambda ctx, t: not _paused(ctx)),
-    "notify": Handler(_notify_resolve, _nothing, _notify_apply, lambda ctx, t: True),
-}
-assert set(HANDLERS) == set(ACTIONS), "every whitelisted action needs a handler, and nothing else may have one"
+# each action's shell half, named by its spec (healer/actions/<name>.py: handler="healer.remedy.actions:NAME")
+CLOSE_DEAD_TICKET = Handler(_ticket_target, _close_check, _close_apply, _close_verify)
+DROP_LABEL = Handler(_label_resolve, _label_check, _label_apply, _label_verify)
+REQUEUE_TICKET = Handler(_ticket_target, _requeue_check, _requeue_apply, _requeue_verify)
+UNBLOCK_TICKET = Handler(_ticket_target, _unblock_check, _unblock_apply, _unblock_verify)
+RESUME_AGENT = Handler(_agent_target, _resume_check, _resume_apply, _resume_verify)
+STOP_AGENT = Handler(_agent_target, _stop_check, _stop_apply, _stop_verify)
+QUARANTINE_FILE = Handler(_q_resolve, _q_check, _q_apply, _q_verify)
+REMOVE_WORKTREE = Handler(_wt_resolve, _wt_check, _wt_apply, _wt_verify)
+ESCALATE = Handler(_ticket_target, _esc_check, _esc_apply, _esc_verify)
+PAUSE_DISPATCH = Handler(_dispatch_target, _pause_check, _pause_apply, lambda ctx, t: _paused(ctx))
+RESUME_DISPATCH = Handler(_dispatch_target, _resume_d_check, _resume_d_apply, lambda ctx, t: not _paused(ctx))
+NOTIFY = Handler(_notify_resolve, _nothing, _notify_apply, lambda ctx, t: True)
+
+
+def _shell_half(spec) -> Handler:
+    ref = spec.handler
+    if isinstance(ref, str):  # "module:NAME": the registry names the shell without importing it
+        module, _, attr = ref.partition(":")
+        ref = getattr(importlib.import_module(module), attr)
+    if not all(callable(getattr(ref, part, None)) for part in ("resolve", "check", "apply", "verify")):
+        raise TypeError(f"action {spec.name}: its handler {spec.handler!r} is no Handler (resolve, check, apply, verify)")
+    return ref
+
+
+class _Handlers(MutableMapping):
+    """action -> its Handler, read from its spec (healer/actions/) on every look-up, so an action registered
+    later has one and nothing goes stale; a test may set one to wrap the real one."""
+
+    def __init__(self) -> None:
+        self._set: dict[str, Handler] = {}
+
+    def __getitem__(self, name: str) -> Handler:
+        if name in self._set:
+            return self._set[name]
+        if name not in registry.ACTIONS:
+            raise KeyError(name)
+        return _shell_half(registry.get(name))
+
+    def __setitem__(self, name: str, h: Handler) -> None:
+        self._set[name] = h
+
+    def __delitem__(self, name: str) -> None:
+        del self._set[name]
+
+    def __iter__(self):
+        return iter(registry.names())
+
+    def __len__(self) -> int:
+        return len(registry.names())
+
+
+HANDLERS = _Handlers()
+
+
+def handler(name: str) -> Handler:
+    """The shell's half of a registered action (UnknownAction for any other name)."""
+    try:
+        return HANDLERS[name]
+    except KeyError:
+        raise registry.UnknownAction(name) from None
 
 
 # -- the path -----------------------------------------------------------------------
@@ -720,7 +740,7 @@ def _record(ctx: Context, out: Outcome, action: str, subject: str, params: dict)
 
 
 def _resolve(ctx: Context, action: str, subject: str, params: dict) -> Target:
-    h = HANDLERS[action]
+    h = handler(action)
     t = h.resolve(ctx, subject, params)
     t.action = action
     return t
@@ -734,8 +754,8 @@ def _me() -> dict:
 def execute(ctx: Context, action: PlannedAction) -> Outcome:
     """Carry out one planned action on the whitelist; never raises for a refusal or a failed effect."""
     name, subject, params = action.action, action.subject, dict(action.params or {})
-    if name not in ACTIONS:
-        return _record(ctx, Outcome(REFUSED, f"unknown action {name!r}; the whitelist is {', '.join(ACTIONS)}"), str(name), subject, params)
+    if name not in registry.ACTIONS:
+        return _record(ctx, Outcome(REFUSED, f"unknown action {name!r}; the whitelist is {', '.join(registry.names())}"), str(name), subject, params)
     if name not in ctx.policy.remediation.allowed:
         return _record(ctx, Outcome(REFUSED, f"{name} is not in policy remediation.allowed"), name, subject, params)
     halted = ctx.halted()
@@ -763,7 +783,7 @@ def execute(ctx: Context, action: PlannedAction) -> Outcome:
 
 def _run(ctx: Context, t: Target, intent_id: int, *, fresh: bool, recovered: bool = False) -> Outcome:
     """From a planned (fresh) or begun (recovery) intent to done or aborted."""
-    h = HANDLERS[t.action]
+    h = handler(t.action)
     extra = {"recovered": True} if recovered else {}
     if fresh:
         try:
@@ -829,7 +849,7 @@ def recover(ctx: Context) -> list[Outcome]:
             continue
         subject = it.params.get("subject", it.subject)
         params = it.params.get("params", {})
-        if it.action not in HANDLERS:
+        if it.action not in registry.ACTIONS:
             ctx.store.set_intent(it.id, "aborted", {"status": ABORTED, "reason": f"unknown action {it.action!r}", "recovered": True})
             continue
         if it.state == "planned":
@@ -844,7 +864,7 @@ def recover(ctx: Context) -> list[Outcome]:
             ctx.store.set_intent(it.id, "aborted", {"status": out.status, "reason": out.reason, "detail": out.detail})
             outs.append(_record(ctx, out, it.action, subject, params))
             continue
-        h = HANDLERS[it.action]
+        h = handler(it.action)
         try:
             already = h.verify(ctx, t)
         except Exception:  # noqa: BLE001

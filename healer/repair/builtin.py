@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from healer import actions as registry
 from healer.errors import InvalidInput
 from healer.repair.server import MAX_ITEMS
 
@@ -25,9 +26,10 @@ FIXES = {
     "stale_label": "drop_label",
     "unknown_file": "quarantine_file",
     "orphan_worktree": "remove_worktree",
+    "stale_block": "unblock_ticket",
 }
-# order matters: close zombies before requeueing anything; files before worktrees
-ORDER = ("close_dead_ticket", "requeue_ticket", "drop_label", "quarantine_file", "remove_worktree")
+# order matters: close zombies before requeueing anything; labels before unblocking; files before worktrees
+ORDER = ("close_dead_ticket", "requeue_ticket", "drop_label", "unblock_ticket", "quarantine_file", "remove_worktree")
 
 
 def _chunks(items: list[str], n: int = MAX_ITEMS) -> list[list[str]]:
@@ -67,7 +69,7 @@ def plan(findings: list[dict[str, Any]]) -> tuple[list[tuple[str, dict[str, Any]
                 for chunk in _chunks(sorted(set(labels[name]))):
                     calls.append(("drop_label", {"ticket_ids": chunk, "label": name}))
             continue
-        key = "paths" if tool in ("quarantine_file", "remove_worktree") else "ticket_ids"
+        key = registry.get(tool).tool.subjects  # the tool's list argument, as its action spec says
         for chunk in _chunks(sorted(set(by_tool[tool]))):
             calls.append((tool, {key: chunk}))
     return calls, sorted(set(left))

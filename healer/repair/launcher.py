@@ -38,7 +38,8 @@ You can act ONLY through the MCP tools of the server named "healer"; you have no
 1. Call fleet_status and list_findings to see what is blocked (get_ticket, journal_tail, list_worktrees for detail).
 2. Fix only what the findings show, with the safe tools: requeue_ticket for in-progress tickets with no live agent
    and no worktree; drop_label for stale labels; close_dead_ticket for tickets already merged; quarantine_file for
-   unknown files; remove_worktree for orphan worktrees. Action tools take LISTS of subjects: batch them.
+   unknown files; remove_worktree for orphan worktrees; unblock_ticket for blocked tickets nothing blocks any more
+   (stale_block). Action tools take LISTS of subjects: batch them.
 3. You have at most {max_calls} tool calls in total. A refusal comes with its reason: do not retry a refused item.
 4. Finish with a short summary of what you did and what you left for a human.
 Why you were launched: {reason}

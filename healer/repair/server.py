@@ -1,9 +1,11 @@
 """`healer mcp serve`: the repair agent's only hands (SPEC §8).
 
-Theory of operation. The agent sees exactly ten tools (TOOLS): five that read
+Theory of operation. The agent sees exactly the tools of TOOLS: five that read
 (fleet status, findings, one ticket with its history, the journal tail, the
-worktrees) and five safe remediations (close a dead ticket, drop a label,
-quarantine a file, remove an orphan worktree, requeue a ticket). Nothing else
+worktrees) and one per remediation action whose spec offers a tool
+(healer/actions/<name>.py: `tool=Tool(...)`; today close a dead ticket, drop a
+label, requeue or unblock a ticket, quarantine a file, remove an orphan worktree).
+Their names, arguments, schemas and descriptions come from the specs. Nothing else
 exists for it: no tool runs a shell, writes a file of its choosing, touches git
 history or restarts anything.
 
@@ -26,14 +28,17 @@ call or of one item, also as `repair.refused` with its reason.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from healer import actions as registry
 from healer import failpoints
 from healer.clock import Clock, system
 from healer.store import keys
@@ -42,22 +47,42 @@ FP_BEFORE_ACTION = failpoints.declare("repair.before_action", "healer/repair/ser
 
 ACTOR = "repair-agent"
 READ_TOOLS = ("fleet_status", "list_findings", "get_ticket", "journal_tail", "list_worktrees")
-ACTION_TOOLS = ("close_dead_ticket", "drop_label", "quarantine_file", "remove_worktree", "requeue_ticket")
-TOOLS = READ_TOOLS + ACTION_TOOLS
+ACTION_TOOLS = registry.Names(lambda s: s.tool is not None)  # live: the specs that offer a tool
 
-# the arguments each tool accepts: anything else is refused, not silently dropped
-PARAMS: dict[str, frozenset[str]] = {
+
+class _Tools(Sequence[str]):
+    """READ_TOOLS then ACTION_TOOLS, live (an action registered later is offered too)."""
+
+    def _now(self) -> tuple[str, ...]:
+        return READ_TOOLS + tuple(ACTION_TOOLS)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        return self._now()[i]
+
+    def __len__(self) -> int:
+        return len(self._now())
+
+    def __contains__(self, x: object) -> bool:
+        return x in READ_TOOLS or x in ACTION_TOOLS
+
+
+TOOLS = _Tools()
+
+# the arguments each read tool accepts (an action tool's come from its spec): anything else is refused
+READ_PARAMS: dict[str, frozenset[str]] = {
     "fleet_status": frozenset(),
     "list_findings": frozenset(),
     "get_ticket": frozenset({"ticket_id"}),
     "journal_tail": frozenset({"limit", "kind_prefix"}),
     "list_worktrees": frozenset(),
-    "close_dead_ticket": frozenset({"ticket_ids", "reason"}),
-    "drop_label": frozenset({"ticket_ids", "label"}),
-    "quarantine_file": frozenset({"paths", "reason"}),
-    "remove_worktree": frozenset({"paths", "reason"}),
-    "requeue_ticket": frozenset({"ticket_ids", "reason"}),
 }
+
+
+def params_of(tool: str) -> frozenset[str]:
+    if tool in READ_PARAMS:
+        return READ_PARAMS[tool]
+    t = registry.get(tool).tool
+    return frozenset({t.subjects, *(p.name for p in t.params)})
 
 MAX_ITEMS = 200  # subjects per call
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -123,14 +148,18 @@ class RepairTools:
                           f"{self.day_cap} (max_tool_calls x max_runs_per_day)")
         if tool not in TOOLS:
             raise Refused(f"unknown tool {tool!r}: this server exposes only {', '.join(TOOLS)}")
-        extra = sorted(set(args) - PARAMS[tool])
+        accepts = params_of(tool)
+        extra = sorted(set(args) - accepts)
         if extra:
-            raise Refused(f"{tool}: unexpected argument(s) {', '.join(map(repr, extra))}; it accepts {', '.join(sorted(PARAMS[tool])) or 'none'}")
+            raise Refused(f"{tool}: unexpected argument(s) {', '.join(map(repr, extra))}; it accepts {', '.join(sorted(accepts)) or 'none'}")
         for key, val in args.items():
             self._screen_value(tool, key, val)
         return n
 
     def _screen_value(self, tool: str, key: str, val: Any) -> None:
+        spec_param = None
+        if tool in ACTION_TOOLS:
+            spec_param = next((p for p in registry.get(tool).tool.params if p.name == key), None)
         vals = val if isinstance(val, list) else [val]
         if isinstance(val, list) and len(val) > MAX_ITEMS:
             raise Refused(f"{tool}: {key} has {len(val)} items, expected at most {MAX_ITEMS} per call")
@@ -149,6 +178,11 @@ class RepairTools:
             elif key == "reason":
                 if len(v) > 500 or _CONTROL.search(v.replace("\n", " ")):
                     raise Refused(f"{tool}: reason: expected one line of at most 500 characters")
+            elif spec_param is not None:  # an action's own argument: its spec's pattern, else one short line
+                if spec_param.pattern and not re.fullmatch(spec_param.pattern, v):
+                    raise Refused(f"{tool}: {key}: expected a value matching {spec_param.pattern}, got {v[:80]!r}")
+                if len(v) > 500 or _CONTROL.search(v):
+                    raise Refused(f"{tool}: {key}: expected one line of at most 500 characters")
             # paths are screened one by one in `act`, so one bad path refuses one item, not the call
 
     def _screen_path(self, raw: str) -> tuple[str | None, str | None]:
@@ -252,7 +286,7 @@ class RepairTools:
         results = []
         for raw in subjects:
             subject, reason = raw, None
-            if action in ("quarantine_file", "remove_worktree"):
+            if registry.get(action).tool.subjects == "paths":
                 subject, reason = self._screen_path(raw)
             if reason is not None:
                 results.append({"subject": raw, "status": "refused", "reason": reason})
@@ -278,34 +312,31 @@ class RepairTools:
             item["detail"] = _plain(out.detail)
         return item
 
-    def close_dead_ticket(self, ticket_ids: list[str], reason: str = "") -> dict[str, Any]:
-        # Closing is terminal (nothing leaves `closed`), so the agent's word is not enough: the core must
-        # currently see the ticket as a zombie (its work already merged). Everything else is a human's call.
+    def remedy(self, action: str, **args: Any) -> dict[str, Any]:
+        """An action tool, as its spec describes it: a list of subjects, its own arguments, a reason."""
+        tool = registry.get(action).tool
+        if tool.subjects not in args:
+            raise TypeError(f"missing required argument {tool.subjects!r}")
+        subjects = list(args.pop(tool.subjects) or [])
+        why = args.pop("reason", "") if any(p.name == "reason" for p in tool.params) else ""
+        missing = [p.name for p in tool.params if p.required and p.name not in args]
+        if missing:
+            raise TypeError(f"missing required argument(s) {', '.join(map(repr, missing))}")
+        if tool.requires_finding is None:
+            return self.act(action, subjects, args, why)
+        # the agent's word is not enough for this one (closing is terminal): only what the core finds now
         from healer.repair import diagnose
 
         found, _ = diagnose.findings(self.root, self.store, self.policy, self.clock, self.runtime)
-        dead = {f.subject for f in found if f.kind == "zombie_ticket"}
-        ok = [t for t in ticket_ids if t in dead]
-        out = self.act("close_dead_ticket", ok, {}, reason) if ok else {"action": "close_dead_ticket", "done": 0,
-                                                                         "refused": 0, "other": 0, "results": []}
+        seen = {f.subject for f in found if f.kind == tool.requires_finding}
+        ok = [t for t in subjects if t in seen]
+        out = self.act(action, ok, args, why) if ok else {"action": action, "done": 0, "refused": 0, "other": 0, "results": []}
         by = {r["subject"]: r for r in out["results"]}
-        results = [by.get(t) or {"subject": t, "status": "refused",
-                                 "reason": f"{t} is not a dead ticket: no zombie_ticket finding (its work is not known to be "
-                                           "merged); closing live work is a human's decision"} for t in ticket_ids]
+        results = [by.get(t) or {"subject": t, "status": "refused", "reason": tool.unfound.format(
+                   subject=t, kind=tool.requires_finding, action=action)}
+                   for t in subjects]
         refused = sum(r["status"] == "refused" for r in results)
         return {**out, "results": results, "refused": refused, "other": len(results) - out["done"] - refused}
-
-    def drop_label(self, ticket_ids: list[str], label: str) -> dict[str, Any]:
-        return self.act("drop_label", ticket_ids, {"label": label})
-
-    def quarantine_file(self, paths: list[str], reason: str = "") -> dict[str, Any]:
-        return self.act("quarantine_file", paths, {}, reason)
-
-    def remove_worktree(self, paths: list[str], reason: str = "") -> dict[str, Any]:
-        return self.act("remove_worktree", paths, {}, reason)
-
-    def requeue_ticket(self, ticket_ids: list[str], reason: str = "") -> dict[str, Any]:
-        return self.act("requeue_ticket", ticket_ids, {}, reason)
 
     # -- dispatch and audit -----------------------------------------------------
     def call(self, tool: str, args: dict[str, Any] | None) -> tuple[dict[str, Any], bool]:
@@ -320,7 +351,7 @@ class RepairTools:
     def run(self, tool: str, n: int, args: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """Run an admitted call and audit it. Returns (payload, is_error)."""
         try:
-            payload = getattr(self, tool)(**args)
+            payload = getattr(self, tool)(**args) if tool in READ_TOOLS else self.remedy(tool, **dict(args))
         except TypeError as e:
             return self.refuse(n, tool, args, f"{tool}: invalid arguments: {e}"), True
         except Exception as e:  # NotFound and friends: a clear answer, not a crash
@@ -358,12 +389,28 @@ _DESCRIPTIONS = {
     "get_ticket": "Read-only. One ticket with its labels, comments, attempts, agents, intents and event history.",
     "journal_tail": "Read-only. The last `limit` (<= 200) events of the event log, optionally only kinds starting with `kind_prefix`.",
     "list_worktrees": "Read-only. Every worktree the fleet knows, whether it exists, its ticket's state and the processes busy in it.",
-    "close_dead_ticket": "Close tickets whose work is already merged or that nobody can finish. Takes a list; each id is checked and journaled separately.",
-    "drop_label": "Remove `label` from each ticket in the list (e.g. a stale 'to-review'). Each id is checked and journaled separately.",
-    "quarantine_file": "Move unknown files (paths inside the fleet) to the quarantine, restorable byte for byte. Nothing is deleted.",
-    "remove_worktree": "Remove orphan worktrees (their ticket done, closed or missing; nobody working inside). Unknown files are quarantined first.",
-    "requeue_ticket": "Put in-progress tickets with no live agent and no worktree back in the queue. Each id is checked and journaled separately.",
 }
+
+
+def description(tool: str) -> str:
+    return _DESCRIPTIONS[tool] if tool in _DESCRIPTIONS else registry.get(tool).tool.description
+
+
+def _action_tool(name: str, run):
+    """An async function whose signature is the spec's tool (the SDK reads names, types and defaults from it)."""
+    tool = registry.get(name).tool
+    ps = [inspect.Parameter(tool.subjects, inspect.Parameter.KEYWORD_ONLY, annotation=list[str])]
+    for p in sorted(tool.params, key=lambda p: not p.required):
+        ps.append(inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, annotation=str,
+                                    **({} if p.required else {"default": ""})))
+
+    async def fn(**kwargs: Any):
+        return await run(**kwargs)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__signature__ = inspect.Signature(ps)  # type: ignore[attr-defined]
+    fn.__annotations__ = {p.name: p.annotation for p in ps}
+    return fn
 
 
 def _validation_reason(tool: str, exc: BaseException) -> str:
@@ -413,8 +460,8 @@ def build_server(tools: RepairTools):
     srv = HealerRepairServer(
         "healer",
         instructions=("You repair a fleet of coding agents with the healer's safe tools only. Diagnose with "
-                      "list_findings and fleet_status, then requeue, drop labels, close dead tickets, quarantine "
-                      "files or remove orphan worktrees. Action tools take lists; each call counts against a budget."),
+                      "list_findings and fleet_status, then act with " + ", ".join(ACTION_TOOLS) + ". Action tools "
+                      "take lists; each call counts against a budget."),
         log_level="WARNING",
     )
 
@@ -439,27 +486,12 @@ def build_server(tools: RepairTools):
     async def list_worktrees():
         return await runner("list_worktrees")()
 
-    async def close_dead_ticket(ticket_ids: list[str], reason: str = ""):
-        return await runner("close_dead_ticket")(ticket_ids=ticket_ids, reason=reason)
-
-    async def drop_label(ticket_ids: list[str], label: str):
-        return await runner("drop_label")(ticket_ids=ticket_ids, label=label)
-
-    async def quarantine_file(paths: list[str], reason: str = ""):
-        return await runner("quarantine_file")(paths=paths, reason=reason)
-
-    async def remove_worktree(paths: list[str], reason: str = ""):
-        return await runner("remove_worktree")(paths=paths, reason=reason)
-
-    async def requeue_ticket(ticket_ids: list[str], reason: str = ""):
-        return await runner("requeue_ticket")(ticket_ids=ticket_ids, reason=reason)
-
     fns = (fleet_status, list_findings, get_ticket, journal_tail, list_worktrees,
-           close_dead_ticket, drop_label, quarantine_file, remove_worktree, requeue_ticket)
-    assert tuple(f.__name__ for f in fns) == TOOLS
+           *(_action_tool(name, runner(name)) for name in ACTION_TOOLS))
+    assert tuple(f.__name__ for f in fns) == tuple(TOOLS)
     for fn in fns:
         ro = fn.__name__ in READ_TOOLS
-        srv.add_tool(fn, name=fn.__name__, description=_DESCRIPTIONS[fn.__name__], structured_output=False,
+        srv.add_tool(fn, name=fn.__name__, description=description(fn.__name__), structured_output=False,
                      annotations=ToolAnnotations(read_only_hint=ro, destructive_hint=False, idempotent_hint=True,
                                                  open_world_hint=False))
     return srv
@@ -503,4 +535,4 @@ def _runtime(policy, clock: Clock | None = None):
         return None
 
 
-__all__ = ["ACTION_TOOLS", "ACTOR", "READ_TOOLS", "TOOLS", "RepairTools", "Refused", "build_server", "serve"]
+__all__ = ["ACTION_TOOLS", "ACTOR", "READ_TOOLS", "TOOLS", "RepairTools", "Refused", "build_server", "description", "params_of", "serve"]

@@ -33,7 +33,10 @@ def test_real_client_lists_exactly_the_whitelisted_tools(fleet: Path):
 
     tools, status = anyio.run(session)
     assert sorted(t.name for t in tools) == sorted(TOOLS)
-    assert len(tools) == 10
+    assert len(tools) == 11  # five that read, six actions (their specs offer a tool: unblock_ticket since issue 35)
+    by = {t.name: t for t in tools}
+    assert by["drop_label"].input_schema["required"] == ["ticket_ids", "label"]
+    assert by["unblock_ticket"].input_schema["required"] == ["ticket_ids"] and "reason" in by["unblock_ticket"].input_schema["properties"]
     for t in tools:
         assert t.input_schema["type"] == "object"
         assert t.description

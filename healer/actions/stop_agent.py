@@ -1,0 +1,21 @@
+"""stop_agent: stop a live agent (SIGTERM, then SIGKILL after the grace), its ticket marked for resume when stuck."""
+
+from healer.actions.spec import ActionSpec, Step
+
+
+def plan(s: Step):
+    ev = s.evidence
+    if not (ev.get("agent") and ev.get("agent_live")):
+        return []
+    return [s.action(ev["agent"], ticket=s.ticket, agent=ev["agent"], pid=ev.get("pid"),
+                     mark_for_resume=s.finding.kind == "agent_stuck")]
+
+
+SPEC = ActionSpec(
+    name="stop_agent",
+    summary="stop a live agent",
+    lease="ticket",
+    answers=frozenset({"agent_idle", "agent_stuck", "zombie_ticket", "same_commit_repush"}),
+    plan=plan,
+    handler="healer.remedy.actions:STOP_AGENT",
+)
