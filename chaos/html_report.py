@@ -12,6 +12,9 @@ import html
 from datetime import UTC, datetime
 from typing import Any
 
+from healer.ctk.journal import errors, verdict
+from healer.ctk.journal import ok as passed
+
 STATE_COLORS = {"queued": "#9aa5b1", "in_progress": "#2f80ed", "review": "#9b51e0", "done": "#27ae60",
                 "blocked": "#f2994a", "needs_human": "#eb5757", "closed": "#4f4f4f"}
 MARKS = (  # (kind prefix, legend name, colour, symbol)
@@ -164,9 +167,6 @@ def scenarios(results) -> str:
 
 def experiments(journals: list[dict[str, Any]]) -> str:
     """report.html of Chaos Toolkit journals: one lane per phase, each activity a bar."""
-    from healer.ctk.run import errors, verdict
-    from healer.ctk.run import ok as passed
-
     rows, sections = [], []
     for j in journals:
         t0 = _epoch(j.get("start"))

@@ -52,7 +52,7 @@ class PgDayEngine:
 
     def run(self):
         from chaos import pgcluster
-        from chaos.engine import Result
+        from chaos.engine.base import Result
 
         res = Result(self.sc, "error", seed=self.seed, disabled=self.disabled, workdir=str(self.workdir))
         res.started = self.wall.now()
@@ -72,8 +72,8 @@ class PgDayEngine:
     def _run(self, res):
         from chaos import multihost
         from chaos.checkers import History
-        from chaos.engine import Activity, apply_fault, finish
-        from chaos.faults.registry import REAL, inject
+        from chaos.engine.base import Activity, apply_fault, finish
+        from chaos.faults.worlds import REAL, inject
         from chaos.scenario import deep_merge, match, seconds
         from chaos.storm import board_facts
         from healer.errors import HealerError

@@ -325,7 +325,7 @@ class StormEngine:
 
     def run(self):
         from chaos.checkers import History
-        from chaos.engine import Result, finish
+        from chaos.engine.base import Result, finish
         from healer.store import open_store
 
         res = Result(self.sc, "error", seed=self.seed, disabled=self.disabled, workdir=str(self.workdir))

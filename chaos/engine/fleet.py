@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from chaos.checkers import History
-from chaos.engine import Activity, Result, apply_fault, finish
+from chaos.engine.base import Activity, Result, apply_fault, finish
 from chaos.scenario import Scenario, match
 from healer.clock import Clock, system
 from healer.errors import InvalidInput

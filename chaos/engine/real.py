@@ -40,7 +40,7 @@ import psutil
 import yaml
 
 from chaos.checkers import History
-from chaos.engine import Activity, Result, apply_fault, finish
+from chaos.engine.base import Activity, Result, apply_fault, finish
 from chaos.faults import process as pfault
 from chaos.faults import repo
 from chaos.faults.undo import UndoJournal, home
@@ -142,6 +142,11 @@ class RealEngine:
         return Policy.model_validate(data)
 
     # -- helpers ------------------------------------------------------------------------
+    @property
+    def now(self) -> float:
+        """The world's wall clock (a `World`'s, chaos/faults/world.py): the run's clock."""
+        return self.wall.now()
+
     def elapsed(self) -> float:
         return self.wall.monotonic() - self.t0
 
@@ -448,7 +453,7 @@ class RealEngine:
             return [f"cannot list the fleet's containers: {type(e).__name__}: {e}"]
 
     def inject(self, f: Fault) -> str:
-        from chaos.faults.registry import REAL, inject
+        from chaos.faults.worlds import REAL, inject
 
         return inject(REAL, self, f)
 

@@ -31,7 +31,7 @@ import yaml
 
 from chaos.agents.behaviours import Behaviour, Run, make
 from chaos.checkers import STANDARD, History
-from chaos.engine import Activity, Result, apply_fault, finish
+from chaos.engine.base import Activity, Result, apply_fault, finish
 from chaos.scenario import Fault, Scenario, deep_merge, match
 from chaos.workdir import fresh
 from healer import conventions as cv
@@ -137,7 +137,7 @@ class SimEngine:
         from healer.fleet.ports import Ports
 
         self.ports = Ports(SimGit(self), SimGates(self), SimProcesses(self), SimLauncher(self))
-        self.main_commit = self._main_commit()
+        self.main_commit = self.new_main_commit()
 
     def _open_store(self):
         from chaos.engine.simstore import CachedStore
@@ -155,9 +155,15 @@ class SimEngine:
     def at(self, t: float, what: str, *args: Any) -> None:
         heapq.heappush(self.heap, (t, next(self.seq), what, args))
 
-    def _main_commit(self) -> str:
+    def new_main_commit(self) -> str:
         self.main_n = getattr(self, "main_n", 0) + 1
         return hashlib.sha1(f"main:{self.main_n}:{self.seed}".encode()).hexdigest()
+
+    def set_main(self, colour: str) -> None:
+        """Main's gates turn `colour` (red_main / green_main): a new main commit, and since when it is red."""
+        self.main = colour
+        self.main_red_since = self.now if colour == "red" else None
+        self.main_commit = self.new_main_commit()
 
     def sim_now(self) -> float:
         return self.clock.now() - self.offset - START
@@ -191,7 +197,7 @@ class SimEngine:
                 if spec.state == lifecycle.IN_PROGRESS:
                     wt = None
                     if spec.worktree:
-                        wt = self._worktree(tid, created)
+                        wt = self.add_worktree(tid, created)
                     elif spec.agent != "none":  # its agent worked in a worktree that is no longer on disk
                         wt = str(cv.worktree_for(self.root, tid))
                     if spec.agent != "none":
@@ -207,7 +213,7 @@ class SimEngine:
                             self._spawn(aid, tid, PID_BASE + self.pid_n)
                     self.runs[tid] = 1
                 if spec.state == lifecycle.REVIEW and spec.worktree:  # its work: a branch with a commit
-                    self._worktree(tid, created)
+                    self.add_worktree(tid, created)
                     self.heads[tid] = hashlib.sha1(f"{tid}:review:{self.seed}".encode()).hexdigest()[:12]
         self.store.set_setting(MAIN_STATUS, "unknown")
         self.policy_file = self.root / ".healer" / "policy.gameday.yaml"
@@ -230,7 +236,7 @@ class SimEngine:
         for label, age in labels.items():
             self.store.label(tid, label, actor="gameday", at=START - age)
 
-    def _worktree(self, tid: str, created: float | None = None) -> str:
+    def add_worktree(self, tid: str, created: float | None = None) -> str:
         path = str(cv.worktree_for(self.root, tid))
         existing = [w for w in self.store.worktrees() if w.path == path]
         if not existing:
@@ -295,7 +301,7 @@ class SimEngine:
         self.store.append("chaos.proc.ended", aid, {"ticket": tid, "outcome": p.run.outcome})
         self.at(self.sim_now(), "dispatch")
 
-    def _kill(self, aid: str) -> bool:
+    def kill_agent(self, aid: str) -> bool:
         p = self.procs.get(aid)
         if p is None or not p.alive:
             return False
@@ -318,7 +324,7 @@ class SimEngine:
             return
         # frozen: the field incident's dispatcher is alive and passing, it just launches nothing (its launch
         # loop sees a stop request), so the sentinel that must fire is dispatch_frozen, not a dead dispatcher
-        self.dispatcher._stopping = self.frozen
+        self.dispatcher.stopping = self.frozen
         self.dispatcher.tick()
 
     def _beat(self, aid: str, gen: int) -> None:
@@ -370,7 +376,7 @@ class SimEngine:
                                         self.wall.now(), status, out))
 
     def inject(self, f: Fault) -> str:
-        from chaos.faults.registry import SIM, inject
+        from chaos.faults.worlds import SIM, inject
 
         return inject(SIM, self, f)
 
@@ -536,7 +542,7 @@ class SimEngine:
                 p.paused = False
                 self.rollbacks.append(Activity(f"continue {p.agent_id}", "rollback", self.wall.now(), self.wall.now(), "succeeded"))
         if self.busy_procs:  # a busy_worktree left in force: the registry's undo ends its holders
-            from chaos.faults.registry import SIM, undo
+            from chaos.faults.worlds import SIM, undo
 
             undo(SIM, self, Fault(fault="busy_worktree", at=end))
         for u, what in self.undo.undo_all():
@@ -552,7 +558,7 @@ class SimEngine:
         self.store.close()
         return finish(result, history, self.wall)
 
-    def _wait_busy(self) -> None:
+    def wait_busy(self) -> None:
         from healer import procs
 
         for _ in range(200):  # until the holder's cwd is visible (poll with a bound, no blind sleep)
@@ -622,7 +628,7 @@ class SimRuntime:
     def stop(self, handle, grace: float) -> None:
         p = self._proc(handle)
         if p is not None:
-            self.e._kill(p.agent_id)
+            self.e.kill_agent(p.agent_id)
 
     def wait(self, handle, timeout: float):
         return self.status(handle)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from chaos.engine import Result
+from chaos.engine.base import Result
 from chaos.engine.sim import PID_BASE, SimEngine
 from chaos.scenario import FleetSpec, Scenario, TicketSpec, seconds
 from healer import failpoints, lifecycle
@@ -70,8 +70,8 @@ class SimStormEngine(SimEngine):
     def launch(self, spec) -> int:
         return self._unarmed(super().launch, spec)
 
-    def _kill(self, aid: str) -> bool:
-        return self._unarmed(super()._kill, aid)
+    def kill_agent(self, aid: str) -> bool:
+        return self._unarmed(super().kill_agent, aid)
 
     def _unarmed(self, fn, *args):
         import os
@@ -118,7 +118,7 @@ class SimStormEngine(SimEngine):
             from dataclasses import replace
 
             p.run = replace(p.run, outcome="die")
-            self._kill(aid)
+            self.kill_agent(aid)
         # the process's connection goes with it (its open transaction was rolled back): the next one opens afresh
         self.store.close()
         self.store = self._open_store()
