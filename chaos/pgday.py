@@ -50,6 +50,9 @@ class PgDayEngine:
         self.cluster = None  # the registry's pg_restart acts on it
         self.board = None
 
+    def abort(self) -> None:
+        """Nothing of this run stays armed in this process (its server is stopped by `run` whatever happens)."""
+
     def run(self):
         from chaos import pgcluster
         from chaos.engine.base import Result

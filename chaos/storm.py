@@ -323,6 +323,9 @@ class StormEngine:
         self.workdir = Path(workdir)
         self.progress = progress
 
+    def abort(self) -> None:
+        """Nothing of this run stays armed in this process (its hosts are children, ended by the storm itself)."""
+
     def run(self):
         from chaos.checkers import History
         from chaos.engine.base import Result, finish

@@ -74,12 +74,12 @@ def run(scenario: Scenario, workdir: str | Path | None = None, *, seed: int | No
     off = scenario.switches_off(disabled)
     if off:
         os.environ[switches.ENV] = switches.env_value(off)
-    eng = None
+    eng: Engine | None = None
     try:
         eng = make(scenario, wd, seed=seed, disabled=disabled, overrides=overrides, progress=progress, wall=clock)
         result = eng.run()
     except Exception as e:  # noqa: BLE001 - an engine crash is a failed game day, reported, not a traceback
-        if eng is not None and hasattr(eng, "abort"):
+        if eng is not None:
             with contextlib.suppress(Exception):  # best effort: the crash is what gets reported
                 eng.abort()  # a simulated world's armed failpoints would fire in this process's later runs
 
@@ -87,7 +87,7 @@ def run(scenario: Scenario, workdir: str | Path | None = None, *, seed: int | No
                         disabled=disabled, workdir=str(wd))
         result.stats["traceback"] = traceback.format_exc(limit=8)
     except KeyboardInterrupt:  # Ctrl-C: undo what the run did, leave no work folder of ours, then stop (exit 4)
-        if eng is not None and hasattr(eng, "abort"):
+        if eng is not None:
             with contextlib.suppress(Exception):
                 eng.abort()
         j = getattr(eng, "undo", None)

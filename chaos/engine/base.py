@@ -12,7 +12,6 @@ from typing import Any, Protocol
 
 from chaos.checkers import Check, History, run_checks
 from chaos.faults import NotApplied
-from chaos.faults.undo import UndoJournal
 from chaos.scenario import Scenario, match
 from healer.clock import Clock, system
 
@@ -200,10 +199,9 @@ def flag_vacuous(result: Result) -> None:
 
 
 class Engine(Protocol):
-    """A game-day runner: built from the scenario and a work folder, it runs once and returns its `Result`.
-    `abort` undoes what a crashed run left armed; `undo` is its undo journal (emptied by `run`'s caller on Ctrl-C)."""
-
-    undo: UndoJournal
+    """A game-day runner: built from the scenario and a work folder (`EngineFactory`), it runs once and returns its
+    `Result`; `abort` disarms what a run that crashed or was interrupted left armed in this process (the simulated
+    world's failpoints). Its undo journal, when it keeps one as `undo`, is undone by `run`'s caller on Ctrl-C."""
 
     def run(self) -> Result: ...
 

@@ -63,6 +63,9 @@ class FleetEngine:
         subprocess.run([sys.executable, "-m", "healer", "supervise", "--once", "--root", str(self.root)],
                        capture_output=True, text=True, timeout=300)
 
+    def abort(self) -> None:
+        """Nothing of this run stays armed in this process (each fault's undo is journaled before it acts)."""
+
     def run(self) -> Result:
         from chaos.faults.undo import UndoJournal, home
         from healer.cli.common import policy_for

@@ -473,6 +473,9 @@ class RealEngine:
                     self.fault(f)
 
     # -- the run ------------------------------------------------------------------------
+    def abort(self) -> None:
+        """Nothing of this run stays armed in this process (its healer processes are children, undone through the undo journal)."""
+
     def run(self) -> Result:
         result = Result(self.sc, "failed", seed=self.seed, disabled=self.disabled, started=self.wall.now())
         self.first_undos()

@@ -1,9 +1,9 @@
-"""The real world's faults: name -> inject(engine, fault) -> what happened (one line).
+"""The real world's faults: name -> inject(world, fault) -> what happened (one line).
 
-Each acts, through the real engine's `RealWorld` interface (chaos/faults/world.py), on real processes (signals), real git repositories and files, the fleet's store, Docker
-containers. Every fault journals its own undo in the run's undo journal before it acts.
-chaos/faults/registry.py joins these with the simulated world's; the real engine
-(chaos/engine/real.py) only calls `registry.inject(REAL, engine, fault)`.
+Each acts, through the real engine's `RealWorld` interface (chaos/faults/world.py), on real processes (signals),
+real git repositories and files, the fleet's store, Docker containers. Every fault journals its own undo in the
+run's undo journal before it acts. chaos/faults/registry.py describes them (one `FaultSpec` each),
+chaos/faults/worlds.py joins this table to the records; the real engine only calls `worlds.inject(REAL, self, fault)`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The simulated world's faults: name -> inject(engine, fault) -> what happened (one line).
+"""The simulated world's faults: name -> inject(world, fault) -> what happened (one line).
 
 Each acts on the simulated engine's world through its `SimWorld` interface (chaos/faults/world.py): its virtual
-processes, main's colour, the worktree folders, the store. chaos/faults/registry.py joins these with the real world's and
-describes them; the engine only calls `registry.inject(SIM, engine, fault)`.
+processes, main's colour, the worktree folders, the store. chaos/faults/registry.py describes them (one `FaultSpec`
+each), chaos/faults/worlds.py joins this table to the records; the engine only calls `worlds.inject(SIM, self, fault)`.
 """
 
 from __future__ import annotations

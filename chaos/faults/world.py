@@ -23,9 +23,9 @@ from typing import Any, Protocol
 
 from chaos.agents.behaviours import Behaviour, Run
 from chaos.faults.undo import UndoJournal
-from healer import procs
 from healer.clock import Clock, VirtualClock
 from healer.policy.schema import Policy
+from healer.procs import ProcessTree
 from healer.store.base import Store
 
 
@@ -95,7 +95,7 @@ class SimWorld(World, Protocol):
     def behaviours(self) -> dict[str, Behaviour]: ...
 
     @property
-    def busy_procs(self) -> list[tuple[Any, procs.ProcessTree]]: ...  # real holder processes (busy_worktree)
+    def busy_procs(self) -> list[tuple[Any, ProcessTree]]: ...  # real holder processes (busy_worktree)
 
     def sim_now(self) -> float: ...  # seconds since the start, the event queue's time
 
@@ -121,7 +121,7 @@ class RealChild(Protocol):
     def proc(self) -> subprocess.Popen: ...
 
     @property
-    def tree(self) -> procs.ProcessTree: ...
+    def tree(self) -> ProcessTree: ...
 
     faulted: str | None  # the fault that killed it (its exit is then no crash of healer's)
 
@@ -145,7 +145,7 @@ class RealWorld(World, Protocol):
     def run_id(self) -> str: ...
 
     @property
-    def holders(self) -> list[tuple[subprocess.Popen, procs.ProcessTree]]: ...
+    def holders(self) -> list[tuple[subprocess.Popen, ProcessTree]]: ...
 
     def elapsed(self) -> float: ...
 

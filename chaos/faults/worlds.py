@@ -9,18 +9,19 @@ their world does not have.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from chaos.faults import NotApplied, real_world, sim_world
 from chaos.faults.registry import FAULTS, REAL, SIM, WORLDS, FaultSpec
 from chaos.scenario import Fault
 
-TABLES: dict[str, dict[str, Callable[[Any, Fault], str]]] = {SIM: sim_world.INJECT, REAL: real_world.INJECT}
+# world -> the built-in faults it injects; each injector takes its world's interface (chaos/faults/world.py)
+TABLES: Mapping[str, Mapping[str, Callable[..., str]]] = {SIM: sim_world.INJECT, REAL: real_world.INJECT}
 __all__ = ["REAL", "SIM", "inject", "injector", "markdown", "rows", "undo", "unsupported", "worlds"]
 
 
-def injector(s: FaultSpec, world: str) -> Callable[[Any, Fault], str] | None:
+def injector(s: FaultSpec, world: str) -> Callable[..., str] | None:
     return s.inject.get(world) or TABLES.get(world, {}).get(s.name)
 
 

@@ -113,3 +113,25 @@ def test_pg_restart_restarts_the_game_days_own_server_and_only_that():
     e.cluster = Cluster()
     assert inject(REAL, e, Fault(fault="pg_restart", at=0)) == "pg_ctl restart -m fast: postmaster 100 -> 101"
     assert e.cluster.modes == ["fast"]
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "chaos.md"
+
+
+def test_the_docs_fault_table_is_the_registrys():
+    from chaos.faults.worlds import markdown
+
+    text = DOCS.read_text()
+    start = text.index("\n", text.index("<!-- the fault table")) + 1
+    assert text[start:text.index("<!-- end of the fault table -->")] == markdown(), \
+        "docs/chaos.md's fault table is stale: paste `python -m chaos.faults.worlds` between its markers"
+
+
+def test_the_docs_real_effects_table_names_registered_faults():
+    # the real world's mechanics table (docs/chaos.md "Faults on real things"): every name in its first column is a
+    # fault (`stop_*`: a family of them), so a renamed or dropped fault cannot linger there
+    text = DOCS.read_text()
+    table = text[text.index("| fault | real effect |"):].split("\n\n")[0].splitlines()[2:]
+    for row in table:
+        for name in re.split(r"\s*[/,]\s*", row.split("|")[1].strip()):
+            assert any(re.fullmatch(name.replace("*", ".*"), f) for f in FAULTS), (name, row)
