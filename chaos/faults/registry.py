@@ -83,20 +83,20 @@ class FaultSpec:
 
     def check(self, params: dict[str, Any]) -> dict[str, Any]:
         """`params` validated and normalised against this spec; ValueError ending in `@params` (its place)."""
-        from_ = dict(params)
+        out = dict(params)
         for k, v in params.items():
             kind = self.params.get(k)
             if kind is None:
                 names = ", ".join(self.params) or "none"
                 raise ValueError(f"expected a parameter of {self.name} ({names}), got {k!r}{did_you_mean(k, self.params)} @params")
             try:
-                from_[k] = check_param(kind, v)
+                out[k] = check_param(kind, v)
             except ValueError as e:
                 raise ValueError(f"expected a valid params.{k}: {e} @params") from None
         for k, why in self.required.items():
-            if not from_.get(k):
+            if not out.get(k):
                 raise ValueError(f"expected params.{k} ({why}) for fault: {self.name} @params")
-        return from_
+        return out
 
     @property
     def fields(self) -> list[str]:
