@@ -28,6 +28,7 @@ import yaml
 
 from chaos import engine
 from chaos.checkers import STANDARD
+from chaos.faults import registry, worlds
 from chaos.scenario import Scenario
 
 # the issue's invariants: one live agent per ticket, no user file deleted, every intent settled,
@@ -36,18 +37,15 @@ INVARIANTS = (*STANDARD, "notifications_within_quota", "never_merged_broken", "n
 
 BEHAVIOURS = ("succeeds", "random", "fails", "fails_same_commit", "dies", "hangs", "broken_proposal", "noop")
 
-# faults that mean something to the simulated engine; `delete_worktree` is left out on purpose: it is the
-# chaos itself deleting files, which `no_user_file_deleted` would (rightly) blame on nobody but us
-TIMED_FAULTS = ("kill_agent", "stop_agent", "continue_agent", "hung_agent", "red_main", "green_main",
-                "kill_supervisor", "stop_supervisor", "continue_supervisor", "kill_dispatcher", "stop_dispatcher",
-                "continue_dispatcher", "frozen_dispatch", "thaw_dispatch", "stale_labels", "orphan_worktree",
-                "unknown_files", "zombie_ticket", "broken_proposal", "same_commit_repush", "alert_flood", "clock_jump")
+
+def timed_faults() -> tuple[str, ...]:
+    """The faults a schedule draws (their `FaultSpec.explore`), in the registry's order: those the simulated world
+    injects (chaos/faults/registry.py says why the others are left out)."""
+    return tuple(f.name for f in registry.FAULTS.values() if f.explore is not None and worlds.injector(f, registry.SIM))
+
 # failpoints the simulated supervisor passes through (the remediation executor and quarantine); a hit crashes it
 FAILPOINTS = ("remedy.after_intent", "remedy.after_begun", "remedy.after_effect", "remedy.after_done",
               "quarantine.after_copy", "quarantine.after_manifest", "quarantine.after_move")
-TICKET_FAULTS = {"kill_agent", "stop_agent", "continue_agent", "hung_agent", "stale_labels", "orphan_worktree",
-                 "unknown_files", "zombie_ticket", "broken_proposal", "same_commit_repush"}
-
 MAX_TICKETS = 8
 MAX_FAULTS = 8
 DURATIONS = (3600, 2 * 3600, 4 * 3600)  # long enough for backoffs, leases and cooldowns to play out
@@ -57,18 +55,11 @@ POLICY = {"fleet": {"main_gates": [{"name": "tests", "run": ["python", "-m", "py
 def make_fault(kind: str, minute: int, target: str | None, n: int) -> dict[str, Any]:
     """One fault in scenario form; `n` (1..) sizes what has a size."""
     f: dict[str, Any] = {"fault": kind, "at": f"{minute}m"}
-    if target is not None and kind in TICKET_FAULTS:
+    how = registry.FAULTS[kind].explore or registry.Explore()
+    if target is not None and how.ticket:
         f["target"] = target
-    if kind == "alert_flood":
-        f["count"] = 10 * n
-    elif kind == "clock_jump":
-        f["seconds"] = f"{15 * n}m"
-    elif kind == "unknown_files":
-        f["count"] = n
-    elif kind == "stale_labels":
-        f["seconds"] = f"{n}h"
-    elif kind in ("kill_supervisor", "kill_dispatcher"):
-        f["params"] = {"restart_after": 60 * n}
+    if how.size is not None:
+        f.update(how.size(n))
     return f
 
 
@@ -87,7 +78,7 @@ def schedules(max_tickets: int = MAX_TICKETS, max_faults: int = MAX_FAULTS):
         duration = draw(st.sampled_from(DURATIONS))
         tickets = draw(st.lists(st.sampled_from(BEHAVIOURS), min_size=1, max_size=max_tickets))
         targets = _targets(len(tickets))
-        timed = st.builds(make_fault, st.sampled_from(TIMED_FAULTS), st.integers(1, duration // 60),
+        timed = st.builds(make_fault, st.sampled_from(timed_faults()), st.integers(1, duration // 60),
                           st.sampled_from(targets), st.integers(1, 8))
         faults = draw(st.lists(timed, max_size=max_faults))
         faults.sort(key=lambda f: int(f["at"][:-1]))  # a schedule reads in time order; shrinking keeps it sorted
@@ -107,7 +98,7 @@ def schedule_for_seed(seed: int) -> dict[str, Any]:
     duration = rng.choice(DURATIONS)
     tickets = [rng.choice(BEHAVIOURS) for _ in range(rng.randint(1, MAX_TICKETS))]
     targets = _targets(len(tickets))
-    faults = sorted((make_fault(rng.choice(TIMED_FAULTS), rng.randint(1, duration // 60), rng.choice(targets), rng.randint(1, 8))
+    faults = sorted((make_fault(rng.choice(timed_faults()), rng.randint(1, duration // 60), rng.choice(targets), rng.randint(1, 8))
                      for _ in range(rng.randint(0, MAX_FAULTS))), key=lambda f: int(f["at"][:-1]))
     for name in rng.sample(FAILPOINTS, rng.randint(0, 2)):
         faults.append({"fault": "failpoint", "failpoint": name, "hit": rng.randint(1, 3)})

@@ -18,6 +18,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from healer.ctk.journal import errors, verdict
+from healer.ctk.journal import ok as passed
+
 STATE_COLORS = {"queued": "#9aa5b1", "in_progress": "#2f80ed", "review": "#9b51e0", "done": "#27ae60",
                 "blocked": "#f2994a", "needs_human": "#eb5757", "closed": "#4f4f4f"}
 FAULT = ("chaos.fault", "chaos.fault_not_applied")
@@ -300,9 +303,6 @@ ACTIVITY_COLOURS = {"succeeded": "#27ae60", "failed": "#eb5757", "skipped": "#9a
 
 def experiments(journals: list[dict[str, Any]]) -> str:
     """report.html of Chaos Toolkit journals: one lane per phase, each activity a labelled bar."""
-    from healer.ctk.run import errors, verdict
-    from healer.ctk.run import ok as passed
-
     rows, sections = [], []
     for j in journals:
         t0 = _epoch(j.get("start"))

@@ -53,9 +53,12 @@ class PgDayEngine:
         self.handled: set[int] = set()  # pids of hosts a pg_kill_mid_merge already let go
         self.board = None
 
+    def abort(self) -> None:
+        """Nothing of this run stays armed in this process (its server is stopped by `run` whatever happens)."""
+
     def run(self):
         from chaos import pgcluster
-        from chaos.engine import Result
+        from chaos.engine.base import Result
 
         res = Result(self.sc, "error", seed=self.seed, disabled=self.disabled, workdir=str(self.workdir))
         res.started = self.wall.now()
@@ -75,8 +78,8 @@ class PgDayEngine:
     def _run(self, res):
         from chaos import multihost
         from chaos.checkers import History
-        from chaos.engine import Activity, apply_fault, finish
-        from chaos.faults.registry import REAL, inject
+        from chaos.engine.base import Activity, apply_fault, finish
+        from chaos.faults.worlds import REAL, inject
         from chaos.scenario import deep_merge, match, seconds
         from chaos.storm import board_facts
         from healer.errors import HealerError

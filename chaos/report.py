@@ -18,7 +18,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from chaos.engine import Activity, Result
+from chaos.engine.base import Activity, Result
 from healer.clock import iso
 
 

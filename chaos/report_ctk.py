@@ -11,26 +11,9 @@ from typing import Any
 
 from chaos.html_report import experiments as html_experiments
 from chaos.html_report import human_seconds
+from healer.ctk.journal import errors, ok, verdict
 
 __all__ = ["write", "markdown", "junit", "human_seconds"]
-
-
-def _ok(j: dict[str, Any]) -> bool:
-    from healer.ctk.run import ok
-
-    return ok(j)
-
-
-def _errors(j: dict[str, Any]) -> list[str]:
-    from healer.ctk.run import errors
-
-    return errors(j)
-
-
-def _verdict(j: dict[str, Any]) -> str:
-    from healer.ctk.run import verdict
-
-    return verdict(j)
 
 
 def _name(a: dict[str, Any]) -> str:
@@ -40,12 +23,12 @@ def _name(a: dict[str, Any]) -> str:
 def markdown(journals: list[dict[str, Any]]) -> str:
     lines = ["# Chaos Toolkit experiment report", "", "| experiment | status | deviated | duration |", "|---|---|---|---|"]
     for j in journals:
-        lines.append(f"| {j['experiment'].get('title')} | {_verdict(j)} | {j.get('deviated')} | "
+        lines.append(f"| {j['experiment'].get('title')} | {verdict(j)} | {j.get('deviated')} | "
                      f"{human_seconds(j.get('duration') or 0)} |")
     for j in journals:
-        lines += ["", f"## {j['experiment'].get('title')} — {_verdict(j)}",
+        lines += ["", f"## {j['experiment'].get('title')} — {verdict(j)}",
                   "", f"started {j.get('start')}, ended {j.get('end')}, source `{(j.get('healer') or {}).get('source')}`"]
-        for e in _errors(j):
+        for e in errors(j):
             lines += ["", f"**error:** `{e}`"]
         ss = j.get("steady_states") or {}
         for phase in ("before", "after"):
@@ -70,16 +53,16 @@ def markdown(journals: list[dict[str, Any]]) -> str:
 
 def junit(journals: list[dict[str, Any]]) -> str:
     suite = ET.Element("testsuite", name="healer-gameday-ctk", tests=str(len(journals)),
-                       failures=str(sum(not _ok(j) and not _errors(j) for j in journals)),
-                       errors=str(sum(bool(_errors(j)) for j in journals)),
+                       failures=str(sum(not ok(j) and not errors(j) for j in journals)),
+                       errors=str(sum(bool(errors(j)) for j in journals)),
                        time=f"{sum(float(j.get('duration') or 0) for j in journals):.3f}")
     for j in journals:
         case = ET.SubElement(suite, "testcase", classname="gameday.chaostoolkit", name=str(j["experiment"].get("title")),
                              time=f"{float(j.get('duration') or 0):.3f}")
-        if _errors(j):
-            el = ET.SubElement(case, "error", message=_errors(j)[0], type="ActivityFailed")
-            el.text = "\n".join(_errors(j))
-        elif not _ok(j):
+        if errors(j):
+            el = ET.SubElement(case, "error", message=errors(j)[0], type="ActivityFailed")
+            el.text = "\n".join(errors(j))
+        elif not ok(j):
             bad = [p for ph in ("before", "after") for p in ((j.get("steady_states") or {}).get(ph) or {}).get("probes") or []
                    if not p.get("tolerance_met")]
             msg = f"status {j.get('status')}, deviated {j.get('deviated')}" + (f": {_name(bad[0])}" if bad else "")

@@ -15,15 +15,16 @@ suite proves it can fail.
 from __future__ import annotations
 
 import copy
-import difflib
 import fnmatch
 import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from chaos.faults import registry as faults
+from chaos.faults.registry import check_param, did_you_mean
 from healer import durations
 from healer.errors import InvalidInput
 from healer.policy.load import load_policy, problems_for
@@ -37,35 +38,8 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
 
-FaultKind = Literal[
-    "kill_supervisor", "stop_supervisor", "continue_supervisor",
-    "kill_dispatcher", "stop_dispatcher", "continue_dispatcher",
-    "kill_agent", "stop_agent", "continue_agent",
-    "hung_agent", "alert_flood", "broken_proposal", "frozen_dispatch", "thaw_dispatch",
-    "stale_labels", "orphan_worktree", "unknown_files", "red_main", "green_main",
-    "delete_worktree", "zombie_ticket", "same_commit_repush", "index_lock", "clock_jump",
-    "failpoint", "busy_worktree", "release_worktree", "move_ticket",
-    # real mode, Docker (chaos/faults/containers.py): target a ticket glob, params {name, label, signal, timeout}
-    "container_kill", "container_pause", "container_unpause", "container_stop", "container_restart",
-    # any world (chaos/faults/command.py): params {command: argv, undo: argv, cwd, timeout}; the undo is journaled first
-    "command",
-    # a game day with a PostgreSQL server of its own (`hosts:`, chaos/pgday.py): `pg_ctl restart -m fast`
-    "pg_restart",
-    # the same, with hosts stopped at a failpoint (`hosts.failpoints`): their backends ended (pg_terminate_backend)
-    "pg_kill_mid_merge",
-]
-FAULTS = FaultKind.__args__  # type: ignore[attr-defined]
-# fault -> its params and their types (duration: a string like 10m, or seconds)
-FAULT_PARAMS: dict[str, dict[str, str]] = {
-    "kill_supervisor": {"restart_after": "duration"},
-    "kill_dispatcher": {"restart_after": "duration"},
-    "stale_labels": {"label": "str"},
-    "alert_flood": {"keys": "int"},
-    "move_ticket": {"to": "str"},
-    "command": {"command": "argv", "undo": "argv", "cwd": "str", "timeout": "duration"},
-    **{k: {"name": "str", "label": "str", "signal": "str", "timeout": "duration"}
-       for k in ("container_kill", "container_pause", "container_unpause", "container_stop", "container_restart")},
-}
+# the fault names and each fault's params (their types, the required ones) are the fault registry's records
+# (chaos/faults/registry.py): a fault registered there is a scenario's from then on, with no list here to update
 # behaviour -> its params (chaos/agents/behaviours.py); real mode also takes fleet_agent's outcome lists
 BEHAVIOUR_PARAMS: dict[str, dict[str, str]] = {
     "succeeds": {"duration": "duration"},
@@ -82,29 +56,8 @@ REAL_OUTCOMES = ("success", "fail", "die", "hang", "noop", "broken", "stall", "b
                  "hang+commit")
 
 
-def _param(kind: str, v: Any) -> Any:
-    if kind == "argv":  # a `command` fault's argv: a list of strings (no shell), or one string split like a shell would
-        ok = isinstance(v, str) and v.strip() or isinstance(v, list) and v and all(isinstance(x, str | int | float) for x in v)
-        if not ok:
-            raise ValueError(f"expected an argv (a list of strings), got {v!r}")
-        return v
-    if kind == "duration":
-        return durations.parse(v)
-    if kind == "int":
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"expected an integer, got {v!r}")
-        return v
-    if kind == "bool":
-        if not isinstance(v, bool):
-            raise ValueError(f"expected true or false, got {v!r}")
-        return v
-    if not isinstance(v, str):
-        raise ValueError(f"expected a string, got {v!r}")
-    return v
-
-
 class Fault(Strict):
-    fault: FaultKind
+    fault: str = Field(description="a fault of the registry (chaos/faults/registry.py; `healer gameday list --faults`)")
     at: Duration | None = Field(None, description="time after the start (simulated or real seconds)")
     on_event: str | None = Field(None, description="fire at the Nth event of this kind (see `nth`)")
     subject: str | None = Field(None, description="with on_event: only events about this subject (glob)")
@@ -115,27 +68,22 @@ class Fault(Strict):
     target: str | None = Field(None, description="ticket id (or glob), process role, or path the fault aims at")
     count: int = Field(1, ge=1, description="how many (alerts, labels, files…)")
     seconds: Duration | None = Field(None, description="clock jump size, hang length…")
-    params: dict[str, Any] = Field(default_factory=dict, description="per fault, see FAULT_PARAMS")
+    params: dict[str, Any] = Field(default_factory=dict, description="per fault: its FaultSpec's params")
     pick: int | None = Field(None, ge=1, description="aim at this many of the tickets `target` matches, drawn from the seed "
                                                     "(one fault per picked ticket)")
     jitter: Duration | None = Field(None, description="with at: fire at `at` plus a delay drawn from the seed in [0, jitter]")
 
+    @field_validator("fault")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in faults.FAULTS:
+            raise ValueError(f"expected a fault of the registry ({', '.join(faults.FAULTS)}), got {v!r}"
+                             f"{did_you_mean(v, faults.FAULTS)}")
+        return v
+
     @model_validator(mode="after")
     def _when(self) -> Fault:
-        known = FAULT_PARAMS.get(self.fault, {})
-        for k, v in list(self.params.items()):
-            kind = known.get(k)
-            if kind is None:
-                names = ", ".join(known) or "none"
-                raise ValueError(f"expected a parameter of {self.fault} ({names}), got {k!r}{did_you_mean(k, known)} @params")
-            try:
-                self.params[k] = _param(kind, v)
-            except ValueError as e:
-                raise ValueError(f"expected a valid params.{k}: {e} @params") from None
-        if self.fault == "move_ticket" and not self.params.get("to"):
-            raise ValueError("expected params.to (the state a human moves the ticket to) for fault: move_ticket @params")
-        if self.fault == "command" and not self.params.get("command"):
-            raise ValueError("expected params.command (an argv) for fault: command @params")
+        self.params.update(faults.FAULTS[self.fault].check(self.params))
         whens = [w for w in (self.at is not None, self.on_event is not None, self.fault == "failpoint") if w]
         if self.fault == "failpoint" and not self.failpoint:
             raise ValueError("expected a failpoint name for fault: failpoint @failpoint")
@@ -174,7 +122,7 @@ class TicketSpec(Strict):
                     raise ValueError(f"expected a parameter of {names[0]} ({', '.join(known) or 'none'}), got {k!r}"
                                      f"{did_you_mean(k, known)} @params")
                 try:
-                    self.params[k] = _param(known[k], v)
+                    self.params[k] = check_param(known[k], v)
                 except ValueError as e:
                     raise ValueError(f"expected a valid params.{k}: {e} @params") from None
             return self
@@ -393,11 +341,6 @@ class Checker(Strict):
             if isinstance(s, Events):
                 out.append(((self.kind, sub, "kind"), s))
         return out
-
-
-def did_you_mean(word: str, known) -> str:
-    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 class RealSpec(Strict):
@@ -720,14 +663,12 @@ def _missed_targets(sc: Scenario, marks: dict) -> list[Problem]:
     """A fault aimed at tickets the scenario never makes would do nothing, and the game day pass without its
     chaos: a located problem. Not checked where the tickets are not the scenario's to know (a storm, or no
     fleet.tickets: a game day for `--root`, against a fleet of yours)."""
-    from chaos.faults.registry import FAULTS
-
     if sc.storm is not None or sc.hosts is not None or not (sc.fleet.tickets or sc.fleet.random_tickets):
         return []
     ids = [t for spec in sc.fleet.tickets for t in spec.ids()] + [f"R-{i + 1}" for i in range(sc.fleet.random_tickets)]
     out = []
     for i, f in enumerate(sc.faults):
-        spec = FAULTS.get(f.fault)
+        spec = faults.FAULTS.get(f.fault)
         if f.target is None or spec is None or "target" not in spec.uses or (f.fault == "index_lock" and f.target == "main"):
             continue
         if not any(match(f.target, t) for t in ids):

@@ -35,6 +35,9 @@ from typing import Any
 
 import yaml
 
+from chaos.checkers import History
+from chaos.engine.base import Result, finish
+from chaos.scenario import deep_merge, seconds
 from healer import lifecycle, procs
 from healer.clock import Clock, system
 
@@ -108,8 +111,6 @@ class StormRun:
             "loop": {"kill_grace": "1s"},
             "notify": {"notifiers": [{"kind": "jsonl", "path": ".healer/notifications.jsonl"}]},
         }
-        from chaos.scenario import deep_merge
-
         (r / "healer.yaml").write_text(yaml.safe_dump(deep_merge(policy, self.overrides), sort_keys=False))
         s = open_store(r, use_env=False)
         try:
@@ -313,8 +314,6 @@ class StormEngine:
 
     def __init__(self, scenario, workdir: Path, *, seed: int | None = None, disabled: bool = False,
                  overrides: dict | None = None, progress=None, wall: Clock | None = None) -> None:
-        from chaos.scenario import deep_merge, seconds
-
         self.sc = scenario
         self.seed = scenario.seed if seed is None else seed
         self.wall = wall or system()
@@ -328,9 +327,10 @@ class StormEngine:
         self.workdir = Path(workdir)
         self.progress = progress
 
+    def abort(self) -> None:
+        """Nothing of this run stays armed in this process (its hosts are children, ended by the storm itself)."""
+
     def run(self):
-        from chaos.checkers import History
-        from chaos.engine import Result, finish
         from healer.store import open_store
 
         res = Result(self.sc, "error", seed=self.seed, disabled=self.disabled, workdir=str(self.workdir))

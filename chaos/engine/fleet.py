@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from chaos.checkers import History
-from chaos.engine import Activity, Result, apply_fault, finish
+from chaos.engine.base import Activity, Result, apply_fault, finish
 from chaos.scenario import Scenario, match
 from healer.clock import Clock, system
 from healer.errors import InvalidInput
@@ -62,6 +62,9 @@ class FleetEngine:
     def _tick(self) -> None:
         subprocess.run([sys.executable, "-m", "healer", "supervise", "--once", "--root", str(self.root)],
                        capture_output=True, text=True, timeout=300)
+
+    def abort(self) -> None:
+        """Nothing of this run stays armed in this process (each fault's undo is journaled before it acts)."""
 
     def run(self) -> Result:
         from chaos.faults.undo import UndoJournal, home

@@ -40,10 +40,13 @@ import psutil
 import yaml
 
 from chaos.checkers import History
-from chaos.engine import Activity, Result, apply_fault, finish
+from chaos.engine.base import Activity, Result, apply_fault, finish
 from chaos.faults import process as pfault
 from chaos.faults import repo
+from chaos.faults.containers import LABEL_FLEET
+from chaos.faults.schedule import describe, resolve
 from chaos.faults.undo import UndoJournal, home
+from chaos.faults.worlds import REAL, inject
 from chaos.scenario import Fault, Scenario, TicketSpec, deep_merge, match
 from chaos.workdir import fresh
 from healer import clock, failpoints, lifecycle, procs
@@ -142,6 +145,11 @@ class RealEngine:
         return Policy.model_validate(data)
 
     # -- helpers ------------------------------------------------------------------------
+    @property
+    def now(self) -> float:
+        """The world's wall clock (a `World`'s, chaos/faults/world.py): the run's clock."""
+        return self.wall.now()
+
     def elapsed(self) -> float:
         return self.wall.monotonic() - self.t0
 
@@ -254,8 +262,6 @@ class RealEngine:
                     self.store.upsert_agent(Agent(f"legacy-{n_agents}", tid, "running", pid=pid, host=HOST,
                                                   run_id=f"run-{tid}-0", worktree=wt, started_at=created,
                                                   heartbeat_at=created, progress_at=created, data={"launched_by": "legacy"}))
-        from chaos.faults.schedule import describe, resolve
-
         self.faults = resolve(self.sc.faults, [t.id for t in self.store.tickets()], self.seed)  # pick and jitter, seeded
         self.note("chaos.schedule", self.sc.name, {"seed": self.seed, "tickets": self.scripts, "faults": describe(self.faults)})
         failpoints.load_all()
@@ -422,8 +428,6 @@ class RealEngine:
         return self._docker
 
     def fleet_label(self) -> str:
-        from chaos.faults.containers import LABEL_FLEET
-
         return f"{LABEL_FLEET}={self.root}"
 
     def container_alive(self, a: Agent) -> bool:
@@ -448,8 +452,6 @@ class RealEngine:
             return [f"cannot list the fleet's containers: {type(e).__name__}: {e}"]
 
     def inject(self, f: Fault) -> str:
-        from chaos.faults.registry import REAL, inject
-
         return inject(REAL, self, f)
 
     def event_faults(self) -> None:
@@ -468,6 +470,9 @@ class RealEngine:
                     self.fault(f)
 
     # -- the run ------------------------------------------------------------------------
+    def abort(self) -> None:
+        """Nothing of this run stays armed in this process (its healer processes are children, undone through the undo journal)."""
+
     def run(self) -> Result:
         result = Result(self.sc, "failed", seed=self.seed, disabled=self.disabled, started=self.wall.now())
         self.first_undos()

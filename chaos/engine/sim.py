@@ -23,19 +23,25 @@ import itertools
 import json
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from chaos.agents.behaviours import Behaviour, Run, make
 from chaos.checkers import STANDARD, History
-from chaos.engine import Activity, Result, apply_fault, finish
-from chaos.scenario import Fault, Scenario, deep_merge, match
+from chaos.engine.arming import FailpointArming
+from chaos.engine.base import Activity, Result, apply_fault, finish
+from chaos.engine.simstore import CachedStore
+from chaos.faults.schedule import resolve
+from chaos.faults.undo import UndoJournal, home
+from chaos.faults.worlds import SIM, inject, undo
+from chaos.scenario import Fault, Scenario, TicketSpec, deep_merge, match
 from chaos.workdir import fresh
 from healer import conventions as cv
-from healer import lifecycle
+from healer import failpoints, lifecycle
 from healer.clock import Clock, VirtualClock, system
 from healer.fleet.gates import FAIL, PASS, GateResult
 from healer.fleet.proposals import MERGED, REJECTED, WITHHELD, Verdict
@@ -48,6 +54,7 @@ MAIN_STATUS = cv.MAIN_STATUS
 PID_BASE = 50_000_000  # virtual pids: above any Linux pid_max, so never a real process
 SIM_HOST = "simulated-supervisor-host"  # the supervisor's lease host: its holder pids are virtual too
 ITERATION = 300.0  # a virtual governed loop heart-beats once per iteration (5 min)
+T = TypeVar("T")
 SIM_NOTIFIERS = {"notify": {"notifiers": [{"kind": "jsonl", "path": ".healer/notifications.jsonl"}]}}
 
 
@@ -65,6 +72,15 @@ class Proc:
     exit_code: int | None = None
     worktree: str | None = None
     run_id: str | None = None
+
+
+class Hooks:
+    """Around each step of the product (`dispatch`, `supervise`) and of the world's own bookkeeping (`launch`, `kill`
+    a virtual agent): the port a world built on this one (the restart storm, chaos/engine/simstorm.py) arms or
+    disarms failpoints through. By default the step just runs."""
+
+    def around(self, kind: str, fn: Callable[..., T], *args: Any) -> T:
+        return fn(*args)
 
 
 class SimEngine:
@@ -91,8 +107,6 @@ class SimEngine:
         self.runtime = SimRuntime(self)
         self.injected: dict[str, str] = {}  # files a fault wrote: user files the healer must keep (or quarantine)
         self.busy_procs: list = []
-        from chaos.faults.undo import UndoJournal, home
-
         self.undo = UndoJournal(home() / f"{scenario.name}-{Path(workdir).name}-{id(self)}")
         self.world_v = 0
         self._view: dict[str, Any] | None = None
@@ -112,6 +126,8 @@ class SimEngine:
         self.supervisor_paused = False
         self.dispatcher_up = True
         self.dispatcher_paused = False
+        self.dispatcher_pid: int | None = None  # the dispatcher's holder pid (a restart storm numbers its incarnations)
+        self.hooks = Hooks()
         self.holder_n = 1
         self.repair_n = 0
         self.files: dict[str, set[str]] = {}  # worktree path -> unknown files in it (relative)
@@ -122,13 +138,11 @@ class SimEngine:
         self.last_event_id = 0
         self.event_faults = [f for f in scenario.faults if f.on_event]
         self.fp_queue: list[tuple[str, str, int]] = []
-        from healer import failpoints as _fp
-
         if any(f.fault == "failpoint" for f in scenario.faults):
-            _fp.load_all()  # imports every module to learn every name: only when a glob needs matching
+            failpoints.load_all()  # imports every module to learn every name: only when a glob needs matching
         for f in scenario.faults:
             if f.fault == "failpoint" and f.failpoint:
-                for d in _fp.registry():
+                for d in failpoints.registry():
                     if match(f.failpoint, d.name):
                         self.fp_queue.append((d.name, "raise", f.hit))
         self.fired: set[int] = set()
@@ -137,10 +151,9 @@ class SimEngine:
         from healer.fleet.ports import Ports
 
         self.ports = Ports(SimGit(self), SimGates(self), SimProcesses(self), SimLauncher(self))
-        self.main_commit = self._main_commit()
+        self.main_commit = self.new_main_commit()
 
     def _open_store(self):
-        from chaos.engine.simstore import CachedStore
         from healer.store import db_path
 
         store = CachedStore(db_path(self.root), self.clock, root=self.root.resolve())
@@ -155,9 +168,15 @@ class SimEngine:
     def at(self, t: float, what: str, *args: Any) -> None:
         heapq.heappush(self.heap, (t, next(self.seq), what, args))
 
-    def _main_commit(self) -> str:
+    def new_main_commit(self) -> str:
         self.main_n = getattr(self, "main_n", 0) + 1
         return hashlib.sha1(f"main:{self.main_n}:{self.seed}".encode()).hexdigest()
+
+    def set_main(self, colour: str) -> None:
+        """Main's gates turn `colour` (red_main / green_main): a new main commit, and since when it is red."""
+        self.main = colour
+        self.main_red_since = self.now if colour == "red" else None
+        self.main_commit = self.new_main_commit()
 
     def sim_now(self) -> float:
         return self.clock.now() - self.offset - START
@@ -170,8 +189,6 @@ class SimEngine:
             p.write_text(text)
         specs = list(self.sc.fleet.tickets)
         for i in range(self.sc.fleet.random_tickets):
-            from chaos.scenario import TicketSpec
-
             specs.append(TicketSpec(id=f"R-{i + 1}", behaviour="random", priority=self.rng.randint(1, 3)))
         for spec in specs:
             ids = spec.ids()
@@ -191,7 +208,7 @@ class SimEngine:
                 if spec.state == lifecycle.IN_PROGRESS:
                     wt = None
                     if spec.worktree:
-                        wt = self._worktree(tid, created)
+                        wt = self.add_worktree(tid, created)
                     elif spec.agent != "none":  # its agent worked in a worktree that is no longer on disk
                         wt = str(cv.worktree_for(self.root, tid))
                     if spec.agent != "none":
@@ -207,7 +224,7 @@ class SimEngine:
                             self._spawn(aid, tid, PID_BASE + self.pid_n)
                     self.runs[tid] = 1
                 if spec.state == lifecycle.REVIEW and spec.worktree:  # its work: a branch with a commit
-                    self._worktree(tid, created)
+                    self.add_worktree(tid, created)
                     self.heads[tid] = hashlib.sha1(f"{tid}:review:{self.seed}".encode()).hexdigest()[:12]
         self.store.set_setting(MAIN_STATUS, "unknown")
         self.policy_file = self.root / ".healer" / "policy.gameday.yaml"
@@ -230,7 +247,7 @@ class SimEngine:
         for label, age in labels.items():
             self.store.label(tid, label, actor="gameday", at=START - age)
 
-    def _worktree(self, tid: str, created: float | None = None) -> str:
+    def add_worktree(self, tid: str, created: float | None = None) -> str:
         path = str(cv.worktree_for(self.root, tid))
         existing = [w for w in self.store.worktrees() if w.path == path]
         if not existing:
@@ -253,6 +270,9 @@ class SimEngine:
         return p
 
     def launch(self, spec) -> int:
+        return self.hooks.around("launch", self._launch, spec)
+
+    def _launch(self, spec) -> int:
         """A process the dispatcher started (SimRuntime.launch): the ticket's behaviour decides its run."""
         from healer.errors import HealerError
 
@@ -295,7 +315,10 @@ class SimEngine:
         self.store.append("chaos.proc.ended", aid, {"ticket": tid, "outcome": p.run.outcome})
         self.at(self.sim_now(), "dispatch")
 
-    def _kill(self, aid: str) -> bool:
+    def kill_agent(self, aid: str) -> bool:
+        return self.hooks.around("kill", self._kill_agent, aid)
+
+    def _kill_agent(self, aid: str) -> bool:
         p = self.procs.get(aid)
         if p is None or not p.alive:
             return False
@@ -314,11 +337,14 @@ class SimEngine:
 
     # -- the product: the real Dispatcher and Supervisor over this world's ports -----------
     def _dispatch(self) -> None:
+        self.hooks.around("dispatch", self._dispatch_pass)
+
+    def _dispatch_pass(self) -> None:
         if not self.dispatcher_up or self.dispatcher_paused:
             return
         # frozen: the field incident's dispatcher is alive and passing, it just launches nothing (its launch
         # loop sees a stop request), so the sentinel that must fire is dispatch_frozen, not a dead dispatcher
-        self.dispatcher._stopping = self.frozen
+        self.dispatcher.stopping = self.frozen
         self.dispatcher.tick()
 
     def _beat(self, aid: str, gen: int) -> None:
@@ -334,6 +360,9 @@ class SimEngine:
             self.store.heartbeat(aid, progress=p.run.outcome != "hang")
 
     def _supervise(self) -> None:
+        self.hooks.around("supervise", self._supervise_pass)
+
+    def _supervise_pass(self) -> None:
         self.at(self.sim_now() + self.tick, "supervise")
         if self.supervisor_up and not self.supervisor_paused:
             rep = self.supervisor.tick()
@@ -346,7 +375,7 @@ class SimEngine:
         from healer.fleet.dispatcher import Dispatcher
 
         return Dispatcher(self.root, self.policy, self.store, self.clock, self.runtime, policy_path=self.policy_file,
-                          ports=self.ports, host=HOST, pid=pid)
+                          ports=self.ports, host=HOST, pid=self.dispatcher_pid if pid is None else pid)
 
     def _new_supervisor(self, standby: bool = False):
         from healer.supervisor import Supervisor
@@ -370,8 +399,6 @@ class SimEngine:
                                         self.wall.now(), status, out))
 
     def inject(self, f: Fault) -> str:
-        from chaos.faults.registry import SIM, inject
-
         return inject(SIM, self, f)
 
     def meanwhile(self, kind: str, subject: str) -> None:
@@ -399,21 +426,11 @@ class SimEngine:
 
     # -- run --------------------------------------------------------------------------
     def _arm_failpoint(self) -> None:
-        import os
-
-        from healer import failpoints
-
-        if self.fp_queue:
-            name, action, hit = self.fp_queue[0]
-            os.environ[failpoints.ENV] = f"{name}={action}@{hit}"
-        else:
-            os.environ.pop(failpoints.ENV, None)
-        failpoints.reset()
+        name, action, hit = self.fp_queue[0] if self.fp_queue else (None, None, None)
+        self.arming.set(f"{name}={action}@{hit}" if name else None, reset=True)
 
     def step(self, what: str, args: tuple) -> None:
         if what == "supervise":
-            from healer import failpoints
-
             try:
                 self._supervise()
             except failpoints.FailpointError as e:
@@ -456,19 +473,15 @@ class SimEngine:
         result.steady_before = self.steady()
         self.at(0.0, "dispatch_tick")
         self.at(min(1.0, self.tick), "supervise")
-        from chaos.faults.schedule import resolve
-
         self.faults = resolve(self.sc.faults, [t.id for t in self.store.tickets()], self.seed)  # pick and jitter, seeded
         self.event_faults = [f for f in self.faults if f.on_event]
         for f in self.faults:
             if f.at is not None:
                 self.at(float(f.at), "fault", f)
-        from healer import failpoints as _fp
-
-        self.saved_fp = os.environ.get(_fp.ENV)
+        self.arming = FailpointArming()  # the setting this run found, put back at its end
         self.fp_names = [x[0] for x in self.fp_queue]
         if self.fp_queue:
-            self.undo.register("env", name=_fp.ENV, value=self.saved_fp)
+            self.undo.register("env", name=failpoints.ENV, value=self.arming.saved)
             self._arm_failpoint()
         self.result = result
         self.steps = 0
@@ -507,13 +520,7 @@ class SimEngine:
     def _disarm_failpoints(self) -> None:
         """This process's failpoint setting back as the run found it (the run armed them in its own environment)."""
         if getattr(self, "fp_names", None):
-            from healer import failpoints as _fp
-
-            if self.saved_fp is None:
-                os.environ.pop(_fp.ENV, None)
-            else:
-                os.environ[_fp.ENV] = self.saved_fp
-            _fp.reset()
+            self.arming.restore()
 
     def abort(self) -> None:
         """After the run raised: what `end` rolls back that would outlive it in this process (armed failpoints,
@@ -536,8 +543,6 @@ class SimEngine:
                 p.paused = False
                 self.rollbacks.append(Activity(f"continue {p.agent_id}", "rollback", self.wall.now(), self.wall.now(), "succeeded"))
         if self.busy_procs:  # a busy_worktree left in force: the registry's undo ends its holders
-            from chaos.faults.registry import SIM, undo
-
             undo(SIM, self, Fault(fault="busy_worktree", at=end))
         for u, what in self.undo.undo_all():
             self.rollbacks.append(Activity(f"undo {u.kind}", "rollback", self.wall.now(), self.wall.now(), "succeeded", what))
@@ -552,7 +557,7 @@ class SimEngine:
         self.store.close()
         return finish(result, history, self.wall)
 
-    def _wait_busy(self) -> None:
+    def wait_busy(self) -> None:
         from healer import procs
 
         for _ in range(200):  # until the holder's cwd is visible (poll with a bound, no blind sleep)
@@ -622,7 +627,7 @@ class SimRuntime:
     def stop(self, handle, grace: float) -> None:
         p = self._proc(handle)
         if p is not None:
-            self.e._kill(p.agent_id)
+            self.e.kill_agent(p.agent_id)
 
     def wait(self, handle, timeout: float):
         return self.status(handle)

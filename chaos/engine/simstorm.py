@@ -15,16 +15,38 @@ exit status. The facts the checkers read are the real storm's (`chaos.storm.boar
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
-from chaos.engine import Result
-from chaos.engine.sim import PID_BASE, SimEngine
+from chaos.engine.arming import FailpointArming
+from chaos.engine.base import Result
+from chaos.engine.sim import PID_BASE, Hooks, SimEngine, T
 from chaos.scenario import FleetSpec, Scenario, TicketSpec, seconds
+from chaos.storm import board_facts, integrity, schedule
 from healer import failpoints, lifecycle
 
 CRASH_POINT = "store.before_commit"  # every write the dispatcher and the supervisor make passes here
 MAX_WRITES = 12  # a mid-step kill lands at one of the next N product commits after its moment
 DISPATCHER_PID = PID_BASE - 1_000_000  # virtual pids of the dispatcher's incarnations (never a live process)
+
+
+class StormHooks(Hooks):
+    """The product's steps armed while a mid-step kill is pending: the `crash` failpoint at its Nth store commit.
+    The world's own bookkeeping (a process started or ended) is not a write of `up`: never where it dies."""
+
+    def __init__(self, eng: SimStormEngine) -> None:
+        self.e = eng
+        self.arming = FailpointArming()
+
+    def around(self, kind: str, fn: Callable[..., T], *args: Any) -> T:
+        if kind in ("launch", "kill"):
+            with self.arming.armed(None):
+                return fn(*args)
+        if self.e.pending is None:
+            return fn(*args)
+        with self.arming.armed(f"{CRASH_POINT}=crash@{self.e.writes[self.e.pending]}"):
+            return fn(*args)
 
 
 class SimStormEngine(SimEngine):
@@ -36,8 +58,6 @@ class SimStormEngine(SimEngine):
                           params={"duration": seconds(st.agent_delay)})
         scenario = scenario.model_copy(update={"fleet": FleetSpec(pool_size=st.pool_size, tickets=[spec])})
         super().__init__(scenario, workdir, **kw)
-        from chaos.storm import schedule
-
         self.plan = schedule(self.seed, st.kills, st.with_runners, (seconds(st.uptime[0]), seconds(st.uptime[-1])))
         rng = random.Random(f"storm-sim:{self.seed}")
         self.mid = set(rng.sample(range(st.kills), round(st.kills * st.mid_step))) if st.kills else set()
@@ -47,44 +67,8 @@ class SimStormEngine(SimEngine):
         self.incarnation = 0
         self.kills_done: list[dict[str, Any]] = []
         self.pending: int | None = None  # the kill waiting for its product commit (mid-step)
-
-    def _new_dispatcher(self, pid: int | None = None):
-        return super()._new_dispatcher(DISPATCHER_PID - self.incarnation)
-
-    # -- the product's steps, armed while a mid-step kill is pending -------------------------
-    def _armed(self, fn) -> None:
-        import os
-
-        if self.pending is None:
-            return fn()
-        os.environ[failpoints.ENV] = f"{CRASH_POINT}=crash@{self.writes[self.pending]}"
-        try:
-            return fn()
-        finally:
-            os.environ.pop(failpoints.ENV, None)
-
-    def _dispatch(self) -> None:
-        self._armed(super()._dispatch)
-
-    # the world's own bookkeeping (a process started or ended) is not a write of `up`: never where it dies
-    def launch(self, spec) -> int:
-        return self._unarmed(super().launch, spec)
-
-    def _kill(self, aid: str) -> bool:
-        return self._unarmed(super()._kill, aid)
-
-    def _unarmed(self, fn, *args):
-        import os
-
-        saved = os.environ.pop(failpoints.ENV, None)
-        try:
-            return fn(*args)
-        finally:
-            if saved is not None:
-                os.environ[failpoints.ENV] = saved
-
-    def _supervise(self) -> None:
-        self._armed(super()._supervise)
+        self.dispatcher_pid = DISPATCHER_PID  # the dispatcher's incarnations: virtual pids, never a live process
+        self.hooks = StormHooks(self)
 
     def step(self, what: str, args: tuple) -> None:
         if what == "storm_kill":
@@ -115,10 +99,8 @@ class SimStormEngine(SimEngine):
         victims = [p.agent_id for p in self.procs.values() if p.alive] if kill.runners else []
         for aid in victims:
             p = self.procs[aid]
-            from dataclasses import replace
-
             p.run = replace(p.run, outcome="die")
-            self._kill(aid)
+            self.kill_agent(aid)
         # the process's connection goes with it (its open transaction was rolled back): the next one opens afresh
         self.store.close()
         self.store = self._open_store()
@@ -131,6 +113,7 @@ class SimStormEngine(SimEngine):
     def _restart(self) -> None:
         self.incarnation += 1
         self.holder_n += 1
+        self.dispatcher_pid = DISPATCHER_PID - self.incarnation
         self.dispatcher = self._new_dispatcher()
         self.supervisor = self._new_supervisor()
         self.dispatcher_up = self.supervisor_up = True
@@ -169,8 +152,6 @@ class SimStormEngine(SimEngine):
 
     # -- what the checkers read ---------------------------------------------------------------
     def facts(self) -> dict[str, Any]:
-        from chaos.storm import board_facts, integrity
-
         tickets = {t.id: t for t in self.store.tickets()}
         f = board_facts(self.store.events(), tickets, self.store.intents())
         f["unmerged_done"] = sorted(tid for tid, t in tickets.items()

@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from healer.clock import Clock, system
 from healer.errors import HealerError, UsageError
@@ -227,6 +228,12 @@ def unpause_one(container: str, client=None) -> str:
         return f"container {container[:12]} already gone"
 
 
+class Journal(Protocol):
+    """Any journal with the game-day undo journal's `register` (chaos/faults/undo.py's UndoJournal)."""
+
+    def register(self, kind: str, **data: Any) -> int: ...
+
+
 def _journal(journal, default: Path):
     """Ours (a path or an UndoJournal), or any object with the game-day journal's `register(kind, **data)`."""
     if journal is None:
@@ -281,7 +288,7 @@ def kill(signal: str | int = "SIGKILL", *, name=None, label=None, count=None, se
 
 
 def pause(*, name=None, label=None, count=None, seed=None, dry_run=False, client=None, store=None,
-          journal: UndoJournal | str | Path | None = None, guard: bool | int = False) -> list[Outcome]:
+          journal: Journal | UndoJournal | str | Path | None = None, guard: bool | int = False) -> list[Outcome]:
     """Pause the targets; an unpause is journaled before each. `guard=True` (or a pid) starts a
     watchdog that unpauses them when this process (or that pid) dies."""
     j = _journal(journal, default_journal_path())
@@ -324,7 +331,7 @@ def listing(*, name=None, label=None, count=None, seed=None, client=None) -> lis
     return select(name=name, label=label, count=count, seed=seed, client=client)
 
 
-def cleanup(fleet: str | None = None, *, journal: UndoJournal | str | Path | None = None, client=None) -> list[Outcome]:
+def cleanup(fleet: str | None = None, *, journal: Journal | UndoJournal | str | Path | None = None, client=None) -> list[Outcome]:
     """End-of-game-day sweep: replay the journal, then unpause every paused container of the fleet."""
     client = _client(client)
     out = []
@@ -358,7 +365,7 @@ def sweep(fleet: str, *, client=None) -> str:
 
 
 def inject(kind: str, *, fleet: str, target: str | None = None, count: int = 1, seed: int | None = None,
-           params: dict | None = None, journal: UndoJournal | str | Path | None = None, guard: bool = True,
+           params: dict | None = None, journal: Journal | UndoJournal | str | Path | None = None, guard: bool = True,
            dry_run: bool = False, client=None, store=None, name: str | Sequence[str] | None = None,
            label: str | Sequence[str] | None = None) -> list[Outcome]:
     """One scenario fault against a fleet's containers: `container_kill|pause|unpause|stop|restart`,

@@ -1,37 +1,32 @@
-"""The real world's faults: name -> inject(engine, fault) -> what happened (one line).
+"""The real world's faults: name -> inject(world, fault) -> what happened (one line).
 
-Each acts on real processes (signals), real git repositories and files, the fleet's store, Docker
-containers. Every fault journals its own undo in the run's undo journal before it acts.
-chaos/faults/registry.py joins these with the simulated world's; the real engine
-(chaos/engine/real.py) only calls `registry.inject(REAL, engine, fault)`.
+Each acts, through the real engine's `RealWorld` interface (chaos/faults/world.py), on real processes (signals),
+real git repositories and files, the fleet's store, Docker containers. Every fault journals its own undo in the
+run's undo journal before it acts. chaos/faults/registry.py describes them (one `FaultSpec` each),
+chaos/faults/worlds.py joins this table to the records; the real engine only calls `worlds.inject(REAL, self, fault)`.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from chaos.faults import NotApplied, repo
+from chaos.faults import containers as cf
 from chaos.faults import process as pfault
-from chaos.faults.shared import alert_flood
+from chaos.faults.command import inject as run_command
+from chaos.faults.shared import alert_flood, move_ticket, stale_labels, tickets
+from chaos.faults.world import RealWorld, ServerWorld
 from chaos.scenario import Fault, match
 from healer.records import Agent, Worktree
 
-if TYPE_CHECKING:
-    from chaos.engine.real import RealEngine
 
-
-def _agents(e: RealEngine, f: Fault) -> list[Agent]:
+def _agents(e: RealWorld, f: Fault) -> list[Agent]:
     return [a for a in e.store.agents(states=["running"])
             if (a.pid or (a.kind == "container" and a.container)) and match(f.target or "*", a.ticket_id or "")]
 
 
-def _worktrees(e: RealEngine, f: Fault) -> list[Worktree]:
+def _worktrees(e: RealWorld, f: Fault) -> list[Worktree]:
     return [w for w in e.store.worktrees() if match(f.target or "*", w.ticket_id or "") and Path(w.path).exists()]
-
-
-def _tickets(e: RealEngine, f: Fault) -> list[str]:
-    return [t.id for t in e.store.tickets() if match(f.target or "*", t.id)]
 
 
 def _outcomes(kind: str, out: list) -> str:
@@ -41,26 +36,26 @@ def _outcomes(kind: str, out: list) -> str:
 
 
 # -- the healer's own processes ------------------------------------------------------------
-def kill_supervisor(e: RealEngine, f: Fault) -> str:
+def kill_supervisor(e: RealWorld, f: Fault) -> str:
     if e.sup is None:
         raise NotApplied("no live supervisor (no supervisor tick running)")
     e.sup.faulted = f.fault
     return f"SIGKILL {pfault.kill(e.sup.proc.pid, e.sup.tree.marker)}"
 
 
-def stop_supervisor(e: RealEngine, f: Fault) -> str:
+def stop_supervisor(e: RealWorld, f: Fault) -> str:
     if e.sup is None:
         raise NotApplied("no live supervisor (no supervisor tick running)")
     return f"SIGSTOP {pfault.stop(e.undo, e.sup.proc.pid, e.sup.tree.marker, role='supervisor')}"
 
 
-def continue_supervisor(e: RealEngine, f: Fault) -> str:
+def continue_supervisor(e: RealWorld, f: Fault) -> str:
     if e.sup is None:
         raise NotApplied("no live supervisor (no supervisor tick running)")
     return f"SIGCONT {pfault.cont(e.sup.proc.pid, e.sup.tree.marker)}"
 
 
-def kill_dispatcher(e: RealEngine, f: Fault) -> str:
+def kill_dispatcher(e: RealWorld, f: Fault) -> str:
     c = e.disp
     if c is None:
         raise NotApplied("no live dispatcher")
@@ -70,13 +65,13 @@ def kill_dispatcher(e: RealEngine, f: Fault) -> str:
     return f"SIGKILL {pfault.kill(c.proc.pid, tree=False)}"
 
 
-def stop_dispatcher(e: RealEngine, f: Fault) -> str:
+def stop_dispatcher(e: RealWorld, f: Fault) -> str:
     if e.disp is None:
         raise NotApplied("no live dispatcher")
     return f"SIGSTOP {pfault.stop(e.undo, e.disp.proc.pid, tree=False, role='dispatcher')}"
 
 
-def continue_dispatcher(e: RealEngine, f: Fault) -> str:
+def continue_dispatcher(e: RealWorld, f: Fault) -> str:
     if e.disp is None:
         raise NotApplied("no live dispatcher")
     return f"SIGCONT {pfault.cont(e.disp.proc.pid, tree=False)}"
@@ -87,7 +82,7 @@ thaw_dispatch = continue_dispatcher
 
 
 # -- agents ---------------------------------------------------------------------------------
-def _agent_fault(e: RealEngine, f: Fault) -> str:
+def _agent_fault(e: RealWorld, f: Fault) -> str:
     k = f.fault
     done: list[int] = []
     boxed = []
@@ -109,10 +104,8 @@ def _agent_fault(e: RealEngine, f: Fault) -> str:
 
 
 
-def _container_agent_fault(e: RealEngine, k: str, a: Agent) -> str:
+def _container_agent_fault(e: RealWorld, k: str, a: Agent) -> str:
     """kill_agent / stop_agent / continue_agent on an agent that lives in a container (no pid on this host)."""
-    from chaos.faults import containers as cf
-
     common = dict(name=a.container, label=e.fleet_label(), client=e.docker(), store=e.store)
     if k == "kill_agent":
         out = cf.kill("KILL", **common)
@@ -123,12 +116,10 @@ def _container_agent_fault(e: RealEngine, k: str, a: Agent) -> str:
     return _outcomes(k, out)
 
 
-def container(e: RealEngine, f: Fault) -> str:
+def container(e: RealWorld, f: Fault) -> str:
     """container_kill|pause|unpause|stop|restart on the fleet's containers, aimed by ticket glob (`target`),
     `params.name` / `params.label`, at most `count` of them (seeded pick); the unpause of each pause is
     journaled in the run's undo journal before it acts. States before/after come from the SDK."""
-    from chaos.faults import containers as cf
-
     params = dict(f.params)
     name, label = params.pop("name", None), params.pop("label", None)
     out = cf.inject(f.fault, fleet=str(e.root), target=f.target, count=f.count, seed=e.seed, params=params,
@@ -136,24 +127,24 @@ def container(e: RealEngine, f: Fault) -> str:
     return _outcomes(f.fault, out)
 
 
-def same_commit_repush(e: RealEngine, f: Fault) -> str:
+def same_commit_repush(e: RealWorld, f: Fault) -> str:
     """From the next run on, the target's agents fail without committing: the same head, pushed again and again."""
-    ids = _tickets(e, f)
+    ids = tickets(e, f)
     for tid in ids:
         e.script(tid, "fail")
     return f"{len(ids)} ticket(s) whose agents fail on the same commit from the next run on"
 
 
-def broken_proposal(e: RealEngine, f: Fault) -> str:
+def broken_proposal(e: RealWorld, f: Fault) -> str:
     """From the next run on, the target's agents commit a BROKEN file: their proposals fail a merge gate that
     refuses it (the scenario's `merge_gates` must have one)."""
-    ids = _tickets(e, f)
+    ids = tickets(e, f)
     for tid in ids:
         e.script(tid, "broken")
     return f"{len(ids)} ticket(s) whose proposals fail the merge gates from the next run on"
 
 
-def clock_jump(e: RealEngine, f: Fault) -> str:
+def clock_jump(e: RealWorld, f: Fault) -> str:
     """Every healer process of the run reads its wall clock through healer/clock.py, which adds the offset in the
     run's clock file (HEALER_CLOCK_OFFSET_FILE): it jumps for all of them at once; monotonic time does not."""
     s = float(f.seconds or 3600)
@@ -162,7 +153,7 @@ def clock_jump(e: RealEngine, f: Fault) -> str:
 
 
 # -- files and git ----------------------------------------------------------------------------
-def busy_worktree(e: RealEngine, f: Fault) -> str:
+def busy_worktree(e: RealWorld, f: Fault) -> str:
     n = 0
     for w in _worktrees(e, f):
         e.holders.append(pfault.hold(e.undo, w.path, env=e.env(), role="busy worktree holder", clock=e.wall))
@@ -170,7 +161,7 @@ def busy_worktree(e: RealEngine, f: Fault) -> str:
     return f"{n} worktree(s) held by a live process (cwd inside)"
 
 
-def release_worktree(e: RealEngine, f: Fault) -> str:
+def release_worktree(e: RealWorld, f: Fault) -> str:
     n = len(e.holders)
     for proc, tree in e.holders:
         pfault.release(proc, tree, e.wall)
@@ -178,15 +169,15 @@ def release_worktree(e: RealEngine, f: Fault) -> str:
     return f"{n} holder process(es) ended"
 
 
-def orphan_worktree(e: RealEngine, f: Fault) -> str:
-    ids = _tickets(e, f)
+def orphan_worktree(e: RealWorld, f: Fault) -> str:
+    ids = tickets(e, f)
     for tid in ids:
         wt = repo.add_worktree(e.root, tid)
-        e.store.add_worktree(Worktree(str(wt), tid, f"healer/{tid}", e.wall.now() - float(f.seconds or 3600)))
+        e.store.add_worktree(Worktree(str(wt), tid, f"healer/{tid}", e.now - float(f.seconds or 3600)))
     return f"{len(ids)} orphan worktree(s)"
 
 
-def unknown_files(e: RealEngine, f: Fault) -> str:
+def unknown_files(e: RealWorld, f: Fault) -> str:
     n = 0
     for w in _worktrees(e, f):
         for p, digest in repo.unknown_files(Path(w.path), f.count, f"{w.ticket_id}-{e.run_id}").items():
@@ -195,7 +186,7 @@ def unknown_files(e: RealEngine, f: Fault) -> str:
     return f"{n} unknown file(s)"
 
 
-def index_lock(e: RealEngine, f: Fault) -> str:
+def index_lock(e: RealWorld, f: Fault) -> str:
     where = e.root
     if f.target and f.target != "main":
         wts = _worktrees(e, f)
@@ -206,53 +197,38 @@ def index_lock(e: RealEngine, f: Fault) -> str:
     return f"stale {lock}" if lock else "an index.lock was already there; left alone"
 
 
-def red_main(e: RealEngine, f: Fault) -> str:
+def red_main(e: RealWorld, f: Fault) -> str:
     return f"main at {repo.set_main(e.root, True)[:12]} is red"
 
 
-def green_main(e: RealEngine, f: Fault) -> str:
+def green_main(e: RealWorld, f: Fault) -> str:
     return f"main at {repo.set_main(e.root, False)[:12]} is green"
 
 
-def delete_worktree(e: RealEngine, f: Fault) -> str:
+def delete_worktree(e: RealWorld, f: Fault) -> str:
     moved = [str(repo.delete_worktree(Path(w.path), e.gd / "trash")) for w in _worktrees(e, f)]
     return f"{len(moved)} worktree(s) vanished (kept in {e.gd / 'trash'})"
 
 
 # -- the store and notifications -------------------------------------------------------------
-def stale_labels(e: RealEngine, f: Fault) -> str:
-    ids = _tickets(e, f)
-    for tid in ids:
-        e.store.label(tid, f.params.get("label", "to-review"), actor="gameday", at=e.wall.now() - float(f.seconds or 3 * 3600))
-    return f"{len(ids)} stale label(s)"
-
-
-def move_ticket(e: RealEngine, f: Fault) -> str:
-    from chaos.faults.sim_world import _move
-
-    return _move(e.store, _tickets(e, f), f.params["to"])
-
-
-def zombie_ticket(e: RealEngine, f: Fault) -> str:
-    ids = _tickets(e, f)
+def zombie_ticket(e: RealWorld, f: Fault) -> str:
+    ids = tickets(e, f)
     for tid in ids:
         e.store.set_ticket_data(tid, merged_commit=repo.head(e.root))
     return f"{len(ids)} ticket(s) whose work is already on main"
 
 
-def command(e: RealEngine, f: Fault) -> str:
-    from chaos.faults.command import inject as run_command
-
+def command(e: RealWorld, f: Fault) -> str:
     pr = f.params
     r = run_command(pr["command"], undo=pr.get("undo"), cwd=pr.get("cwd") or str(e.root), timeout=float(pr.get("timeout", 60)),
                     journal=e.undo)
     return f"exit {r['status']}"
 
 
-def pg_restart(e, f: Fault) -> str:
+def pg_restart(e: ServerWorld, f: Fault) -> str:
     """`pg_ctl restart -m fast`: an operator's routine restart of the game day's own server (chaos/pgday.py holds it
     as `cluster`); a game day without one (the SQLite fleet of chaos/engine/real.py) has nothing to restart."""
-    cluster = getattr(e, "cluster", None)
+    cluster = getattr(e, "cluster", None)  # the SQLite real engine has none (not a ServerWorld)
     if cluster is None:
         raise NotApplied("no PostgreSQL server of the game day's own to restart (a `hosts:` game day runs one)")
     before = cluster.pid
@@ -260,7 +236,7 @@ def pg_restart(e, f: Fault) -> str:
     return f"pg_ctl restart -m fast: postmaster {before} -> {cluster.pid}"
 
 
-def pg_kill_mid_merge(e, f: Fault) -> str:
+def pg_kill_mid_merge(e: RealWorld, f: Fault) -> str:
     """The store's connection killed mid-merge: the host stopped at its failpoint loses its PostgreSQL backends
     (chaos/pgday.py's kill_mid_merge); a game day without hosts on a server of its own has none."""
     if getattr(e, "cluster", None) is None or getattr(e, "fleet", None) is None:
@@ -268,7 +244,7 @@ def pg_kill_mid_merge(e, f: Fault) -> str:
     return e.kill_mid_merge()
 
 
-def failpoint(e: RealEngine, f: Fault) -> str:
+def failpoint(e: RealWorld, f: Fault) -> str:
     return "failpoint: armed before the run"
 
 

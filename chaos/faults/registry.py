@@ -1,20 +1,65 @@
-"""Every fault a game day can inject: name -> what it does, its parameters, how it is undone, and its
-inject function in each world that has it (chaos/faults/sim_world.py, chaos/faults/real_world.py).
+"""Every fault a game day can inject, one record each (`FaultSpec`): its name, what it does, the fields and
+`params` it reads (with their types and which are required), how it is undone, how `gameday explore` draws it,
+and, for a fault that brings its own, its inject function per world.
 
-The engines hold no list of faults: they call `inject(world, engine, fault)` (and `undo(...)` at the
-end for a fault left in force). `healer gameday list --faults` prints this table; both engines refuse
-(with the same message) a fault their world does not have, and a test keeps the table equal to the
-scenario schema's list.
+Everything else is derived from these records: the scenario schema's fault names and the validation of each
+fault's `params` (chaos/scenario.py), the explorer's lists (chaos/explore.py), `healer gameday list --faults`
+and the fault table of docs/chaos.md (tests/chaos/test_fault_registry.py keeps it equal to `markdown()`).
+The built-in faults' injectors live in each world's table (chaos/faults/sim_world.py, real_world.py), joined
+to these records by chaos/faults/inject.py, which the engines call.
+
+This module imports nothing of chaos: the scenario schema sits above it, the worlds and the engines above that.
+
+Adding a fault: one `FaultSpec` here with its injectors in `inject=` (or in a world's table), and a test.
+`register(spec)` does the same at run time (a plug-in, or a test's toy fault).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import contextlib
+import difflib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
+
+from healer import durations
 
 SIM, REAL = "simulated", "real"
 WORLDS = (SIM, REAL)
+
+# a param's type -> what its validation expects (a duration: a string like 10m, or seconds)
+PARAM_TYPES = ("str", "int", "bool", "duration", "argv")
+
+
+def check_param(kind: str, v: Any) -> Any:
+    """The value of a fault param of type `kind`, normalised; ValueError naming what was expected."""
+    if kind == "argv":  # a `command` fault's argv: a list of strings (no shell), or one string split like a shell would
+        ok = isinstance(v, str) and v.strip() or isinstance(v, list) and v and all(isinstance(x, str | int | float) for x in v)
+        if not ok:
+            raise ValueError(f"expected an argv (a list of strings), got {v!r}")
+        return v
+    if kind == "duration":
+        return durations.parse(v)
+    if kind == "int":
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"expected an integer, got {v!r}")
+        return v
+    if kind == "bool":
+        if not isinstance(v, bool):
+            raise ValueError(f"expected true or false, got {v!r}")
+        return v
+    if not isinstance(v, str):
+        raise ValueError(f"expected a string, got {v!r}")
+    return v
+
+
+@dataclass(frozen=True)
+class Explore:
+    """How `gameday explore` draws a fault into a generated schedule (chaos/explore.py); a spec without one is not
+    drawn (it needs a world the explorer does not run, or it is chaos no invariant could blame on the healer)."""
+
+    ticket: bool = False  # aimed at a ticket (the explorer draws its `target`)
+    size: Callable[[int], dict[str, Any]] | None = None  # size n (1..8) -> the fault's fields that have a size
 
 
 @dataclass(frozen=True)
@@ -24,56 +69,97 @@ class FaultSpec:
     undo: str  # how its effect goes away (a human's line)
     uses: tuple[str, ...] = ()  # the Fault fields it reads besides `at` / `on_event` (target, count, seconds)
     undone_by: str | None = None  # the fault that reverses it; injected at the end for one left in force
+    params: Mapping[str, str] = field(default_factory=dict)  # `params.<key>` -> its type (PARAM_TYPES)
+    required: Mapping[str, str] = field(default_factory=dict)  # required params -> what they are (for the message)
+    explore: Explore | None = None
+    # world -> inject(world, fault) -> one line; a built-in's are in its worlds' tables (chaos/faults/*_world.py)
+    inject: Mapping[str, Callable[[Any, Any], str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        bad = {k: t for k, t in self.params.items() if t not in PARAM_TYPES}
+        if bad or not set(self.required) <= set(self.params) or not set(self.inject) <= set(WORLDS):
+            raise ValueError(f"fault {self.name}: params types {bad or 'ok'}, required {sorted(self.required)} among "
+                             f"{sorted(self.params)}, worlds {sorted(self.inject)} among {WORLDS}")
+
+    def check(self, params: dict[str, Any]) -> dict[str, Any]:
+        """`params` validated and normalised against this spec; ValueError ending in `@params` (its place)."""
+        out = dict(params)
+        for k, v in params.items():
+            kind = self.params.get(k)
+            if kind is None:
+                names = ", ".join(self.params) or "none"
+                raise ValueError(f"expected a parameter of {self.name} ({names}), got {k!r}{did_you_mean(k, self.params)} @params")
+            try:
+                out[k] = check_param(kind, v)
+            except ValueError as e:
+                raise ValueError(f"expected a valid params.{k}: {e} @params") from None
+        for k, why in self.required.items():
+            if not out.get(k):
+                raise ValueError(f"expected params.{k} ({why}) for fault: {self.name} @params")
+        return out
 
     @property
-    def worlds(self) -> tuple[str, ...]:
-        return tuple(w for w in WORLDS if self.name in _impls(w))
+    def fields(self) -> list[str]:
+        """What a scenario may set for it besides when: its fields and `params.<key>`s (`gameday list --faults`)."""
+        return [*self.uses, *(f"params.{k}" for k in self.params)]
 
-    @property
-    def params(self) -> list[str]:
-        from chaos.scenario import FAULT_PARAMS
 
-        return [*self.uses, *(f"params.{k}" for k in FAULT_PARAMS.get(self.name, {}))]
-
-    def injector(self, world: str) -> Callable[[Any, Any], str] | None:
-        return _impls(world).get(self.name)
+def did_you_mean(word: str, known) -> str:
+    """" (did you mean 'x'?)" for a near miss among `known`, else "" (every name a scenario spells is checked so)."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 T, TS = ("target",), ("target", "seconds")
+AGENT = Explore(ticket=True)
+_RESTART = {"restart_after": "duration"}
+_CONTAINER = {"name": "str", "label": "str", "signal": "str", "timeout": "duration"}
+# the order of the explored faults is the explorer's (a seed's schedule draws from that list: keep it stable)
 _SPECS = (
-    FaultSpec("kill_supervisor", "SIGKILL the supervisor (it restarts after restart_after)", "restart"),
+    FaultSpec("kill_agent", "SIGKILL the target's agents (whole tree)", "-", T, explore=AGENT),
+    FaultSpec("stop_agent", "SIGSTOP the target's agents", "continue_agent / SIGCONT at the end", T, "continue_agent",
+              explore=AGENT),
+    FaultSpec("continue_agent", "SIGCONT the target's agents", "-", T, explore=AGENT),
+    FaultSpec("hung_agent", "the target's agents stop making progress and stop heart-beating", "SIGCONT at the end (real)", T,
+              explore=AGENT),
+    FaultSpec("red_main", "main's gates fail", "green_main", explore=Explore()),
+    FaultSpec("green_main", "main's gates pass again", "-", explore=Explore()),
+    FaultSpec("kill_supervisor", "SIGKILL the supervisor (it restarts after restart_after)", "restart", params=_RESTART,
+              explore=Explore(size=lambda n: {"params": {"restart_after": 60 * n}})),
     FaultSpec("stop_supervisor", "SIGSTOP the supervisor", "continue_supervisor / SIGCONT at the end",
-              undone_by="continue_supervisor"),
-    FaultSpec("continue_supervisor", "SIGCONT the supervisor", "-"),
-    FaultSpec("kill_dispatcher", "SIGKILL the dispatcher (its agents live on)", "restart"),
+              undone_by="continue_supervisor", explore=Explore()),
+    FaultSpec("continue_supervisor", "SIGCONT the supervisor", "-", explore=Explore()),
+    FaultSpec("kill_dispatcher", "SIGKILL the dispatcher (its agents live on)", "restart", params=_RESTART,
+              explore=Explore(size=lambda n: {"params": {"restart_after": 60 * n}})),
     FaultSpec("stop_dispatcher", "SIGSTOP the dispatcher", "continue_dispatcher / SIGCONT at the end",
-              undone_by="continue_dispatcher"),
-    FaultSpec("continue_dispatcher", "SIGCONT the dispatcher", "-"),
-    FaultSpec("frozen_dispatch", "dispatch stops launching, silently", "thaw_dispatch / at the end", undone_by="thaw_dispatch"),
-    FaultSpec("thaw_dispatch", "dispatch launches again", "-"),
-    FaultSpec("kill_agent", "SIGKILL the target's agents (whole tree)", "-", T),
-    FaultSpec("stop_agent", "SIGSTOP the target's agents", "continue_agent / SIGCONT at the end", T, "continue_agent"),
-    FaultSpec("continue_agent", "SIGCONT the target's agents", "-", T),
-    FaultSpec("hung_agent", "the target's agents stop making progress and stop heart-beating", "SIGCONT at the end (real)", T),
-    FaultSpec("alert_flood", "`count` alerts over `params.keys` keys through notify", "-", ("count",)),
-    FaultSpec("broken_proposal", "the target's proposals fail the merge gates (real: its next runs commit a BROKEN "
-              "file; the scenario's merge gates refuse it)", "-", T),
-    FaultSpec("same_commit_repush", "the target's agents fail and push the same commit every run (real: from its next run)",
-              "-", T),
-    FaultSpec("stale_labels", "`params.label` (to-review) added `seconds` ago to the target tickets", "-", TS),
-    FaultSpec("orphan_worktree", "a worktree for a finished ticket, `seconds` old", "-", TS),
+              undone_by="continue_dispatcher", explore=Explore()),
+    FaultSpec("continue_dispatcher", "SIGCONT the dispatcher", "-", explore=Explore()),
+    FaultSpec("frozen_dispatch", "dispatch stops launching, silently", "thaw_dispatch / at the end", undone_by="thaw_dispatch",
+              explore=Explore()),
+    FaultSpec("thaw_dispatch", "dispatch launches again", "-", explore=Explore()),
+    FaultSpec("stale_labels", "`params.label` (to-review) added `seconds` ago to the target tickets", "-", TS,
+              params={"label": "str"}, explore=Explore(ticket=True, size=lambda n: {"seconds": f"{n}h"})),
+    FaultSpec("orphan_worktree", "a worktree for a finished ticket, `seconds` old", "-", TS, explore=AGENT),
     FaultSpec("unknown_files", "`count` unknown files in the target's worktrees (quarantine must keep them)",
-              "restore check", ("target", "count")),
+              "restore check", ("target", "count"), explore=Explore(ticket=True, size=lambda n: {"count": n})),
+    FaultSpec("zombie_ticket", "the target's work is already merged on main", "-", T, explore=AGENT),
+    FaultSpec("broken_proposal", "the target's proposals fail the merge gates (real: its next runs commit a BROKEN "
+              "file; the scenario's merge gates refuse it)", "-", T, explore=AGENT),
+    FaultSpec("same_commit_repush", "the target's agents fail and push the same commit every run (real: from its next run)",
+              "-", T, explore=AGENT),
+    FaultSpec("alert_flood", "`count` alerts over `params.keys` keys through notify", "-", ("count",), params={"keys": "int"},
+              explore=Explore(size=lambda n: {"count": 10 * n})),
+    FaultSpec("clock_jump", "the wall clock jumps `seconds` (monotonic time does not; real: every healer process of the "
+              "run, through healer/clock.py)", "the run's clock file goes at the end (real)", ("seconds",),
+              explore=Explore(size=lambda n: {"seconds": f"{15 * n}m"})),
+    # not explored: `delete_worktree` is the chaos itself deleting files, which `no_user_file_deleted` would (rightly)
+    # blame on nobody but us; the others need the real world, or a process or a human the explorer does not play
     FaultSpec("delete_worktree", "the target's worktree vanishes under a running ticket", "kept in the game day's trash (real)", T),
     FaultSpec("busy_worktree", "a live process with its cwd inside the target's worktree", "release_worktree / killed at the end",
               T, "release_worktree"),
     FaultSpec("release_worktree", "the busy_worktree holders end", "-"),
-    FaultSpec("red_main", "main's gates fail", "green_main"),
-    FaultSpec("green_main", "main's gates pass again", "-"),
-    FaultSpec("move_ticket", "a human moves the target ticket to `params.to` (the lifecycle table allowing)", "-", T),
-    FaultSpec("zombie_ticket", "the target's work is already merged on main", "-", T),
-    FaultSpec("clock_jump", "the wall clock jumps `seconds` (monotonic time does not; real: every healer process of the "
-              "run, through healer/clock.py)", "the run's clock file goes at the end (real)", ("seconds",)),
+    FaultSpec("move_ticket", "a human moves the target ticket to `params.to` (the lifecycle table allowing)", "-", T,
+              params={"to": "str"}, required={"to": "the state a human moves the ticket to"}),
     FaultSpec("index_lock", "a stale .git/index.lock in the fleet repository", "removed at the end", T),
     FaultSpec("failpoint", "arm a named failpoint (`failpoint` glob, `hit` N): the shell dies there", "disarmed at the end",
               ("failpoint", "hit", "action")),
@@ -82,58 +168,39 @@ _SPECS = (
     FaultSpec("pg_kill_mid_merge", "pg_terminate_backend of the host stopped at its failpoint (a `hosts:` game day with "
               "`hosts.failpoints`, e.g. inside a merge's store transaction), held until the supervisor ticked, then "
               "SIGCONT", "-"),
-    FaultSpec("command", "run `params.command` (argv), its `params.undo` journaled first", "params.undo"),
-    *(FaultSpec(f"container_{op}", f"docker {op} the target's agent containers", "-", ("target", "count"))
+    FaultSpec("command", "run `params.command` (argv), its `params.undo` journaled first", "params.undo",
+              params={"command": "argv", "undo": "argv", "cwd": "str", "timeout": "duration"},
+              required={"command": "an argv"}),
+    *(FaultSpec(f"container_{op}", f"docker {op} the target's agent containers", "-", ("target", "count"), params=_CONTAINER)
       for op in ("kill", "pause", "unpause", "stop", "restart")),
 )
 FAULTS: dict[str, FaultSpec] = {f.name: f for f in _SPECS}
-
-
-def _impls(world: str) -> dict[str, Callable[[Any, Any], str]]:
-    if world == SIM:
-        from chaos.faults.sim_world import INJECT
-    elif world == REAL:
-        from chaos.faults.real_world import INJECT
-    else:
-        return {}
-    return INJECT
 
 
 def spec(name: str) -> FaultSpec | None:
     return FAULTS.get(name)
 
 
-def unsupported(name: str, world: str) -> str | None:
-    """Why `world` cannot inject `name` (reported as the activity's output, never a crash), or None."""
-    f = FAULTS.get(name)
-    if f is None:
-        return f"unknown fault {name}"
-    if world not in f.worlds:
-        return f"{name}: not in the {world} world (only {', '.join(f.worlds)}); ignored"
-    return None
+def names() -> tuple[str, ...]:
+    """The scenario schema's fault names (chaos/scenario.py validates `fault:` against them)."""
+    return tuple(FAULTS)
 
 
-def inject(world: str, engine: Any, fault: Any) -> str:
-    """Inject `fault` into `engine`'s world: one line saying what happened. Raises NotApplied when nothing did."""
-    from chaos.faults import NotApplied
-
-    why = unsupported(fault.fault, world)
-    if why:
-        raise NotApplied(why)
-    fn = FAULTS[fault.fault].injector(world)
-    assert fn is not None
-    return fn(engine, fault)
+def register(s: FaultSpec) -> FaultSpec:
+    """Add a fault at run time: from then on scenarios validate it, its worlds inject it, the explorer draws it."""
+    if s.name in FAULTS:
+        raise ValueError(f"fault {s.name} is already registered")
+    if s.undone_by is not None and s.undone_by not in FAULTS and s.undone_by != s.name:
+        raise ValueError(f"fault {s.name}: undone_by {s.undone_by} is no registered fault")
+    FAULTS[s.name] = s
+    return s
 
 
-def undo(world: str, engine: Any, fault: Any) -> str | None:
-    """Reverse `fault` by injecting the fault that undoes it (same target), or None when none does."""
-    s = FAULTS.get(fault.fault)
-    if s is None or s.undone_by is None or unsupported(s.undone_by, world):
-        return None
-    return inject(world, engine, fault.model_copy(update={"fault": s.undone_by}))
-
-
-def rows() -> list[dict[str, Any]]:
-    """The table `healer gameday list --faults` prints."""
-    return [{"fault": f.name, "worlds": list(f.worlds), "params": f.params, "what": f.what, "undo": f.undo,
-             "undone_by": f.undone_by} for f in FAULTS.values()]
+@contextlib.contextmanager
+def registered(s: FaultSpec) -> Iterator[FaultSpec]:
+    """`register(s)` for the duration of a block (a test's toy fault)."""
+    register(s)
+    try:
+        yield s
+    finally:
+        FAULTS.pop(s.name, None)

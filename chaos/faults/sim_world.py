@@ -1,8 +1,8 @@
-"""The simulated world's faults: name -> inject(engine, fault) -> what happened (one line).
+"""The simulated world's faults: name -> inject(world, fault) -> what happened (one line).
 
-Each acts on the simulated engine's world (chaos/engine/sim.py): its virtual processes, main's colour,
-the worktree folders, the store. chaos/faults/registry.py joins these with the real world's and
-describes them; the engine only calls `registry.inject(SIM, engine, fault)`.
+Each acts on the simulated engine's world through its `SimWorld` interface (chaos/faults/world.py): its virtual
+processes, main's colour, the worktree folders, the store. chaos/faults/registry.py describes them (one `FaultSpec`
+each), chaos/faults/worlds.py joins this table to the records; the engine only calls `worlds.inject(SIM, self, fault)`.
 """
 
 from __future__ import annotations
@@ -12,18 +12,17 @@ import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from chaos.agents.behaviours import make
 from chaos.faults import NotApplied
-from chaos.faults.shared import alert_flood
+from chaos.faults.command import inject as run_command
+from chaos.faults.shared import alert_flood, move_ticket, stale_labels, tickets
+from chaos.faults.world import SimAgent, SimWorld
 from chaos.scenario import Fault, match
-
-if TYPE_CHECKING:
-    from chaos.engine.sim import Proc, SimEngine
+from healer import procs
 
 
-def _procs(e: SimEngine, f: Fault) -> list[Proc]:
+def _procs(e: SimWorld, f: Fault) -> list[SimAgent]:
     """The live agents the fault aims at; none is a fault that did not happen (NotApplied)."""
     ps = [p for p in e.procs.values() if p.alive and match(f.target or "*", p.ticket)]
     if not ps:
@@ -31,49 +30,43 @@ def _procs(e: SimEngine, f: Fault) -> list[Proc]:
     return ps
 
 
-def _supervisor(e: SimEngine) -> None:
+def _supervisor(e: SimWorld) -> None:
     if not e.supervisor_up:
         raise NotApplied("no live supervisor")
 
 
-def _dispatcher(e: SimEngine) -> None:
+def _dispatcher(e: SimWorld) -> None:
     if not e.dispatcher_up:
         raise NotApplied("no live dispatcher")
 
 
-def _tickets(e: SimEngine, f: Fault) -> list[str]:
-    return [t.id for t in e.store.tickets() if match(f.target or "*", t.id)]
-
-
-def command(e: SimEngine, f: Fault) -> str:
+def command(e: SimWorld, f: Fault) -> str:
     # a real command even in a simulated world: its undo is journaled first, as in real mode
-    from chaos.faults.command import inject as run_command
-
     pr = f.params
     r = run_command(pr["command"], undo=pr.get("undo"), cwd=pr.get("cwd"), timeout=float(pr.get("timeout", 60)), journal=e.undo)
     return f"exit {r['status']}"
 
 
-def failpoint(e: SimEngine, f: Fault) -> str:
+def failpoint(e: SimWorld, f: Fault) -> str:
     return "failpoint: armed before the run"
 
 
-def kill_agent(e: SimEngine, f: Fault) -> str:
+def kill_agent(e: SimWorld, f: Fault) -> str:
     ps = _procs(e, f)
     for p in ps:
         p.run = replace(p.run, outcome="die")
-        e._kill(p.agent_id)
+        e.kill_agent(p.agent_id)
     return f"killed {len(ps)} agent(s)"
 
 
-def stop_agent(e: SimEngine, f: Fault) -> str:
+def stop_agent(e: SimWorld, f: Fault) -> str:
     ps = _procs(e, f)
     for p in ps:
         p.paused = True
     return f"stop_agent on {len(ps)} agent(s)"
 
 
-def continue_agent(e: SimEngine, f: Fault) -> str:
+def continue_agent(e: SimWorld, f: Fault) -> str:
     ps = _procs(e, f)
     for p in ps:
         p.paused = False
@@ -82,7 +75,7 @@ def continue_agent(e: SimEngine, f: Fault) -> str:
     return f"continue_agent on {len(ps)} agent(s)"
 
 
-def hung_agent(e: SimEngine, f: Fault) -> str:
+def hung_agent(e: SimWorld, f: Fault) -> str:
     ps = _procs(e, f)
     for p in ps:
         p.run = replace(p.run, outcome="hang", heartbeats=False, duration=e.now - p.started)
@@ -90,26 +83,26 @@ def hung_agent(e: SimEngine, f: Fault) -> str:
     return f"hung_agent on {len(ps)} agent(s)"
 
 
-def kill_supervisor(e: SimEngine, f: Fault) -> str:
+def kill_supervisor(e: SimWorld, f: Fault) -> str:
     _supervisor(e)
     e.supervisor_up = False  # its memory lives on in the store (the product persists it every tick)
     e.at(e.sim_now() + float(f.params.get("restart_after", e.tick)), "restart_supervisor")
     return "supervisor killed"
 
 
-def stop_supervisor(e: SimEngine, f: Fault) -> str:
+def stop_supervisor(e: SimWorld, f: Fault) -> str:
     _supervisor(e)
     e.supervisor_paused = True
     return "supervisor stopped"
 
 
-def continue_supervisor(e: SimEngine, f: Fault) -> str:
+def continue_supervisor(e: SimWorld, f: Fault) -> str:
     _supervisor(e)
     e.supervisor_paused = False
     return "supervisor continued"
 
 
-def kill_dispatcher(e: SimEngine, f: Fault) -> str:
+def kill_dispatcher(e: SimWorld, f: Fault) -> str:
     _dispatcher(e)
     e.dispatcher_up = False
     e.dispatcher_paused = False
@@ -118,52 +111,41 @@ def kill_dispatcher(e: SimEngine, f: Fault) -> str:
     return "kill_dispatcher"
 
 
-def stop_dispatcher(e: SimEngine, f: Fault) -> str:
+def stop_dispatcher(e: SimWorld, f: Fault) -> str:
     _dispatcher(e)
     e.dispatcher_paused = True
     return "stop_dispatcher"
 
 
-def continue_dispatcher(e: SimEngine, f: Fault) -> str:
+def continue_dispatcher(e: SimWorld, f: Fault) -> str:
     _dispatcher(e)
     e.dispatcher_paused = False
     return "continue_dispatcher"
 
 
-def frozen_dispatch(e: SimEngine, f: Fault) -> str:
+def frozen_dispatch(e: SimWorld, f: Fault) -> str:
     _dispatcher(e)
     e.frozen = True
     return "dispatcher launches nothing from now on"
 
 
-def thaw_dispatch(e: SimEngine, f: Fault) -> str:
+def thaw_dispatch(e: SimWorld, f: Fault) -> str:
     _dispatcher(e)
     e.frozen = False
     return "dispatcher thawed"
 
 
-def red_main(e: SimEngine, f: Fault) -> str:
-    e.main = "red"
-    e.main_red_since = e.now
-    e.main_commit = e._main_commit()
+def red_main(e: SimWorld, f: Fault) -> str:
+    e.set_main("red")
     return "main is red"
 
 
-def green_main(e: SimEngine, f: Fault) -> str:
-    e.main = "green"
-    e.main_red_since = None
-    e.main_commit = e._main_commit()
+def green_main(e: SimWorld, f: Fault) -> str:
+    e.set_main("green")
     return "main is green"
 
 
-def stale_labels(e: SimEngine, f: Fault) -> str:
-    ids = _tickets(e, f)
-    for tid in ids:
-        e.store.label(tid, f.params.get("label", "to-review"), actor="gameday", at=e.now - float(f.seconds or 3 * 3600))
-    return f"{len(ids)} stale label(s)"
-
-
-def unknown_files(e: SimEngine, f: Fault) -> str:
+def unknown_files(e: SimWorld, f: Fault) -> str:
     n = 0
     for w in e.store.worktrees():
         if match(f.target or "*", w.ticket_id or ""):
@@ -177,7 +159,7 @@ def unknown_files(e: SimEngine, f: Fault) -> str:
     return f"{n} unknown file(s)"
 
 
-def delete_worktree(e: SimEngine, f: Fault) -> str:
+def delete_worktree(e: SimWorld, f: Fault) -> str:
     n = 0
     for w in e.store.worktrees():
         if match(f.target or "*", w.ticket_id or "") and Path(w.path).exists():
@@ -186,61 +168,42 @@ def delete_worktree(e: SimEngine, f: Fault) -> str:
     return f"{n} worktree(s) deleted"
 
 
-def zombie_ticket(e: SimEngine, f: Fault) -> str:
-    ids = _tickets(e, f)
+def zombie_ticket(e: SimWorld, f: Fault) -> str:
+    ids = tickets(e, f)
     for tid in ids:
         e.store.set_ticket_data(tid, merged_commit=e.main_commit)
     return f"{len(ids)} ticket(s) whose work is already on main"
 
 
-def move_ticket(e: SimEngine, f: Fault) -> str:
-    return _move(e.store, _tickets(e, f), f.params["to"])
-
-
-def _move(store, ids: list[str], to: str) -> str:
-    from healer.lifecycle import InvalidTransition
-
-    out = []
-    for tid in ids:
-        try:
-            store.move_ticket(tid, to, actor="human", reason="game day: a human moved it")
-            out.append(tid)
-        except InvalidTransition as ex:
-            return f"{tid}: {ex}"
-    return f"{', '.join(out) or 'no ticket'} moved to {to} by a human"
-
-
-def broken_proposal(e: SimEngine, f: Fault) -> str:
-    for tid in _tickets(e, f):
+def broken_proposal(e: SimWorld, f: Fault) -> str:
+    for tid in tickets(e, f):
         e.broken.add(tid)
         e.broken_since.setdefault(tid, e.now)
     return "proposals of the target fail the merge gates"
 
 
-def same_commit_repush(e: SimEngine, f: Fault) -> str:
-    for tid in _tickets(e, f):
+def same_commit_repush(e: SimWorld, f: Fault) -> str:
+    for tid in tickets(e, f):
         e.behaviours[tid] = make("fails_same_commit", {})
     return "agents push the same commit"
 
 
-def clock_jump(e: SimEngine, f: Fault) -> str:
+def clock_jump(e: SimWorld, f: Fault) -> str:
     s = float(f.seconds or 3600)
     e.clock.jump(s)
     e.offset += s
     return f"wall clock jumped {s:+.0f}s"
 
 
-def orphan_worktree(e: SimEngine, f: Fault) -> str:
-    ids = _tickets(e, f)
+def orphan_worktree(e: SimWorld, f: Fault) -> str:
+    ids = tickets(e, f)
     for tid in ids:
-        e._worktree(tid, e.now - float(f.seconds or 3600))
+        e.add_worktree(tid, e.now - float(f.seconds or 3600))
     return f"{len(ids)} orphan worktree(s)"
 
 
-def busy_worktree(e: SimEngine, f: Fault) -> str:
+def busy_worktree(e: SimWorld, f: Fault) -> str:
     # a REAL process with its cwd inside: the real executor's busy check must see it
-    from healer import procs
-
     n = 0
     for w in e.store.worktrees():
         if match(f.target or "*", w.ticket_id or "") and Path(w.path).exists():
@@ -250,11 +213,11 @@ def busy_worktree(e: SimEngine, f: Fault) -> str:
             e.undo.register("kill_tree", pid=proc.pid, marker=marker, role="busy worktree holder")
             e.busy_procs.append((proc, tree))
             n += 1
-    e._wait_busy()
+    e.wait_busy()
     return f"{n} worktree(s) held by a live process"
 
 
-def release_worktree(e: SimEngine, f: Fault) -> str:
+def release_worktree(e: SimWorld, f: Fault) -> str:
     for proc, tree in e.busy_procs:
         tree.kill(0.5)
         try:

@@ -21,7 +21,7 @@ def list_cmd(paths: list[Path] = typer.Argument(None, help="Scenario files or fo
     from rich.table import Table
 
     if faults:
-        from chaos.faults.registry import rows
+        from chaos.faults.worlds import rows
 
         if as_json:
             print_json(rows())

@@ -823,6 +823,15 @@ class Dispatcher:
             if ours(a) and a.host == self.host:
                 self.runtime.stop(self._handle(a), grace)
 
+    @property
+    def stopping(self) -> bool:
+        """A stop was asked: the pass launches nothing more (the simulation holds a frozen dispatcher here)."""
+        return self._stopping
+
+    @stopping.setter
+    def stopping(self, value: bool) -> None:
+        self._stopping = value
+
     def stop(self, *_: Any) -> None:
         self._stopping = True
         self._wake.set()

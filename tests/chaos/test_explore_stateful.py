@@ -48,7 +48,7 @@ class Fleet(RuleBasedStateMachine):
         self.eng.advance(self.eng.until + 60 * minutes)
 
     @precondition(lambda self: self.n > 0)
-    @rule(kind=st.sampled_from(explore.TIMED_FAULTS), which=st.integers(0, 10), size=st.integers(1, 6))
+    @rule(kind=st.sampled_from(explore.timed_faults()), which=st.integers(0, 10), size=st.integers(1, 6))
     def fault(self, kind: str, which: int, size: int) -> None:
         target = [None, "E-*", *(f"E-{i}" for i in range(1, self.n + 1))][which % (self.n + 2)]
         f = explore.make_fault(kind, 1, target, size)

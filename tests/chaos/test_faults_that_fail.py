@@ -44,7 +44,9 @@ def _write(tmp_path, text, name="s.yaml"):
 def test_a_fault_aimed_at_a_dead_daemon_errs_the_game_day_in_every_output(tmp_path):
     sc = _write(tmp_path, FROZEN_WITHOUT_DISPATCHER)
     rep, junit = tmp_path / "rep", tmp_path / "junit.xml"
-    r = healer("gameday", "run", str(sc), "--report", str(rep), "--junit", str(junit))
+    # wide enough that the table's reason cell keeps "no live dispatcher" on one line (an xdist worker's child
+    # gets rich's default 80 columns, where the cell wraps it)
+    r = healer("gameday", "run", str(sc), "--report", str(rep), "--junit", str(junit), env={"COLUMNS": "200"})
     assert r.returncode == 1, r.stdout + r.stderr
     out = " ".join(r.stdout.split())
     assert "ERROR" in out and "no live dispatcher" in out
