@@ -29,10 +29,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from healer.errors import InvalidInput
-from healer.lite import dataclass
 
 ARG_MAX_PROMPT = 100_000
 CLI_PRESETS = ("claude", "codex")

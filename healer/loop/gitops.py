@@ -19,13 +19,13 @@ import re
 import stat
 import zlib
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from healer import digest, walk
 from healer.errors import HealerError
 from healer.files import write_atomic
 from healer.git import GitError, layout, mentions, raw, rev, run
-from healer.lite import Pattern, dataclass
 from healer.loop import gitindex, treewatch
 
 LOOP_FILES = ("progress.md", "lessons.md")
@@ -469,7 +469,7 @@ def _stat_key(path: Path) -> tuple | None:
     return (st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
 
 
-_NO_COMMIT = Pattern(r"^error: '(.+)/' does not have a commit checked out$", re.M)
+_NO_COMMIT = re.compile(r"^error: '(.+)/' does not have a commit checked out$", re.M)
 
 
 def _uncommitted_repos(stderr: str) -> list[str]:

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from healer import git, walk
-from healer.lite import dataclass, field
 
 Entry = tuple  # ("d",) | ("l", target) | ("f", mode, bytes)
 CAP = 50_000  # entries per scan: a huge folder is scanned in part, never for ever

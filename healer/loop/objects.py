@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import zlib
 from pathlib import Path
 
 from healer import digest
-from healer.lite import Pattern
 
-_HEX2 = Pattern(r"[0-9a-f]{2}")
-_HEX38 = Pattern(r"[0-9a-f]{38}")
+_HEX2 = re.compile(r"[0-9a-f]{2}")
+_HEX38 = re.compile(r"[0-9a-f]{38}")
 _KINDS = (b"blob", b"tree", b"commit", b"tag")
 CHUNK = 1 << 16
 

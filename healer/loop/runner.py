@@ -23,12 +23,12 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from healer import cgroups, environ, errors, failpoints, git, procs, sandbox, watchdog
 from healer.clock import Clock, day_of, iso, stamp, system
 from healer.errors import InvalidInput, UsageError
-from healer.lite import dataclass
 from healer.loop import agenthome, agents, decide, gitops, guard, objects, ownfiles, usage
 from healer.loop import state as loop_state
 from healer.loop import tap as tap_mod
