@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -131,8 +132,6 @@ def endpoint(preset: str, env: Mapping[str, str], codex_config: str = "") -> tup
     var, default = DEFAULT_API[preset]
     url, where = env.get(var) or "", var
     if preset == "codex" and codex_config:
-        import tomllib  # here: at module level it costs every loop run ~60 ms of imports (typing, datetime)
-
         try:
             cfg = tomllib.loads(codex_config)
         except tomllib.TOMLDecodeError:

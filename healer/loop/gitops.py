@@ -16,6 +16,7 @@ import fnmatch
 import json
 import os
 import re
+import shutil
 import stat
 import zlib
 from collections.abc import Iterable, Sequence
@@ -27,6 +28,7 @@ from healer.errors import HealerError
 from healer.files import write_atomic
 from healer.git import GitError, layout, mentions, raw, rev, run
 from healer.loop import gitindex, treewatch
+from healer.remedy.quarantine import quarantine_many
 
 LOOP_FILES = ("progress.md", "lessons.md")
 HEALER_DIR = ".healer"
@@ -759,8 +761,6 @@ def _quarantine_dir(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
     if os.path.lexists(dst):
         dst = dst.with_name(dst.name + f".{os.getpid()}")
-    import shutil  # only to move what is quarantined
-
     shutil.move(str(src), str(dst))
 
 
@@ -775,8 +775,6 @@ def _quarantine(cwd: Path, paths: list[str], fallback_dir: Path, reason: str, cl
     with a MANIFEST.json."""
     if not paths:
         return {}
-    from healer.remedy.quarantine import quarantine_many  # lazily: remedy is the supervisor's side
-
     try:
         entries = quarantine_many(cwd, paths, reason, clock)
         q = cwd / ".healer" / "quarantine"
@@ -796,8 +794,6 @@ def _quarantine(cwd: Path, paths: list[str], fallback_dir: Path, reason: str, cl
         if _same_fs(src, dst):
             os.replace(src, dst)
         else:
-            import shutil  # only across file systems
-
             shutil.move(str(src), str(dst))
         out[p] = str(dst)
         manifest.append({"path": p, "saved_as": str(dst), "reason": reason, "git_blob": sha})

@@ -21,12 +21,13 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from healer import cgroups, environ, errors, failpoints, git, procs, sandbox, watchdog
+from healer import cgroups, early, environ, errors, failpoints, git, netbox, procs, sandbox, watchdog
 from healer.clock import Clock, day_of, iso, stamp, system
 from healer.errors import InvalidInput, UsageError
 from healer.loop import agenthome, agents, decide, gitops, guard, objects, ownfiles, usage
@@ -34,6 +35,7 @@ from healer.loop import state as loop_state
 from healer.loop import tap as tap_mod
 from healer.loop.decide import EXIT_WORDS, Facts, GateResult, IterationRecord, Limits, Verdict
 from healer.loop.state import RunPaths, RunState, bump_daily, check_run_id, daily_count, load, save, write_json_atomic
+from healer.store import open_store
 
 FP_BEFORE_AGENT = failpoints.declare("loop.before_agent", "healer/loop/runner.py: prompt written, agent not started yet")
 UNCHECKED = "protected-before.json"  # the protected paths on disk before the agent, until its step is compared
@@ -95,8 +97,6 @@ def _say(line: str, stream_name: str = "stdout") -> None:
     """One line of the run's narration, best effort: the run's record is its store and its run folder, so a
     reader that went away (a closed pipe, `| head`, a dead log collector) silences the lines, it does not end
     the loop. The stream then points at /dev/null, so later writes and the final flush succeed quietly."""
-    import sys
-
     stream = getattr(sys, stream_name)
     try:
         print(line, file=stream, flush=True)
@@ -110,8 +110,9 @@ def _say(line: str, stream_name: str = "stdout") -> None:
 
 
 def _cause_of(e: BaseException) -> str | None:
-    """The infrastructure's cause of an error that ends the run, or None (imported here: healer.core is
-    heavy, and only a run that ends on an error needs it)."""
+    """The infrastructure's cause of an error that ends the run, or None."""
+    # imported here: healer.core (its planner, the policy schema, pydantic) added +360 ms of CPU to the loop's
+    # 200 ms of imports (measured 2026-12-05, 15 paired starts on the loaded 2-core machine), and only a run that ends on an error needs it
     from healer.core.endings import cause_of
 
     return cause_of(str(e), type(e).__name__)
@@ -236,8 +237,6 @@ class Runner:
         except (ValueError, OSError):
             os.close(r)
             os.close(w)
-        from healer import early
-
         self.stop_signal = self.stop_signal or early.received  # one that came while the CLI was still loading
 
     def _restore_signals(self) -> None:
@@ -252,8 +251,6 @@ class Runner:
         self._old_handlers.clear()
 
     def _open_store(self):
-        from healer.store import open_store
-
         return open_store(self.req.fleet_root or self.workdir, self.clock)
 
     def _prepare(self) -> RunState | Outcome:
@@ -288,6 +285,8 @@ class Runner:
             st.status, st.exit_code, st.reason = "running", None, ""
             if self.paths.pause.exists():
                 self.paths.pause.unlink()
+            # here, not at module level: the schema imports pydantic, +173 ms of CPU on the loop's 200 ms of imports
+            # (measured 2026-12-05, 15 paired starts on the loaded 2-core machine); a run on a cached policy (healer.policy.cache) never needs it
             from healer.policy.schema import Loop
 
             self.loop_policy = Loop.model_validate(st.loop)
@@ -295,7 +294,7 @@ class Runner:
             self.spec = self._agent_spec(st)
         else:
             if req.policy is None:
-                from healer.policy.schema import Policy
+                from healer.policy.schema import Policy  # pydantic: see Loop above
 
                 policy = Policy()
             else:
@@ -641,8 +640,6 @@ class Runner:
         L = self.loop_policy
         if self._gp is None:
             self._gp = sandbox.git_paths(self.workdir)
-        from healer import netbox
-
         return sandbox.loop_profile(self.workdir, L.sandbox_writable, L.sandbox_network, self.sbx_mode, L.sandbox_image,
                                     gp=self._gp, pid_namespace=L.sandbox_pid_namespace, objects=self._objects_dir(),
                                     allow=netbox.parse_allow(L.sandbox_network_allow),
