@@ -30,7 +30,7 @@ from pathlib import Path
 from healer import cgroups, early, environ, errors, failpoints, git, netbox, procs, sandbox, watchdog
 from healer.clock import Clock, day_of, iso, stamp, system
 from healer.errors import InvalidInput, UsageError
-from healer.loop import agenthome, agents, decide, gitops, guard, objects, ownfiles, usage
+from healer.loop import agenthome, agents, decide, gitops, guard, loose, objects, ownfiles, protect, usage, worktree
 from healer.loop import state as loop_state
 from healer.loop import tap as tap_mod
 from healer.loop.decide import EXIT_WORDS, Facts, GateResult, IterationRecord, Limits, Verdict
@@ -158,7 +158,7 @@ class Runner:
             raise UsageError(f"--workdir {self.req.workdir}: expected a git working tree, found none")
         self.workdir = top.resolve()
         with self._starting():
-            gitops.ignore_own_dir(self.workdir)
+            worktree.ignore_own_dir(self.workdir)
             self._take_lock()
         try:
             with self._starting():
@@ -306,7 +306,7 @@ class Runner:
             if self.paths.state.exists():
                 raise UsageError(f"run {run_id!r} already exists in {self.workdir}; continue it with --resume {run_id}")
             self.loop_policy = policy.loop
-            baseline, index = gitops.measure(self.workdir)
+            baseline, index = worktree.measure(self.workdir)
             start_head = gitops.head(self.workdir)
             self._check_clean(baseline, index, start_head)
             max_it = req.max_iterations or policy.loop.max_iterations
@@ -372,7 +372,7 @@ class Runner:
 
     def _check_clean(self, tree: str, index, head: str | None) -> None:
         """Start from a clean tree (like the reference loop.sh): the user's uncommitted work is theirs.
-        `tree`, `index`: gitops.measure's answer. When the working tree is exactly the (plain) index and
+        `tree`, `index`: worktree.measure's answer. When the working tree is exactly the (plain) index and
         that index holds HEAD's tree, nothing is staged or changed: no `git status` is needed."""
         if self.req.allow_dirty or self._fleet_worktree():
             return
@@ -558,17 +558,17 @@ class Runner:
             return
         wd, L = self.workdir, self.loop_policy
         try:
-            now = gitops.snapshot(wd)
+            now = worktree.snapshot(wd)
             changed = gitops.changed_between(wd, reference, now)
         except git.GitError:  # the reference tree was pruned: nothing to compare with
             return
-        prot = [p for p in changed if gitops.protected(p, L.protected_paths)]
+        prot = [p for p in changed if protect.protected(p, L.protected_paths)]
         if on_disk is not None:
-            prot += gitops.hidden_changes(wd, now, on_disk, gitops.protected_on_disk(wd, L.protected_paths), set(prot))
+            prot += protect.hidden_changes(wd, now, on_disk, protect.protected_on_disk(wd, L.protected_paths), set(prot))
         if not prot:
             return
         n = len(self.st.history) + 1
-        moves = gitops.put_back(wd, reference, prot, self.paths.quarantine(n), f"loop {self.st.run_id}: protected path ({why})",
+        moves = protect.put_back(wd, reference, prot, self.paths.quarantine(n), f"loop {self.st.run_id}: protected path ({why})",
                                 self.clock)
         self._last_tree = None
         self._event("loop.protected_reverted", {"n": None, "why": why, "paths": prot, "moves": [m.__dict__ for m in moves]})
@@ -630,8 +630,8 @@ class Runner:
         (its files are re-created; what the agent removed is reported)."""
         if idir.is_dir() and self.paths.dir.is_dir():
             return
-        gitops._ignored_dirs.discard(self.workdir / gitops.HEALER_DIR / ".gitignore")
-        gitops.ignore_own_dir(self.workdir)
+        worktree.MEMORY.ignored_dirs.discard(self.workdir / worktree.HEALER_DIR / ".gitignore")
+        worktree.ignore_own_dir(self.workdir)
         idir.mkdir(parents=True, exist_ok=True)
         self._event("loop.outside_write", {"n": idir.name, "sandbox": self.sbx_mode, "count": 1,
                                            "paths": [str(self.paths.dir)], "area": "loop state deleted by the agent"})
@@ -695,7 +695,7 @@ class Runner:
         fd = ownfiles.open_append(path)
         if fd is None:
             what = ownfiles.what_is(path) or "not a plain file"
-            saved = gitops.set_aside(self.workdir, name, self.paths.quarantine(n), f"loop {self.st.run_id}: {name} was {what}",
+            saved = protect.set_aside(self.workdir, name, self.paths.quarantine(n), f"loop {self.st.run_id}: {name} was {what}",
                                      self.clock)
             self._event("loop.own_file_set_aside", {"n": n, "file": name, "was": what, "saved_as": saved})
             fd = ownfiles.open_append(path)
@@ -853,7 +853,7 @@ class Runner:
             deadline = min(deadline, t0 + max(0.0, L.run_timeout - st.active_seconds))
         idir = self.paths.iteration(n)
         idir.mkdir(parents=True, exist_ok=True)
-        before = self._last_tree or gitops.snapshot(self.workdir)
+        before = self._last_tree or worktree.snapshot(self.workdir)
         self._before = before
 
         prev_log = _read_tail(self.paths.iteration(n - 1) / "gates.log", 256 * 1024) if n > 1 else ""
@@ -877,7 +877,7 @@ class Runner:
             if self._profile is not None and h.resolve() not in self._profile.rw_last:
                 self._profile.rw_last.append(h.resolve())
         marker = os.urandom(16).hex()
-        on_disk = gitops.protected_on_disk(self.workdir, L.protected_paths)
+        on_disk = protect.protected_on_disk(self.workdir, L.protected_paths)
         # kept on disk until the agent's step is compared: a runner killed in between finds it on resume
         self._on_disk = on_disk
         write_json_atomic(idir / UNCHECKED, {"protected_on_disk": on_disk})
@@ -933,20 +933,20 @@ class Runner:
         # a change too big to measure in time (a 6 GB file, 100,000 new files) is rolled back unread: scope drift
         big = gitops.oversize(wd, L.max_diff_lines, L.max_diff_bytes)
         if big is not None:
-            count = gitops.set_aside_fast(wd, before, big.paths, quarantine)
+            count = protect.set_aside_fast(wd, before, big.paths, quarantine)
             self._event("loop.oversize", {"n": n, "why": big.why, "paths": big.paths[:50], "moved": count,
                                           "quarantine": str(quarantine / "oversize")})
             self._note(n, f"## iteration {n}: scope drift ({big.why}); {count} paths set aside unread")
-        after = gitops.snapshot(wd)
+        after = worktree.snapshot(wd)
         changed, lines, nbytes = gitops.diff_stat(wd, before, after)
-        prot = [p for p in changed if gitops.protected(p, L.protected_paths)]
+        prot = [p for p in changed if protect.protected(p, L.protected_paths)]
         # and what git does not see there: files its ignore rules hide (the agent may write .gitignore too)
-        prot += gitops.hidden_changes(wd, after, on_disk, gitops.protected_on_disk(wd, L.protected_paths), set(prot))
-        reverted = gitops.put_back(wd, before, prot, quarantine, f"loop {st.run_id} iteration {n}: protected path",
+        prot += protect.hidden_changes(wd, after, on_disk, protect.protected_on_disk(wd, L.protected_paths), set(prot))
+        reverted = protect.put_back(wd, before, prot, quarantine, f"loop {st.run_id} iteration {n}: protected path",
                                    clock) if prot else []
         self._checked(idir)
         if reverted:
-            after = gitops.snapshot(wd)
+            after = worktree.snapshot(wd)
             lines, nbytes = gitops.diff_size(wd, before, after)
         if big is not None:  # what the agent's change was, before it was set aside unread
             lines, nbytes = max(lines, big.lines), max(nbytes, big.size)
@@ -956,14 +956,14 @@ class Runner:
         if drift and big is None:
             why = (f"{lines} lines > {L.max_diff_lines}" if lines > L.max_diff_lines
                    else f"{nbytes} bytes > {L.max_diff_bytes}")
-            rolled = gitops.put_back(wd, before, gitops.changed_between(wd, before, after), quarantine,
+            rolled = protect.put_back(wd, before, gitops.changed_between(wd, before, after), quarantine,
                                      f"loop {st.run_id} iteration {n}: scope drift, {why}", clock)
         failpoints.hit(FP_BEFORE_GATES)
 
         gates, failing_log = self._gates(idir, deadline)
         if self.stop_signal:
             raise _Interrupted
-        tree = gitops.snapshot(self.workdir)
+        tree = worktree.snapshot(self.workdir)
         self._last_tree = tree
         sig, sig_text = (None, "")
         failed = next((g for g in gates if not g.passed), None)
@@ -1130,7 +1130,7 @@ class Runner:
         since = st.baseline_tree if st.allow_dirty else gitops.tree_of(self.workdir, st.start_head)
         try:
             self._put_branch_back(n, "commit")
-            sha = gitops.commit_changes(self.workdir, gitops.COMMIT_SUBJECT.format(n=n), since or gitops.EMPTY_TREE,
+            sha = gitops.commit_changes(self.workdir, gitops.COMMIT_SUBJECT.format(n=n), since or loose.EMPTY_TREE,
                                         st.start_head, self.loop_policy.protected_paths, keep_staged=st.user_staged,
                                         measured=measured, trailers=gitops.trailers(st.run_id, n, st.start_head))
         except gitops.ProtectedChanged as e:
