@@ -28,6 +28,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from healer import cgroups, early, errors, failpoints, git, procs, sandbox, watchdog
 from healer.clock import Clock, day_of, stamp, system
@@ -41,7 +42,6 @@ from healer.store import open_store
 FP_BEFORE_COMMIT = failpoints.declare("loop.before_commit", "healer/loop/runner.py: gates green and persisted as pending commit, not committed")
 FP_AFTER_PERSIST = failpoints.declare("loop.after_persist", "healer/loop/runner.py: iteration record persisted (state.json renamed into place)")
 
-TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
 if TYPE_CHECKING:
     from healer.policy.schema import Policy
 

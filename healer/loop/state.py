@@ -15,14 +15,11 @@ import os
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from healer.errors import UsageError
 from healer.files import write_atomic
 from healer.loop.decide import IterationRecord
-
-TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
-if TYPE_CHECKING:
-    from typing import Any
 
 RUNS_DIR = Path(".healer") / "runs"
 DAILY_FILE = Path(".healer") / "loop-days.log"

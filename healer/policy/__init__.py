@@ -8,11 +8,9 @@ top of the loop's 200 ms of imports (measured 2026-12-05, 15 paired starts on th
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
-TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
 if TYPE_CHECKING:
-    from typing import Any
-
     from healer.policy.load import load_policy, validate_text
     from healer.policy.schema import ACTIONS, FINDINGS, Policy
 

@@ -21,12 +21,9 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from healer import digest
-
-TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
-if TYPE_CHECKING:
-    from typing import Any
 
 MAX_ENTRIES = 16
 MAX_BYTES = 1_000_000  # healer/policy/yamlpos.py's cap: a bigger file is never cached (load_policy refuses it)
