@@ -1,6 +1,6 @@
 """Git's index file (Documentation/gitformat-index.txt), read where that is exact: pure, no I/O.
 
-`healer loop run` starts by measuring the working tree (healer/loop/gitops.py's snapshot). When the
+`healer loop run` starts by measuring the working tree (healer/loop/worktree.py's snapshot). When the
 scratch index was just copied from the real one and `git add -A` found nothing to change in it, the
 tree it would write is the one the real index already names in its cache-tree extension, and the
 start is clean exactly when that tree is HEAD's: then neither `git write-tree` nor `git status` has
