@@ -17,13 +17,10 @@ anything else is git's to count.
 
 from __future__ import annotations
 
+import os
 import struct
 
 from healer import digest
-
-TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
-if TYPE_CHECKING:
-    import os
 
 MAX_BYTES = 1 << 20  # a bigger index is left to git (hashing and walking it here would cost more)
 _GITLINK = 0o160000
