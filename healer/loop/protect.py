@@ -20,7 +20,6 @@ from healer.errors import HealerError
 from healer.files import write_atomic
 from healer.git import raw
 from healer.loop.loose import _blob_id
-from healer.remedy.quarantine import quarantine_many
 
 PROTECTED_CAP = 50_000  # entries per walk: a huge protected folder is compared in part, never for ever
 
@@ -205,6 +204,10 @@ def _quarantine(cwd: Path, paths: list[str], fallback_dir: Path, reason: str, cl
     with a MANIFEST.json."""
     if not paths:
         return {}
+    # here, not at module level: the quarantine (with dataclasses and hashlib) is +7-20 ms of CPU per loop start
+    # (2026-12-05, 15 paired starts, loaded machine) and only a run that moves something needs it
+    from healer.remedy.quarantine import quarantine_many
+
     try:
         entries = quarantine_many(cwd, paths, reason, clock)
         q = cwd / ".healer" / "quarantine"
