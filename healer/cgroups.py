@@ -29,11 +29,11 @@ from __future__ import annotations
 import errno
 import os
 import signal
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from healer import digest
 from healer.clock import Clock, system
-from healer.lite import dataclass, field
 
 ENV = "HEALER_CGROUP"
 _warned: set[str] = set()

@@ -9,9 +9,8 @@ core may import it too.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-
-from healer.lite import Pattern
 
 # -- folders and files under the fleet root ----------------------------------------
 HEALER_DIR = ".healer"
@@ -26,7 +25,7 @@ EFFECTIVE_POLICY = f"{HEALER_DIR}/policy.effective.yaml"
 BRANCH_PREFIX = "healer/"
 
 
-_TICKET_ID = Pattern(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_TICKET_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 def ticket_id_problem(ticket_id: str) -> str | None:

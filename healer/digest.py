@@ -2,7 +2,7 @@
 
 `hashlib` loads OpenSSL to offer its constructors, which costs more CPU at start-up than the loop's
 hashing of small things (tree ids, state hashes, an index checksum) takes in CPython's built-in
-modules. The same algorithms, so the same digests (tests/loop/test_lite.py checks a few); another
+modules. The same algorithms, so the same digests (tests/loop/test_digest.py checks a few); another
 Python without these modules gets hashlib's.
 """
 

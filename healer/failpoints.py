@@ -15,11 +15,11 @@ failpoints` imports every module and lists them.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import threading
-
-from healer.lite import Pattern, dataclass
+from dataclasses import dataclass
 
 ENV = "HEALER_FAILPOINTS"
 
@@ -45,8 +45,8 @@ _registry: dict[str, Declared] = {}
 _hits: dict[str, int] = {}
 _lock = threading.Lock()
 _spec_cache: tuple[str, dict[str, tuple[str, str, int | None]]] | None = None
-_NAME = Pattern(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
-_ITEM = Pattern(r"^\s*([a-z0-9_.]+)\s*=\s*([a-z]+)(?:\(([^)]*)\))?(?:@(\d+))?\s*$")
+_NAME = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
+_ITEM = re.compile(r"^\s*([a-z0-9_.]+)\s*=\s*([a-z]+)(?:\(([^)]*)\))?(?:@(\d+))?\s*$")
 
 
 def declare(name: str, where: str) -> str:

@@ -21,11 +21,11 @@ import os
 import stat
 import subprocess
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from healer import walk
 from healer.errors import GitError  # GitError is defined there (no errors <-> git cycle); re-exported
-from healer.lite import dataclass
 
 TIMEOUT = 120.0
 # for commits healer makes itself (merge commits): `-c` beats the repository's config but

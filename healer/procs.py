@@ -20,10 +20,10 @@ import signal
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from healer.clock import Clock, system
-from healer.lite import dataclass
 
 
 class _LazyPsutil:

@@ -39,11 +39,11 @@ import json
 import os
 import re
 import subprocess
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from healer import digest
 from healer.errors import InvalidInput, Unavailable
-from healer.lite import dataclass, field, replace
 
 MODES = ("auto", "bwrap", "container", "none")
 CONTAINER_LABEL = "healer.kind"

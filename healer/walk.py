@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
-
-from healer.lite import dataclass, field
+from dataclasses import dataclass, field
 
 DEPTH = 48  # folder levels below the top: git's own layouts and any real test tree are far shallower
 ENTRIES = 50_000

@@ -106,7 +106,7 @@ def foreign(root: Path, main: str, commit: str, patterns) -> str | None:
     and no protected path changed from its parent, so a commit an agent made (a "Security Team, Reviewed-by"
     one gutting a test) never reaches main, whatever the tree at the tip holds (issue 31). The trailer can be
     forged by an unsandboxed agent; the protected paths cannot be."""
-    from healer.loop.gitops import protected
+    from healer.loop.protect import protected
 
     r = git.run(root, "rev-list", "--parents", f"--max-count={VET_MAX + 1}", commit, f"^{main}", check=False)
     if r.code != 0:

@@ -1,7 +1,7 @@
 """The governed loop (SPEC §5): one agent, one task, one working tree, until the gates pass.
 
 decide.py is the pure part (history + policy -> continue or exit code + reason);
-runner.py is the shell (processes, git, files); gitops.py, agents.py, state.py help it.
+runner.py and iteration.py are the shell (processes, git, files); docs/loop.md "Where the code is" maps the rest.
 """
 
 from healer.loop.runner import LoopRequest, Outcome, run_loop

@@ -19,10 +19,11 @@ The agent's exit code and words never appear in a decision: only gate exit codes
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
 
 from healer import digest, errors
-from healer.lite import Pattern, dataclass, field_names
 
 # -- records ---------------------------------------------------------------------
 
@@ -89,7 +90,7 @@ class IterationRecord:
         d["gates"] = tuple(GateResult(**g) for g in d.get("gates", ()))
         for k in ("killed", "reverted", "changed"):
             d[k] = tuple(d.get(k, ()))
-        known = set(field_names(cls))
+        known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in known})
 
 
@@ -295,16 +296,16 @@ def silent_for(now: float, last_output: float, idle_timeout: float | None) -> bo
 # -- normalisation and hashing ---------------------------------------------------------
 
 
-_ANSI = Pattern(r"\x1b\[[0-9;?]*[A-Za-z]")
-_UUID = Pattern(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
-_ISO_TS = Pattern(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?\b")
-_DATE = Pattern(r"\b\d{4}-\d{2}-\d{2}\b")
-_TIME = Pattern(r"\b\d{1,2}:\d{2}:\d{2}(\.\d+)?\b")
-_TMP = Pattern(r"(?:/private)?(?:/tmp|/var/tmp|/var/folders|/dev/shm)/\S*|\b(?:tmp|pytest-)[A-Za-z0-9_-]*\d[A-Za-z0-9_-]*")
-_HEX0X = Pattern(r"\b0x[0-9a-fA-F]+\b")
-_HEXID = Pattern(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{7,64}\b")
-_NUM = Pattern(r"(?<![A-Za-z_\d.])\d+(\.\d+)?")
-_WS = Pattern(r"[ \t]+")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")
+_ISO_TS = re.compile(r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?\b")
+_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+_TIME = re.compile(r"\b\d{1,2}:\d{2}:\d{2}(\.\d+)?\b")
+_TMP = re.compile(r"(?:/private)?(?:/tmp|/var/tmp|/var/folders|/dev/shm)/\S*|\b(?:tmp|pytest-)[A-Za-z0-9_-]*\d[A-Za-z0-9_-]*")
+_HEX0X = re.compile(r"\b0x[0-9a-fA-F]+\b")
+_HEXID = re.compile(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{7,64}\b")
+_NUM = re.compile(r"(?<![A-Za-z_\d.])\d+(\.\d+)?")
+_WS = re.compile(r"[ \t]+")
 
 
 def _strip_volatile(text: str, roots: Iterable[str]) -> str:
@@ -339,12 +340,12 @@ def normalise(text: str, roots: Iterable[str] = ()) -> str:
     return _lines(_NUM.sub("<n>", _strip_volatile(text, roots)))
 
 
-_ERRORISH = Pattern(
+_ERRORISH = re.compile(
     r"(?i)\b(error|errors|fail|failed|failure|failures|exception|assert\w*|traceback|fatal|panic|"
     r"expected|missing|undefined|not found|cannot|can't|unable)\b|^E\s"
 )
-_NOISE = Pattern(r"^[=_\-*#~]{3,}.*[=_\-*#~]{3,}$|^[=_\-*#~]{3,}$")  # banners: === FAILURES ===, ____ x ____
-_TIERS = (Pattern(r"^(FAILED|ERROR)\b"), Pattern(r"(?i)\berror\b"), Pattern(r"^E\s"))
+_NOISE = re.compile(r"^[=_\-*#~]{3,}.*[=_\-*#~]{3,}$|^[=_\-*#~]{3,}$")  # banners: === FAILURES ===, ____ x ____
+_TIERS = (re.compile(r"^(FAILED|ERROR)\b"), re.compile(r"(?i)\berror\b"), re.compile(r"^E\s"))
 
 
 def error_lines(log: str, limit: int = 40) -> list[str]:
@@ -370,8 +371,8 @@ def silent_failure(log: str, roots: Iterable[str] = ()) -> bool:
     return not any(normalise(ln, roots) for ln in error_lines(log))
 
 
-_DURATION = Pattern(r"(?<![A-Za-z_\d.])\d+(\.\d+)?\s?(ms|s|sec|secs|seconds?)\b")
-_PID = Pattern(r"(?i)\b(pid|process)\s*[:=#]?\s*\d+")
+_DURATION = re.compile(r"(?<![A-Za-z_\d.])\d+(\.\d+)?\s?(ms|s|sec|secs|seconds?)\b")
+_PID = re.compile(r"(?i)\b(pid|process)\s*[:=#]?\s*\d+")
 
 
 def normalise_output(text: str, roots: Iterable[str] = ()) -> str:
@@ -428,7 +429,7 @@ def reported_cost(text: str) -> float:
     return float(cost)
 
 
-_DONE = Pattern(r"(?i)\b(done|complete[d]?|finished|all tests pass(ed)?|task is complete)\b")
+_DONE = re.compile(r"(?i)\b(done|complete[d]?|finished|all tests pass(ed)?|task is complete)\b")
 
 
 def claims_done(text: str) -> bool:

@@ -1,6 +1,6 @@
 """Git's index file (Documentation/gitformat-index.txt), read where that is exact: pure, no I/O.
 
-`healer loop run` starts by measuring the working tree (healer/loop/gitops.py's snapshot). When the
+`healer loop run` starts by measuring the working tree (healer/loop/worktree.py's snapshot). When the
 scratch index was just copied from the real one and `git add -A` found nothing to change in it, the
 tree it would write is the one the real index already names in its cache-tree extension, and the
 start is clean exactly when that tree is HEAD's: then neither `git write-tree` nor `git status` has
@@ -17,13 +17,10 @@ anything else is git's to count.
 
 from __future__ import annotations
 
+import os
 import struct
 
 from healer import digest
-
-TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
-if TYPE_CHECKING:
-    import os
 
 MAX_BYTES = 1 << 20  # a bigger index is left to git (hashing and walking it here would cost more)
 _GITLINK = 0o160000

@@ -19,11 +19,12 @@ Two checks, both before/after comparisons made by the loop (never by the agent):
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from healer import git, walk
-from healer.lite import dataclass, field
 
 Entry = tuple  # ("d",) | ("l", target) | ("f", mode, bytes)
 CAP = 50_000  # entries per scan: a huge folder is scanned in part, never for ever
@@ -286,8 +287,6 @@ def git_revert(workdir: Path, before: GitSnap, ch: GitChanges, qdir: Path, run_i
         try:  # a rename on the same file system, whatever the depth below it
             os.rename(p, dst)
         except OSError:
-            import shutil  # only when the agent tampered with the git directory
-
             try:
                 shutil.move(str(p), str(dst))
             except (OSError, RecursionError) as e:  # too deep to copy across file systems: reported, left

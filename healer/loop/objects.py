@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import zlib
 from pathlib import Path
 
 from healer import digest
-from healer.lite import Pattern
+from healer.git import GitError, raw
 
-_HEX2 = Pattern(r"[0-9a-f]{2}")
-_HEX38 = Pattern(r"[0-9a-f]{38}")
+_HEX2 = re.compile(r"[0-9a-f]{2}")
+_HEX38 = re.compile(r"[0-9a-f]{38}")
 _KINDS = (b"blob", b"tree", b"commit", b"tag")
 CHUNK = 1 << 16
 
@@ -115,8 +116,6 @@ def _adopt_packs(cwd: Path, folder: Path, store: Path, quarantine: Path) -> list
     """Each pack is indexed again by `git index-pack --strict` (ids computed from its content, every object
     checked, the pack's own .idx never trusted; read from its file, never whole into memory), then moved into the
     real store under the name git gives it, its new index last (git finds a pack by its index)."""
-    from healer.git import GitError, raw
-
     refused = []
     # a runner killed between moving a pack and its index left the store a pack git cannot see: its index is
     # made again from the pack itself (never the one left here, which the agent could have written)

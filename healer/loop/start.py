@@ -11,7 +11,11 @@ import os
 import shlex
 from pathlib import Path
 
+from healer import sandbox
 from healer.errors import InvalidInput, UsageError
+from healer.loop import LoopRequest, run_loop
+from healer.loop.state import RunPaths
+from healer.policy.cache import load as load_policy  # validated once per content, then remembered
 
 
 def _fleet_root(root: Path | None) -> Path | None:
@@ -42,10 +46,6 @@ def _read_task(task: Path) -> str:
 def start(*, policy: Path | None, task: Path | None, workdir: Path | None, agent: str | None, agent_cmd: str | None,
           argv_after: list[str], resume: str | None, run_id: str | None, root: Path | None, max_iterations: int | None,
           allow_dirty: bool) -> int:
-    from healer.loop import LoopRequest, run_loop
-    from healer.loop.state import RunPaths
-    from healer.policy.cache import load as load_policy  # validated once per content, then remembered
-
     if agent_cmd and argv_after:
         raise UsageError("give the agent argv either with --agent-cmd or after `--`, not both")
     cmd = shlex.split(agent_cmd) if agent_cmd else (argv_after or None)
@@ -61,8 +61,6 @@ def start(*, policy: Path | None, task: Path | None, workdir: Path | None, agent
         pol_file = wd / "healer.yaml"
     pol = load_policy(pol_file) if (pol_file is not None or not resume) else None
     if pol is None or pol.loop.sandbox in ("auto", "bwrap"):
-        from healer import sandbox
-
         sandbox.probe_early()  # overlaps the runner's first git calls (collected when it resolves the mode)
     rid = resume or run_id
     is_resume = bool(resume)

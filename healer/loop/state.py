@@ -12,20 +12,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from healer.errors import UsageError
 from healer.files import write_atomic
-from healer.lite import Pattern, dataclass, field, field_names
 from healer.loop.decide import IterationRecord
-
-TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
-if TYPE_CHECKING:
-    from typing import Any
 
 RUNS_DIR = Path(".healer") / "runs"
 DAILY_FILE = Path(".healer") / "loop-days.log"
-RUN_ID_RE = Pattern(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 
 
 def check_run_id(run_id: str) -> str:
@@ -135,7 +133,7 @@ class RunState:
     def from_json(cls, d: dict) -> RunState:
         d = dict(d)
         hist = [IterationRecord.from_json(r) for r in d.pop("history", [])]
-        known = set(field_names(cls))
+        known = {f.name for f in fields(cls)}
         st = cls(**{k: v for k, v in d.items() if k in known})
         st.history = hist
         return st

@@ -1,6 +1,6 @@
 """Whether a working tree can have changed since `git add -A` measured it, answered without git.
 
-The loop measures its working tree after the agent and again after the gates (healer/loop/gitops.py's
+The loop measures its working tree after the agent and again after the gates (healer/loop/worktree.py's
 `measure`). Gates most often leave the tree as they found it, and the second `git add -A` then costs a
 process to learn nothing. `look` (before an `add`) and `take` (after it) record what any change would
 have to alter:

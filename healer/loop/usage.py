@@ -33,8 +33,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-
-from healer.lite import dataclass
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)

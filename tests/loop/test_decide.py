@@ -196,7 +196,7 @@ def test_normalise_is_idempotent(text):
     assert decide.normalise(once) == once
 
 
-# -- the lazy patterns and their literal checks change nothing (decide.normalise, decide.claims_done) -----------
+# -- the patterns and their literal checks change nothing (decide.normalise, decide.claims_done) -----------
 
 import re as _re  # noqa: E402
 

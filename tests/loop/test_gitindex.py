@@ -1,4 +1,4 @@
-"""The loop's start without `git status` and `git write-tree` (healer/loop/gitindex.py, gitops.measure):
+"""The loop's start without `git status` and `git write-tree` (healer/loop/gitindex.py, worktree.measure):
 on real repositories, in every state, the tree is the one git would write, and a start called clean is
 one `git status` calls clean. Whatever the reader is unsure of falls back to git."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from healer.loop import gitindex, gitops
+from healer.loop import gitindex, gitops, loose, worktree
 from tests.conftest import git, make_repo
 from tests.loop.conftest import git_add_tree
 
@@ -27,7 +27,7 @@ def _git_tree(repo: Path, tmp: Path) -> str:
     if _index(repo).exists():
         shutil.copy2(_index(repo), idx)
     env = {**os.environ, "GIT_INDEX_FILE": str(idx)}
-    own = [f":(exclude,top,glob){f[:-1]}[{f[-1]}]" for f in gitops.LOOP_FILES if (repo / f).exists()]
+    own = [f":(exclude,top,glob){f[:-1]}[{f[-1]}]" for f in worktree.LOOP_FILES if (repo / f).exists()]
     subprocess.run(["git", "add", "-A", "--", ":/", *own], cwd=repo, env=env, check=True, capture_output=True)
     out = subprocess.run(["git", "write-tree"], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout
     idx.unlink()
@@ -36,8 +36,8 @@ def _git_tree(repo: Path, tmp: Path) -> str:
 
 def _fresh(repo: Path) -> None:
     # a new `healer loop run`: the process-wide caches of an earlier measure in this test process are gone
-    gitops._scratch_from.pop(repo, None)
-    gitops._scratch_tree.pop(repo, None)
+    worktree.MEMORY.scratch_from.pop(repo, None)
+    worktree.MEMORY.scratch_tree.pop(repo, None)
 
 
 def _clean_says(repo: Path, tree: str, idx) -> bool:
@@ -167,7 +167,7 @@ def test_measure_is_git_s_tree_and_a_clean_start_is_git_s_clean(tmp_path, state)
         repo = copy
     _fresh(repo)
     want = _git_tree(repo, tmp_path)
-    tree, idx = gitops.measure(repo)
+    tree, idx = worktree.measure(repo)
     assert tree == want
     if _clean_says(repo, tree, idx):
         assert _dirty(repo) == [], state
@@ -176,7 +176,7 @@ def test_measure_is_git_s_tree_and_a_clean_start_is_git_s_clean(tmp_path, state)
                                "copied-clone", "empty-repo")
     assert _clean_says(repo, tree, idx) == (expected_clean and state != "empty-repo"), state
     # and a second measure in the same process (the scratch index reused) agrees
-    assert gitops.snapshot(repo) == want
+    assert worktree.snapshot(repo) == want
 
 
 # -- trees compared from loose objects (gitops._diff_paths) -------------------------------------------------
@@ -230,7 +230,7 @@ def test_loose_trees_diff_as_git_diff_tree(tmp_path_factory, one, two):
     repo = tmp_path_factory.mktemp("t")
     git(repo, "init", "-q")
     a, b = _tree_of(repo, one), _tree_of(repo, two)
-    assert gitops._loose_diff(repo, a, b) == _git_diff(repo, a, b)
+    assert loose._loose_diff(repo, a, b) == _git_diff(repo, a, b)
     assert gitops._diff_paths(repo, a, b) == _git_diff(repo, a, b)
 
 
@@ -241,15 +241,15 @@ def test_packed_trees_are_compared_by_git(tmp_path):
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "2")
     b = git(repo, "rev-parse", "HEAD^{tree}")
-    assert gitops._loose_diff(repo, a, b) == ["d/f.txt"]
+    assert loose._loose_diff(repo, a, b) == ["d/f.txt"]
     git(repo, "replace", "-f", b, a)  # healer's git never honours replace refs (issue 31): the loose read is its answer
     from healer import git as hgit
 
     theirs = hgit.run(repo, "diff-tree", "-r", "--name-only", "--no-commit-id", a, b).stdout.split()
-    assert gitops._loose_diff(repo, a, b) == theirs == ["d/f.txt"]
+    assert loose._loose_diff(repo, a, b) == theirs == ["d/f.txt"]
     git(repo, "replace", "-d", b)
     git(repo, "gc", "-q", "--prune=now")
-    assert gitops._loose_diff(repo, a, b) is None  # packed: git answers
+    assert loose._loose_diff(repo, a, b) is None  # packed: git answers
     assert gitops._diff_paths(repo, a, b) == ["d/f.txt"]
 
 
@@ -257,7 +257,7 @@ def test_packed_trees_are_compared_by_git(tmp_path):
 
 def _reset_caches(repo: Path) -> None:
     _fresh(repo)
-    gitops._entries_of.clear()
+    worktree.MEMORY.entries_of.clear()
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -265,16 +265,16 @@ def _reset_caches(repo: Path) -> None:
 def test_the_snapshot_tree_written_here_is_git_s_write_tree(tmp_path_factory, one, two):
     repo, scratch = tmp_path_factory.mktemp("w"), tmp_path_factory.mktemp("s")
     git(repo, "init", "-q")
-    gitops.ignore_own_dir(repo)
+    worktree.ignore_own_dir(repo)
     for spec in (one, two):
         for p in repo.iterdir():
             if p.name not in (".git", ".healer"):
                 shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
         _write(repo, spec)
         want = _git_tree(repo, scratch)
-        tree = gitops.snapshot(repo)  # the second one goes through _write_tree (the first may too)
+        tree = worktree.snapshot(repo)  # the second one goes through _write_tree (the first may too)
         assert tree == want
-        assert tree in gitops._entries_of or tree == gitops.EMPTY_TREE  # built here (git for an empty index)
+        assert tree in worktree.MEMORY.entries_of or tree == loose.EMPTY_TREE  # built here (git for an empty index)
         assert git(repo, "cat-file", "-t", tree) == "tree"
     assert subprocess.run(["git", "fsck", "--no-dangling"], cwd=repo, capture_output=True).returncode == 0
 
@@ -295,7 +295,7 @@ def _blob(repo: Path, data: bytes) -> str:
 def _git_lines(repo: Path, old: bytes | None, new: bytes | None) -> int:
     def tree(data):
         if data is None:
-            return gitops.EMPTY_TREE
+            return loose.EMPTY_TREE
         return subprocess.run(["git", "mktree"], cwd=repo, input=f"100644 blob {_blob(repo, data)}\tf\n".encode(),
                               capture_output=True, check=True).stdout.decode().strip()
     out = subprocess.run(["git", "diff-tree", "-r", "--numstat", tree(old), tree(new)], cwd=repo, capture_output=True,
@@ -348,17 +348,17 @@ def test_diff_stat_here_is_git_s_for_each_kind_of_edit(tmp_path):
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "exec")
     _reset_caches(repo)
-    before = gitops.snapshot(repo)
+    before = worktree.snapshot(repo)
     easy = 0
     for step in _steps(repo):
         step()
-        after = gitops.snapshot(repo)
+        after = worktree.snapshot(repo)
         assert after == _git_tree(repo, tmp_path)
         here = gitops._easy_diff_stat(repo, before, after)
-        saved = dict(gitops._entries_of)
-        gitops._entries_of.clear()
+        saved = dict(worktree.MEMORY.entries_of)
+        worktree.MEMORY.entries_of.clear()
         by_git = gitops.diff_stat(repo, before, after)
-        gitops._entries_of.update(saved)
+        worktree.MEMORY.entries_of.update(saved)
         if here is not None:
             easy += 1
             assert here == by_git
@@ -370,9 +370,9 @@ def test_diff_stat_here_is_git_s_for_each_kind_of_edit(tmp_path):
 def test_attributes_leave_the_count_to_git(tmp_path):
     repo = make_repo(tmp_path / "r", {"README.md": "r\n"})
     _reset_caches(repo)
-    before = gitops.snapshot(repo)
+    before = worktree.snapshot(repo)
     (repo / "f.txt").write_text("one\n")
-    after = gitops.snapshot(repo)
+    after = worktree.snapshot(repo)
     assert gitops._easy_diff_stat(repo, before, after) == (["f.txt"], 1, 4)
     info = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir")) / "info" / "attributes"
     info.parent.mkdir(exist_ok=True)
@@ -381,7 +381,7 @@ def test_attributes_leave_the_count_to_git(tmp_path):
     assert gitops.diff_stat(repo, before, after) == (["f.txt"], 1, 4)  # binary by attribute: git says so
     info.unlink()
     (repo / ".gitattributes").write_text("*.txt -diff\n")
-    after2 = gitops.snapshot(repo)
+    after2 = worktree.snapshot(repo)
     assert gitops._easy_diff_stat(repo, before, after2) is None
 
 
@@ -390,12 +390,12 @@ def test_mode_only_changes_count_as_git_counts_them(tmp_path):
     (repo / "b.bin").write_bytes(b"\0\1\2")
     (repo / "t.txt").write_text("text\n")
     _reset_caches(repo)
-    before = gitops.snapshot(repo)
+    before = worktree.snapshot(repo)
     (repo / "b.bin").chmod(0o755)
     (repo / "t.txt").chmod(0o755)
-    after = gitops.snapshot(repo)
+    after = worktree.snapshot(repo)
     here = gitops._easy_diff_stat(repo, before, after)
-    gitops._entries_of.clear()
+    worktree.MEMORY.entries_of.clear()
     assert here == gitops.diff_stat(repo, before, after) == (["b.bin", "t.txt"], 1, 8)
 
 
@@ -404,14 +404,14 @@ def test_mode_only_changes_count_as_git_counts_them(tmp_path):
 def test_diff_stat_here_is_git_s_between_any_two_trees(tmp_path_factory, one, two):
     repo = tmp_path_factory.mktemp("d")
     git(repo, "init", "-q")
-    gitops.ignore_own_dir(repo)
-    gitops._entries_of.clear()
+    worktree.ignore_own_dir(repo)
+    worktree.MEMORY.entries_of.clear()
     a, b = _tree_of(repo, one), None
-    a = gitops.snapshot(repo)
+    a = worktree.snapshot(repo)
     _tree_of(repo, two)
-    b = gitops.snapshot(repo)
+    b = worktree.snapshot(repo)
     here = gitops._easy_diff_stat(repo, a, b)
-    gitops._entries_of.clear()
+    worktree.MEMORY.entries_of.clear()
     by_git = gitops.diff_stat(repo, a, b)
     if here is not None:
         assert here == by_git
@@ -426,27 +426,27 @@ def test_a_planted_object_is_not_read_as_the_one_it_names(tmp_path):
     tree = git(repo, "rev-parse", "HEAD^{tree}")
     common = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
     f = common / "objects" / tree[:2] / tree[2:]
-    assert gitops._loose_tree(repo, tree) is not None
+    assert loose._loose_tree(repo, tree) is not None
     body = b"100644 other\0" + bytes(20)
     f.chmod(0o644)
     f.write_bytes(zlib.compress(b"tree %d\0" % len(body) + body))
-    assert gitops._loose_tree(repo, tree) is None
+    assert loose._loose_tree(repo, tree) is None
 
 
 def test_a_clone_s_packed_trees_are_left_to_git_s_write_tree(tmp_path):
     repo = make_repo(tmp_path / "r", {f"d{i}/f.txt": f"{i}\n" for i in range(40)})
     git(repo, "gc", "-q")
     _reset_caches(repo)
-    gitops._git_writes_trees.discard(str(repo))
-    gitops.snapshot(repo)
+    worktree.MEMORY.git_writes_trees.discard(str(repo))
+    worktree.snapshot(repo)
     (repo / "d1" / "f.txt").write_text("changed\n")
-    assert gitops.snapshot(repo) == _git_tree(repo, tmp_path)
-    assert str(repo) in gitops._git_writes_trees  # 40 packed trees: not copied out as loose objects
+    assert worktree.snapshot(repo) == _git_tree(repo, tmp_path)
+    assert str(repo) in worktree.MEMORY.git_writes_trees  # 40 packed trees: not copied out as loose objects
     loose = [p for p in (repo / ".git" / "objects").glob("??/*")]
     assert len(loose) <= 3  # the changed blob and git's own new trees, no copies of the packed ones
 
 
-# -- the index after the loop's commit (gitops._index_from_scratch) -----------------------------------------
+# -- the index after the loop's commit (worktree._index_from_scratch) -----------------------------------------
 
 def _commit_state(repo: Path) -> tuple:
     def raw_git(*a):
@@ -472,17 +472,17 @@ def test_the_index_after_the_commit_is_what_git_reset_makes_it(tmp_path, monkeyp
         repo = tmp_path / f"r-{fast}"
         shutil.copytree(base, repo, symlinks=True)
         _reset_caches(repo)
-        real, taken = gitops._index_from_scratch, []
+        real, taken = worktree._index_from_scratch, []
         monkeypatch.setattr(gitops, "_index_from_scratch",
                             lambda cwd, tree, real=real, fast=fast, taken=taken: taken.append(fast and real(cwd, tree)) or taken[-1])
         head = gitops.head(repo)
-        since = gitops.snapshot(repo)
+        since = worktree.snapshot(repo)
         for step in _steps(repo):
             step()
         (repo / "progress.md").write_text("the loop's notes, never committed\n")
         (repo / "ignored.log").write_text("x\n")
         (repo / ".gitignore").write_text(".healer/\n*.log\n")
-        measured = gitops.snapshot(repo)
+        measured = worktree.snapshot(repo)
         sha = gitops.commit_changes(repo, "loop: goal reached at iteration 1", since, head, ["tests/"], measured=measured)
         assert sha and git(repo, "rev-parse", "HEAD^{tree}") == measured
         results.append(_commit_state(repo))
@@ -546,8 +546,8 @@ def test_the_layout_read_here_is_rev_parse_s_answer(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("edits", ["append", "rewrite-same-size", "mode", "link-target", "several"])
 def test_the_index_after_committing_a_tree_hashed_without_git_is_what_git_reset_makes_it(tmp_path, monkeypatch, edits):
-    """Edits to indexed files only: the last snapshot is hashed here (gitops._rehash, no `add`), the scratch
-    index then lags behind it, and the commit brings it up to the tree (gitops._patch_rehashed): the same
+    """Edits to indexed files only: the last snapshot is hashed here (worktree._rehash, no `add`), the scratch
+    index then lags behind it, and the commit brings it up to the tree (worktree._patch_rehashed): the same
     entries, status and nothing staged as when git measured (whose index is the reset's, test above)."""
     base = make_repo(tmp_path / "base", {"README.md": "r\n", "exec.sh": "#!/bin/sh\n", "w.txt": "one\n", "d/n.txt": "n\n"})
     os.symlink("w.txt", base / "link")
@@ -558,14 +558,16 @@ def test_the_index_after_committing_a_tree_hashed_without_git_is_what_git_reset_
         repo = tmp_path / f"r-{fast}"
         shutil.copytree(base, repo, symlinks=True)
         _reset_caches(repo)
-        gitops._unchanged.clear()
+        worktree.MEMORY.unchanged.clear()
         adds = []
         real_run = gitops.run
-        monkeypatch.setattr(gitops, "run", lambda cwd, *a, real_run=real_run, adds=adds, **kw: adds.append(a[0]) or real_run(cwd, *a, **kw))
+        counted = lambda cwd, *a, real_run=real_run, adds=adds, **kw: adds.append(a[0]) or real_run(cwd, *a, **kw)  # noqa: E731
+        monkeypatch.setattr(gitops, "run", counted)
+        monkeypatch.setattr(worktree, "run", counted)
         head = gitops.head(repo)
-        since = gitops.snapshot(repo)
+        since = worktree.snapshot(repo)
         if not fast:
-            gitops._unchanged.clear()  # the reference: git measures, its scratch index copied in
+            worktree.MEMORY.unchanged.clear()  # the reference: git measures, its scratch index copied in
         if edits in ("append", "several"):
             with open(repo / "w.txt", "a") as f:
                 f.write("two\n")
@@ -576,7 +578,7 @@ def test_the_index_after_committing_a_tree_hashed_without_git_is_what_git_reset_
         if edits in ("link-target", "several"):
             (repo / "link").unlink()
             os.symlink("README.md", repo / "link")
-        measured = gitops.snapshot(repo)
+        measured = worktree.snapshot(repo)
         assert measured == git_add_tree(repo)
         sha = gitops.commit_changes(repo, "loop: goal reached at iteration 1", since, head, ["tests/"], measured=measured)
         assert sha and git(repo, "rev-parse", "HEAD^{tree}") == measured
@@ -598,7 +600,7 @@ def test_a_nested_repository_without_a_commit_stays_out_of_the_snapshot(tmp_path
     nested.mkdir()
     git(nested, "init", "-q")
     (nested / "f.txt").write_text("x\n")
-    tree, _ = gitops.measure(repo)
+    tree, _ = worktree.measure(repo)
     names = git(repo, "ls-tree", "-r", "--name-only", tree).splitlines()
     assert "new.txt" in names and not any(n.startswith("we*ird") for n in names)
 
@@ -613,5 +615,5 @@ def test_a_fifo_in_the_tree_is_never_opened_by_the_snapshot(tmp_path):
     os.mkfifo(fifo)
     future = 4_000_000_000 * 10**9
     os.utime(fifo, ns=(future, future))
-    tree, _ = gitops.measure(repo)
-    assert tree == gitops.measure(repo)[0]  # and again, from what it remembered
+    tree, _ = worktree.measure(repo)
+    assert tree == worktree.measure(repo)[0]  # and again, from what it remembered

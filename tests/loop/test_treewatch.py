@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from healer.loop import gitops, treewatch
+from healer.loop import gitops, treewatch, worktree
 from tests.conftest import git
 from tests.loop.conftest import git_add_tree as _truth
 from tests.loop.conftest import loop_repo
@@ -30,6 +30,7 @@ class Adds:
             return real(cwd, *args, **kw)
 
         monkeypatch.setattr(gitops, "run", counted)
+        monkeypatch.setattr(worktree, "run", counted)  # the snapshot's `add` runs there
 
 
 @pytest.fixture
@@ -42,14 +43,14 @@ def repo(tmp_path: Path) -> Path:
     git(r, "add", "-A")
     git(r, "commit", "-q", "-m", "src")
     yield r
-    for d in (gitops._unchanged, gitops._scratch_tree, gitops._scratch_from):
+    for d in (worktree.MEMORY.unchanged, worktree.MEMORY.scratch_tree, worktree.MEMORY.scratch_from):
         d.clear()
 
 
 def test_an_untouched_tree_is_measured_once(repo, monkeypatch):
     adds = Adds(monkeypatch)
-    a = gitops.snapshot(repo)
-    b = gitops.snapshot(repo)
+    a = worktree.snapshot(repo)
+    b = worktree.snapshot(repo)
     assert a == b == _truth(repo)
     assert adds.n == 1
 
@@ -59,7 +60,7 @@ def test_an_untouched_tree_is_measured_once(repo, monkeypatch):
     "rename", "symlink", "replace-dir-by-file", "gitignore", "ignored-file", "ignored-dir", "loop-file", "healer-own",
     "git-exclude"])
 def test_every_change_is_seen_and_only_changes_that_matter_cost_an_add(repo, monkeypatch, change):
-    gitops.snapshot(repo)
+    worktree.snapshot(repo)
     adds = Adds(monkeypatch)
     a, b = repo / "src" / "a.py", repo / "src" / "b.py"
     if change == "append":
@@ -105,13 +106,13 @@ def test_every_change_is_seen_and_only_changes_that_matter_cost_an_add(repo, mon
         with open(repo / ".git" / "info" / "exclude", "a") as f:
             f.write("src/b.py\n")
         b.write_text("b = 3\n")  # tracked: still added
-    got = gitops.snapshot(repo)
+    got = worktree.snapshot(repo)
     assert got == _truth(repo)
     # an indexed file's new bytes, mode or target are hashed here; any other change costs an add (ignored
     # ones too), except in the files this module knows `add` leaves out
     free = ("healer-own", "loop-file", "append", "same-size-rewrite", "rewrite-then-old-mtime", "chmod")
     assert adds.n == (0 if change in free else 1), change
-    assert gitops.snapshot(repo) == got  # and the tree then stays measured
+    assert worktree.snapshot(repo) == got  # and the tree then stays measured
     assert adds.n == (0 if change in free else 1)
 
 
@@ -128,11 +129,11 @@ def test_a_tree_git_may_store_otherwise_than_its_bytes_is_left_to_git(repo, monk
     else:
         (repo / ".git" / "info").mkdir(exist_ok=True)
         (repo / ".git" / "info" / "attributes").write_text("*.py -text\n")
-    gitops.snapshot(repo)
+    worktree.snapshot(repo)
     adds = Adds(monkeypatch)
     (repo / "src" / "a.py").write_text("a = 1\r\nb = 2\r\n")
     (repo / "src" / "b.py").chmod(0o755)
-    assert gitops.snapshot(repo) == _truth(repo)
+    assert worktree.snapshot(repo) == _truth(repo)
     assert adds.n == 1
 
 
@@ -152,11 +153,11 @@ def test_whatever_is_done_between_snapshots_the_snapshot_is_gits_tree(tmp_path_f
     git(r, "add", "-A")
     git(r, "commit", "-q", "-m", "src")
     try:
-        gitops.snapshot(r)
+        worktree.snapshot(r)
         for op, rel in ops:
             p = r / rel
             if op == "measure":
-                assert gitops.snapshot(r) == _truth(r)
+                assert worktree.snapshot(r) == _truth(r)
                 continue
             if op in ("write", "same-size", "append", "ignored"):
                 p.parent.mkdir(parents=True, exist_ok=True)
@@ -179,9 +180,9 @@ def test_whatever_is_done_between_snapshots_the_snapshot_is_gits_tree(tmp_path_f
                 p.rename(p.with_name(p.name + ".moved"))
             elif op == "backdate" and p.is_file() and not p.is_symlink():
                 os.utime(p, ns=(0, 0))  # an mtime from 1970: only ctime tells
-        assert gitops.snapshot(r) == _truth(r)
+        assert worktree.snapshot(r) == _truth(r)
     finally:
-        for d in (gitops._unchanged, gitops._scratch_tree, gitops._scratch_from):
+        for d in (worktree.MEMORY.unchanged, worktree.MEMORY.scratch_tree, worktree.MEMORY.scratch_from):
             d.clear()
 
 
@@ -191,14 +192,14 @@ def test_a_file_changed_in_the_same_clock_tick_is_compared_by_content(repo):
     a = repo / "src" / "a.py"
     future = os.stat(a).st_mtime_ns + 3600 * 10**9
     os.utime(a, ns=(future, future))  # dated after any stamp: "racy"
-    tree = gitops.snapshot(repo)
-    seen = gitops._unchanged[repo][2]
+    tree = worktree.snapshot(repo)
+    seen = worktree.MEMORY.unchanged[repo][2]
     assert any(len(k) == 7 for k in seen.signature[1])  # its blob id is part of what is compared
     assert treewatch.same(seen)
     a.write_text("a = 5\n")  # same size
     os.utime(a, ns=(future, future))
     assert not treewatch.same(seen)
-    assert gitops.snapshot(repo) == _truth(repo) != tree
+    assert worktree.snapshot(repo) == _truth(repo) != tree
 
 
 def test_a_file_that_does_not_hash_as_indexed_gives_no_fast_answer(repo):
@@ -216,7 +217,7 @@ def test_a_file_that_does_not_hash_as_indexed_gives_no_fast_answer(repo):
 def test_a_file_written_after_the_look_is_never_taken_for_unchanged(repo):
     """The race `look`-then-`add` closes: whatever changes after the look (before, during or after git reads
     it) differs from what was recorded."""
-    gitops.snapshot(repo)
+    worktree.snapshot(repo)
     looked = treewatch.look(str(repo), treewatch.stamp(repo / ".healer" / "snapshot.stamp"),
                             frozenset({".git", ".healer"}), ())
     (repo / "src" / "new.py").write_text("n\n")  # a file git's add would have found
@@ -236,5 +237,5 @@ def test_the_stamp_never_touches_what_a_link_in_its_place_points_to(repo, tmp_pa
     stamp_file.symlink_to(outside)
     assert treewatch.stamp(stamp_file) is not None
     assert os.stat(outside).st_mtime_ns == 10**9
-    assert gitops.snapshot(repo) == _truth(repo)
+    assert worktree.snapshot(repo) == _truth(repo)
     assert os.stat(outside).st_mtime_ns == 10**9

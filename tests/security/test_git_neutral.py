@@ -18,7 +18,7 @@ import pytest
 from healer import git
 from healer.clock import VirtualClock
 from healer.fleet import proposals
-from healer.loop import gitops
+from healer.loop import gitops, worktree
 from healer.policy.schema import Policy
 from healer.records import Proposal
 from tests.conftest import git as sh_git
@@ -62,7 +62,7 @@ def test_loop_commit_and_fleet_merge_run_no_repository_program(tmp_path):
     wt = tmp_path / "wt"
     git.add_worktree(repo, wt, "healer/T1", "main")
     (wt / "f.txt").write_text("side\n")
-    gitops.snapshot(wt)
+    worktree.snapshot(wt)
     sha = gitops.commit_all(wt, "loop: goal reached at iteration 1\n\nHealer-Run: r1")
     assert sha
     assert git.run(wt, "show", f"{sha}:tests/check.py").stdout == "assert 1 + 1 == 2"

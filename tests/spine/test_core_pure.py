@@ -7,12 +7,12 @@ import ast
 
 from tests.spine.conftest import REPO
 
-PURE = sorted((REPO / "healer" / "core").glob("*.py")) + sorted((REPO / "healer" / "actions").glob("*.py")) + [REPO / "healer" / "loop" / "decide.py", REPO / "healer" / "lite.py",
-                                                          REPO / "healer" / "digest.py"]
+PURE = sorted((REPO / "healer" / "core").glob("*.py")) + sorted((REPO / "healer" / "actions").glob("*.py")) + [
+    REPO / "healer" / "loop" / "decide.py", REPO / "healer" / "digest.py"]
 IO_MODULES = {"os", "sys", "subprocess", "socket", "sqlite3", "pathlib", "shutil", "io", "tempfile", "glob", "signal",
               "psutil", "docker", "urllib", "http", "requests", "time", "datetime", "threading", "multiprocessing"}
 HEALER_OK = ("healer.core", "healer.actions", "healer.records", "healer.lifecycle", "healer.durations", "healer.errors", "healer.policy",
-             "healer.conventions", "healer.lite", "healer.digest")  # names, path arithmetic, record classes, hashes: no I/O
+             "healer.conventions", "healer.digest")  # names, path arithmetic, record classes, hashes: no I/O
 CLOCK_OK = {"day_of", "iso"}  # pure functions of their argument
 IO_CALLS = {"open", "print", "input", "exec", "eval", "__import__"}
 
@@ -33,7 +33,7 @@ def violations(source: str, filename: str) -> list[str]:
             elif mod == "healer.clock":
                 out += [f"{where}: from healer.clock import {a.name}" for a in node.names if a.name not in CLOCK_OK]
             elif mod == "healer":
-                ok = {"lifecycle", "durations", "errors", "conventions", "digest", "lite", "actions"}
+                ok = {"lifecycle", "durations", "errors", "conventions", "digest", "actions"}
                 out += [f"{where}: from healer import {a.name}" for a in node.names if a.name not in ok]
             elif mod.startswith("healer") and not mod.startswith(HEALER_OK):
                 out.append(f"{where}: from {mod} import ...")
