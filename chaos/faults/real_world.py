@@ -236,7 +236,7 @@ def pg_restart(e: ServerWorld, f: Fault) -> str:
     return f"pg_ctl restart -m fast: postmaster {before} -> {cluster.pid}"
 
 
-def pg_kill_mid_merge(e: RealWorld, f: Fault) -> str:
+def pg_kill_mid_merge(e: ServerWorld, f: Fault) -> str:
     """The store's connection killed mid-merge: the host stopped at its failpoint loses its PostgreSQL backends
     (chaos/pgday.py's kill_mid_merge); a game day without hosts on a server of its own has none."""
     if getattr(e, "cluster", None) is None or getattr(e, "fleet", None) is None:

@@ -172,3 +172,7 @@ class Server(Protocol):
 class ServerWorld(Protocol):
     @property
     def cluster(self) -> Server | None: ...
+
+    def kill_mid_merge(self) -> str:
+        """End the backends of the host stopped at its failpoint, hold until the supervisor ticked, continue it."""
+        ...
