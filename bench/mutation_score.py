@@ -55,8 +55,8 @@ SEEDS: dict[tuple[str, ...], tuple[object, object, object, str]] = {
     ("retry", "rejected_proposal_replays"): (2, 4, 1, "broken-proposal"),
     ("health", "agent_idle"): ("30m", "1h", "15m", "stuck-agent"),
     ("health", "agent_stuck"): ("90m", "3h", "45m", "stuck-agent"),
-    ("health", "frozen_in_progress"): ("10m", "20m", "5m", "frozen-in-progress"),
-    ("health", "orphan_worktree"): ("30m", "1h", "15m", "unknown-files"),
+    ("health", "frozen_in_progress"): ("10m", "20m", "5m", "frozen-ticket"),
+    ("health", "orphan_worktree"): ("30m", "1h", "15m", "frozen-ticket"),
     ("health", "stale_labels"): ({"to-review": "2h"}, {"to-review": "4h"}, {"to-review": "1h"}, "stuck-review-label"),
     ("sentinels", "dispatch_frozen"): ("1h", "2h", "30m", "silent-dispatch"),
     ("sentinels", "pool_saturated"): ("45m", "90m", "22m30s", "saturated-pool"),
@@ -66,10 +66,10 @@ SEEDS: dict[tuple[str, ...], tuple[object, object, object, str]] = {
     ("remediation", "max_actions_per_tick"): (20, 40, 10, "frozen-in-progress"),
     ("repair_agent", "blocked_for"): ("3h", "6h", "90m", "repair-trigger"),
     ("repair_agent", "min_signals"): (3, 6, 1, "repair-trigger"),
-    ("repair_agent", "quiet_period"): ("4h", "8h", "2h", "repair-trigger"),
-    ("repair_agent", "max_runs_per_day"): (2, 4, 1, "alert-flood"),
+    ("repair_agent", "quiet_period"): ("4h", "8h", "2h", "repair-trigger-human"),
+    ("repair_agent", "max_runs_per_day"): (2, 4, 1, "repair-trigger"),
     ("supervisor", "lease_ttl"): ("90s", "3m", "45s", "supervisor-standby-takeover"),
-    ("fleet", "pool_size"): (4, 8, 2, "zombie-ticket"),
+    ("fleet", "pool_size"): (4, 8, 2, "alert-flood"),
 }
 
 
