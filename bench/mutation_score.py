@@ -194,6 +194,17 @@ def load_baseline(path: Path) -> dict:
         return {}
 
 
+def regressions(before: dict[str, str | None], now: dict[str, dict[str, str | None]], *, whole_suite: bool = True,
+                whole_list: bool = True) -> tuple[list[str], list[str]]:
+    """(mutations the baseline caught that no scenario catches now, caught ones that left the list). A narrowed
+    suite (--scenarios) may miss what another scenario catches: no verdict then; a narrowed list (--only) does not
+    say what left it."""
+    ran = {k: v for group in now.values() for k, v in group.items()}
+    lost = sorted(k for k, v in before.items() if v and k in ran and ran[k] is None) if whole_suite else []
+    gone = sorted(k for k, v in before.items() if v and k not in ran) if whole_suite and whole_list else []
+    return lost, gone
+
+
 def line(metric: str, value, unit: str, target, better: str, **extra) -> None:
     print(json.dumps({"bench": BENCH, "metric": metric, "value": value, "unit": unit, "target": target,
                       "better": better, **extra}), flush=True)
@@ -221,6 +232,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     t0 = time.monotonic()
     narrowed = [s for s in a.scenarios.split(",") if s]
+    if a.write_baseline and (narrowed or a.only):
+        print(f"{BENCH}: --write-baseline: the baseline is the whole list on the whole suite (no --only, no --scenarios)",
+              file=sys.stderr)
+        return 64
     suite = simulated(narrowed or None)
     suite = [s for s in suite if s not in SLOW] + [s for s in SLOW if s in suite]
     base = load_baseline(a.baseline)
@@ -258,8 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         a.baseline.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
         print(f"{BENCH}: baseline written to {a.baseline}", file=sys.stderr)
         return 0
-    lost = [] if narrowed else [k for k, v in caught_before.items() if v and (k in results and not results[k]["red"])]
-    gone = [] if (narrowed or a.only) else [k for k, v in caught_before.items() if v and k not in results]
+    lost, gone = regressions(caught_before, now, whole_suite=not narrowed, whole_list=not a.only)
     line("regressions", len(lost) + len(gone), "mutations", 0, "lower", lost=lost, removed=gone)
     for k in lost:
         print(f"{BENCH}: REGRESSION: {k!r} was caught by {caught_before[k]} in {a.baseline.name}, now by no scenario",
