@@ -65,7 +65,7 @@ SEEDS: dict[tuple[str, ...], tuple[object, object, object, str]] = {
     ("remediation", "quiet_period"): ("4h", "8h", "2h", "human-moves-quiet-period"),
     ("remediation", "max_actions_per_tick"): (20, 40, 10, "frozen-in-progress"),
     ("repair_agent", "blocked_for"): ("3h", "6h", "90m", "repair-trigger"),
-    ("repair_agent", "min_signals"): (3, 6, 1, "repair-trigger"),
+    ("repair_agent", "min_signals"): (3, 6, 1, "repair-trigger-cron"),
     ("repair_agent", "quiet_period"): ("4h", "8h", "2h", "repair-trigger-human"),
     ("repair_agent", "max_runs_per_day"): (2, 4, 1, "repair-trigger"),
     ("supervisor", "lease_ttl"): ("90s", "3m", "45s", "supervisor-standby-takeover"),
