@@ -216,7 +216,7 @@ SLOW = ("busy-worktree", "silent-dispatch", "notification-storm", "zombie-ticket
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--only", default="", help="only mutations whose name contains this")
+    ap.add_argument("--only", default="", help="only mutations whose name contains this (or one of these, comma-separated)")
     ap.add_argument("--scenarios", default="", help="comma-separated scenario names (default: every simulated one)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="children side by side (default: every core)")
     ap.add_argument("--list", action="store_true", help="list the mutations and exit")
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     caught_before = {**base.get("behaviour", {}), **base.get("number", {})}
     todo = [("behaviour", n, own) for n, (own, _how) in behaviours.items()] + \
            [("number", n, own) for n, (own, _p, _v) in numbers.items()]
-    todo = [t for t in todo if a.only in t[1]]
+    todo = [t for t in todo if any(o in t[1] for o in a.only.split(","))]
     half = max(1, len(suite) // 2)
     jobs = [("baseline", f"baseline-{i}", chunk, False) for i, chunk in enumerate((suite[:half], suite[half:])) if chunk]
     jobs += [(g, n, order_for([caught_before.get(n) or "", own], suite), True) for g, n, own in todo]
