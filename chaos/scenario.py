@@ -50,6 +50,7 @@ BEHAVIOUR_PARAMS: dict[str, dict[str, str]] = {
     "broken_proposal": {"duration": "duration"},
     "noop": {"duration": "duration"},
     "cannot_start": {"error": "str", "times": "int", "duration": "duration"},  # simulated mode only
+    "merge_stalls": {"duration": "duration"},  # simulated mode only
     "random": {},
 }
 REAL_OUTCOMES = ("success", "fail", "die", "hang", "noop", "broken", "stall", "budget", "diskfull", "die+commit",
@@ -479,6 +480,9 @@ class Scenario(Strict):
         if self.mode != "simulated" and any(t.behaviour == "cannot_start" for t in self.fleet.tickets):
             raise ValueError("expected mode: simulated with behaviour cannot_start (the real engine's agents always "
                              "start), got mode: real @fleet")
+        if self.mode != "simulated" and any(t.behaviour == "merge_stalls" for t in self.fleet.tickets):
+            raise ValueError("expected mode: simulated with behaviour merge_stalls (a real merge is decided by real "
+                             "gates), got mode: real @fleet")
         if self.fleet.standby_supervisor and self.mode != "simulated":
             raise ValueError("expected mode: simulated with fleet.standby_supervisor (the real engine runs one "
                              "supervisor), got mode: real @fleet")

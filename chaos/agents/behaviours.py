@@ -84,6 +84,16 @@ class BrokenProposal(Behaviour):
         return Run(_d(self.params, "duration", "15m"), "broken")
 
 
+class MergeStalls(Behaviour):
+    """Simulated mode: commits and opens a proposal whose merge is never decided (the merge checkout stays busy,
+    so the gates port answers `deferred` every pass, as it does for a busy checkout): opened, never closed."""
+
+    defers = True
+
+    def plan(self, n, rng):
+        return Run(_d(self.params, "duration", "15m"), "success")
+
+
 class Noop(Behaviour):
     """Exits 0 without a commit: nothing to do (a ticket whose work is already merged)."""
 
@@ -134,6 +144,7 @@ BEHAVIOURS: dict[str, type[Behaviour]] = {
     "hangs": Hangs,
     "broken_proposal": BrokenProposal,
     "noop": Noop,
+    "merge_stalls": MergeStalls,
     "cannot_start": CannotStart,
     "random": Random,
 }

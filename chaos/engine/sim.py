@@ -44,7 +44,7 @@ from healer import conventions as cv
 from healer import failpoints, lifecycle
 from healer.clock import Clock, VirtualClock, system
 from healer.fleet.gates import FAIL, PASS, GateResult
-from healer.fleet.proposals import MERGED, REJECTED, WITHHELD, Verdict
+from healer.fleet.proposals import DEFERRED, MERGED, REJECTED, WITHHELD, Verdict
 from healer.fleet.snapshot import HOST
 from healer.records import Agent, Worktree
 
@@ -739,6 +739,8 @@ class SimGates:
         self.e.meanwhile("chaos.gate", tid)  # a gate run takes minutes: the world (a human) acts meanwhile
         if tid in self.e.broken or self.e.behaviours[tid].__class__.__name__ == "BrokenProposal":
             return Verdict(REJECTED, "merge gate 'tests' failed on the merge result", self.e.main_commit)
+        if getattr(self.e.behaviours[tid], "defers", False):  # merge_stalls: the merge checkout stays busy
+            return Verdict(DEFERRED, "merge checkout busy: not decided this pass", self.e.main_commit)
         why = still_wanted() if still_wanted is not None else None  # the compare-and-set before main advances
         if why:
             return Verdict(WITHHELD, f"merge gates passed\nnot merged: {why}", self.e.main_commit)

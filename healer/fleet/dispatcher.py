@@ -581,8 +581,13 @@ class Dispatcher:
         if s.to == lifecycle.NEEDS_HUMAN:
             from healer.notify import notify
 
+            # the page carries what the comment says of the last run (its failure signature and state hash), so the
+            # human it reaches (Alertmanager's annotations, a webhook) sees why without opening the board
+            last = atts[-1] if atts else None
             notify(self.store, self.policy, f"needs_human:{t.id}", f"{t.id} needs a human: {s.detail}",
-                   evidence={"ticket": t.id, "reason": s.reason, **({"rejections": why} if why else {})})
+                   evidence={"ticket": t.id, "reason": s.reason, "attempts": len(atts),
+                             "failure_signature": last.failure_signature if last else None,
+                             "state_hash": last.state_hash if last else None, **({"rejections": why} if why else {})})
 
     # -- launches -------------------------------------------------------------------
     def _launch(self, launch: core.Launch) -> bool:

@@ -4,13 +4,18 @@ and its game day goes red, naming the expectation that proves the feature. A gre
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from chaos import engine
 from chaos.scenario import discover, load
 from healer import conventions, lifecycle
-from healer.core import dispatch, endings, limits, rules, waitfor
+from healer.core import dispatch, endings, limits, notices, rules, waitfor
+from healer.core import fleet as fleet_rules
+from healer.fleet import dispatcher as dispatcher_mod
 from healer.fleet.dispatcher import Dispatcher
+from healer.remedy import limits as remedy_limits
 
 
 def _no_wait_labels(mp):
@@ -34,6 +39,39 @@ def _no_cas_on_review_to_queued(mp):
         return real(self, tid, to, reason, expect)
 
     mp.setattr(Dispatcher, "_move", _move)
+
+
+def _dispatcher_ignores_red_main(mp):
+    real_of, real_changed = dispatch.RetryRules.of, fleet_rules.main_changed
+    mp.setattr(dispatch.RetryRules, "of", classmethod(lambda cls, p: replace(real_of.__func__(cls, p), pause_on_red_main=False)))
+    mp.setattr(fleet_rules, "main_changed", lambda *a, **k: real_changed(*a, **{**k, "pause_on_red": False}))
+
+
+def _never_realerts(mp):
+    real = notices.admit
+    # a key seen once stays inside its window for ever: the cooldown that never re-alerts
+    mp.setattr(notices, "admit", lambda alerts, last, pending, window, now: real(
+        [a if getattr(a, "cooldown", None) is None else _no_own_window(a) for a in alerts], last, pending, float("inf"), now))
+
+
+def _no_own_window(a):
+    a.cooldown = None
+    return a
+
+
+def _cycle_at_the_oldest(mp):
+    real = waitfor._created
+    mp.setattr(waitfor, "_created", lambda ix, node: (-real(ix, node)[0], real(ix, node)[1]))
+
+
+def _evidence_without_signature(mp):
+    real = dispatcher_mod.budget_window
+
+    def window(store, tid):
+        atts, props = real(store, tid)
+        return [replace(a, failure_signature=None, state_hash=None) for a in atts], props
+
+    mp.setattr(dispatcher_mod, "budget_window", window)
 
 
 MUTANTS = {
@@ -61,6 +99,16 @@ MUTANTS = {
                                                     "a full disk costs no budget"),
     "two keys for one red main": ("notification-storm", lambda mp: mp.setattr(conventions, "sentinel_key", lambda kind: kind),
                                   "one page per condition (no second key for the same red main)"),
+    # issue 34's audit: green game days with these
+    "dispatcher ignores a red main": ("red-main-paused", _dispatcher_ignores_red_main, "paused in the pass that saw red"),
+    "a cooldown that never re-alerts": ("saturated-pool", _never_realerts, "paged again after the window"),
+    "the quiet period ignores human moves": ("human-moves-quiet-period",
+                                             lambda mp: mp.setattr(remedy_limits, "_human_attempt", lambda ev: False),
+                                             "nothing done to R-1 for 4 h after the human"),
+    "a wait-for cycle broken at the oldest ticket": ("frozen-blocked-by-cycle", _cycle_at_the_oldest,
+                                                     "broken at the youngest by age"),
+    "evidence without signature and state hash": ("relaunch-storm-budget", _evidence_without_signature,
+                                                  "the page carries the evidence"),
 }
 
 
