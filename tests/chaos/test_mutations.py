@@ -11,7 +11,7 @@ import pytest
 from chaos import engine
 from chaos.scenario import discover, load
 from healer import conventions, lifecycle
-from healer.core import dispatch, endings, limits, notices, rules, waitfor
+from healer.core import dispatch, endings, limits, notices, plan, rules, waitfor
 from healer.core import fleet as fleet_rules
 from healer.fleet import dispatcher as dispatcher_mod
 from healer.fleet.dispatcher import Dispatcher
@@ -83,8 +83,9 @@ MUTANTS = {
     # components: the one cycle search both the full and the incremental decision use
     "no wait-for graph": ("frozen-blocked-by-cycle", lambda mp: mp.setattr(waitfor, "components", lambda *a, **k: []),
                           "each cycle escalated at its youngest ticket"),
-    "supervisor cannot pause on red main": ("red-main", lambda mp: mp.setitem(rules.APPLICABLE, "main_red",
-                                                                              frozenset({"notify"})),
+    # the planner reads the action registry's live view (healer/actions); the mutant sees a copy without the pause
+    "supervisor cannot pause on red main": ("red-main", lambda mp: mp.setattr(plan, "APPLICABLE", {
+                                                **dict(rules.APPLICABLE.items()), "main_red": frozenset({"notify"})}),
                                             "dispatch paused by the supervisor"),
     "no max_actions_per_tick cap": ("frozen-in-progress", lambda mp: mp.setattr(limits.BlastRadius, "why_not",
                                                                                 lambda self, *a: None),
