@@ -71,7 +71,7 @@ def make_repo(path: Path, files: dict[str, str] | None = None) -> Path:
 # are the command's words; a group's name alone admits every subcommand. Everything else (up, dispatch,
 # supervise, loop run, watch, mcp serve, repair run, gameday run/replay/explore, demo, containers, store
 # copy/migrate, ...) runs in a real child, as does any call while a failpoint is armed (a failpoint may kill
-# or stop its process) and every call when HEALER_TEST_SUBPROCESS=1.
+# or stop its process), any call with a clock offset file, and every call when HEALER_TEST_SUBPROCESS=1.
 IN_PROCESS = frozenset({
     ("policy", "validate"), ("policy", "show"), ("policy", "schema"), ("policy", "import"),
     ("board", "add"), ("board", "list"), ("board", "show"), ("board", "states"), ("board", "move"),
@@ -93,8 +93,11 @@ def in_process(args: tuple[str, ...], env: dict | None = None) -> bool:
     """Whether `healer(*args)` may run in this process (see IN_PROCESS)."""
     if os.environ.get(SUBPROCESS_ENV) or (env or {}).get(SUBPROCESS_ENV):
         return False
-    if os.environ.get("HEALER_FAILPOINTS") or (env or {}).get("HEALER_FAILPOINTS"):
-        return False
+    # an armed failpoint may kill or stop its process; healer.clock picks its clock from
+    # HEALER_CLOCK_OFFSET_FILE when it is imported, once: only a fresh process sees a new one
+    for name in ("HEALER_FAILPOINTS", "HEALER_CLOCK_OFFSET_FILE"):
+        if os.environ.get(name) or (env or {}).get(name):
+            return False
     words = [a for a in args if a not in _GLOBAL_FLAGS]
     if not words or words[0].startswith("-"):
         return True  # --version, --help, no command: usage and help only

@@ -18,6 +18,7 @@ def test_the_daemons_and_armed_failpoints_run_in_a_child_and_the_rest_in_process
                  ("store", "copy"), ("no-such-command",)):
         assert not in_process(args), args
     assert not in_process(("board", "list"), env={"HEALER_FAILPOINTS": "store.commit=raise"})
+    assert not in_process(("board", "list"), env={"HEALER_CLOCK_OFFSET_FILE": "/nonexistent"})
     assert not in_process(("board", "list"), env={"HEALER_TEST_SUBPROCESS": "1"})
 
 
