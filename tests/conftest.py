@@ -6,11 +6,14 @@ Each area keeps its own fixtures in tests/<area>/conftest.py.
 from __future__ import annotations
 
 import atexit
+import io
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -62,11 +65,122 @@ def make_repo(path: Path, files: dict[str, str] | None = None) -> Path:
     return path
 
 
+# Commands that start no daemon, install no signal handler and fork nothing that outlives them: `healer()`
+# runs them in this process through the real entry point (healer.cli.main), which saves an interpreter start
+# and the CLI's imports (~0.4 s of CPU) per call; the child process would prove nothing more about them. Keys
+# are the command's words; a group's name alone admits every subcommand. Everything else (up, dispatch,
+# supervise, loop run, watch, mcp serve, repair run, gameday run/replay/explore, demo, containers, store
+# copy/migrate, ...) runs in a real child, as does any call while a failpoint is armed (a failpoint may kill
+# or stop its process), any call with a clock offset file, and every call when HEALER_TEST_SUBPROCESS=1.
+IN_PROCESS = frozenset({
+    ("policy", "validate"), ("policy", "show"), ("policy", "schema"), ("policy", "import"),
+    ("board", "add"), ("board", "list"), ("board", "show"), ("board", "states"), ("board", "move"),
+    ("board", "label"),
+    ("init",), ("plan",), ("status",), ("journal",), ("doctor",), ("failpoints",),
+    ("gameday", "validate"), ("gameday", "list"), ("gameday", "new"),
+    ("runbook", "check"), ("runbook", "new"),
+    ("quarantine", "list"),
+    ("store", "info"),
+    ("loop", "list"), ("loop", "status"),
+    ("repair", "list"),
+})
+_GLOBAL_FLAGS = ("--debug",)
+# bool(os.environ.get(...)) at call time: a test may set it with monkeypatch
+SUBPROCESS_ENV = "HEALER_TEST_SUBPROCESS"
+
+
+def in_process(args: tuple[str, ...], env: dict | None = None) -> bool:
+    """Whether `healer(*args)` may run in this process (see IN_PROCESS)."""
+    if os.environ.get(SUBPROCESS_ENV) or (env or {}).get(SUBPROCESS_ENV):
+        return False
+    # an armed failpoint may kill or stop its process; healer.clock picks its clock from
+    # HEALER_CLOCK_OFFSET_FILE when it is imported, once: only a fresh process sees a new one
+    for name in ("HEALER_FAILPOINTS", "HEALER_CLOCK_OFFSET_FILE"):
+        if os.environ.get(name) or (env or {}).get(name):
+            return False
+    words = [a for a in args if a not in _GLOBAL_FLAGS]
+    if not words or words[0].startswith("-"):
+        return True  # --version, --help, no command: usage and help only
+    return (words[0],) in IN_PROCESS or (len(words) > 1 and (words[0], words[1]) in IN_PROCESS)
+
+
 def healer(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 120, input: str | None = None):
-    """Run the real CLI in a child process."""
+    """Run the real CLI: in this process for the commands of IN_PROCESS, else in a child process.
+    Returns a subprocess.CompletedProcess (args, returncode, stdout, stderr) either way."""
+    if in_process(args, env):
+        return _run_in_process(list(args), cwd=cwd, env=env, input=input)
     full = {**os.environ, **(env or {})}
     return subprocess.run([PY, "-m", "healer", *args], cwd=cwd, env=full, capture_output=True, text=True,
                           timeout=timeout, input=input)
+
+
+_SIGNALS = tuple(s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE,
+                             signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM))
+
+
+def global_state() -> dict:
+    """What an in-process CLI call could leave changed for the next test: compared before and after."""
+    from loguru import logger
+
+    from healer import failpoints
+
+    return {
+        "environ": dict(os.environ),
+        "cwd": os.getcwd(),
+        "umask": _umask(),
+        "argv": list(sys.argv),
+        "streams": (sys.stdin, sys.stdout, sys.stderr),
+        "loguru": sorted(logger._core.handlers),  # type: ignore[attr-defined]
+        "failpoints": (dict(failpoints._hits), failpoints._spec_cache),
+        "signals": {s: signal.getsignal(s) for s in _SIGNALS},
+        "threads": sorted(t.ident or 0 for t in threading.enumerate()),
+    }
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _run_in_process(args: list[str], *, cwd, env, input) -> subprocess.CompletedProcess:
+    from loguru import logger
+
+    from healer import cli, failpoints, log
+
+    saved_env, saved_cwd, saved_argv, saved_mask = dict(os.environ), os.getcwd(), list(sys.argv), _umask()
+    saved_streams = (sys.stdin, sys.stdout, sys.stderr)
+    saved_handlers = set(logger._core.handlers)  # type: ignore[attr-defined]
+    saved_signals = {s: signal.getsignal(s) for s in _SIGNALS}
+    saved_debug = dict(cli._state)
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        os.environ.update({k: str(v) for k, v in (env or {}).items()})
+        if cwd is not None:
+            os.chdir(cwd)
+        sys.argv = [str(Path(PY).parent / "healer"), *args]
+        sys.stdin, sys.stdout, sys.stderr = io.StringIO(input or ""), out, err
+        try:
+            code = cli.main(args)
+        except SystemExit as e:  # a command that exits on its own, as the child would
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        log.shutdown()  # the sinks this call added write to its (now dropped) stderr
+        for hid in set(logger._core.handlers) - saved_handlers:  # type: ignore[attr-defined]
+            logger.remove(hid)
+        for s, h in saved_signals.items():
+            if signal.getsignal(s) is not h and h is not None:
+                signal.signal(s, h)
+        cli._state.clear()
+        cli._state.update(saved_debug)
+        failpoints.reset()
+        os.umask(saved_mask)
+        sys.argv = saved_argv
+        os.chdir(saved_cwd)
+        os.environ.clear()  # in place: healer.failpoints keeps a reference to os.environ's dict
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess([PY, "-m", "healer", *args], code, out.getvalue(), err.getvalue())
 
 
 def wait_until(cond, timeout: float = 60.0, what="condition", poll: float = 0.05):

@@ -6,6 +6,7 @@ import subprocess
 from pathlib import Path
 
 import psutil
+import pytest
 
 from chaos.agents.models.server import ModelServer
 from healer.loop import agents
@@ -141,6 +142,9 @@ def test_a_planted_hook_never_reaches_the_user_config(tmp_path, preset, home):
     assert "hooks" in (kept / "settings.json").read_text()
 
 
+# serial: failed side by side with other tests (issue 35; under xdist, codex): the unsandboxed run's outside-write scan
+# (the folder that holds the worktree, $HOME's top level) is machine-visible; cause not yet pinned down
+@pytest.mark.serial
 def test_unsandboxed_the_config_home_is_not_an_outside_write(tmp_path, preset, home, off_tmp):
     repo = calc_repo(off_tmp / "repo")
     with ModelServer("converge") as m:

@@ -41,6 +41,9 @@ def _write(tmp_path, text, name="s.yaml"):
     return p
 
 
+# serial: a real game day whose dispatcher must be dead when its fault fires: failed side by side under xdist (issue 35),
+# the fault's timing depends on the CPU its daemons get
+@pytest.mark.serial
 def test_a_fault_aimed_at_a_dead_daemon_errs_the_game_day_in_every_output(tmp_path):
     sc = _write(tmp_path, FROZEN_WITHOUT_DISPATCHER)
     rep, junit = tmp_path / "rep", tmp_path / "junit.xml"

@@ -55,6 +55,8 @@ def test_scripted_agent_cannot_escape(dclient, fleet, tmp_path):
     assert dclient.containers.list(all=True, filters={"label": f"healer.fleet={fleet}"}) == []  # nothing left behind
 
 
+# serial: a wall-clock budget (a 2 s deadline seen within 15 s)
+@pytest.mark.serial
 def test_deadline_kills_the_sandbox(dclient, tmp_path):
     scratch = tmp_path / "scratch"
     done = sandbox.run([PY, "-c", "import time; time.sleep(120)"], scratch=scratch, timeout=2, grace=1,

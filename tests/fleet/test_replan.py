@@ -95,7 +95,9 @@ steps = st.lists(st.one_of(
 ), max_size=25)
 
 
-@settings(max_examples=300, deadline=None)
+# 100 examples of up to 25 steps each (300 before issue 35: one of the suite's most CPU-costly tests); every run
+# draws new ones (no example database), so the runs of CI keep widening what the property has seen
+@settings(max_examples=100, deadline=None)
 @given(inputs(), rules_, steps)
 def test_replan_equals_plan_at_every_step(inp, rules, script):
     carry = None

@@ -9,6 +9,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from healer.clock import system
 from tests.conftest import git, wait_until
 from tests.loop.conftest import (
@@ -202,6 +204,8 @@ def test_7_sigkill_mid_iteration_then_resume(lrepo, tmp_path):
     assert loop_commits(lrepo) == ["loop: goal reached at iteration 4"]
 
 
+# serial: SIGKILL by failpoint then resume: failed side by side under xdist (issue 35); timing-sensitive under load
+@pytest.mark.serial
 def test_7b_sigkill_before_commit_then_resume_commits_once(lrepo, tmp_path):
     pol = write_policy(tmp_path / "p.yaml", agent={"command": agent("loop_converge.py", "{iteration}")},
                        gates=[steps_gate(2)])

@@ -31,6 +31,8 @@ def _with_webhook(pol: Policy, url: str, timeout: str = "30s") -> Policy:
     return Policy.model_validate(data)
 
 
+# serial: a wall-clock budget (a tick under 10 s against a 30 s webhook timeout): a neighbour's CPU is not its fault
+@pytest.mark.serial
 @pytest.mark.parametrize("mode", MODES, ids=["hang", "500", "slow"])
 def test_a_supervisor_tick_never_waits_on_the_receiver(tmp_path, receiver, mode):
     r = receiver(then=mode)
@@ -61,6 +63,8 @@ def test_a_supervisor_tick_never_waits_on_the_receiver(tmp_path, receiver, mode)
     assert took < 10 and took2 < 10, (took, took2)  # the webhook's timeout is 30 s: a waiting tick would show it
 
 
+# serial: a wall-clock budget (a pass under 20 s against a 30 s webhook timeout)
+@pytest.mark.serial
 @pytest.mark.parametrize("mode", MODES, ids=["hang", "500", "slow"])
 def test_a_dispatcher_pass_never_waits_on_the_receiver(tmp_path, receiver, mode):
     r = receiver(then=mode)

@@ -168,6 +168,8 @@ def test_metrics_endpoint(shell_fleet):
     assert "# TYPE healer_actions_total counter" in body
 
 
+# serial: a CPU budget (gather under 2 CPU seconds): measured alone, not beside a neighbour sharing the caches
+@pytest.mark.serial
 @pytest.mark.parametrize("n", [10_000])
 def test_gather_is_fast_on_a_large_fleet(shell_fleet, n):
     """Whole-fleet snapshot from the real store: a handful of queries, not one per ticket. Counted in SQL
