@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from healer import lifecycle
-from healer.core import fleet as rules
+from healer.core import fleet as fleet_rules
 from healer.records import Attempt, Proposal
 
 RESET_QUERY = '"to":"queued"'  # the payload text every reset move carries (keys sorted, no spaces)
 
 
 def cuts(store, ticket_id: str | None = None) -> dict[str, float]:
-    return rules.budget_cuts(store.events(kinds=["ticket.moved"], subject=ticket_id, contains=RESET_QUERY))
+    return fleet_rules.budget_cuts(store.events(kinds=["ticket.moved"], subject=ticket_id, contains=RESET_QUERY))
 
 
 class Resets:
@@ -33,7 +33,7 @@ class Resets:
             self.seen, self.cut = 0, {}
         # every move, not only those matching RESET_QUERY: budget_cuts picks the resets, and a bound LIKE pattern makes
         # SQLite prepare the statement anew each time (3x the cost of the whole read of a pass's few new moves)
-        for tid, at in rules.budget_cuts(store.events(after=self.seen, kinds=["ticket.moved"])).items():
+        for tid, at in fleet_rules.budget_cuts(store.events(after=self.seen, kinds=["ticket.moved"])).items():
             self.cut[tid] = max(self.cut.get(tid, at), at)
         self.seen = last
         return dict(self.cut)
@@ -50,18 +50,18 @@ def windows(store, ticket_ids: Iterable[str] | None = None, *, proposals: bool |
     atts: dict[str, list[Attempt]] = {}
     for tid, xs in store.all_attempts(skip_ticket_states=sorted(lifecycle.TERMINAL)).items():
         if want is None or tid in want:
-            atts[tid] = rules.in_window(xs, cut.get(tid))
+            atts[tid] = fleet_rules.in_window(xs, cut.get(tid))
     if proposals is not True:
-        return atts, {tid: rules.in_window(store.proposals(tid), cut.get(tid), at="created_at") for tid in proposals or ()}
+        return atts, {tid: fleet_rules.in_window(store.proposals(tid), cut.get(tid), at="created_at") for tid in proposals or ()}
     by: dict[str, list[Proposal]] = {}
     for p in store.proposals():
         if want is None or p.ticket_id in want:
             by.setdefault(p.ticket_id, []).append(p)
-    return atts, {tid: rules.in_window(ps, cut.get(tid), at="created_at") for tid, ps in by.items()}
+    return atts, {tid: fleet_rules.in_window(ps, cut.get(tid), at="created_at") for tid, ps in by.items()}
 
 
 def window(store, ticket_id: str) -> tuple[list[Attempt], list[Proposal]]:
     """One ticket's window (evidence for a stop)."""
     cut = cuts(store, ticket_id).get(ticket_id)
-    return (rules.in_window(store.attempts(ticket_id), cut),
-            rules.in_window(store.proposals(ticket_id), cut, at="created_at"))
+    return (fleet_rules.in_window(store.attempts(ticket_id), cut),
+            fleet_rules.in_window(store.proposals(ticket_id), cut, at="created_at"))

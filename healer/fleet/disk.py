@@ -15,7 +15,7 @@ from loguru import logger
 
 from healer import conventions as cv
 from healer import lifecycle
-from healer.core import disk as rules
+from healer.core import disk as disk_rules
 
 RESERVE_NAME = "disk.reserve"
 _FINISHED = (lifecycle.DONE, lifecycle.CLOSED)
@@ -37,7 +37,7 @@ class DiskWatch:
         out = [p for p in (self.store_dir, self.root / ".healer" / "worktrees", self.root / ".healer") if p is not None]
         return out
 
-    def measure(self) -> list[rules.Reading]:
+    def measure(self) -> list[disk_rules.Reading]:
         seen: set[int] = set()
         out = []
         for p in self.paths():
@@ -45,23 +45,23 @@ class DiskWatch:
             if got is None or got[0] in seen:
                 continue  # not made yet (no worktree so far), gone, or a file system measured already
             seen.add(got[0])
-            out.append(rules.Reading(str(p), got[1]))
+            out.append(disk_rules.Reading(str(p), got[1]))
         return out
 
-    def guard(self) -> list[rules.Reading]:
+    def guard(self) -> list[disk_rules.Reading]:
         """Measure, and release or make the reserve; never raises, never writes the store."""
         if self.min_free <= 0:
             return []
         try:
             readings = self.measure()
-            act = rules.reserve_action(readings, self.min_free, self.reserve.exists())
+            act = disk_rules.reserve_action(readings, self.min_free, self.reserve.exists())
             if act == "release":
                 self.reserve.unlink(missing_ok=True)  # healer's own preallocated file: room for the store to checkpoint
                 logger.warning("disk low: released the {} reserve ({})", self.reserve,
                                ", ".join(f"{r.path}: {r.free} bytes free" for r in readings))
                 readings = self.measure()
             elif act == "make":
-                self._make_reserve(rules.reserve_size(self.min_free))
+                self._make_reserve(disk_rules.reserve_size(self.min_free))
             return readings
         except Exception as e:  # noqa: BLE001 - measuring is advice; the pass goes on without it
             logger.debug("disk guard failed: {}", e)

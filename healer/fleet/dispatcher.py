@@ -37,7 +37,7 @@ from healer import failpoints, git, lifecycle, switches
 from healer.clock import Clock, SystemClock, iso, system
 from healer.core import dispatch as core
 from healer.core import endings, hosts
-from healer.core import fleet as rules
+from healer.core import fleet as fleet_rules
 from healer.errors import StaleLease, host_trouble
 from healer.files import write_atomic
 from healer.fleet import budget, shared
@@ -287,7 +287,7 @@ class Dispatcher:
         threshold = self.policy.sentinels.supervisor_silent
         # a watcher judges only the silence it watched: a restart's downtime is not the supervisor's
         watched = None if last is None else max(float(last), self._watching_since or float(last))
-        silent = rules.supervisor_silent(watched, now, threshold)
+        silent = fleet_rules.supervisor_silent(watched, now, threshold)
         if silent is not None:
             from healer import durations
             from healer.notify import notify
@@ -352,7 +352,7 @@ class Dispatcher:
                 continue  # another host's claim (its launch may be in flight): its dispatcher, or the supervisor once it is lost
             open_atts = [x for x in self.store.attempts(t.id) if x.ended_at is None]
             moves = [] if open_atts else self.store.events(kinds=["ticket.moved"], subject=t.id)
-            if not rules.owns_orphan(False, len(open_atts), moves[-1].payload.get("actor") if moves else None):
+            if not fleet_rules.owns_orphan(False, len(open_atts), moves[-1].payload.get("actor") if moves else None):
                 continue  # a human or another tool put it in progress: the supervisor's rules judge it
             if any(self._adopt(t, x) for x in open_atts):
                 continue
@@ -385,7 +385,7 @@ class Dispatcher:
         if code is None and res is not None and isinstance(res.get("exit_code"), int):
             code = res["exit_code"]
         head, state_hash = self.git.state(a.worktree) if a.worktree else (None, None)
-        sig = (res or {}).get("failure_signature") or rules.signature(code)
+        sig = (res or {}).get("failure_signature") or fleet_rules.signature(code)
         sig = core.interrupted_signature(code, stopped=a.state == "stopped",
                                          launcher_died=a.data.get("dispatcher") in self._crashed()) or sig
         if code == 0:
@@ -407,7 +407,7 @@ class Dispatcher:
                         "attempt": att_id, "agent": a.id, "cause": ending.cause, "exit_code": code,
                         "detail": " ".join(ending.detail.split())[:300]})
             if record_agent:
-                self.store.update_agent(a.id, state=rules.agent_end_state(code), ended_at=now, exit_code=code)
+                self.store.update_agent(a.id, state=fleet_rules.agent_end_state(code), ended_at=now, exit_code=code)
             self.store.update_agent(a.id, data={**a.data, "reaped": True})
             self._close_ticket_of(a, code, head, sig)
         forget = getattr(self.runtime, "forget", None)
@@ -427,7 +427,7 @@ class Dispatcher:
         att_id = a.data.get("attempt")
         if att_id is not None and (atts := self.store.attempts(t.id)) and atts[-1].id != att_id:
             return  # a later attempt (requeued meanwhile, maybe on another host) owns the ticket now
-        move = rules.exit_move(a.id, code, head, sig)
+        move = fleet_rules.exit_move(a.id, code, head, sig)
         if self._move(t.id, move.to, move.reason, expect=lifecycle.IN_PROGRESS) and move.propose:
             if self.shared and head and not shared.publish(a.worktree, branch_for(t.id), head, self.shared):
                 self.store.append("dispatch.publish_failed", t.id, {"remote": self.shared, "commit": head})
@@ -466,17 +466,17 @@ class Dispatcher:
         else:
             res = self.ports.gates.main(self.root, self.policy, head, self.real)
             verdict, log = res.outcome, res.tail(self.policy.fleet.evidence_lines)
-        status = rules.main_status(prev, verdict, bool(fleet.main_gates))
+        status = fleet_rules.main_status(prev, verdict, bool(fleet.main_gates))
         if head != checked:  # red (gates run every pass) or no gates: the same commit is not written again
             self.store.set_setting(keys.MAIN_CHECKED, head)
-        self.apply(rules.main_changed(
+        self.apply(fleet_rules.main_changed(
             prev, status, now=self.clock.now(), branch=fleet.main_branch, head=head, log=log,
             paused=bool(self.store.get_setting(keys.DISPATCH_PAUSED, False)),
             paused_reason=self.store.get_setting(keys.DISPATCH_PAUSED_REASON), red_since=self.store.get_setting(keys.MAIN_RED_SINCE),
             pause_on_red=fleet.pause_on_red_main))
         return status
 
-    def apply(self, effects: list[rules.Effect]) -> None:
+    def apply(self, effects: list[fleet_rules.Effect]) -> None:
         """Carry out the core's effects, in order."""
         for e in effects:
             if e.op == "set":
@@ -1061,7 +1061,7 @@ def _exit_text(a: Attempt) -> str:
     if a.exit_code is None:
         return "lost"
     if a.exit_code < 0:
-        return f"killed({rules.signature(a.exit_code).split(': ')[-1]})"
+        return f"killed({fleet_rules.signature(a.exit_code).split(': ')[-1]})"
     return str(a.exit_code)
 
 

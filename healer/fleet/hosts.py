@@ -10,7 +10,7 @@ import os
 import socket
 
 from healer import lifecycle
-from healer.core import hosts as rules
+from healer.core import hosts as host_rules
 from healer.core.dispatch import INTERRUPTED
 
 ACTOR = "supervisor"
@@ -29,8 +29,8 @@ def known_hosts(store) -> set[str]:
 
 def dead_hosts(store, now: float, me: str, seen: dict[str, float], grace: float) -> frozenset[str]:
     """Lost hosts; `seen` (the leader's memory: when it first saw each host expired) is updated in place."""
-    gone = rules.expired({h: store.lease(rules.lease_name(h)) for h in known_hosts(store) if h != me}, now)
-    dead, first = rules.lost(gone, seen, now, grace)
+    gone = host_rules.expired({h: store.lease(host_rules.lease_name(h)) for h in known_hosts(store) if h != me}, now)
+    dead, first = host_rules.lost(gone, seen, now, grace)
     seen.clear()
     seen.update(first)
     return dead
@@ -45,18 +45,18 @@ def reclaim(store, now: float, me: str, holder: str, seen: dict[str, float] | No
     if not dead:
         return []
     for h in sorted(dead):
-        name = rules.lease_name(h)
+        name = host_rules.lease_name(h)
         cur = store.lease(name)
-        if cur is not None and not cur.holder.startswith(rules.FENCED):
-            store.acquire_lease(name, f"{rules.FENCED}{holder}", 0, me, 0.0)
+        if cur is not None and not cur.holder.startswith(host_rules.FENCED):
+            store.acquire_lease(name, f"{host_rules.FENCED}{holder}", 0, me, 0.0)
     tickets = store.tickets(states=[lifecycle.IN_PROGRESS])
     opened = {t.id: [a.id for a in store.attempts(t.id) if a.ended_at is None] for t in tickets}
     done = []
-    for r in rules.reclaims(dead, tickets, store.agents(states=["running"]), opened, me):
+    for r in host_rules.reclaims(dead, tickets, store.agents(states=["running"]), opened, me):
         why = f"{INTERRUPTED}: host {r.host} lost (its lease expired)"
         with store.tx():
-            lease = store.lease(rules.lease_name(r.host))
-            if lease is None or not lease.holder.startswith(rules.FENCED):
+            lease = store.lease(host_rules.lease_name(r.host))
+            if lease is None or not lease.holder.startswith(host_rules.FENCED):
                 continue  # the host came back meanwhile: its agents are its own again
             t = store.ticket(r.ticket)
             if t.state != lifecycle.IN_PROGRESS:
