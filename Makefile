@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # the ports and their conformance file: every adapter satisfies its Protocol (mypy, structural)
 MYPY_PORTS := --follow-imports=silent --ignore-missing-imports --no-error-summary \
 	healer/store/base.py healer/fleet/ports.py healer/fleet/runtime.py healer/clock.py tests/typing/ports_conform.py \
-	chaos/faults/world.py chaos/faults/sim_world.py chaos/faults/real_world.py chaos/faults/shared.py chaos/faults/worlds.py \
+	chaos/faults/world.py chaos/faults/sim_world.py chaos/faults/real_world.py chaos/faults/board.py chaos/faults/worlds.py \
 	chaos/engine/base.py tests/typing/chaos_conform.py
 
 .PHONY: run test campaigns bench lint images clean install agents-cli

@@ -53,7 +53,7 @@ def main() -> int:
     from chaos.faults import containers as cf
     from healer.fleet import images
     from healer.fleet.runtime import RUNNING, LaunchSpec
-    from healer.repair import sandbox
+    from healer.repair import container
 
     images.build(client)
     emit("images_up_to_date_s", timed(lambda: images.build(client)), "s", 1.0)
@@ -86,7 +86,7 @@ def main() -> int:
         fleet = Path(tmp) / "fleet"
         (fleet / ".healer").mkdir(parents=True)
         with open(Path(tmp) / "err", "wb") as err:
-            t = timed(lambda: sandbox.run([PY, "-m", "chaos.agents.docker_escape", str(scratch / "r.json")], scratch=scratch,
+            t = timed(lambda: container.run([PY, "-m", "chaos.agents.docker_escape", str(scratch / "r.json")], scratch=scratch,
                                           timeout=60, stderr=err, server_stderr=err,
                                           server_argv=[PY, "-m", "healer", "mcp", "serve", "--root", str(fleet), "--run-id", "B"]))
         emit("sandbox_escape_agent_s", t, "s", 10.0)

@@ -38,7 +38,7 @@ from healer import git, lifecycle, procs
 from healer.clock import system
 from healer.core import hosts as host_rules
 from healer.errors import HealerError
-from healer.fleet import shared
+from healer.fleet import shared_main
 
 LEASE = "supervisor"
 REPO = Path(__file__).resolve().parents[1]
@@ -479,7 +479,7 @@ def check(store, bare: Path, tickets: int, ttl: float, facts: dict) -> list[str]
     for tid in sorted(every - done):
         out.append(f"{tid}: not done ({store.ticket(tid).state})")
     log = git.run(bare, "log", "--format=%B%x00", "main").stdout
-    trailers = [ln.split(":", 1)[1].strip() for msg in log.split("\0") for ln in msg.splitlines() if ln.startswith(shared.TRAILER + ":")]
+    trailers = [ln.split(":", 1)[1].strip() for msg in log.split("\0") for ln in msg.splitlines() if ln.startswith(shared_main.TRAILER + ":")]
     files = git.run(bare, "ls-tree", "-r", "--name-only", "main").stdout.splitlines()
     for tid in sorted(every):
         n = trailers.count(tid)

@@ -5,7 +5,7 @@ world, so a missed event or a crash between ticks is harmless):
 
     lease        one supervisor per fleet (holder, pid, host, expiry); not ours -> skip
     recover      finish or roll back intents a dead process left half-done
-    hosts        several hosts: a host whose lease expired is lost; fence it, requeue its tickets (healer/fleet/hosts.py)
+    hosts        several hosts: a host whose lease expired is lost; fence it, requeue its tickets (healer/fleet/lost_hosts.py)
     snapshot     healer.fleet.snapshot.Gatherer (fail-open per data source; incremental by event id)
     core         healer.core.decide(snapshot, policy, memory)
     execute      healer.remedy.actions.execute, each planned action (the core keeps within max_actions_per_tick)
@@ -34,7 +34,7 @@ from healer.core.model import Decision, Memory, Snapshot
 from healer.fleet import snapshot as snapmod
 from healer.fleet.ports import REAL as REAL_PORTS
 from healer.remedy import actions as remedy
-from healer.remedy import limits
+from healer.remedy import limiter
 from healer.store import keys
 
 FP_AFTER_LEASE = failpoints.declare("supervisor.after_lease", "healer/supervisor.py: lease taken, intents not yet recovered")
@@ -149,7 +149,7 @@ def _memory_from(raw) -> Memory:
 def _without_untried(memory: Memory, rep, now: float) -> Memory:
     """Memory minus the attempts the executor never made (refused or aborted before acting, or over the cap)."""
     from healer.core.memory import forget_attempts
-    from healer.remedy.limits import ATTEMPT_ACTIONS
+    from healer.remedy.limiter import ATTEMPT_ACTIONS
 
     tried: set[str] = set()
     untried: set[str] = set()
@@ -161,10 +161,10 @@ def _without_untried(memory: Memory, rep, now: float) -> Memory:
 
 
 def with_external_attempts(memory: Memory, store, policy, now: float, actor: str = ACTOR,
-                           humans: limits.HumanLog | None = None) -> Memory:
+                           humans: limiter.HumanLog | None = None) -> Memory:
     """Add the unblock attempts of other actors (humans, the repair agent) so the core's quiet period sees them."""
     window = max(policy.remediation.quiet_period, policy.repair_agent.quiet_period)
-    extra = limits.recent_attempts(store, now - window, exclude_actor=actor, humans=humans)
+    extra = limiter.recent_attempts(store, now - window, exclude_actor=actor, humans=humans)
     # every repair run the event log knows (operator runs, runs of a supervisor that died) counts to the daily cap
     runs = sorted(set(memory.repair_runs) | {e.at for e in store.events(kinds=["repair.started"], since=now - 2 * 86400.0)})
     if not extra and runs == list(memory.repair_runs):
@@ -220,7 +220,7 @@ class Supervisor:
         self._ctx: remedy.Context | None = None
         self._memory: tuple[Any, Memory | None] | None = None  # (the stored form, what it loads as): a quiet tick loads nothing
         self._memory_token: int | None = None  # the supervisor lease's token when _memory was last read from the store
-        self.humans = limits.HumanLog()  # the humans' unblock attempts, read by event id between ticks
+        self.humans = limiter.HumanLog()  # the humans' unblock attempts, read by event id between ticks
 
     def context(self, batch: str | None = None) -> remedy.Context:
         c = self._ctx
@@ -275,9 +275,9 @@ class Supervisor:
                                                                "outcomes": by})
 
         if self.policy.fleet.shared_remote:  # several hosts: the leader takes back what a lost host held
-            from healer.fleet import hosts
+            from healer.fleet import lost_hosts
 
-            taken = hosts.reclaim(self.store, self.store.now(), self.host, self.holder, self._hosts_seen,
+            taken = lost_hosts.reclaim(self.store, self.store.now(), self.host, self.holder, self._hosts_seen,
                                   self.policy.fleet.host_ttl / 2)
             if taken:
                 logger.warning("took back {} ticket(s) of lost host(s): {}", len(taken), taken)

@@ -53,7 +53,7 @@ def mcp_tools() -> dict:
     import anyio
     from mcp import ClientSession
 
-    from healer.repair.sandbox import inherited_stdio
+    from healer.repair.container import inherited_stdio
 
     async def go():
         with anyio.fail_after(20):

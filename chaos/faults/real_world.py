@@ -13,8 +13,8 @@ from pathlib import Path
 from chaos.faults import NotApplied, repo
 from chaos.faults import containers as cf
 from chaos.faults import process as pfault
+from chaos.faults.board import alert_flood, move_ticket, stale_labels, tickets
 from chaos.faults.command import inject as run_command
-from chaos.faults.shared import alert_flood, move_ticket, stale_labels, tickets
 from chaos.faults.world import RealWorld, ServerWorld
 from chaos.scenario import Fault, match
 from healer.records import Agent, Worktree

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from chaos.agents.behaviours import make
 from chaos.faults import NotApplied
+from chaos.faults.board import alert_flood, move_ticket, stale_labels, tickets
 from chaos.faults.command import inject as run_command
-from chaos.faults.shared import alert_flood, move_ticket, stale_labels, tickets
 from chaos.faults.world import SimAgent, SimWorld
 from chaos.scenario import Fault, match
 from healer import procs

@@ -121,9 +121,9 @@ def repair_builtin_agent(
     from healer.repair import builtin
 
     summary = builtin.run_from_config(config, max_calls=max_calls)
-    from healer.repair import sandbox
+    from healer.repair import container
 
-    if sandbox.sandboxed():  # stdout is the MCP channel in the docker sandbox: report on stderr
+    if container.sandboxed():  # stdout is the MCP channel in the docker sandbox: report on stderr
         import json
         import sys
 

@@ -5,7 +5,7 @@ host's heartbeat. A host whose lease expired is lost: nobody else can see its pr
 are lost with it and its in-progress tickets go back to the queue. A host that stopped cleanly released
 its lease: it is not lost, its agents keep running and it adopts them when it comes back.
 
-Pure: the shell (healer/fleet/hosts.py) gathers the leases and the board, applies the plan with
+Pure: the shell (healer/fleet/lost_hosts.py) gathers the leases and the board, applies the plan with
 compare-and-sets, and fences the lost host (a new token on its lease) first.
 """
 

@@ -34,7 +34,7 @@ def _recent(times, now: float, window: float) -> int:
 
 
 # The two rules every actor shares, as plain arithmetic: the planner applies them to its
-# memory, the executor (healer/remedy/limits.py) to the store's journal. One definition.
+# memory, the executor (healer/remedy/limiter.py) to the store's journal. One definition.
 
 def rate_reason(action: str, used: int, count: int, per: float, more: int = 1) -> str | None:
     """Why `more` runs of `action` would break "at most `count` per `per` s", having `used` in the window."""

@@ -40,9 +40,9 @@ from healer.core import endings, hosts
 from healer.core import fleet as fleet_rules
 from healer.errors import StaleLease, host_trouble
 from healer.files import write_atomic
-from healer.fleet import budget, shared
+from healer.fleet import budget, shared_main
 from healer.fleet.gates import PASS
-from healer.fleet.hosts import host_id
+from healer.fleet.lost_hosts import host_id
 from healer.fleet.ports import REAL, Ports
 from healer.fleet.proposals import DEFERRED, MERGED, WITHHELD, rejection_reason
 from healer.fleet.results import read_result as _read_result
@@ -183,7 +183,7 @@ class Dispatcher:
         self._readings: list = []  # this pass's free-space readings (taken before its first store write)
         self._disk_low: bool | None = None  # None: not known yet (the store's setting says, on the first pass)
         self.shared = policy.fleet.shared_remote  # several hosts: merge by pushing to one shared repository
-        if self.shared and (why := shared.check_remote(self.root, self.shared)):
+        if self.shared and (why := shared_main.check_remote(self.root, self.shared)):
             raise UsageError(why)
 
     # -- one pass -------------------------------------------------------------------
@@ -429,7 +429,7 @@ class Dispatcher:
             return  # a later attempt (requeued meanwhile, maybe on another host) owns the ticket now
         move = fleet_rules.exit_move(a.id, code, head, sig)
         if self._move(t.id, move.to, move.reason, expect=lifecycle.IN_PROGRESS) and move.propose:
-            if self.shared and head and not shared.publish(a.worktree, branch_for(t.id), head, self.shared):
+            if self.shared and head and not shared_main.publish(a.worktree, branch_for(t.id), head, self.shared):
                 self.store.append("dispatch.publish_failed", t.id, {"remote": self.shared, "commit": head})
             self.store.add_proposal(t.id, branch_for(t.id), head)
 
@@ -494,10 +494,10 @@ class Dispatcher:
         if not self.shared:
             return main
         try:
-            shared.fetch(self.root, main, self.shared)
+            shared_main.fetch(self.root, main, self.shared)
         except git.GitError as e:  # the shared repository is unreachable: work from what was fetched last
             self.store.append("dispatch.fetch_failed", "", {"remote": self.shared, "error": str(e)[-300:]})
-        return shared.main_ref(main, self.shared)
+        return shared_main.main_ref(main, self.shared)
 
     # -- proposals ------------------------------------------------------------------
     def review(self, rep: TickReport | None = None) -> None:
@@ -519,7 +519,7 @@ class Dispatcher:
             if last.state != "open":
                 continue
             wanted = lambda t=t, p=last: self._unwanted(t, p)  # noqa: E731
-            v = (shared.gate_shared(self.root, self.policy, last, self.real, self.shared, still_wanted=wanted) if self.shared
+            v = (shared_main.gate_shared(self.root, self.policy, last, self.real, self.shared, still_wanted=wanted) if self.shared
                  else self.ports.gates.proposal(self.root, self.policy, last, self.real, still_wanted=wanted))
             if v.outcome == WITHHELD:
                 self.store.decide_proposal(last.id, "rejected", v.log)

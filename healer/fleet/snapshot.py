@@ -14,7 +14,7 @@ from pathlib import Path
 from healer import lifecycle, procs
 from healer.core import fleet as budget_rules
 from healer.core.model import AgentView, Snapshot, WorktreeView
-from healer.fleet.hosts import host_id
+from healer.fleet.lost_hosts import host_id
 from healer.fleet.results import result_exit
 from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, Handle
 from healer.realpath import Resolver

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from healer import errors, procs
 from healer.clock import Clock, system
-from healer.fleet.hosts import host_id
+from healer.fleet.lost_hosts import host_id
 from healer.records import Agent
 
 

@@ -41,7 +41,7 @@ from healer.core.model import PlannedAction
 from healer.errors import HealerError, NotFound
 from healer.fleet.snapshot import HOST, ended_with, handle_of, liveness
 from healer.realpath import Resolver
-from healer.remedy import limits
+from healer.remedy import limiter
 from healer.remedy import quarantine as qmod
 from healer.remedy.paths import UnsafePath, confine, relative
 from healer.store import keys
@@ -766,15 +766,15 @@ def execute(ctx: Context, action: PlannedAction) -> Outcome:
     except Refuse as e:
         return _record(ctx, Outcome(REFUSED, str(e)), name, subject, params)
     now = ctx.now()
-    why = limits.rate_limited(ctx.store, ctx.policy, name, now)
-    if why is None and target.ticket and name in limits.ATTEMPT_ACTIONS:
-        why = limits.quiet_period(ctx.store, ctx.policy, target.ticket, now, batch=ctx.batch)
+    why = limiter.rate_limited(ctx.store, ctx.policy, name, now)
+    if why is None and target.ticket and name in limiter.ATTEMPT_ACTIONS:
+        why = limiter.quiet_period(ctx.store, ctx.policy, target.ticket, now, batch=ctx.batch)
     if why:
         return _record(ctx, Outcome(REFUSED, why), name, subject, params)
 
     journal = {"subject": subject, "params": params, "ticket": target.ticket, "_batch": ctx.batch, "_host": ctx.host, **_me()}
     # a ticket's attempts are journaled under the ticket, so its lease is one indexed look-up
-    on_ticket = target.ticket if (target.ticket and (name in limits.ATTEMPT_ACTIONS or name == "escalate")) else None
+    on_ticket = target.ticket if (target.ticket and (name in limiter.ATTEMPT_ACTIONS or name == "escalate")) else None
     intent = ctx.store.plan_intent(name, on_ticket or subject, journal, actor=ctx.actor,
                                    reason=action.reason or (action.rule or ""))
     failpoints.hit(FP_AFTER_INTENT)

@@ -131,11 +131,11 @@ async def run_session(command: str, args: list[str], env: dict[str, str] | None 
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    from healer.repair import sandbox
+    from healer.repair import container
 
     params = StdioServerParameters(command=command, args=list(args), env={**os.environ, **(env or {})})
     # in the docker sandbox the server runs on the host, wired to our own stdin/stdout
-    transport = sandbox.inherited_stdio() if sandbox.sandboxed() else stdio_client(params)
+    transport = container.inherited_stdio() if container.sandboxed() else stdio_client(params)
     async with transport as (read, write), ClientSession(read, write) as session:
         await session.initialize()
         listed = {t.name for t in (await session.list_tools()).tools}

@@ -153,11 +153,11 @@ def launch(root: str | Path, policy, store, clock: Clock | None = None, *, agent
     grace = min(policy.loop.kill_grace, 5.0)
     try:
         with (scratch / "agent.out").open("wb") as out, (scratch / "agent.err").open("wb") as err:
-            if ra.agent.sandbox == "docker":  # healer/repair/sandbox.py: no network, read-only root, MCP over stdio
-                from healer.repair import sandbox
+            if ra.agent.sandbox == "docker":  # healer/repair/container.py: no network, read-only root, MCP over stdio
+                from healer.repair import container
 
                 cmd, args = server_argv(root, run_id)
-                done = sandbox.run(argv, scratch=cwd, readonly=[scratch], timeout=ra.timeout, grace=grace, clock=clock,
+                done = container.run(argv, scratch=cwd, readonly=[scratch], timeout=ra.timeout, grace=grace, clock=clock,
                                    env=env, server_argv=[cmd, *args], server_cwd=cwd, stdout=out, stderr=err,
                                    server_stderr=err, image=policy.fleet.image,
                                    labels={"healer.fleet": str(root), "healer.run": run_id})

@@ -15,7 +15,7 @@ from healer.core import dispatch, endings, limits, notices, plan, rules, waitfor
 from healer.core import fleet as fleet_rules
 from healer.fleet import dispatcher as dispatcher_mod
 from healer.fleet.dispatcher import Dispatcher
-from healer.remedy import limits as remedy_limits
+from healer.remedy import limiter as remedy_limits
 
 
 def _no_wait_labels(mp):

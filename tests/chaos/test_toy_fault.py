@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from chaos import engine, explore
+from chaos.faults.board import tickets
 from chaos.faults.registry import FAULTS, REAL, SIM, Explore, FaultSpec, registered
-from chaos.faults.shared import tickets
 from chaos.faults.world import World
 from chaos.faults.worlds import rows, worlds
 from chaos.scenario import Fault, Scenario

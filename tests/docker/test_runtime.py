@@ -143,7 +143,7 @@ def test_runtime_for_picks_containers_lazily():
 def test_healer_imports_without_the_docker_package():
     code = ("import sys; sys.modules['docker'] = None\n"
             "import healer.cli, healer.fleet.runtimes, healer.fleet.container_runtime, healer.fleet.images\n"
-            "import chaos.faults.containers, healer.repair.sandbox, healer.cli.containers\n"
+            "import chaos.faults.containers, healer.repair.container, healer.cli.containers\n"
             "print('ok')")
     out = subprocess.run([PY, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

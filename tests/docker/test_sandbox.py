@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from healer.repair import sandbox
+from healer.repair import container
 from tests.conftest import healer, make_repo, wait_until
 from tests.docker.conftest import require_engine
 
@@ -36,7 +36,7 @@ def test_scripted_agent_cannot_escape(dclient, fleet, tmp_path):
     forbidden = [str(fleet / "escape.txt"), str(fleet / ".healer" / "escape.txt"), str(fleet / ".healer" / "healer.db"),
                  str(tmp_path / "escape.txt")]
     with open(tmp_path / "agent.err", "wb") as err, open(tmp_path / "server.err", "wb") as serr:
-        done = sandbox.run([PY, "-m", "chaos.agents.docker_escape", str(result), "--port", str(port), "--forbidden", *forbidden],
+        done = container.run([PY, "-m", "chaos.agents.docker_escape", str(result), "--port", str(port), "--forbidden", *forbidden],
                            scratch=scratch, readonly=[scratch.parent], timeout=60, stderr=err,
                            server_argv=[PY, "-m", "healer", "mcp", "serve", "--root", str(fleet), "--run-id", "RX"],
                            server_stderr=serr, labels={"healer.fleet": str(fleet)})
@@ -59,7 +59,7 @@ def test_scripted_agent_cannot_escape(dclient, fleet, tmp_path):
 @pytest.mark.serial
 def test_deadline_kills_the_sandbox(dclient, tmp_path):
     scratch = tmp_path / "scratch"
-    done = sandbox.run([PY, "-c", "import time; time.sleep(120)"], scratch=scratch, timeout=2, grace=1,
+    done = container.run([PY, "-c", "import time; time.sleep(120)"], scratch=scratch, timeout=2, grace=1,
                        labels={"healer.test": str(tmp_path)})
     assert done.timed_out and done.exit_code is None and done.elapsed < 15
     assert dclient.containers.list(all=True, filters={"label": f"healer.test={tmp_path}"}) == []

@@ -61,7 +61,7 @@ def test_a_conflict_on_the_shared_main_names_the_files_and_the_other_hosts_commi
     """Several hosts (fleet.shared_remote): the merge is built on the fetched shared main; its conflict says so."""
     from healer.clock import VirtualClock
     from healer.fleet import proposals as pr
-    from healer.fleet import shared
+    from healer.fleet import shared_main
     from healer.records import Proposal
     from tests.fleet.test_shared_merge import shared_fleet
 
@@ -86,7 +86,7 @@ def test_a_conflict_on_the_shared_main_names_the_files_and_the_other_hosts_commi
 
     policy = load_policy(root / "healer.yaml")
     p = Proposal(1, "T-1", "healer/T-1", commit, "open", 0.0)
-    v = shared.gate_shared(root, policy, p, VirtualClock(), "origin")
+    v = shared_main.gate_shared(root, policy, p, VirtualClock(), "origin")
     assert v.outcome == pr.REJECTED, v.log
     assert v.conflict == {"main": "origin/main", "files": ["a.txt"], "with": [f"{theirs} host2: a"]}
     assert pr.rejection_reason(v.log) == f"merge: conflict with origin/main in a.txt (changed on origin/main by {theirs} host2: a)"

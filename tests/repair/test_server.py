@@ -11,7 +11,7 @@ import pytest
 
 from healer import procs
 from healer.records import Worktree
-from healer.remedy.limits import record_human
+from healer.remedy.limiter import record_human
 from healer.repair import launcher
 from healer.repair.server import TOOLS
 from healer.store import open_store

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from healer import lifecycle
 from healer.core import hosts as rules
 from healer.errors import StaleLease
-from healer.fleet import hosts
+from healer.fleet import lost_hosts
 from healer.records import Agent, Ticket
 from healer.store import open_url
 
@@ -48,9 +48,9 @@ def two(store_url, vclock, tmp_path):
 def test_a_lost_host_is_fenced_and_its_ticket_requeued_once(two, vclock):
     host, leader = two
     a = _host_claims(host, "h1", "T-1")
-    assert hosts.reclaim(leader, leader.now(), "h2", "supervisor@h2") == []  # its lease is fresh
+    assert lost_hosts.reclaim(leader, leader.now(), "h2", "supervisor@h2") == []  # its lease is fresh
     vclock.advance(TTL + 1)
-    assert hosts.reclaim(leader, leader.now(), "h2", "supervisor@h2") == [{"ticket": "T-1", "host": "h1"}]
+    assert lost_hosts.reclaim(leader, leader.now(), "h2", "supervisor@h2") == [{"ticket": "T-1", "host": "h1"}]
 
     t = leader.ticket("T-1")
     assert t.state == lifecycle.QUEUED
@@ -65,7 +65,7 @@ def test_a_lost_host_is_fenced_and_its_ticket_requeued_once(two, vclock):
         host.heartbeat(a.id)
     assert leader.count_events("lease.stale_write_refused") == 1
     # nothing more to take back; the host takes its lease back with a new token
-    assert hosts.reclaim(leader, leader.now(), "h2", "supervisor@h2") == []
+    assert lost_hosts.reclaim(leader, leader.now(), "h2", "supervisor@h2") == []
     back = host.acquire_lease(rules.lease_name("h1"), "dispatch@h1:7", 7, "h1", TTL)
     assert back is not None and back.token > lease.token
     assert leader.count_events("host.reclaimed") == 1
@@ -77,7 +77,7 @@ def test_a_host_that_renews_in_time_keeps_its_tickets(two, vclock):
     vclock.advance(TTL - 1)
     host.acquire_lease(rules.lease_name("h1"), "dispatch@h1:1", 1, "h1", TTL)  # renewed: same token
     vclock.advance(TTL - 1)
-    assert hosts.reclaim(leader, leader.now(), "h2", "supervisor@h2") == []
+    assert lost_hosts.reclaim(leader, leader.now(), "h2", "supervisor@h2") == []
     assert leader.ticket("T-1").state == lifecycle.IN_PROGRESS
 
 
@@ -88,12 +88,12 @@ def test_the_leader_waits_its_grace_before_giving_a_host_up(two, vclock):
     _host_claims(host, "h1", "T-1")
     seen: dict[str, float] = {}
     vclock.advance(TTL + 1)
-    assert hosts.reclaim(leader, leader.now(), "h2", "supervisor@h2", seen, grace=3.0) == []
+    assert lost_hosts.reclaim(leader, leader.now(), "h2", "supervisor@h2", seen, grace=3.0) == []
     assert set(seen) == {"h1"}
     vclock.advance(1)
     host.acquire_lease(rules.lease_name("h1"), "dispatch@h1:1", 1, "h1", TTL)  # it was only the pause
     vclock.advance(3)
-    assert hosts.reclaim(leader, leader.now(), "h2", "supervisor@h2", seen, grace=3.0) == []
+    assert lost_hosts.reclaim(leader, leader.now(), "h2", "supervisor@h2", seen, grace=3.0) == []
     assert seen == {} and leader.ticket("T-1").state == lifecycle.IN_PROGRESS
 
 

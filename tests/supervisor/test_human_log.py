@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from healer.clock import VirtualClock
-from healer.remedy import limits
+from healer.remedy import limiter
 from healer.store.sqlite import SqliteStore
 
 EVENT = st.tuples(
@@ -29,7 +29,7 @@ def test_incremental_human_attempts_equal_a_fresh_read(tmp_path_factory, steps):
     clock = VirtualClock(1_000_000.0)
     store = SqliteStore(tmp_path_factory.mktemp("h") / "healer.db", clock)
     try:
-        log = limits.HumanLog()
+        log = limiter.HumanLog()
         for op, arg in steps:
             if op == "append":
                 for kind, subject, actor, action in arg:
@@ -41,7 +41,7 @@ def test_incremental_human_attempts_equal_a_fresh_read(tmp_path_factory, steps):
                 clock.jump(arg)
             else:
                 since = clock.now() - arg
-                assert log.read(store, since) == limits.HumanLog().read(store, since)
-                assert limits.recent_attempts(store, since, humans=log) == limits.recent_attempts(store, since)
+                assert log.read(store, since) == limiter.HumanLog().read(store, since)
+                assert limiter.recent_attempts(store, since, humans=log) == limiter.recent_attempts(store, since)
     finally:
         store.close()

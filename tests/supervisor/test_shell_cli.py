@@ -214,14 +214,14 @@ def test_a_board_command_is_one_attempt_not_two(tmp_path):
     root = _fleet(tmp_path, "version: 1\nhealth: {frozen_in_progress: 1s}\nremediation: {quiet_period: 1s}\n")
     assert healer("board", "add", "frozen", "--root", str(root)).returncode == 0
     assert healer("board", "move", "T-1", "in_progress", "--root", str(root)).returncode == 0
-    from healer.remedy import limits
+    from healer.remedy import limiter
 
     s = open_store(root)
     try:
-        got = limits.attempts(s, "T-1", 0.0)
+        got = limiter.attempts(s, "T-1", 0.0)
         # the move is one attempt (not two); creating the ticket is none (it held new tickets for 4h)
         assert [a.what for a in got] == ["move"]
-        assert len(limits.recent_attempts(s, 0.0)["T-1"]) == 1
+        assert len(limiter.recent_attempts(s, 0.0)["T-1"]) == 1
         with s.tx() as db:  # the move is old news: past the quiet period and the frozen threshold
             db.execute("UPDATE tickets SET updated_at = updated_at - 60")
             db.execute("UPDATE events SET at = at - 60")

@@ -30,7 +30,7 @@ def real_worlds(a: RealEngine) -> list[RealWorld]:
     return [a]
 
 
-def worlds(a: SimEngine, b: RealEngine) -> list[World]:  # the faults both worlds share (chaos/faults/shared.py)
+def worlds(a: SimEngine, b: RealEngine) -> list[World]:  # the faults both worlds share (chaos/faults/board.py)
     return [a, b]
 
 
