@@ -173,16 +173,12 @@ def restore(file: Path = typer.Argument(..., help="A copy of this fleet's board:
 def _restore_file(src: Path, dest: Path, now: float) -> Path | None:
     """SQLite: the copy made aside and renamed into place; the file there now moved aside (with its -wal/-shm)."""
     import os
-    import sqlite3
+
+    from healer.store.backup import copy_file
 
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".restoring")
-    a, b = sqlite3.connect(f"file:{src}?mode=ro", uri=True), sqlite3.connect(tmp)
-    try:
-        a.backup(b)  # a consistent copy, whatever journal the source has
-    finally:
-        a.close()
-        b.close()
+    copy_file(src, tmp)
     kept = None
     if dest.exists():
         kept = dest.with_name(f"{dest.name}.old-{int(now)}")

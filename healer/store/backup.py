@@ -17,6 +17,16 @@ from pathlib import Path
 from healer.errors import INVALID_INPUT, HealerError, UsageError
 
 
+def copy_file(src: Path, dest: Path) -> None:
+    """A consistent copy of SQLite file `src` at `dest`, whatever journal the source has (the online backup API)."""
+    a, b = sqlite3.connect(f"file:{src.resolve()}?mode=ro", uri=True), sqlite3.connect(dest)
+    try:
+        a.backup(b)
+    finally:
+        a.close()
+        b.close()
+
+
 def snapshot(store) -> dict[str, tuple[list[str], list[tuple]]]:
     """Every table's rows, read in one transaction (one consistent view of the board)."""
     with store.tx(fenced=False):
@@ -90,12 +100,7 @@ def read_file(file: Path, clock=None) -> tuple[dict[str, tuple[list[str], list[t
     fid = json.loads(row[0]) if row else None
     with tempfile.TemporaryDirectory(prefix="healer-restore.") as d:
         tmp = Path(d) / "copy.db"
-        a, b = sqlite3.connect(f"file:{src.resolve()}?mode=ro", uri=True), sqlite3.connect(tmp)
-        try:
-            a.backup(b)  # a consistent copy, whatever journal the source has
-        finally:
-            a.close()
-            b.close()
+        copy_file(src, tmp)
         s = SqliteStore(tmp, clock)  # migrated to this healer's schema (the copy, never the file)
         try:
             return snapshot(s), fid

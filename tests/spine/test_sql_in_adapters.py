@@ -27,10 +27,6 @@ ALLOWED: dict[str, tuple[frozenset[str], str]] = {
     "healer/errors.py": (frozenset({"sqlite3"}),
                          "classifies the SQLite driver's exceptions (a damaged file, a busy lock) raised through any caller; "
                          "no SQL, no connection"),
-    "healer/cli/store.py": (frozenset({"sqlite3", "sql"}),
-                            "`healer store restore FILE` checks a backup that is not a store yet (integrity, schema version, "
-                            "fleet id) and copies it page by page with SQLite's online backup API; issue 33's restore work "
-                            "(PostgreSQL) reshapes it this session, the SQLite half is to move behind the port after it"),
     "chaos/pgday.py": (frozenset({"psycopg", "sql"}),
                        "the pg_kill_mid_merge fault ends a host's backends with pg_terminate_backend on the server, as an "
                        "operator's psql would: a fault on the database server, not a read or write of the board"),
