@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from healer.clock import Clock, system
-from healer.errors import HealerError, Unavailable
+from healer.errors import HealerError
+from healer.fleet.docker_client import connect  # noqa: F401 - callers reach it here
 from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, UNKNOWN, Handle, LaunchSpec, Status
 
 LABEL_FLEET = "healer.fleet"
@@ -31,23 +32,6 @@ LABEL_LOG = "healer.log"  # where the output goes, so any runtime instance (a re
 
 # variables an agent loop needs from the host; the rest of the host environment stays out
 _PASS_ENV = ("GIT_", "HEALER_")
-
-
-def connect(timeout: float = 30):
-    """A docker client that has answered a ping, or one clear line saying why not."""
-    try:
-        import docker
-        import docker.errors
-    except ImportError as e:  # pragma: no cover - docker is a declared dependency
-        raise HealerError(f"container runtime: the 'docker' package is not installed ({e})") from e
-    try:
-        client = docker.from_env(timeout=timeout)
-        client.ping()
-        return client
-    except docker.errors.DockerException as e:
-        host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-        raise Unavailable(f"container runtime: no Docker engine answers at {host}; start dockerd "
-                          f"(e.g. dockerd --bridge=none --iptables=false) ({type(e).__name__})") from e
 
 
 def labels_for(labels: Mapping[str, str]) -> dict[str, str]:

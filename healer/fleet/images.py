@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--name", default=DEFAULT_IMAGE)
     args = ap.parse_args(argv)
     from healer.errors import HealerError
-    from healer.fleet.container_runtime import connect
+    from healer.fleet.docker_client import connect
 
     try:
         client = connect()
