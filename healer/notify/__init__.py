@@ -25,8 +25,8 @@ from typing import Any
 from loguru import logger
 
 from healer.notify import secrets
+from healer.notify.identity import REMOTE, fingerprint  # noqa: E402,F401 - the outbox reads them there too
 
-REMOTE = ("webhook", "command", "alertmanager")
 OPEN = "notify.open:"  # setting per alert key told to a notifier that takes resolves, until it is resolved
 RESOLVED = "resolved:"  # the outbox key of a resolve (its own cooldown row: a resolve never holds a firing back)
 
@@ -37,12 +37,6 @@ class _Alert:
     def __init__(self, key: str, text: str, severity: str = "warning", evidence: dict[str, Any] | None = None,
                  cooldown: float | None = None) -> None:
         self.key, self.text, self.severity, self.evidence, self.cooldown = key, text, severity, evidence or {}, cooldown
-
-
-def fingerprint(n) -> str:
-    """A notifier's identity in the outbox: its kind and a hash of its settings (never the URL or a secret)."""
-    raw = json.dumps(n.model_dump(mode="json", exclude={"retries"}), sort_keys=True)
-    return f"{n.kind}:{hashlib.sha256(raw.encode()).hexdigest()[:16]}"
 
 
 def idempotency_key(key: str, now: float) -> str:

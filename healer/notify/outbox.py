@@ -84,7 +84,7 @@ def _dead(holder: str) -> bool:
 
 
 def _remote(policy) -> dict:
-    from healer.notify import REMOTE, fingerprint
+    from healer.notify.identity import REMOTE, fingerprint
 
     return {fingerprint(n): n for n in policy.notify.notifiers if n.kind in REMOTE}
 

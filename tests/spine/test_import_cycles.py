@@ -16,12 +16,11 @@ import networkx as nx
 from tests.spine.conftest import REPO
 
 # each known cycle: its modules, and why the circle is there (what would break it). Broken so far (issue 35):
-# errors <-> git <-> store.corrupt, fleet.container_runtime <-> fleet.images (healer/fleet/docker_client.py), store.outage <-> store.postgres, cli.common <-> cli.runbook; the chaos knot (fault
+# errors <-> git <-> store.corrupt, fleet.container_runtime <-> fleet.images (healer/fleet/docker_client.py), notify <-> notify.outbox
+# (healer/notify/identity.py), store.outage <-> store.postgres, cli.common <-> cli.runbook; the chaos knot (fault
 # injectors typed against chaos/faults/world.py's World, engines importing chaos/engine/base.py, the fault registry a
 # leaf); healer.ctk.run <-> chaos.report_ctk (a journal's verdict in healer/ctk/journal.py).
 KNOWN: dict[frozenset[str], str] = {
-    frozenset({"healer.notify", "healer.notify.outbox"}):
-        "the notifier package hands deliveries to the outbox courier, which calls the package's notifiers",
     frozenset({"healer.cli", "healer.cli.board", "healer.cli.misc", "healer.demo"}):
         "the CLI registers board/misc, which reach back for the app; `healer demo` prints with board/misc's views",
     frozenset({"healer.fleet.ports", "healer.fleet.snapshot", "healer.remedy.actions", "healer.repair.diagnose",
