@@ -1,4 +1,4 @@
-"""The humans' unblock attempts read incrementally between ticks (remedy.limits.HumanLog) are the ones a
+"""The humans' unblock attempts read incrementally between ticks (remedy.limiter.HumanLog) are the ones a
 fresh read of the whole window finds, whatever is appended between reads and however the window moves."""
 
 from __future__ import annotations
