@@ -19,11 +19,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+# the module, not its names: `import chaos.storm` first runs chaos.engine's __init__ (for chaos.engine.base), which
+# imports this module while chaos.storm is still half made
+from chaos import storm
 from chaos.engine.arming import FailpointArming
 from chaos.engine.base import Result
 from chaos.engine.sim import PID_BASE, Hooks, SimEngine, T
 from chaos.scenario import FleetSpec, Scenario, TicketSpec, seconds
-from chaos.storm import board_facts, integrity, schedule
 from healer import failpoints, lifecycle
 
 CRASH_POINT = "store.before_commit"  # every write the dispatcher and the supervisor make passes here
@@ -58,7 +60,7 @@ class SimStormEngine(SimEngine):
                           params={"duration": seconds(st.agent_delay)})
         scenario = scenario.model_copy(update={"fleet": FleetSpec(pool_size=st.pool_size, tickets=[spec])})
         super().__init__(scenario, workdir, **kw)
-        self.plan = schedule(self.seed, st.kills, st.with_runners, (seconds(st.uptime[0]), seconds(st.uptime[-1])))
+        self.plan = storm.schedule(self.seed, st.kills, st.with_runners, (seconds(st.uptime[0]), seconds(st.uptime[-1])))
         rng = random.Random(f"storm-sim:{self.seed}")
         self.mid = set(rng.sample(range(st.kills), round(st.kills * st.mid_step))) if st.kills else set()
         self.writes = [rng.randint(1, MAX_WRITES) for _ in range(st.kills)]
@@ -153,12 +155,12 @@ class SimStormEngine(SimEngine):
     # -- what the checkers read ---------------------------------------------------------------
     def facts(self) -> dict[str, Any]:
         tickets = {t.id: t for t in self.store.tickets()}
-        f = board_facts(self.store.events(), tickets, self.store.intents())
+        f = storm.board_facts(self.store.events(), tickets, self.store.intents())
         f["unmerged_done"] = sorted(tid for tid, t in tickets.items()
                                     if t.state == lifecycle.DONE and t.data.get("merged_commit") is None)
         f["left"] = sorted([f"{p.agent_id} (process alive)" for p in self.procs.values() if p.alive] +
                            [f"{a.id} (registered running)" for a in self.store.agents(states=["running"])])
-        f["integrity"] = integrity(self.store.path)
+        f["integrity"] = storm.integrity(self.store.path)
         f["tracebacks"] = 0
         f.update(kills=len(self.kills_done), runner_kills=sum(1 for k in self.kills_done if k["runners"]),
                  mid_step_kills=sum(1 for k in self.kills_done if k["mid_step"]),
