@@ -187,6 +187,11 @@ def _plain_content(cwd: Path, seen: treewatch.Seen) -> bool:
 _DEFAULT_FILEMODE = re.compile(rb"(?m)^[ \t]*filemode[ \t]*=[ \t]*true[ \t]*$")
 
 
+def _not_loose(store: Path, oids) -> list[str]:
+    """The object ids among `oids` with no loose object in `store` (packed, or never written)."""
+    return [oid for oid in oids if not os.path.exists(store / oid[:2] / oid[2:])]
+
+
 def _rehash(cwd: Path, kept: tuple, got: tuple[treewatch.Seen, dict[str, bytes]]) -> str | None:
     """The tree `add -A` would write when only indexed files changed since the last one (content, mode or
     link target: `got`, treewatch.moved's answer), built here: their blobs and the trees written as loose
@@ -201,7 +206,7 @@ def _rehash(cwd: Path, kept: tuple, got: tuple[treewatch.Seen, dict[str, bytes]]
         return None
     root, trees = built
     store = lay.common / "objects"
-    missing = [oid for oid in trees if not os.path.exists(store / oid[:2] / oid[2:])]
+    missing = _not_loose(store, trees)
     if len(missing) > MISSING_TREES:
         return None  # most likely packed (a clone): git's to write
     for oid, body in blobs.items():
@@ -275,7 +280,7 @@ def _write_tree(cwd: Path, scratch: Path) -> str | None:
         return None
     root, objects = built
     store = lay.common / "objects"
-    missing = [oid for oid in objects if not os.path.exists(store / oid[:2] / oid[2:])]
+    missing = _not_loose(store, objects)
     if len(missing) > MISSING_TREES:
         MEMORY.git_writes_trees.add(str(cwd))  # most likely packed (a clone): git checks its packs, writing loose copies costs more
         return None
