@@ -272,3 +272,19 @@ def pytest_unconfigure(config):
             base.parent.rmdir()
         except OSError:
             pass
+
+
+_CODEX_DAEMON = Path("/tmp") / f"codex-daemon-{os.getuid()}"
+_CODEX_DAEMON_BEFORE = _CODEX_DAEMON.exists()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Codex makes its socket folder /tmp/codex-daemon-UID itself, whatever TMPDIR says (an unsandboxed
+    loop cannot move it): once every worker is done, the controller removes it if this session made it
+    and it is empty (a user's own Codex keeps it)."""
+    if hasattr(session.config, "workerinput") or _CODEX_DAEMON_BEFORE:
+        return
+    try:
+        _CODEX_DAEMON.rmdir()
+    except OSError:
+        pass

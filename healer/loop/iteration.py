@@ -108,12 +108,17 @@ class Iteration:
         seen = guard.scan(roots) if watch else {}
         try:
             if self.sbx_mode == "none":
+                # no tmpfs of its own, but a temp dir of its own: the CLIs' scratch (Claude Code's
+                # claude-0/, Codex's codex-*) stays in the tree's .healer/, kept as evidence, not in /tmp
+                self._tmp = self.workdir / worktree.HEALER_DIR / "tmp" / f"{n:03d}"
+                self._tmp.mkdir(parents=True, exist_ok=True)
                 return self._iterate_body(n)
             with sandbox.Session(self._loop_profile()) as p:
                 self._profile = p
                 return self._iterate_body(n)
         finally:
             self._profile = None
+            self._tmp = None
             self._check_git(n, "iteration")
             if watch:
                 paths = guard.written(seen, guard.scan(roots))
@@ -133,6 +138,13 @@ class Iteration:
         idir.mkdir(parents=True, exist_ok=True)
         self._event("loop.outside_write", {"n": idir.name, "sandbox": self.sbx_mode, "count": 1,
                                            "paths": [str(self.paths.dir)], "area": "loop state deleted by the agent"})
+
+    def _program_env(self) -> dict[str, str]:
+        """The agent's and the gates' environment: the policy's pass-list, and an unsandboxed iteration's temp dir."""
+        env = environ.for_programs(procs.environ(), self.loop_policy.env_pass)
+        if self._tmp is not None:
+            env.update({"TMPDIR": str(self._tmp), "TMP": str(self._tmp), "TEMP": str(self._tmp)})
+        return env
 
     def _loop_profile(self) -> sandbox.Profile:
         L = self.loop_policy
@@ -365,7 +377,7 @@ class Iteration:
         remaining_usd = (L.spend_cap_usd - st.cost_usd) if L.spend_cap_usd is not None else None
         argv = agents.render(self.spec, prompt_file=str(pf), workdir=str(self.workdir), iteration=n, prompt=prompt,
                              remaining_usd=remaining_usd)
-        env = environ.for_programs(procs.environ(), L.env_pass)
+        env = self._program_env()
         env.update({"HEALER_LOOP_RUN_ID": st.run_id, "HEALER_LOOP_ITERATION": str(n), "HEALER_PROMPT_FILE": str(pf),
                     "HEALER_WORKDIR": str(self.workdir)})
         h = agenthome.home(st.preset, self.paths.dir)
@@ -486,7 +498,7 @@ class Iteration:
 
     def _gates(self, idir: Path, deadline: float) -> tuple[list[GateResult], str]:
         L, clock = self.loop_policy, self.clock
-        env = environ.for_programs(procs.environ(), L.env_pass)
+        env = self._program_env()
         results: list[GateResult] = []
         combined: list[str] = []
         failing_log = ""

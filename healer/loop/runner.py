@@ -123,6 +123,7 @@ class Runner(Iteration):
         self._diff_bytes = 0
         self.sbx_mode = "none"
         self._profile: sandbox.Profile | None = None
+        self._tmp: Path | None = None  # an unsandboxed iteration's temp dir (healer/loop/iteration.py)
         self._gp: sandbox.GitPaths | None = None  # the worktree's git paths, asked once per run
         self._n = 0  # the iteration under way (where a forged object is set aside)
         self._gsnap_end: guard.GitSnap | None = None  # the git dir after the last check

@@ -7,6 +7,8 @@ Each test gets its own HOME (the user's config the presets seed from) and a mode
 
 from __future__ import annotations
 
+import contextlib
+
 import os
 import shutil
 import sys
@@ -110,11 +112,16 @@ def off_tmp():
     temporary dir"), so its own workspace-write sandbox is tried where a user's worktree would be."""
     import tempfile
 
-    base = REPO / ".venv" / "agents-tests"
+    tmp = Path(tempfile.gettempdir()).resolve()
+    base = REPO.resolve() / ".venv" / "agents-tests"
+    if base.is_relative_to(tmp):  # a checkout cloned under /tmp (CI's clean clone, `git clone . /tmp/x`)
+        base = Path.home() / ".cache" / "healer-agents-tests"
     base.mkdir(parents=True, exist_ok=True)
     d = Path(tempfile.mkdtemp(dir=base))
     yield d
     shutil.rmtree(d, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        base.rmdir()  # only when no neighbour still uses it
 
 
 @pytest.fixture

@@ -31,7 +31,9 @@ fleet:
   tickets:
     - {id: A-1, behaviour: "hang,success"}
     - {id: A-2, behaviour: succeeds}
-    - {id: Z-1, state: blocked, age: 2h}
+    # blocked behind a ticket that is not on the board (it still blocks): only its stale label is healed here,
+    # not the block (a free blocked ticket would be unblocked and done before its label goes stale)
+    - {id: Z-1, state: blocked, age: 2h, blocked_by: [X-0]}
 faults:
   # chained on events, not on wall-clock offsets: each fires right after the one before it, whatever the load
   - {on_event: dispatch.launched, subject: A-1, fault: stop_agent, target: A-1}
