@@ -8,7 +8,6 @@ Each test gets its own HOME (the user's config the presets seed from) and a mode
 from __future__ import annotations
 
 import contextlib
-
 import os
 import shutil
 import sys
