@@ -55,7 +55,7 @@ def bench_plan() -> None:
     runs = []
     for _ in range(5):
         t0 = CLOCK.monotonic()
-        core.plan(inp, core.RetryRules())
+        core.decide(inp, core.RetryRules())
         runs.append((CLOCK.monotonic() - t0) * 1000)
     emit("plan_ms_1k_tickets", statistics.median(runs), "ms", 100)
 

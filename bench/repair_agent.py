@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from healer.clock import VirtualClock, system  # noqa: E402
-from healer.core.trigger import Blockage, should_launch  # noqa: E402
+from healer.core.trigger import Blockage, decide  # noqa: E402
 from healer.policy import load_policy  # noqa: E402
 from healer.repair import launcher  # noqa: E402
 from healer.store import open_store  # noqa: E402
@@ -57,7 +57,7 @@ def trigger_ms() -> float:
     now = 1_800_000_000.0
     bs = [Blockage(f"stale_label:T-{i}", now - (i % 5) * 3600, i % 5, now - (i % 7) * 3600) for i in range(10_000)]
     t0 = CLOCK.monotonic()
-    should_launch(bs, [now - 60], {}, policy, now)
+    decide(bs, [now - 60], {}, policy, now)
     return (CLOCK.monotonic() - t0) * 1000
 
 

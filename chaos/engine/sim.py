@@ -1,7 +1,7 @@
 """The simulated engine: the real core and store on a VirtualClock, agents as virtual processes.
 
 What is real: the SQLite store (in a temp folder), the event log, `healer.core.decide`
-(the supervisor's findings, plan, alerts, repair trigger), `healer.core.dispatch.plan`
+(the supervisor's findings, plan, alerts, repair trigger), `healer.core.dispatch.decide`
 (budgets, backoff, spinning, replays, red main), `healer.notify.notify` (cooldowns),
 ticket transitions through the lifecycle table, the intent journal.
 and the REAL remediation executor (`healer.remedy.actions.execute` and `recover`), which

@@ -2,7 +2,7 @@
 
 Theory of operation. The dispatcher shell gathers a `DispatchInput` (tickets, their
 attempts and proposals since their budget was last reset, live agents, the pool,
-main's status) and calls `plan()`. Everything that decides *whether* and *when* a
+main's status) and calls `decide()`. Everything that decides *whether* and *when* a
 ticket may get an agent lives here, as small rules over plain records:
 
 - order: tickets in `blocked_by` order (a networkx DAG), a ticket inheriting the most
@@ -312,7 +312,7 @@ def order(tickets: Sequence[Ticket]) -> list[str]:
 
 # -- the plan --------------------------------------------------------------------
 
-def plan(inp: DispatchInput, rules: RetryRules) -> DispatchPlan:
+def decide(inp: DispatchInput, rules: RetryRules) -> DispatchPlan:
     return _plan(inp, rules)[0]
 
 
@@ -327,7 +327,7 @@ class Carry:
 
 
 def replan(inp: DispatchInput, rules: RetryRules, carry: Carry | None = None) -> tuple[DispatchPlan, Carry]:
-    """`plan(inp, rules)`, and the carry to hand to the next call (None: plan from scratch)."""
+    """`decide(inp, rules)`, and the carry to hand to the next call (None: plan from scratch)."""
     if (carry is not None and carry.inp.now <= inp.now < carry.until and (carry.rules is rules or carry.rules == rules)
             and _same_but_now(carry.inp, inp)):
         return carry.plan, carry

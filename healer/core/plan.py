@@ -240,7 +240,7 @@ def decide(snapshot: Snapshot, policy, memory: Memory, *, found: list[Finding] |
         cooldowns={k: t for k, t in cooldowns.items() if now - t < cd},
         repair_runs=[t for t in memory.repair_runs if now - t < 2 * DAY],
     )
-    verdict = trigger.should_launch(trigger.blockages_from_memory(mem, [f.key for f in firing]), mem.repair_runs,
+    verdict = trigger.decide(trigger.blockages_from_memory(mem, [f.key for f in firing]), mem.repair_runs,
                                     mem.attempts, policy, now, halted=halted)
     return Decision(findings=tuple(found), actions=tuple(actions), alerts=tuple(alerts), deferred=tuple(deferred),
                     memory=mem, repair=verdict.launch, repair_reason=verdict.reason)

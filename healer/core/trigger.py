@@ -8,7 +8,7 @@ already have been reached by the dumb mechanisms first:
   3. nobody (rule, human, repair agent) tried to unblock it within `quiet_period`,
   4. fewer repair runs today (UTC day of `now`) than `max_runs_per_day`,
 and no `.healer/HALT`. All must hold for one and the same blockage (1-3);
-the cap (4) and HALT are global. `should_launch` answers with the reason either
+the cap (4) and HALT are global. `decide` answers with the reason either
 way, so a tick can journal why it did or did not launch.
 """
 
@@ -72,7 +72,7 @@ def runs_today(runs: Iterable[float], now: float) -> int:
     return sum(1 for t in runs if day_of(t) == today and t <= now)
 
 
-def should_launch(blockages: Iterable[Blockage], runs: Iterable[float], attempts: Mapping[str, Sequence[float]],
+def decide(blockages: Iterable[Blockage], runs: Iterable[float], attempts: Mapping[str, Sequence[float]],
                   policy, now: float, halted: bool = False) -> Verdict:
     """Launch iff enabled, not halted, under today's cap, and one blockage meets every condition."""
     cfg = policy.repair_agent

@@ -11,7 +11,7 @@ every event, so a crash between ticks is harmless):
    while red); red pauses dispatch, green resumes it;
 4. proposals: each open one is gated on its merge result and merged or rejected
    (held while main is red);
-5. plan (`healer.core.dispatch.plan`, pure) and carry it out: stops (needs-human with
+5. plan (`healer.core.dispatch.decide`, pure) and carry it out: stops (needs-human with
    evidence, blocked), then launches, resumes and replays within the pool.
 
 Decisions use `clock` (virtual in tests); waiting for real processes uses real time.

@@ -19,7 +19,7 @@ from healer.store import keys
 
 def fleet_status(store, policy, now: float) -> dict[str, Any]:
     inp = gather(store, policy, now)
-    plan = core.plan(inp, core.RetryRules.of(policy))
+    plan = core.decide(inp, core.RetryRules.of(policy))
     by_state = Counter(t.state for t in inp.tickets)
     agents, ended = [], []
     for a in store.agents(states=["running"]):

@@ -7,7 +7,7 @@ loop goes on lives here, with no I/O and no clock reads:
 
 - `preflight(...)` runs before every iteration: stop requests, kill switch and
   pause (exit 4), budgets (exit 2), a missing stop criterion (exit 65).
-- `after_iteration(...)` runs after every iteration: all gates green (exit 0),
+- `decide(...)` runs after every iteration: all gates green (exit 0),
   stalls (exit 3), budgets (exit 2), else continue.
 - `normalise`, `error_lines`, `failure_signature`, `output_key`, `state_hash`
   turn raw text into stable hashes, so that progress is measured from outside.
@@ -218,7 +218,7 @@ def same_failure_streak(history: Sequence[IterationRecord]) -> int:
     return streak
 
 
-def after_iteration(history: Sequence[IterationRecord], limits: Limits, spent: float, facts: Facts,
+def decide(history: Sequence[IterationRecord], limits: Limits, spent: float, facts: Facts,
                     baseline_tree: str | None = None) -> Verdict:
     """After an iteration: success, stalled, out of budget, or go on."""
     if not history:

@@ -510,7 +510,7 @@ class Runner(Iteration):
                 st.outputs[rec.output_key] = n
             st.cost_usd += rec.cost_usd
             st.inflight = None
-            verdict = decide.after_iteration(st.history, self.limits, st.cost_usd, self._facts(), st.baseline_tree)
+            verdict = decide.decide(st.history, self.limits, st.cost_usd, self._facts(), st.baseline_tree)
             self._report(rec, verdict)
             if verdict.kind == "success":
                 st.pending_commit = {"n": n, "head_before": gitops.head(self.workdir)}

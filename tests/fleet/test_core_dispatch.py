@@ -33,7 +33,7 @@ def test_order_respects_dependencies_and_inherits_urgency():
 def test_cycles_are_named_and_others_still_served():
     ts = [T("T-1", blocked_by=["T-3"]), T("T-2", blocked_by=["T-1"]), T("T-3", blocked_by=["T-2"]), T("T-4"),
           T("T-5", blocked_by=["T-5"]), T("T-6", state="done", blocked_by=["T-7"]), T("T-7", state="done", blocked_by=["T-6"])]
-    p = core.plan(core.DispatchInput(NOW, ts), R)
+    p = core.decide(core.DispatchInput(NOW, ts), R)
     assert p.cycles == (("T-1", "T-3", "T-2"), ("T-5",))
     assert [x.ticket_id for x in p.launches] == ["T-4"]
     assert "T-1 -> T-3 -> T-2 -> T-1" in p.cycle_line()
@@ -42,7 +42,7 @@ def test_cycles_are_named_and_others_still_served():
 def test_waits_on_unfinished_and_unknown_dependencies():
     ts = [T("A", state="in_progress"), T("B", blocked_by=["A"]), T("C", blocked_by=["ghost"]), T("D", blocked_by=["E"]),
           T("E", state="closed")]
-    p = core.plan(core.DispatchInput(NOW, ts, live={"A": 1}), R)
+    p = core.decide(core.DispatchInput(NOW, ts, live={"A": 1}), R)
     assert [x.ticket_id for x in p.launches] == ["D"]
     assert p.missing == (("C", "ghost"),)
 
@@ -58,7 +58,7 @@ def test_backoff_schedule_and_reset_after_clean_run():
 def test_launch_budget_counts_resumes_and_replays():
     atts = [A(1, code=0), A(2, kind="replay", code=0), A(3, kind="replay", code=-9), A(4, kind="resume", code=1),
             A(5, code=1)]
-    p = core.plan(core.DispatchInput(NOW, [T("T")], attempts={"T": atts}), R)
+    p = core.decide(core.DispatchInput(NOW, [T("T")], attempts={"T": atts}), R)
     assert p.stops == (core.Stop("T", "needs_human", "launch_budget", "5 launches used of 5 (resumes included)"),)
 
 
@@ -68,34 +68,34 @@ def test_spinning_counts_resumes_on_same_state_and_a_commit_resets():
     assert core.same_state_resumes([*same, A(4, "resume", code=None)]) == 3
     moved = [*same, A(4, "resume", code=-9, head="h2", state="s2"), A(5, "resume", code=-9, head="h2", state="s2")]
     assert core.same_state_resumes(moved) == 1
-    p = core.plan(core.DispatchInput(NOW, [T("T")], attempts={"T": [*same, A(4, "resume", code=-9)]}), R)
+    p = core.decide(core.DispatchInput(NOW, [T("T")], attempts={"T": [*same, A(4, "resume", code=-9)]}), R)
     assert p.stops[0].reason == "spinning"
 
 
 def test_dead_agent_resumed_within_session_window_else_relaunched():
     atts = [A(1, at=NOW - 3600, code=-9, run="run-1")]
-    p = core.plan(core.DispatchInput(NOW, [T("T")], attempts={"T": atts}), R)
+    p = core.decide(core.DispatchInput(NOW, [T("T")], attempts={"T": atts}), R)
     assert p.launches == (core.Launch("T", "resume", run_id="run-1"),)
     old = [A(1, at=NOW - 90000, ended=NOW - 3600, code=None, run="run-1")]
-    p = core.plan(core.DispatchInput(NOW, [T("T")], attempts={"T": old}), R)
+    p = core.decide(core.DispatchInput(NOW, [T("T")], attempts={"T": old}), R)
     assert p.launches == (core.Launch("T", "launch"),)
 
 
 def test_replays_then_blocked():
     t = T("T", state="review")
-    one = core.plan(core.DispatchInput(NOW, [t], attempts={"T": [A(1, code=0)]}, proposals={"T": [P(1, "rejected")]}), R)
+    one = core.decide(core.DispatchInput(NOW, [t], attempts={"T": [A(1, code=0)]}, proposals={"T": [P(1, "rejected")]}), R)
     assert one.launches == (core.Launch("T", "replay", proposal_id=1),)
-    three = core.plan(core.DispatchInput(NOW, [t], proposals={"T": [P(1, "rejected"), P(2, "rejected"), P(3, "rejected")]}), R)
+    three = core.decide(core.DispatchInput(NOW, [t], proposals={"T": [P(1, "rejected"), P(2, "rejected"), P(3, "rejected")]}), R)
     assert three.stops[0].to == "blocked" and three.launches == ()
-    open_ = core.plan(core.DispatchInput(NOW, [t], proposals={"T": [P(1, "open")]}), R)
+    open_ = core.decide(core.DispatchInput(NOW, [t], proposals={"T": [P(1, "open")]}), R)
     assert open_.launches == () and open_.waiting[0].reason == core.REVIEW
 
 
 def test_red_main_or_pause_holds_launches():
     for kw in ({"main_status": "red"}, {"paused": True}):
-        p = core.plan(core.DispatchInput(NOW, [T("A")], **kw), R)
+        p = core.decide(core.DispatchInput(NOW, [T("A")], **kw), R)
         assert p.launches == () and p.waiting[0].reason == core.PAUSED
-    assert core.plan(core.DispatchInput(NOW, [T("A")], main_status="unknown"), R).launches  # fail-open
+    assert core.decide(core.DispatchInput(NOW, [T("A")], main_status="unknown"), R).launches  # fail-open
 
 
 # -- properties ------------------------------------------------------------------
@@ -126,7 +126,7 @@ def fleets(draw):
 @settings(max_examples=150, deadline=None)
 @given(fleets())
 def test_plan_never_overfills_the_pool_nor_doubles_an_agent(inp):
-    p = core.plan(inp, R)
+    p = core.decide(inp, R)
     ids = [x.ticket_id for x in p.launches]
     assert len(ids) == len(set(ids))
     assert len(ids) <= max(0, inp.pool_size - sum(inp.live.values()))
@@ -140,9 +140,9 @@ def test_plan_never_overfills_the_pool_nor_doubles_an_agent(inp):
         assert len(inp.attempts.get(t.id, ())) < R.max_launches
         assert all(d in by and by[d].state in ("done", "closed") for d in t.blocked_by) or t.state == "review"
     assert not set(ids) & {s.ticket_id for s in p.stops}
-    assert core.plan(inp, R) == p  # pure: same input, same plan
+    assert core.decide(inp, R) == p  # pure: same input, same plan
 
 
 def test_stopped_loop_is_resumed_not_relaunched():
-    p = core.plan(core.DispatchInput(NOW, [T("T")], attempts={"T": [A(1, at=NOW - 600, code=4, run="run-1")]}), R)
+    p = core.decide(core.DispatchInput(NOW, [T("T")], attempts={"T": [A(1, at=NOW - 600, code=4, run="run-1")]}), R)
     assert p.launches == (core.Launch("T", "resume", run_id="run-1"),)

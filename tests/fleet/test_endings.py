@@ -108,7 +108,7 @@ INFRA_SIG = en.Ending(en.INFRA, en.STORE_UNAVAILABLE, "cannot connect").signatur
 
 def _plan(atts, now):
     t = Ticket(id="T-1", title="t", state="queued", priority=2, created_at=0.0, updated_at=0.0)
-    return core.plan(core.DispatchInput(now=now, tickets=[t], attempts={"T-1": atts}), core.RetryRules())
+    return core.decide(core.DispatchInput(now=now, tickets=[t], attempts={"T-1": atts}), core.RetryRules())
 
 
 @given(st.lists(st.booleans(), min_size=1, max_size=12))

@@ -102,7 +102,7 @@ steps = st.lists(st.one_of(
 def test_replan_equals_plan_at_every_step(inp, rules, script):
     carry = None
     got, carry = core.replan(inp, rules, carry)
-    assert got == core.plan(inp, rules)
+    assert got == core.decide(inp, rules)
     for step in script:
         kind = step[0]
         if kind == "wait":
@@ -137,7 +137,7 @@ def test_replan_equals_plan_at_every_step(inp, rules, script):
         elif kind == "rules":
             rules = step[1]
         got, carry = core.replan(inp, rules, carry)
-        assert got == core.plan(inp, rules), f"after {step[0]} at now={inp.now!r}"
+        assert got == core.decide(inp, rules), f"after {step[0]} at now={inp.now!r}"
 
 
 def test_an_unchanged_board_is_not_planned_again_until_a_backoff_ends():
@@ -164,4 +164,4 @@ def test_a_resume_window_closes_where_the_float_subtraction_says():
     assert core.resumable([died], edge, 45.3) is None
     assert core.replan(replace(inp, now=edge), rules, carry)[0].launches == (core.Launch("T", core.LAUNCH),)
     before = math.nextafter(edge, -math.inf)
-    assert core.replan(replace(inp, now=before), rules, carry)[0] == core.plan(replace(inp, now=before), rules)
+    assert core.replan(replace(inp, now=before), rules, carry)[0] == core.decide(replace(inp, now=before), rules)

@@ -23,51 +23,51 @@ L = Limits(max_iterations=5, same_state=2, same_failure=3)
 
 
 def test_all_green_is_the_only_success():
-    assert decide.after_iteration([rec(1, gates=GREEN)], L, 0, Facts()).exit_code == 0
-    assert decide.after_iteration([rec(1)], L, 0, Facts(), baseline_tree="other").go_on
+    assert decide.decide([rec(1, gates=GREEN)], L, 0, Facts()).exit_code == 0
+    assert decide.decide([rec(1)], L, 0, Facts(), baseline_tree="other").go_on
     # an agent's own exit code and words are not inputs at all; a skipped or timed-out gate is not green
     skipped = (GateResult("lint", 0), GateResult("tests", None, skipped=True))
-    assert decide.after_iteration([rec(1, gates=skipped)], L, 0, Facts()).exit_code != 0
+    assert decide.decide([rec(1, gates=skipped)], L, 0, Facts()).exit_code != 0
     timed = (GateResult("tests", 0, timed_out=True),)
-    assert decide.after_iteration([rec(1, gates=timed)], L, 0, Facts()).exit_code != 0
+    assert decide.decide([rec(1, gates=timed)], L, 0, Facts()).exit_code != 0
     assert not rec(1, gates=()).all_green
 
 
 def test_same_state_stall_counts_unchanged_iterations():
     h = [rec(1, tree="t0"), rec(2, tree="t0")]
     assert decide.same_state_streak(h, baseline_tree="t0") == 2
-    assert decide.after_iteration(h, L, 0, Facts(), baseline_tree="t0").exit_code == 3
+    assert decide.decide(h, L, 0, Facts(), baseline_tree="t0").exit_code == 3
     assert decide.same_state_streak(h, baseline_tree="base") == 1
-    assert decide.after_iteration(h, L, 0, Facts(), baseline_tree="base").go_on
+    assert decide.decide(h, L, 0, Facts(), baseline_tree="base").go_on
 
 
 def test_same_failure_three_in_a_row():
     h = [rec(i, tree=f"t{i}", sig="x") for i in (1, 2)]
-    assert decide.after_iteration(h, L, 0, Facts()).go_on
+    assert decide.decide(h, L, 0, Facts()).go_on
     h.append(rec(3, tree="t3", sig="x"))
-    v = decide.after_iteration(h, L, 0, Facts())
+    v = decide.decide(h, L, 0, Facts())
     assert v.exit_code == 3 and "same failure signature 3 times" in v.reason
     broken = [rec(1, tree="a", sig="x"), rec(2, tree="b", sig="y"), rec(3, tree="c", sig="x")]
-    assert decide.after_iteration(broken, L, 0, Facts()).go_on
+    assert decide.decide(broken, L, 0, Facts()).go_on
 
 
 def test_duplicate_output_flag_or_stop():
     h = [rec(1, tree="a", sig="p", out="k"), rec(2, tree="b", sig="q", out="k", dup=1)]
-    assert decide.after_iteration(h, L, 0, Facts()).go_on
+    assert decide.decide(h, L, 0, Facts()).go_on
     stop = Limits(max_iterations=5, duplicate_output="stop")
     # the same words over a new state are a converging agent's: never a stop
-    assert decide.after_iteration(h, stop, 0, Facts()).go_on
+    assert decide.decide(h, stop, 0, Facts()).go_on
     # the same words, back in a state seen before: no progress
     h2 = [rec(1, tree="a", sig="p", out="k"), rec(2, tree="b", sig="q"), rec(3, tree="a", sig="p", out="k", dup=1)]
-    v = decide.after_iteration(h2, stop, 0, Facts())
+    v = decide.decide(h2, stop, 0, Facts())
     assert v.exit_code == 3 and "repeats iteration 1" in v.reason
 
 
 def test_budgets_exit_2():
     h = [rec(i, tree=f"t{i}", sig=f"s{i}") for i in range(1, 6)]
-    assert decide.after_iteration(h, L, 0, Facts()).reason.startswith("iteration cap reached: 5 of 5")
-    assert decide.after_iteration(h[:1], L, 5.0, Facts()).exit_code == 2  # spend cap 5 reached
-    assert decide.after_iteration(h[:1], Limits(run_timeout=60), 0, Facts(elapsed=61)).exit_code == 2
+    assert decide.decide(h, L, 0, Facts()).reason.startswith("iteration cap reached: 5 of 5")
+    assert decide.decide(h[:1], L, 5.0, Facts()).exit_code == 2  # spend cap 5 reached
+    assert decide.decide(h[:1], Limits(run_timeout=60), 0, Facts(elapsed=61)).exit_code == 2
     assert decide.preflight(h[:1], Limits(max_iterations_per_day=3), 0, Facts(today=3)).exit_code == 2
 
 
@@ -165,7 +165,7 @@ limits_st = st.builds(Limits, max_iterations=st.integers(1, 12), same_state=st.i
 @settings(max_examples=300, deadline=None)
 @given(st.lists(rec_st, min_size=1, max_size=14), limits_st)
 def test_success_only_when_the_last_gates_are_all_green(history, limits):
-    v = decide.after_iteration(history, limits, sum(r.cost_usd for r in history), Facts(), "a")
+    v = decide.decide(history, limits, sum(r.cost_usd for r in history), Facts(), "a")
     if v.exit_code == 0:
         assert all(g.passed for g in history[-1].gates)
     if all(g.passed for g in history[-1].gates):
@@ -177,9 +177,9 @@ def test_success_only_when_the_last_gates_are_all_green(history, limits):
 def test_termination_by_construction(history, limits):
     """At the cap, the loop never goes on, whatever the history looks like."""
     if len(history) >= limits.max_iterations:
-        assert not decide.after_iteration(history, limits, 0.0, Facts(), "a").go_on
+        assert not decide.decide(history, limits, 0.0, Facts(), "a").go_on
         assert not decide.preflight(history, limits, 0.0, Facts()).go_on
-    v = decide.after_iteration(history, limits, 0.0, Facts(), "a")
+    v = decide.decide(history, limits, 0.0, Facts(), "a")
     assert v.exit_code in (None, 0, 2, 3, 69)
 
 

@@ -181,12 +181,12 @@ def recs(states: list[str]) -> list[IterationRecord]:
 
 def test_flip_flop_and_three_cycle_stop_as_stalled_naming_the_cycle():
     lim = Limits(max_iterations=20, same_state=2, same_failure=99)
-    v = decide.after_iteration(recs(list("xABAB")), lim, 0, Facts())
+    v = decide.decide(recs(list("xABAB")), lim, 0, Facts())
     assert v.exit_code == 3 and "period 2" in v.reason and "A-B-A-B" in v.reason
-    assert decide.after_iteration(recs(list("ABA")), lim, 0, Facts()).go_on  # one return is not a cycle
-    v = decide.after_iteration(recs(list("ABCABC")), lim, 0, Facts())
+    assert decide.decide(recs(list("ABA")), lim, 0, Facts()).go_on  # one return is not a cycle
+    v = decide.decide(recs(list("ABCABC")), lim, 0, Facts())
     assert v.exit_code == 3 and "period 3" in v.reason
-    assert decide.after_iteration(recs(list("ABCABC")), Limits(cycle_window=0, same_failure=99), 0, Facts()).go_on
+    assert decide.decide(recs(list("ABCABC")), Limits(cycle_window=0, same_failure=99), 0, Facts()).go_on
 
 
 @settings(max_examples=200, deadline=None)

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from healer.clock import day_of
 from healer.core.model import Memory
-from healer.core.trigger import Blockage, blockages_from_memory, should_launch
+from healer.core.trigger import Blockage, blockages_from_memory, decide
 from healer.policy.schema import Policy
 
 H = 3600.0
@@ -56,7 +56,7 @@ def test_fires_iff_all_conditions_and_never_past_cap(ticks, start):
         bs = [Blockage(key=k, first_seen=now - age, signals=sig, last_unblock_attempt=None if ago is None else now - ago)
               for k, age, sig, ago in raw]
         expected = oracle(bs, runs, now, halted)
-        verdict = should_launch(bs, runs, {}, POLICY, now, halted=halted)
+        verdict = decide(bs, runs, {}, POLICY, now, halted=halted)
         assert verdict.launch == expected, verdict.reason
         assert verdict.reason
         if verdict.launch:
@@ -73,7 +73,7 @@ def test_attempts_by_subject_count_as_unblock_attempts(age, signals, agos):
     now = T0 + 12 * H
     b = Blockage(key="frozen_in_progress:T-7", first_seen=now - age, signals=signals, subject="T-7")
     attempts = {"T-7": [now - a for a in agos]}
-    got = should_launch([b], [], attempts, POLICY, now).launch
+    got = decide([b], [], attempts, POLICY, now).launch
     quiet = all(now - t >= 4 * H for t in attempts["T-7"])  # the same float arithmetic as the trigger
     assert got == (now - b.first_seen >= 3 * H and signals >= 3 and quiet)
 
@@ -81,16 +81,16 @@ def test_attempts_by_subject_count_as_unblock_attempts(age, signals, agos):
 def test_each_condition_alone_blocks_a_launch():
     now = T0 + 12 * H
     ok = Blockage("stale_label:T-2", now - 3 * H, 3, None)
-    assert should_launch([ok], [], {}, POLICY, now).launch
-    assert not should_launch([Blockage("stale_label:T-2", now - 3 * H + 1, 3)], [], {}, POLICY, now).launch
-    assert not should_launch([Blockage("stale_label:T-2", now - 3 * H, 2)], [], {}, POLICY, now).launch
-    assert not should_launch([Blockage("stale_label:T-2", now - 3 * H, 3, now - 4 * H + 1)], [], {}, POLICY, now).launch
-    assert not should_launch([ok], [now - 60, now - 30], {}, POLICY, now).launch
-    assert should_launch([ok], [now - 13 * H, now - 12.5 * H], {}, POLICY, now).launch  # yesterday's runs
-    v = should_launch([ok], [], {}, POLICY, now, halted=True)
+    assert decide([ok], [], {}, POLICY, now).launch
+    assert not decide([Blockage("stale_label:T-2", now - 3 * H + 1, 3)], [], {}, POLICY, now).launch
+    assert not decide([Blockage("stale_label:T-2", now - 3 * H, 2)], [], {}, POLICY, now).launch
+    assert not decide([Blockage("stale_label:T-2", now - 3 * H, 3, now - 4 * H + 1)], [], {}, POLICY, now).launch
+    assert not decide([ok], [now - 60, now - 30], {}, POLICY, now).launch
+    assert decide([ok], [now - 13 * H, now - 12.5 * H], {}, POLICY, now).launch  # yesterday's runs
+    v = decide([ok], [], {}, POLICY, now, halted=True)
     assert not v.launch and "HALT" in v.reason
     off = Policy.model_validate({"repair_agent": {"enabled": False}})
-    assert not should_launch([ok], [], {}, off, now).launch
+    assert not decide([ok], [], {}, off, now).launch
 
 
 def test_blockages_from_memory():
@@ -100,4 +100,4 @@ def test_blockages_from_memory():
     bs = blockages_from_memory(mem, keys=["frozen_in_progress:T-1", "stale_label:T-2", "gone:x"])
     assert [b.key for b in bs] == ["frozen_in_progress:T-1", "stale_label:T-2"]
     assert bs[0].subject == "T-1" and bs[0].last_unblock_attempt == now - 5 * H
-    assert should_launch(bs, [], mem.attempts, POLICY, now).launch
+    assert decide(bs, [], mem.attempts, POLICY, now).launch
