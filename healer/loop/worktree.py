@@ -187,9 +187,19 @@ def _plain_content(cwd: Path, seen: treewatch.Seen) -> bool:
 _DEFAULT_FILEMODE = re.compile(rb"(?m)^[ \t]*filemode[ \t]*=[ \t]*true[ \t]*$")
 
 
-def _not_loose(store: Path, oids) -> list[str]:
-    """The object ids among `oids` with no loose object in `store` (packed, or never written)."""
-    return [oid for oid in oids if not os.path.exists(store / oid[:2] / oid[2:])]
+PACKED = ("packed",)  # _trees_to_write: too many trees missing as loose objects, most likely packed (a clone)
+
+
+def _trees_to_write(lay, items):
+    """The trees of index entries `items` as git builds them: (root, {oid: body}, the oids with no loose object
+    yet); None when they cannot be built here, PACKED when more than MISSING_TREES are missing."""
+    built = gitindex.trees(items)
+    if built is None:
+        return None
+    root, trees = built
+    store = lay.common / "objects"
+    missing = [oid for oid in trees if not os.path.exists(store / oid[:2] / oid[2:])]
+    return PACKED if len(missing) > MISSING_TREES else (root, trees, missing)
 
 
 def _rehash(cwd: Path, kept: tuple, got: tuple[treewatch.Seen, dict[str, bytes]]) -> str | None:
@@ -201,14 +211,11 @@ def _rehash(cwd: Path, kept: tuple, got: tuple[treewatch.Seen, dict[str, bytes]]
     if lay is None:
         return None
     seen, blobs = got
-    built = gitindex.trees(list(seen.items))
-    if built is None:
-        return None
-    root, trees = built
+    planned = _trees_to_write(lay, list(seen.items))
+    if planned is None or planned is PACKED:
+        return None  # not built here, or most likely packed (a clone): git's to write
+    root, trees, missing = planned
     store = lay.common / "objects"
-    missing = _not_loose(store, trees)
-    if len(missing) > MISSING_TREES:
-        return None  # most likely packed (a clone): git's to write
     for oid, body in blobs.items():
         _write_loose(store, oid, b"blob", body)
     for oid in missing:
@@ -275,17 +282,14 @@ def _write_tree(cwd: Path, scratch: Path) -> str | None:
     idx = _small_index(scratch)
     if idx is None:
         return None
-    built = gitindex.trees(idx.items)
-    if built is None:
+    planned = _trees_to_write(lay, idx.items)
+    if planned is PACKED:
+        MEMORY.git_writes_trees.add(str(cwd))  # git checks its packs, writing loose copies costs more
+    if planned is None or planned is PACKED:
         return None
-    root, objects = built
-    store = lay.common / "objects"
-    missing = _not_loose(store, objects)
-    if len(missing) > MISSING_TREES:
-        MEMORY.git_writes_trees.add(str(cwd))  # most likely packed (a clone): git checks its packs, writing loose copies costs more
-        return None
+    root, objects, missing = planned
     for oid in missing:
-        _write_loose(store, oid, b"tree", objects[oid])
+        _write_loose(lay.common / "objects", oid, b"tree", objects[oid])
     _remember_entries(root, idx.items)
     return root
 
