@@ -99,9 +99,13 @@ def test_a_follower_sees_every_event_in_id_order_while_three_write(tmp_path, sto
             cursor = e.id
         return len(seen) >= 600
 
-    wait_until(caught_up, timeout=240, what=lambda: f"600 events (saw {len(seen)})", poll=0.001)
+    # done when the follower saw all 600, or every writer has exited (then a short count is the writers' to
+    # explain first: a writer that failed says why, not a 240 s wait blamed on the follower)
+    wait_until(lambda: caught_up() or all(p.poll() is not None for p in procs), timeout=240,
+               what=lambda: f"600 events (saw {len(seen)})", poll=0.001)
     for p in procs:
         assert p.wait(timeout=60) == 0, p.stderr.read()
+    caught_up()
     everything = [e.id for e in s.events(kinds=["load"])]
     assert seen == everything, "a follower missed an event committed behind its cursor"
     s.close()
