@@ -40,7 +40,7 @@ def dispatch(
     from healer.store import open_store_waiting, outage
 
     outage.set_tolerance(pol.store.outage_tolerance)  # a store away at start is ridden out as one lost later
-    store = open_store_waiting(r, system(), who="dispatch")
+    store = _store_or_stopped(r, open_store_waiting, server)
     d = Dispatcher(r, pol, store, policy_path=_policy_path(r, policy))
     preflight(pol)
     from healer.notify import outbox
@@ -93,6 +93,36 @@ def dispatch(
         if server is not None:
             server.shutdown()
     exit_if_interrupted(interrupted, "dispatch")
+
+
+def _store_or_stopped(r: Path, open_store_waiting, server):
+    """The store, awaited while it is away at start; SIGTERM (exit 0) or Ctrl-C (exit 4) during the wait stops
+    `dispatch` as cleanly as at any other moment (the dispatcher's own handlers come once it exists)."""
+    import signal
+
+    from healer.clock import system
+    from healer.errors import STOPPED
+
+    early: list[int] = []  # 0: SIGTERM, 1: Ctrl-C
+    clock = system()
+    before = {sig: signal.signal(sig, lambda n, _f: early.append(int(n == signal.SIGINT)))
+              for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def wait(seconds: float) -> bool:
+        clock.sleep(seconds)
+        return bool(early)
+
+    try:
+        store = open_store_waiting(r, clock, wait=wait, who="dispatch")
+    finally:
+        for sig, h in before.items():
+            signal.signal(sig, h)
+    if store is None:
+        if server is not None:
+            server.shutdown()
+        typer.echo("healer dispatch: stopped before the store came back" + (" (interrupted)" if early[-1] else ""))
+        raise typer.Exit(STOPPED if early[-1] == 1 else 0)
+    return store
 
 
 def _report(rep) -> dict:

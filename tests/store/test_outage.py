@@ -423,7 +423,7 @@ def test_up_started_while_sqlite_is_locked_waits_for_it(tmp_path):
         store.close()
 
 
-@pytest.mark.parametrize("cmd", ["up", "supervise"])
+@pytest.mark.parametrize("cmd", ["up", "supervise", "dispatch"])
 def test_a_sigterm_while_the_store_is_awaited_stops_the_daemon_cleanly(restartable_pg, pg_fleet, tmp_path, cmd):
     root = _fleet(tmp_path, pg_fleet)
     log = root / ".healer" / f"{cmd}.out"
