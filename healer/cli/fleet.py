@@ -29,7 +29,6 @@ def dispatch(
 ) -> None:
     """Take queued tickets in priority and blocked_by order and run a governed loop on each, within the pool."""
     from healer.cli.common import policy_for
-    from healer.clock import system
     from healer.fleet.dispatcher import Dispatcher, install_signal_handlers, preflight
 
     r = require_fleet(root)
