@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from healer.records import Lease
 
 SQLITE_VERSION = sqlite3.sqlite_version  # the library's, for doctor's report
+BUSY_MS = 30_000  # a write waits this long for another process's transaction (then the bounded retry)
+OPEN_BUSY_MS = 5_000  # opening a store another process holds locked: found out this soon (a healthy one never is)
 
 
 def _quote(v: str) -> str:
@@ -69,11 +71,14 @@ class SqliteStore(SqlStore):
 
     def _setup(self, readonly: bool, migrate: bool) -> None:
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA busy_timeout=30000")
+        self._db.execute(f"PRAGMA busy_timeout={BUSY_MS}")
         if not readonly:
-            # one busy timeout, not fifty (quick refusals still retried): a store locked when a daemon starts is
-            # ridden out by its caller (outage.py open_waiting: one line, backoff, exit 69 past the tolerance)
+            # one short busy timeout, not fifty long ones (quick refusals still retried): a store locked when a
+            # daemon starts is ridden out by its caller (outage.py open_waiting: one line, backoff, exit 69 past
+            # the tolerance), and said within OPEN_BUSY_MS rather than half a minute later
+            self._db.execute(f"PRAGMA busy_timeout={OPEN_BUSY_MS}")
             self._retry(lambda: self._db.execute("PRAGMA journal_mode=WAL"), within=1.0)
+            self._db.execute(f"PRAGMA busy_timeout={BUSY_MS}")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=OFF")
             if migrate:
