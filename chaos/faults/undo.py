@@ -23,6 +23,8 @@ from typing import Any
 
 import psutil
 
+from chaos.faults.command import run_undo
+from chaos.faults.containers import sweep, unpause_one
 from healer import procs
 from healer.clock import Clock, system
 
@@ -161,18 +163,12 @@ def apply(u: Undo, clock: Clock) -> str:
         killed = kill_marked(d["marker"])
         return f"killed {len(killed)} process(es) of {d.get('role', 'the game day')}"
     if u.kind == "command":  # a `command` fault's own undo argv (chaos/faults/command.py)
-        from chaos.faults.command import run_undo
-
         return run_undo(d)
     if u.kind == "env":
         return "environment restored"  # in-process only; a dead engine took it with it
     if u.kind == "unpause_container":  # chaos/faults/containers.py pauses (issue 8)
-        from chaos.faults.containers import unpause_one
-
         return unpause_one(d["container"])
     if u.kind == "containers_cleanup":  # a real game day on the container runtime: its fleet's containers end with it
-        from chaos.faults.containers import sweep
-
         return sweep(d["fleet"])
     return f"unknown undo kind {u.kind!r}, skipped"
 
