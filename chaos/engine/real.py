@@ -628,11 +628,10 @@ class RealEngine:
     def leftovers(self) -> list[str]:
         """After the rollback: anything of this game day still there is a leftover."""
         out = [f"process {pfault.describe(p)}" for p in pfault.carrying(self.marker)]
-        for r in self.undo._lines():
-            if r.get("op") == "register" and r.get("kind") == "remove_file":
-                p = Path(r["data"]["path"])
-                if p.exists() and p.read_text(errors="replace") == r["data"].get("content"):
-                    out.append(f"lock file {p}")
+        for u in self.undo.registered("remove_file"):
+            p = Path(u.data["path"])
+            if p.exists() and p.read_text(errors="replace") == u.data.get("content"):
+                out.append(f"lock file {p}")
         out += [f"container {c}" for c in self.fleet_containers()]
         if self.store is not None:
             for name in ("supervisor", "dispatcher"):
