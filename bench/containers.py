@@ -23,7 +23,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from chaos.faults import containers as cf  # noqa: E402
 from healer.clock import system  # noqa: E402
+from healer.errors import HealerError  # noqa: E402
+from healer.fleet import images  # noqa: E402
+from healer.fleet.container_runtime import ContainerRuntime, connect  # noqa: E402
+from healer.fleet.runtime import RUNNING, LaunchSpec  # noqa: E402
+from healer.repair import container  # noqa: E402
 
 CLOCK = system()
 PY = sys.executable
@@ -42,19 +48,11 @@ def timed(fn) -> float:
 
 
 def main() -> int:
-    from healer.errors import HealerError
-    from healer.fleet.container_runtime import ContainerRuntime, connect
-
     try:
         client = connect(timeout=10)
     except HealerError as e:
         print(f"bench/containers: skipped: {e}", file=sys.stderr)
         return 0
-    from chaos.faults import containers as cf
-    from healer.fleet import images
-    from healer.fleet.runtime import RUNNING, LaunchSpec
-    from healer.repair import container
-
     images.build(client)
     emit("images_up_to_date_s", timed(lambda: images.build(client)), "s", 1.0)
 

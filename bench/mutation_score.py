@@ -32,14 +32,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from pytest import MonkeyPatch  # noqa: E402
+
+from chaos import engine  # noqa: E402
+from chaos.scenario import discover, load  # noqa: E402
+from healer.policy.schema import Policy  # noqa: E402
+from tests.chaos.test_mutations import MUTANTS  # noqa: E402
+
 BASELINE = ROOT / "bench" / "mutation_baseline.json"
 BENCH = "mutation_score"
 
 
 def behaviour_mutations() -> dict[str, tuple[str, object]]:
     """name -> (the scenario that proves it, how): tests/chaos/test_mutations.py's list, each by the same patch."""
-    from tests.chaos.test_mutations import MUTANTS
-
     return {name: (scenario, how) for name, (scenario, how, _exp) in MUTANTS.items()}
 
 
@@ -93,8 +99,6 @@ def _show(v: object) -> str:
 
 def set_default(path: tuple[str, ...], value: object) -> None:
     """The product's policy default at `path` becomes `value` in this process (healer/policy/schema.py's model)."""
-    from healer.policy.schema import Policy
-
     model = Policy
     for key in path[:-1]:
         model = model.model_fields[key].annotation
@@ -107,17 +111,12 @@ def set_default(path: tuple[str, ...], value: object) -> None:
 
 
 def simulated(names: list[str] | None) -> list[str]:
-    from chaos.scenario import discover, load
-
     out = [s.name for s in (load(p) for p in discover(None)) if s.mode == "simulated"]
     return [n for n in out if not names or n in names]
 
 
 def _run_one(name: str) -> str:
     """One scenario's status (passed / failed / error), in a temp folder of its own."""
-    from chaos import engine
-    from chaos.scenario import discover, load
-
     sc = load(discover([name])[0])
     try:
         with tempfile.TemporaryDirectory(prefix="mutation-") as d:
@@ -130,8 +129,6 @@ def job(group: str, name: str, order: list[str], stop_first: bool) -> dict:
     """In a child process of its own: apply the mutation, run `order` until a scenario goes red (all of them
     when not `stop_first`, the baseline's run). Returns what ran and what went red."""
     t0 = time.monotonic()
-    from _pytest.monkeypatch import MonkeyPatch
-
     mp = MonkeyPatch()
     if group == "behaviour":
         behaviour_mutations()[name][1](mp)

@@ -9,6 +9,7 @@ import json
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -45,8 +46,6 @@ def emit(metric: str, value, unit: str, target, better: str = "lower", **extra) 
 
 
 def main() -> None:
-    import time
-
     clock = system()
     sc = Scenario.model_validate(SPEC)
     runs = 1 if "--quick" in sys.argv else 3

@@ -24,11 +24,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import psycopg  # noqa: E402
+
 from bench.supervisor_tick import median_ms, populate  # noqa: E402
+from chaos import pgcluster  # noqa: E402
 from healer.clock import VirtualClock  # noqa: E402
 from healer.core import decide  # noqa: E402
 from healer.core.model import Memory  # noqa: E402
+from healer.fleet.snapshot import gather  # noqa: E402
 from healer.policy.schema import Policy  # noqa: E402
+from healer.store import ENV_URL, open_url  # noqa: E402
 from tests.synth import fleet  # noqa: E402
 
 QUICK = "--quick" in sys.argv
@@ -41,8 +46,6 @@ def emit(metric: str, value: float, unit: str, target: float, better: str = "low
 
 
 def schema(server: str) -> tuple[str, str]:
-    import psycopg
-
     name = "bench_" + uuid.uuid4().hex[:10]
     with psycopg.connect(server, autocommit=True) as c:
         c.execute(f"CREATE SCHEMA {name}")
@@ -51,16 +54,11 @@ def schema(server: str) -> tuple[str, str]:
 
 
 def drop(server: str, name: str) -> None:
-    import psycopg
-
     with psycopg.connect(server, autocommit=True) as c:
         c.execute(f"DROP SCHEMA {name} CASCADE")
 
 
 def tick_ms(k: int, backend: str, server: str | None, snap, runs: int) -> float:
-    from healer.fleet.snapshot import gather
-    from healer.store import ENV_URL
-
     policy = Policy()
     pol = policy.model_copy(update={"fleet": policy.fleet.model_copy(update={"pool_size": 100 * k})})
     name = None
@@ -100,8 +98,6 @@ CLAIMER = textwrap.dedent("""
 
 
 def claims_per_s(url: str, tickets: int) -> float:
-    from healer.store import open_url
-
     s = open_url(url)
     s.load_table("tickets", ["id", "title", "body", "state", "priority", "blocked_by", "created_at", "updated_at", "data"],
                  [(f"T-{i}", "t", "", "queued", i % 3, "[]", float(i), float(i), "{}") for i in range(tickets)])
@@ -124,8 +120,6 @@ def main() -> int:
     server = os.environ.get("HEALER_TEST_PG_URL")
     cluster = None
     if not server:
-        from chaos import pgcluster
-
         if pgcluster.available():
             cluster = pgcluster.Cluster().start()
             server = cluster.url

@@ -27,7 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from healer.clock import VirtualClock  # noqa: E402
 from healer.core import decide  # noqa: E402
+from healer.core import incremental as inc  # noqa: E402
 from healer.core.model import Memory  # noqa: E402
+from healer.fleet.snapshot import Gatherer, gather  # noqa: E402
 from healer.policy.schema import Policy  # noqa: E402
 from healer.store import (
     keys,  # noqa: E402
@@ -108,8 +110,6 @@ def main() -> int:
     emit("growth_ratio_10x", core[10][0] / core[1][0], "ratio", 12)
     emit("growth_ratio_cpu_10x", core[10][1] / core[1][1], "ratio", 12)
 
-    from healer.fleet.snapshot import gather
-
     for k in (1, 10):
         with tempfile.TemporaryDirectory(prefix="healer-bench-") as tmp:
             root = Path(tmp)
@@ -139,9 +139,6 @@ def incremental(policy) -> None:
     equal to `decide`). Between ticks 20 tickets change (a comment each: an event, a re-read); the bare read is a `SELECT *`
     of every table the snapshot reads (tickets, labels, agents, worktrees, proposals, attempts), rows
     fetched, nothing decoded. CPU time of this process, medians; runs alternated."""
-    from healer.core import incremental as inc
-    from healer.fleet.snapshot import Gatherer
-
     sizes = (10,) if QUICK else (10, 100)
     for k in sizes:
         snap = fleet(1000 * k, 100 * k, 100 * k)

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.faults.command import probe
 from chaos.scenario import INVARIANT_NAMES, Checker, match, seconds
 from healer.records import Event, Intent, Ticket
 
@@ -467,8 +468,6 @@ CHECKERS: dict[str, Callable[[Any, History], tuple[bool, str]]] = {
 def check_command(spec: dict, h: History) -> tuple[bool, str]:
     """A `command` probe: run argv after the game day (cwd: the fleet root when known); its exit status
     (default 0) and, if given, a text its stdout must contain."""
-    from chaos.faults.command import probe
-
     cwd = spec.get("cwd") or h.extra.get("root")
     r = probe(spec["run"], cwd=str(cwd) if cwd else None, timeout=float(spec.get("timeout", 60)))
     want = int(spec.get("status", 0))

@@ -25,6 +25,8 @@ import os
 import re
 from pathlib import Path
 
+from healer.policy.cache import cache_dir
+
 KIND = re.compile(r"^[a-z]+\.[a-z_]+(\.[a-z_]+)?$")
 ROOT = Path(__file__).resolve().parents[1]
 # writer name -> (index of the kind argument, index of the payload argument)
@@ -196,8 +198,6 @@ def _key(files: list[Path]) -> str:
 
 
 def _store() -> Path:
-    from healer.policy.cache import cache_dir
-
     return cache_dir() / "event-catalogue.json"
 
 

@@ -29,7 +29,10 @@ import yaml
 from chaos import engine
 from chaos.checkers import STANDARD
 from chaos.faults import registry, worlds
-from chaos.scenario import Scenario
+from chaos.scenario import Scenario, load
+from healer.errors import InvalidInput
+from healer.policy.yamlpos import YamlProblem, load_one, read_text
+from healer.store import open_store
 
 # the issue's invariants: one live agent per ticket, no user file deleted, every intent settled,
 # one lease holder, notifications within quota; plus two the engine can see for free
@@ -71,7 +74,7 @@ def _targets(n_tickets: int) -> list[str | None]:
 
 def schedules(max_tickets: int = MAX_TICKETS, max_faults: int = MAX_FAULTS):
     """A hypothesis strategy of schedules (dicts). Shrinks toward one `succeeds` ticket and no fault."""
-    from hypothesis import strategies as st
+    from hypothesis import strategies as st  # lazy: hypothesis, 110 ms (python -X importtime) that `gameday list` would pay
 
     @st.composite
     def build(draw) -> dict[str, Any]:
@@ -134,10 +137,6 @@ def scenario_yaml(schedule: dict[str, Any], name: str | None = None) -> str:
 
 def load_schedule(path: str | Path) -> Scenario:
     """`--schedule FILE`: a schedule (JSON or YAML, as printed by a failing exploration) or a whole scenario file."""
-    from chaos.scenario import load
-    from healer.errors import InvalidInput
-    from healer.policy.yamlpos import YamlProblem, load_one, read_text
-
     p = Path(path)
     try:
         data = load_one(read_text(p.read_bytes())).data  # JSON is YAML: one located line for either
@@ -169,8 +168,6 @@ def run_schedule(schedule: dict[str, Any], workdir: str | Path | None = None) ->
 def event_log(result: engine.Result) -> list[tuple]:
     """The run's event log, for determinism checks: (offset, kind, subject, payload) with the work folder,
     and the real supervisor process's pid and start time (the executor records them), masked."""
-    from healer.store import open_store
-
     store = open_store(Path(result.workdir) / "fleet", readonly=True, use_env=False, identity_checks=False)
     try:
         events = store.events()
@@ -221,8 +218,8 @@ class Failure:
 def explore(examples: int = 25, seed: int = 0, *, progress=None) -> Failure | None:
     """Search `examples` hypothesis-generated schedules (the search itself seeded by `seed`); the first
     schedule that breaks an invariant, shrunk by hypothesis, or None when every one held."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hseed
+    from hypothesis import HealthCheck, Phase, given, settings  # lazy: hypothesis, 110 ms, as above
+    from hypothesis import seed as hseed  # lazy: as above
 
     seen: list[Failure] = []
     count = [0]

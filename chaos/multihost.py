@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,14 +32,18 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
+import psutil
 import yaml
 
+from chaos import pgcluster
 from healer import git, lifecycle, procs
 from healer.clock import system
 from healer.core import hosts as host_rules
 from healer.errors import HealerError
 from healer.fleet import shared_main
+from healer.store import open_url
 
 LEASE = "supervisor"
 REPO = Path(__file__).resolve().parents[1]
@@ -163,8 +168,6 @@ class Netns:
     @classmethod
     def available(cls) -> str | None:
         """None when namespaces can be made here, else why not."""
-        import shutil
-
         if os.geteuid() != 0:
             return "not root"
         if shutil.which("ip") is None:
@@ -214,8 +217,6 @@ class Report:
 
 
 def _with_port(url: str, port: int, host: str = "127.0.0.1") -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
     u = urlsplit(url)
     auth = u.netloc.rsplit("@", 1)[0] + "@" if "@" in u.netloc else ""
     return urlunsplit((u.scheme, f"{auth}{host}:{port}", u.path, u.query, u.fragment))
@@ -299,8 +300,6 @@ class Hosts:
 
 def _kill_agents(roots: list[Path]) -> None:
     """Agents outlive a SIGKILLed `healer up` (their own session): a game day leaves none behind."""
-    import psutil
-
     want = {str(r.resolve()) for r in roots}
     for p in procs.processes():
         try:
@@ -316,10 +315,6 @@ def run(url: str, cluster, *, hosts: int = 3, tickets: int = 9, ttl: float = 3.0
     """Run the game day on the fleet schema `url` (empty); `cluster` (chaos.pgcluster.Cluster or None)
     is what a `pause_db` fault SIGSTOPs. `netns`: hosts in network namespaces (None: when this machine allows it,
     else the proxy). Returns the report; never raises for a failed expectation."""
-    from urllib.parse import urlsplit
-
-    from healer.store import open_url
-
     clock = system()
     own = workdir is None
     work_dir = Path(tempfile.mkdtemp(prefix="healer-multihost.")) if own else workdir
@@ -423,8 +418,6 @@ def run(url: str, cluster, *, hosts: int = 3, tickets: int = 9, ttl: float = 3.0
     finally:
         board.close()
         if own:
-            import shutil
-
             shutil.rmtree(work_dir, ignore_errors=True)
     rep.ok = not rep.violations
     return rep
@@ -505,8 +498,6 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--partition-by", choices=["auto", "netns", "proxy"], default="auto",
                    help="a host's network path: its own network namespace (root, iproute2), or a blackholing proxy")
     a = ap.parse_args(argv)
-    from chaos import pgcluster
-
     cluster = None
     url = a.url
     if url is None:

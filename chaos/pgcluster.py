@@ -18,6 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import psutil
+
 from healer.clock import system
 
 BIN_DIRS = ["/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin"]
@@ -122,8 +124,6 @@ class Cluster:
             os.kill(pid, signal.SIGCONT)
 
     def _tree(self) -> list[int]:
-        import psutil
-
         if self.pid is None:
             return []
         try:

@@ -26,10 +26,19 @@ import os
 import signal
 from pathlib import Path
 
+import psutil
 import yaml
 
+from chaos import multihost, pgcluster, storm  # storm, not its names: `import chaos.storm` comes back here half made
+from chaos.checkers import History
+from chaos.engine.base import Activity, Result, apply_fault, finish
+from chaos.faults import NotApplied
+from chaos.faults.worlds import REAL, inject
+from chaos.scenario import deep_merge, match, seconds
 from healer import git, lifecycle
 from healer.clock import Clock, system
+from healer.errors import HealerError
+from healer.store import open_url
 
 HOST_PREFIX = "pgday-h"  # host ids: expectations select the hosts' own events by `payload: {host: "pgday-h*"}`
 
@@ -37,8 +46,6 @@ HOST_PREFIX = "pgday-h"  # host ids: expectations select the hosts' own events b
 class PgDayEngine:
     def __init__(self, scenario, workdir: Path, *, seed: int | None = None, disabled: bool = False,
                  overrides: dict | None = None, progress=None, wall: Clock | None = None) -> None:
-        from chaos.scenario import deep_merge
-
         self.sc = scenario
         self.seed = scenario.seed if seed is None else seed
         self.wall = wall or system()
@@ -57,9 +64,6 @@ class PgDayEngine:
         """Nothing of this run stays armed in this process (its server is stopped by `run` whatever happens)."""
 
     def run(self):
-        from chaos import pgcluster
-        from chaos.engine.base import Result
-
         res = Result(self.sc, "error", seed=self.seed, disabled=self.disabled, workdir=str(self.workdir))
         res.started = self.wall.now()
         if not pgcluster.available():
@@ -76,15 +80,6 @@ class PgDayEngine:
             self.cluster.stop()
 
     def _run(self, res):
-        from chaos import multihost
-        from chaos.checkers import History
-        from chaos.engine.base import Activity, apply_fault, finish
-        from chaos.faults.worlds import REAL, inject
-        from chaos.scenario import deep_merge, match, seconds
-        from chaos.storm import board_facts
-        from healer.errors import HealerError
-        from healer.store import open_url
-
         hs, clock = self.sc.hosts, self.wall
         ttl, work, cap = seconds(hs.lease_ttl), seconds(hs.agent_delay), seconds(hs.finish_within)
         wd = self.workdir
@@ -138,7 +133,7 @@ class PgDayEngine:
         events = self._read(board.events)
         tickets = {t.id: t for t in self._read(board.tickets)}
         intents = self._read(board.intents)
-        facts = board_facts(events, tickets, intents)
+        facts = storm.board_facts(events, tickets, intents)
         shared_main = multihost.check(board, bare, hs.tickets, ttl, {"faults": []})
         pages = [ln for r in fleet.procs for f in [wd / r / ".healer" / "notes.jsonl"] if f.exists()
                  for ln in f.read_text().splitlines() if ln.strip()]
@@ -160,10 +155,7 @@ class PgDayEngine:
         (pg_terminate_backend, by the application_name chaos.multihost gives each host), keeps the host stopped
         until some supervisor has ticked `ticks` times since (so whatever the board now shows is judged: a review
         ticket whose proposal is merged is a zombie without the merge's one transaction), then SIGCONTs it."""
-        import psutil
-        import psycopg
-
-        from chaos.faults import NotApplied
+        import psycopg  # lazy: 50-120 ms (python -X importtime) that `gameday list` would pay; only this fault needs it
 
         clock = self.wall
         deadline = clock.monotonic() + within
@@ -212,8 +204,6 @@ class PgDayEngine:
     def _mark(self, kind: str, payload: dict) -> None:
         """The fault in the board's log (the timeline and `chaos.fault` selectors read it); retried while the
         server it restarted comes back."""
-        from healer.errors import HealerError
-
         for _ in range(100):
             try:
                 self.board.append(kind, "gameday", {"pid": os.getpid(), **payload})
@@ -222,8 +212,6 @@ class PgDayEngine:
                 self.wall.sleep(0.1)
 
     def _read(self, fn):
-        from healer.errors import HealerError
-
         for _ in range(100):
             try:
                 return fn()

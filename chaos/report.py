@@ -15,24 +15,16 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import chaoslib
 from rich.console import Console
 from rich.table import Table
 
+from chaos import html_report
 from chaos.engine.base import Activity, Result
+from healer.cli.common import make_console
 from healer.clock import iso
 
-
-def _chaoslib_version() -> str:
-    """SemVer, as Chaos Toolkit's tools parse it (they pick a report template by it)."""
-    try:
-        from chaoslib import __version__
-
-        return str(__version__)
-    except ImportError:  # pragma: no cover - chaostoolkit-lib is a dependency
-        return "1.44.0"
-
-
-CHAOSLIB_VERSION = _chaoslib_version()
+CHAOSLIB_VERSION = str(chaoslib.__version__)  # SemVer, as Chaos Toolkit's tools parse it (they pick a report template by it)
 
 
 def _provider(module: str, func: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -205,8 +197,6 @@ def write(results: list[Result], report_dir: str | Path | None = None, junit_fil
         d.mkdir(parents=True, exist_ok=True)
         (d / "journal.json").write_text(json.dumps(journal(results), indent=2, default=str) + "\n")
         (d / "report.md").write_text(markdown(results))
-        from chaos import html_report
-
         (d / "report.html").write_text(html_report.scenarios(results))
         out["journal"] = d / "journal.json"
         out["markdown"] = d / "report.md"
@@ -233,8 +223,6 @@ def summary_table(results: list[Result]) -> Table:
 
 
 def print_summary(results: list[Result], console: Console | None = None, report: Path | None = None) -> None:
-    from healer.cli.common import make_console
-
     c = console or make_console()
     c.print(summary_table(results))
     ok = sum(r.ok for r in results)

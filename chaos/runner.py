@@ -11,6 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from chaos import engine, report
 from chaos.faults import undo
 from chaos.scenario import Scenario, discover, load
+from healer.cli.common import make_console
 from healer.errors import InvalidInput
 
 
@@ -32,8 +33,6 @@ def run_all(scenarios: list[Scenario], *, seed: int | None = None, disabled: boo
             keep: bool = False) -> list[engine.Result]:
     """Run each scenario in a work folder of its own: under `workroot` (kept), else a temp folder removed at
     the end unless `keep` (then its place is printed)."""
-    from healer.cli.common import make_console
-
     console = console or make_console(stderr=True)
     recovered = undo.recover_leftovers()
     for line in recovered:
@@ -65,8 +64,6 @@ def run_all(scenarios: list[Scenario], *, seed: int | None = None, disabled: boo
 
 def outcome(results: list[engine.Result], report_dir: Any = None, junit_file: Any = None,
             console: Console | None = None) -> tuple[int, dict[str, Path]]:
-    from healer.cli.common import make_console
-
     console = console or make_console()
     written = report.write(results, report_dir, junit_file)
     report.print_summary(results, console, written.get("markdown"))

@@ -40,6 +40,9 @@ from chaos.engine.base import Result, finish
 from chaos.scenario import deep_merge, seconds
 from healer import lifecycle, procs
 from healer.clock import Clock, system
+from healer.errors import HealerError
+from healer.store import db_path, open_store
+from healer.store.sqlite import SqliteStore
 
 AGENT = Path(__file__).resolve().parent / "agents" / "fleet_agent.py"
 
@@ -90,8 +93,6 @@ class StormRun:
 
     # -- the fleet ----------------------------------------------------------------------
     def setup(self) -> None:
-        from healer.store import open_store
-
         r = self.root
         r.mkdir(parents=True)
         git = ["git", "-c", "user.name=storm", "-c", "user.email=storm@healer.invalid"]
@@ -179,8 +180,6 @@ class StormRun:
         return self.facts()
 
     def finish(self, n: int) -> None:
-        from healer.store import open_store
-
         proc, log = self.start_up(n)
         s = open_store(self.root, use_env=False)
         try:
@@ -218,8 +217,6 @@ class StormRun:
 
     # -- what the checkers read -----------------------------------------------------------
     def facts(self) -> dict[str, Any]:
-        from healer.store import db_path, open_store
-
         s = open_store(self.root, use_env=False)
         try:
             tickets = {t.id: t for t in s.tickets()}
@@ -277,9 +274,6 @@ def board_facts(events, tickets: dict[str, Any], intents) -> dict[str, Any]:
 
 def integrity(db: Path) -> str:
     """The store file's own integrity check ("ok" when intact), through the store."""
-    from healer.errors import HealerError
-    from healer.store.sqlite import SqliteStore
-
     try:
         store = SqliteStore(db, readonly=True)
     except HealerError as e:  # too damaged to open: the refusal is the finding
@@ -331,8 +325,6 @@ class StormEngine:
         """Nothing of this run stays armed in this process (its hosts are children, ended by the storm itself)."""
 
     def run(self):
-        from healer.store import open_store
-
         res = Result(self.sc, "error", seed=self.seed, disabled=self.disabled, workdir=str(self.workdir))
         res.started = self.wall.now()
         storm = StormRun(self.cfg, self.workdir, self.wall, overrides=self.overrides)

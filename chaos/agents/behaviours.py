@@ -9,6 +9,7 @@ next to this file (`hang.py`, …) for the same roles.
 
 from __future__ import annotations
 
+import errno
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,8 +108,6 @@ class CannotStart(Behaviour):
     the first `times` launches fail (default: every one), later runs succeed after `duration`."""
 
     def refuse(self, n: int) -> OSError | None:
-        import errno
-
         if n >= int(self.params.get("times", 10**6)):
             return None
         if self.params.get("error", "missing") == "disk_full":

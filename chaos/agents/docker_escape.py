@@ -50,10 +50,11 @@ def try_write(path: str) -> dict:
 
 
 def mcp_tools() -> dict:
-    import anyio
-    from mcp import ClientSession
+    # only a run with HEALER_MCP_STDIO=inherit talks MCP; bench/containers.py times this script's start
+    import anyio  # lazy: 9 ms (python -X importtime), see above
+    from mcp import ClientSession  # lazy: mcp, 420 ms, see above
 
-    from healer.repair.container import inherited_stdio
+    from healer.repair.container import inherited_stdio  # lazy: 26 ms, see above
 
     async def go():
         with anyio.fail_after(20):

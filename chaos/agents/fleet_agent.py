@@ -24,6 +24,7 @@ Deliberately free of healer imports: it starts fast and is a separate program.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import re
@@ -182,8 +183,6 @@ def main(argv: list[str] | None = None) -> int:
 def run() -> int:
     """main(), answering a full disk as `healer loop run` does: one `healer:` line and exit 74 (the dispatcher
     counts that against no budget, healer/core/endings.py), not a traceback and exit 1."""
-    import errno
-
     try:
         return main()
     except (OSError, subprocess.CalledProcessError) as e:

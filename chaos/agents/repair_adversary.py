@@ -24,6 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 
 def attempts(a: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]:
     decoy = Path(a.decoy).resolve()
@@ -41,8 +43,8 @@ def attempts(a: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]:
 
 
 async def main_async(a: argparse.Namespace) -> dict[str, Any]:
-    from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+    from mcp import ClientSession, StdioServerParameters  # lazy: mcp, 420 ms `gameday list` would pay (failpoints.load_all)
+    from mcp.client.stdio import stdio_client  # lazy: mcp, as above (420 ms)
 
     cfg = json.loads(Path(a.config).read_text())["mcpServers"]["healer"]
     params = StdioServerParameters(command=cfg["command"], args=cfg["args"], env=dict(os.environ))
@@ -68,8 +70,6 @@ async def main_async(a: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import anyio
-
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--config", required=True)
     p.add_argument("--decoy", required=True)

@@ -29,6 +29,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="claude", add_help=False)
@@ -52,8 +54,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 async def session(a: argparse.Namespace) -> dict[str, Any]:
-    from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
+    from mcp import ClientSession, StdioServerParameters  # lazy: mcp, 420 ms `gameday list` would pay (failpoints.load_all)
+    from mcp.client.stdio import stdio_client  # lazy: mcp, as above (420 ms)
 
     servers = json.loads(Path(a.mcp_config).read_text())["mcpServers"]
     allowed = {t.strip() for t in a.allowed.split(",") if t.strip()}
@@ -101,8 +103,6 @@ async def session(a: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import anyio
-
     a = parse(sys.argv[1:] if argv is None else argv)
     out = anyio.run(session, a)
     result = {

@@ -19,9 +19,14 @@ from pathlib import Path
 
 from chaos.checkers import History
 from chaos.engine.base import Activity, Result, apply_fault, finish
+from chaos.faults.command import inject
+from chaos.faults.undo import UndoJournal, home
 from chaos.scenario import Scenario, match
+from healer.cli.common import policy_for
 from healer.clock import Clock, system
+from healer.ctk import UNDO_ENV, actions
 from healer.errors import InvalidInput
+from healer.store import open_store
 
 SUPPORTED = ("command", "kill_supervisor", "kill_dispatcher", "frozen_dispatch", "thaw_dispatch")
 
@@ -40,19 +45,13 @@ class FleetEngine:
         self.clock = wall or system()
 
     def _fault(self, f, journal) -> str:
-        from healer.ctk import actions
-
         if f.fault == "command":
-            from chaos.faults.command import inject
-
             pr = f.params
             r = inject(pr["command"], undo=pr.get("undo"), cwd=pr.get("cwd") or str(self.root),
                        timeout=float(pr.get("timeout", 60)), journal=journal)
             return f"exit {r['status']}"
         fn = {"kill_supervisor": actions.kill_supervisor, "kill_dispatcher": actions.kill_dispatcher,
               "frozen_dispatch": actions.freeze_dispatch, "thaw_dispatch": actions.thaw_dispatch}[f.fault]
-        from healer.ctk import UNDO_ENV
-
         os.environ[UNDO_ENV] = str(journal.folder)  # freeze_dispatch journals its SIGCONT here
         try:
             return str(fn(str(self.root)))
@@ -67,10 +66,6 @@ class FleetEngine:
         """Nothing of this run stays armed in this process (each fault's undo is journaled before it acts)."""
 
     def run(self) -> Result:
-        from chaos.faults.undo import UndoJournal, home
-        from healer.cli.common import policy_for
-        from healer.store import open_store
-
         refuse_unsupported(self.sc)
         store = open_store(self.root, use_env=False)
         pol = policy_for(self.root, None)

@@ -39,6 +39,7 @@ from typing import Any
 import psutil
 import yaml
 
+from chaos.agents.models import gameday as kit
 from chaos.checkers import History
 from chaos.engine.base import Activity, Result, apply_fault, finish
 from chaos.faults import process as pfault
@@ -51,9 +52,11 @@ from chaos.scenario import Fault, Scenario, TicketSpec, deep_merge, match
 from chaos.workdir import fresh
 from healer import clock, failpoints, lifecycle, procs
 from healer.clock import Clock, system
+from healer.fleet.docker_client import connect
 from healer.fleet.snapshot import HOST
 from healer.policy.schema import Policy
 from healer.records import Agent, Worktree
+from healer.remedy import quarantine as qmod
 from healer.store import keys, open_store
 
 AGENTS_DIR = Path(__file__).resolve().parents[1] / "agents"
@@ -212,8 +215,6 @@ class RealEngine:
             p.write_text(text)
         self.outside_before = _tree_hash(self.gd, list(self.sc.real.outside))
         if self.sc.real.model:
-            from chaos.agents.models import gameday as kit
-
             self.model, self.model_env = kit.start(self.gd, self.sc.real.model)
         repo.init(self.root)
         for rel, text in self.sc.fleet.files.items():
@@ -422,8 +423,6 @@ class RealEngine:
 
     def docker(self) -> Any:
         if self._docker is None:
-            from healer.fleet.container_runtime import connect
-
             self._docker = connect()
         return self._docker
 
@@ -433,7 +432,7 @@ class RealEngine:
     def container_alive(self, a: Agent) -> bool:
         """Running or paused, read through the SDK (an engine that does not answer: counted alive)."""
         try:
-            import docker.errors
+            import docker.errors  # lazy: docker SDK, 37 ms (python -X importtime) that `gameday list` would pay; only a container fleet
 
             try:
                 return self.docker().containers.get(a.container).status in ("running", "paused", "restarting", "created")
@@ -562,8 +561,6 @@ class RealEngine:
             self.note("chaos.pid", str(pid), {"alive": self.ours_alive(pid), "file": f.name})
         stopped = [pfault.describe(p) for p in pfault.carrying(self.marker) if procs.stopped(p.pid)]
         files_after = _files(self.root)
-        from healer.remedy import quarantine as qmod
-
         ents = qmod.entries(self.root)
         return {"corpses": corpses, "stopped": stopped, "files_after": files_after,
                 "quarantined": {e.id: e.sha256 for e in ents if e.state == "quarantined"},
@@ -631,11 +628,10 @@ class RealEngine:
     def leftovers(self) -> list[str]:
         """After the rollback: anything of this game day still there is a leftover."""
         out = [f"process {pfault.describe(p)}" for p in pfault.carrying(self.marker)]
-        for r in self.undo._lines():
-            if r.get("op") == "register" and r.get("kind") == "remove_file":
-                p = Path(r["data"]["path"])
-                if p.exists() and p.read_text(errors="replace") == r["data"].get("content"):
-                    out.append(f"lock file {p}")
+        for u in self.undo.registered("remove_file"):
+            p = Path(u.data["path"])
+            if p.exists() and p.read_text(errors="replace") == u.data.get("content"):
+                out.append(f"lock file {p}")
         out += [f"container {c}" for c in self.fleet_containers()]
         if self.store is not None:
             for name in ("supervisor", "dispatcher"):
@@ -647,8 +643,6 @@ class RealEngine:
 
     def restore_check(self) -> dict[str, bool]:
         """Restore every quarantined injected file and compare it byte for byte."""
-        from healer.remedy import quarantine as qmod
-
         out: dict[str, bool] = {}
         if not self.injected or self.store is None:
             return out

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+import sys
 from typing import Any
 
 
 def argv(command: str | list[str]) -> list[str]:
     """The argv to run; `{python}` is this interpreter (the one healer is installed in)."""
-    import sys
-
     out = shlex.split(command) if isinstance(command, str) else [str(x) for x in command]
     out = [x.replace("{python}", sys.executable) for x in out]
     if not out:

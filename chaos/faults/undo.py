@@ -23,6 +23,8 @@ from typing import Any
 
 import psutil
 
+from chaos.faults.command import run_undo
+from chaos.faults.containers import sweep, unpause_one
 from healer import procs
 from healer.clock import Clock, system
 
@@ -53,14 +55,17 @@ class Undo:
 class UndoJournal:
     failed = False  # an undo of this process's undo_all failed: the folder stays for `healer gameday clean`
 
-    def __init__(self, folder: str | Path, clock: Clock | None = None) -> None:
+    def __init__(self, folder: str | Path, clock: Clock | None = None, *, claim: bool = True) -> None:
+        """`claim`: make the folder (if need be) and this process its owner, unless it has one. A dead run's
+        journal is opened with claim=False: its folder stays the dead owner's, so `healer gameday clean` knows it."""
         self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
         self.clock = clock or system()
         self.path = self.folder / UNDO
+        if claim:
+            self.folder.mkdir(parents=True, exist_ok=True)
         self._n = max((int(r.get("id", 0)) for r in self._lines()), default=0)
         owner = self.folder / OWNER
-        if not owner.exists():
+        if claim and not owner.exists():
             me = os.getpid()
             owner.write_text(json.dumps({"pid": me, "pid_start": procs.mark(me), "at": self.clock.now()}))
 
@@ -89,6 +94,11 @@ class UndoJournal:
 
     def done(self, uid: int) -> None:
         self._write({"op": "undone", "id": uid, "at": self.clock.now()})
+
+    def registered(self, kind: str) -> list[Undo]:
+        """Every undo of `kind` ever journaled here, undone or not, oldest first."""
+        return [Undo(r["id"], r["kind"], r.get("data", {})) for r in self._lines()
+                if r.get("op") == "register" and r.get("kind") == kind]
 
     def pending(self) -> list[Undo]:
         regs: dict[int, Undo] = {}
@@ -161,18 +171,12 @@ def apply(u: Undo, clock: Clock) -> str:
         killed = kill_marked(d["marker"])
         return f"killed {len(killed)} process(es) of {d.get('role', 'the game day')}"
     if u.kind == "command":  # a `command` fault's own undo argv (chaos/faults/command.py)
-        from chaos.faults.command import run_undo
-
         return run_undo(d)
     if u.kind == "env":
         return "environment restored"  # in-process only; a dead engine took it with it
     if u.kind == "unpause_container":  # chaos/faults/containers.py pauses (issue 8)
-        from chaos.faults.containers import unpause_one
-
         return unpause_one(d["container"])
     if u.kind == "containers_cleanup":  # a real game day on the container runtime: its fleet's containers end with it
-        from chaos.faults.containers import sweep
-
         return sweep(d["fleet"])
     return f"unknown undo kind {u.kind!r}, skipped"
 
@@ -214,15 +218,12 @@ def live_owner(folder: Path, name: str = OWNER) -> int | None:
 
 
 def _orphaned(base: Path, clock: Clock | None = None):
-    """The undo journals of run folders whose owner is dead, opened without claiming them
-    (the constructor would make this process their owner)."""
+    """The undo journals of run folders whose owner is dead, opened without claiming them (claim=False: this
+    process does not become their owner)."""
     for folder in sorted(p for p in base.iterdir() if p.is_dir()):
         if not (folder / UNDO).exists() or _owner_alive(folder):
             continue
-        j = UndoJournal.__new__(UndoJournal)
-        j.folder, j.clock, j.path = folder, clock or system(), folder / UNDO
-        j._n = 0
-        yield j
+        yield UndoJournal(folder, clock, claim=False)
 
 
 def recover_leftovers(clock: Clock | None = None, base: Path | None = None) -> list[str]:
