@@ -40,11 +40,11 @@ retry:
 
 def run(console: Console, *, keep: bool = False, suite: bool = True, report: Path | None = None) -> int:
     """The demo; returns the exit code (0 when everything shown worked)."""
-    from healer.cli.board import board_table
-    from healer.cli.misc import init_fleet
     from healer.errors import InvalidInput
+    from healer.init import init_fleet
     from healer.policy import load_policy
     from healer.store import open_store
+    from healer.views import board_table
 
     rc = 0
     tmp = Path(tempfile.mkdtemp(prefix="healer-demo-"))

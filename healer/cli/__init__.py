@@ -17,6 +17,7 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 import typer
 
 from healer import errors
+from healer.cli.common import state
 
 app = typer.Typer(
     name="healer",
@@ -27,7 +28,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-_state = {"debug": False}
+_state = state  # the same dict: tests save and restore it as healer.cli._state
 
 
 def _version(value: bool) -> None:

@@ -17,16 +17,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from healer import lifecycle
-from healer.cli.common import JsonOpt, RootOpt, console, print_json, require_fleet, utf8
+from healer.cli.common import JsonOpt, RootOpt, console, print_json, require_fleet, state, utf8
 from healer.conventions import ticket_id_problem
 from healer.errors import INVALID_INPUT, HealerError, NotFound, UsageError
+from healer.views import age, board_table, styled_state
 
 board_app = typer.Typer(help="The ticket board of the reference fleet.", no_args_is_help=True)
 
 HUMAN = "human"
 INT64 = (-(2**63), 2**63 - 1)  # what the store keeps as an integer
-_STATE_STYLE = {"queued": "cyan", "in_progress": "yellow", "review": "magenta", "done": "green",
-                "blocked": "red", "needs_human": "bold red", "closed": "dim"}
+
 
 
 def _bad(line: str) -> HealerError:
@@ -36,12 +36,11 @@ def _bad(line: str) -> HealerError:
 
 def _open(root: Path | None, *, readonly: bool = False):
     from healer import log
-    from healer.cli import _state
     from healer.store import open_store
 
     r = require_fleet(root)
     if root is not None:
-        log.setup(r, bool(_state.get("debug")))
+        log.setup(r, bool(state["debug"]))
     return open_store(r, readonly=readonly)  # a read opens read-only: it works on a read-only .healer/ too
 
 
@@ -52,27 +51,11 @@ def _human(store, ticket_id: str, action: str, **details: Any) -> None:
     logger.debug("board: {} {} by a human {}", action, ticket_id, details)
 
 
-def age(seconds: float) -> str:
-    """Two largest units, for tables: 45s, 12m, 3h05m, 2d04h."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
-    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
-
-
 def _ticket_json(t, now: float) -> dict[str, Any]:
     d = asdict(t)
     d["labels"] = [{"label": k, "added_at": v, "age_s": round(now - v, 3)} for k, v in t.labels.items()]
     d["blocked_by"] = list(t.blocked_by)
     return d
-
-
-def _styled_state(state: str) -> str:
-    return f"[{_STATE_STYLE.get(state, 'white')}]{state}[/]"
 
 
 @board_app.command("add")
@@ -137,18 +120,6 @@ def list_(
     console.print(board_table(tickets, now))
 
 
-def board_table(tickets, now: float, title: str | None = None) -> Table:
-    t = Table("id", "state", "pri", "title", "labels", "blocked by", "updated", title=title, title_justify="left")
-    for tk in tickets:
-        labels = ", ".join(f"{k} ({age(now - v)})" for k, v in tk.labels.items())
-        # user text is never markup: a title like "[WIP]" prints as written
-        t.add_row(escape(tk.id), _styled_state(tk.state), str(tk.priority), escape(tk.title), escape(labels),
-                  escape(", ".join(tk.blocked_by)), age(now - tk.updated_at) + " ago")
-    if not tickets:
-        t.add_row("", "", "", "[dim]no tickets[/]", "", "", "")
-    return t
-
-
 @board_app.command("show")
 def show(
     ticket_id: str = typer.Argument(..., metavar="ID"),
@@ -187,7 +158,7 @@ def show(
         return
     from healer.clock import iso
 
-    console.print(f"[bold]{escape(t.id)}[/]  {_styled_state(t.state)}  priority {t.priority}  {escape(t.title)}", highlight=False)
+    console.print(f"[bold]{escape(t.id)}[/]  {styled_state(t.state)}  priority {t.priority}  {escape(t.title)}", highlight=False)
     if t.body:
         console.print(t.body, markup=False, highlight=False)
     console.print(f"created {iso(t.created_at)}, updated {age(now - t.updated_at)} ago", highlight=False)

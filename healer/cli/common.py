@@ -28,6 +28,9 @@ def make_console(stderr: bool = False) -> Console:
 console = make_console()
 err_console = make_console(stderr=True)
 
+# the root options (--debug), set by healer/cli/__init__.py's callback before any command runs; the commands read it
+state: dict[str, bool] = {"debug": False}
+
 RootOpt = typer.Option(None, "--root", "-C", help="Fleet root (default: $HEALER_ROOT or the nearest folder with .healer/).")
 JsonOpt = typer.Option(False, "--json", help="Print JSON instead of a table.")
 PolicyOpt = typer.Option(None, "--policy", "-p", help="Policy file (default: healer.yaml in the fleet root, else the embedded default).")

@@ -174,7 +174,7 @@ class RealGates:
 
 class RealProcesses:
     def busy(self, paths):
-        from healer.fleet.snapshot import busy_map
+        from healer.fleet.busy import busy_map
 
         return busy_map(list(paths))
 

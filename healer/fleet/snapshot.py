@@ -14,6 +14,7 @@ from pathlib import Path
 from healer import lifecycle, procs
 from healer.core import fleet as budget_rules
 from healer.core.model import AgentView, Snapshot, WorktreeView
+from healer.fleet.busy import busy_map  # noqa: F401 - where chaos's simulated processes find it
 from healer.fleet.lost_hosts import host_id
 from healer.fleet.results import result_exit
 from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, Handle
@@ -297,32 +298,6 @@ def _budget_attempts(store) -> dict[str, tuple]:
     b = _Board()
     b.full(store, 0.0)
     return b.budget
-
-
-def busy_map(paths: list[Path]) -> dict[Path, tuple[int, ...]]:
-    """Pids with a cwd or an open file inside each path: one pass over the process table for all of them."""
-    from healer import switches
-
-    if not paths or not switches.enabled("busy_check"):  # a game day proving busy-worktree can fail
-        return {}
-    import psutil
-
-    prefixes = [(p, str(p).rstrip("/") + "/") for p in paths]
-    found: dict[Path, set[int]] = {p: set() for p in paths}
-
-    def hit(f: str, pid: int) -> None:
-        for p, pre in prefixes:
-            if f == str(p) or f.startswith(pre):
-                found[p].add(pid)
-
-    for proc in procs.processes():
-        try:
-            hit(proc.cwd(), proc.pid)
-            for of in proc.open_files():
-                hit(of.path, proc.pid)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
-            continue
-    return {p: tuple(sorted(s)) for p, s in found.items()}
 
 
 def _loose_files(root: Path, registered: set[str]) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ from typing import Any
 from healer import failpoints, procs
 from healer.clock import Clock, iso, stamp, system
 from healer.errors import UsageError
-from healer.repair.server import TOOLS
+from healer.repair.tools import TOOLS
 
 FP_AFTER_START = failpoints.declare("repair.after_start", "healer/repair/launcher.py: run recorded, agent not yet started")
 

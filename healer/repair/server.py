@@ -33,7 +33,6 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Sequence
 from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
@@ -41,33 +40,12 @@ from typing import Any
 from healer import actions as registry
 from healer import failpoints
 from healer.clock import Clock, system
+from healer.repair.tools import ACTION_TOOLS, READ_TOOLS, TOOLS
 from healer.store import keys
 
 FP_BEFORE_ACTION = failpoints.declare("repair.before_action", "healer/repair/server.py: a repair tool is about to execute one item")
 
 ACTOR = "repair-agent"
-READ_TOOLS = ("fleet_status", "list_findings", "get_ticket", "journal_tail", "list_worktrees")
-ACTION_TOOLS = registry.Names(lambda s: s.tool is not None)  # live: the specs that offer a tool
-
-
-class _Tools(Sequence[str]):
-    """READ_TOOLS then ACTION_TOOLS, live (an action registered later is offered too)."""
-
-    def _now(self) -> tuple[str, ...]:
-        return READ_TOOLS + tuple(ACTION_TOOLS)
-
-    def __getitem__(self, i):  # type: ignore[override]
-        return self._now()[i]
-
-    def __len__(self) -> int:
-        return len(self._now())
-
-    def __contains__(self, x: object) -> bool:
-        return x in READ_TOOLS or x in ACTION_TOOLS
-
-
-TOOLS = _Tools()
-
 # the arguments each read tool accepts (an action tool's come from its spec): anything else is refused
 READ_PARAMS: dict[str, frozenset[str]] = {
     "fleet_status": frozenset(),
