@@ -98,15 +98,18 @@ class SqliteStore(SqlStore):
             raise StoreLost(f"{self.path}: the store is on a read-only file system now; stopping")
 
     # -- plumbing ---------------------------------------------------------------
-    def _retry(self, fn, attempts: int = 50, within: float | None = None):
-        """`fn()`, retried while the database is busy; `within`: no new try once that many seconds have passed."""
+    def _retry(self, fn, attempts: int = 50, within: float = BUSY_MS / 1000):
+        """`fn()`, retried while the database is busy; `within`: no new try once that many seconds have passed.
+        Quick refusals are retried; a lock held past one busy timeout is raised ("database is locked"), which a
+        daemon rides out as an outage (healer/store/outage.py: one line, backoff, counted against
+        store.outage_tolerance) instead of waiting here fifty busy timeouts long."""
         delay = 0.01
-        start = self.clock.monotonic() if within is not None else 0.0
+        start = self.clock.monotonic()
         for i in range(attempts):
             try:
                 return fn()
             except sqlite3.OperationalError as e:
-                late = within is not None and self.clock.monotonic() - start >= within
+                late = self.clock.monotonic() - start >= within
                 if "locked" not in str(e) and "busy" not in str(e) or i == attempts - 1 or late:
                     raise
                 import random  # only when the store is busy

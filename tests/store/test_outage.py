@@ -440,3 +440,38 @@ def test_a_sigterm_while_the_store_is_awaited_stops_the_daemon_cleanly(restartab
     text = log.read_text()
     assert code == 0 and "Traceback" not in text, text
     assert "stopped before the store came back" in text, text
+
+
+@pytest.mark.campaign  # about a minute: one busy timeout (30 s) per try
+def test_a_sqlite_store_locked_mid_run_counts_against_the_tolerance(tmp_path):
+    """Another process holds the SQLite store's write lock while `up` runs: the write that meets the lock gives up
+    after one busy timeout, not fifty (it used to wait some 25 minutes inside the store), the outage is said in one
+    line, and past store.outage_tolerance `up` ends with one line and exit 69."""
+    root = make_repo(tmp_path / "fleet", {"README.md": "# x\n",
+                                          "healer.yaml": yaml.safe_dump(_policy(outage_tolerance="10s"))})
+    env = {k: v for k, v in os.environ.items() if k != "HEALER_STORE_URL"}
+    assert subprocess.run([sys.executable, "-m", "healer", "init", "--root", str(root)], env=env,
+                          capture_output=True, timeout=120).returncode == 0
+    log = root / ".healer" / "up.log"
+    with open(log, "ab") as out:
+        up = subprocess.Popen([sys.executable, "-m", "healer", "up", "--root", str(root)], env=env, stdout=out,
+                              stderr=subprocess.STDOUT)
+    holder = None
+    try:
+        wait_until(lambda: "dispatcher and supervisor running" in log.read_text() or up.poll() is not None, 120, "up running")
+        holder = subprocess.Popen([sys.executable, "-c", (
+            "import sqlite3, sys\n"
+            f"c = sqlite3.connect({str(root / '.healer' / 'healer.db')!r}, isolation_level=None, timeout=60)\n"
+            "c.execute('BEGIN IMMEDIATE')\n"  # the write lock, held: a writer stopped mid-transaction
+            "print('locked', flush=True)\n"
+            "sys.stdin.readline()\n")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert holder.stdout.readline().strip() == "locked"
+        code = up.wait(240)
+    finally:
+        _stop(up)
+        if holder is not None:
+            holder.stdin.close()
+            holder.wait(30)
+    text = log.read_text()
+    assert code == 69 and "Traceback" not in text, text[-2000:]
+    assert text.count("store unavailable (database is locked)") == 1, text[-2000:]
