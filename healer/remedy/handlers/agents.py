@@ -47,7 +47,6 @@ def _resume_verify(ctx: Context, t: Target) -> bool:
     return tk.state == lifecycle.QUEUED and bool(tk.data.get("resume"))
 
 
-
 # -- stop_agent ---------------------------------------------------------------------
 
 def _wants_resume(t: Target) -> bool:
@@ -96,6 +95,6 @@ def _stop_verify(ctx: Context, t: Target) -> bool:
     return True
 
 
-
+# each action's handler, named by its spec (healer/actions/<name>.py: handler="healer.remedy.handlers.agents:NAME")
 RESUME_AGENT = Handler(agent_target, _resume_check, _resume_apply, _resume_verify)
 STOP_AGENT = Handler(agent_target, _stop_check, _stop_apply, _stop_verify)

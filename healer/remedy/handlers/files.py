@@ -83,7 +83,6 @@ def _q_verify(ctx: Context, t: Target) -> bool:
         and any(qmod.find(ctx.root, p) is not None for p in t.paths)
 
 
-
 # -- managed areas ------------------------------------------------------------------
 
 def _inside(p: Path, base: Path) -> bool:
@@ -103,7 +102,6 @@ def _managed(ctx: Context, p: Path) -> bool:
         if _inside(p, base) or (base.exists() and _inside(p, base.resolve())):
             return True
     return False
-
 
 
 # -- remove_worktree ----------------------------------------------------------------
@@ -196,6 +194,6 @@ def _wt_verify(ctx: Context, t: Target) -> bool:
     return not t.path.exists() and (wt is None or wt.state == "removed")
 
 
-
+# each action's handler, named by its spec (healer/actions/<name>.py: handler="healer.remedy.handlers.files:NAME")
 QUARANTINE_FILE = Handler(_q_resolve, _q_check, _q_apply, _q_verify)
 REMOVE_WORKTREE = Handler(_wt_resolve, _wt_check, _wt_apply, _wt_verify)

@@ -49,7 +49,6 @@ def _resume_d_apply(ctx: Context, t: Target, intent: int) -> dict:
     return {}
 
 
-
 # -- notify -------------------------------------------------------------------------
 
 def _notify_resolve(ctx: Context, subject: str, params: dict) -> Target:
@@ -69,7 +68,7 @@ def _nothing(ctx: Context, t: Target) -> None:
     return None
 
 
-
+# each action's handler, named by its spec (healer/actions/<name>.py: handler="healer.remedy.handlers.fleet:NAME")
 PAUSE_DISPATCH = Handler(_dispatch_target, _pause_check, _pause_apply, lambda ctx, t: _paused(ctx))
 RESUME_DISPATCH = Handler(_dispatch_target, _resume_d_check, _resume_d_apply, lambda ctx, t: not _paused(ctx))
 NOTIFY = Handler(_notify_resolve, _nothing, _notify_apply, lambda ctx, t: True)

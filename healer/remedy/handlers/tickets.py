@@ -53,7 +53,6 @@ def _close_verify(ctx: Context, t: Target) -> bool:
     return ctx.store.ticket(t.ticket).state == lifecycle.CLOSED
 
 
-
 # -- drop_label ---------------------------------------------------------------------
 
 def _label_resolve(ctx: Context, subject: str, params: dict) -> Target:
@@ -81,7 +80,6 @@ def _label_verify(ctx: Context, t: Target) -> bool:
     return t.params["label"] not in ctx.store.ticket(t.ticket).labels
 
 
-
 # -- requeue_ticket -----------------------------------------------------------------
 
 def _requeue_check(ctx: Context, t: Target) -> None:
@@ -98,7 +96,6 @@ def _requeue_apply(ctx: Context, t: Target, intent: int) -> dict:
 
 def _requeue_verify(ctx: Context, t: Target) -> bool:
     return ctx.store.ticket(t.ticket).state == lifecycle.QUEUED
-
 
 
 # -- unblock_ticket -----------------------------------------------------------------
@@ -134,7 +131,6 @@ def _unblock_verify(ctx: Context, t: Target) -> bool:
     return ctx.store.ticket(t.ticket).state == lifecycle.QUEUED
 
 
-
 # -- escalate -----------------------------------------------------------------------
 
 def _esc_check(ctx: Context, t: Target) -> None:
@@ -166,7 +162,7 @@ def _esc_verify(ctx: Context, t: Target) -> bool:
     return cv.NEEDS_HUMAN_LABEL in ctx.store.ticket(t.ticket).labels
 
 
-
+# each action's handler, named by its spec (healer/actions/<name>.py: handler="healer.remedy.handlers.tickets:NAME")
 CLOSE_DEAD_TICKET = Handler(ticket_target, _close_check, _close_apply, _close_verify)
 DROP_LABEL = Handler(_label_resolve, _label_check, _label_apply, _label_verify)
 REQUEUE_TICKET = Handler(ticket_target, _requeue_check, _requeue_apply, _requeue_verify)
