@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
 class _Records:
     """healer.records, imported the first time a row becomes a record: `healer loop run` only appends
-    events and heartbeats, and building the records' ten dataclasses costs more CPU than its git work."""
+    events and heartbeats, and building the records' ten dataclasses costs more CPU than its git work
+    (`python -X importtime` on the 2-core dev machine: healer.records takes about 10 ms, 8 of them its own)."""
 
     def __getattr__(self, name: str):
         from healer import records
