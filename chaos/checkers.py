@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.faults.command import probe
-from chaos.scenario import INVARIANT_NAMES, Checker, match, seconds
+from chaos.scenario import match, seconds
+from chaos.scenario_parts import INVARIANT_NAMES, Checker
 from healer.records import Event, Intent, Ticket
 
 
@@ -438,7 +439,7 @@ INVARIANTS: dict[str, Callable[[History], tuple[bool, str]]] = {
 STANDARD = ("one_live_agent_per_ticket", "no_user_file_deleted", "intents_settled", "one_lease_holder")
 
 
-assert set(INVARIANTS) == set(INVARIANT_NAMES), "chaos/scenario.py INVARIANT_NAMES must list every invariant"
+assert set(INVARIANTS) == set(INVARIANT_NAMES), "chaos/scenario_parts.py INVARIANT_NAMES must list every invariant"
 
 
 def check_invariant(spec: str, h: History) -> tuple[bool, str]:

@@ -414,7 +414,7 @@ class Supervisor:
 
         def job() -> None:
             from healer.errors import StoreLost, transient
-            from healer.fleet.dispatcher import host_trouble_or_corrupt, raise_if_lost, report_failed_pass
+            from healer.fleet.failed_pass import host_trouble_or_corrupt, raise_if_lost, report_failed_pass
             from healer.store import outage
             from healer.store.corrupt import raise_if_corrupt
 

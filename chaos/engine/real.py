@@ -48,7 +48,8 @@ from chaos.faults.containers import LABEL_FLEET
 from chaos.faults.schedule import describe, resolve
 from chaos.faults.undo import UndoJournal, home
 from chaos.faults.worlds import REAL, inject
-from chaos.scenario import Fault, Scenario, TicketSpec, deep_merge, match
+from chaos.scenario import Scenario, deep_merge, match
+from chaos.scenario_parts import Fault, TicketSpec
 from chaos.workdir import fresh
 from healer import clock, failpoints, lifecycle, procs
 from healer.clock import Clock, system

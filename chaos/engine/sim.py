@@ -7,9 +7,9 @@ ticket transitions through the lifecycle table, the intent journal.
 and the REAL remediation executor (`healer.remedy.actions.execute` and `recover`), which
 talks to the virtual processes through `SimRuntime` (the Runtime port).
 What is simulated: agent processes (a behaviour from chaos/agents/behaviours.py decides
-how long each run takes and how it ends), main's colour, worktree contents, and the
-dispatcher's shell (a mirror of healer/fleet/dispatcher.py without git: same settings,
-same events, same pure plan).
+how long each run takes and how it ends), main's colour, worktree contents, and
+the ports the real Dispatcher and Supervisor run over (chaos/engine/sim_ports.py: runtime, git,
+gates, process table, repair launcher).
 
 Everything is driven by a heap of timed steps; the only randomness comes from
 `random.Random(seed)`, so a run is a pure function of (scenario, seed).
@@ -21,32 +21,36 @@ import hashlib
 import heapq
 import itertools
 import json
-import os
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 
-from chaos.agents.behaviours import Behaviour, Run, make
+from chaos.agents.behaviours import Behaviour, make
 from chaos.checkers import STANDARD, History
 from chaos.engine.arming import FailpointArming
 from chaos.engine.base import Activity, Result, apply_fault, finish
+from chaos.engine.sim_ports import Proc, SimGates, SimGit, SimLauncher, SimProcesses, SimRuntime
 from chaos.engine.simstore import CachedStore
 from chaos.faults.schedule import resolve
 from chaos.faults.undo import UndoJournal, home
 from chaos.faults.worlds import SIM, inject, undo
-from chaos.scenario import Fault, Scenario, TicketSpec, deep_merge, match
+from chaos.scenario import Scenario, deep_merge, match
+from chaos.scenario_parts import Fault, TicketSpec
 from chaos.workdir import fresh
 from healer import conventions as cv
-from healer import failpoints, lifecycle
+from healer import failpoints, lifecycle, procs
 from healer.clock import Clock, VirtualClock, system
-from healer.fleet.gates import FAIL, PASS, GateResult
-from healer.fleet.proposals import DEFERRED, MERGED, REJECTED, WITHHELD, Verdict
+from healer.errors import HealerError
+from healer.fleet.dispatcher import Dispatcher
+from healer.fleet.ports import Ports
 from healer.fleet.snapshot import HOST
 from healer.records import Agent, Worktree
+from healer.remedy import quarantine as qmod
+from healer.store import db_path
+from healer.supervisor import Supervisor
 
 START = 1_700_000_000.0  # a fixed epoch start: a run is reproducible to the second
 PAUSED_KEY = cv.DISPATCH_PAUSED
@@ -56,22 +60,6 @@ SIM_HOST = "simulated-supervisor-host"  # the supervisor's lease host: its holde
 ITERATION = 300.0  # a virtual governed loop heart-beats once per iteration (5 min)
 T = TypeVar("T")
 SIM_NOTIFIERS = {"notify": {"notifiers": [{"kind": "jsonl", "path": ".healer/notifications.jsonl"}]}}
-
-
-@dataclass
-class Proc:
-    agent_id: str
-    ticket: str
-    run: Run
-    started: float
-    alive: bool = True
-    paused: bool = False
-    ended_early: bool = False  # its end came while it was stopped: it ends on SIGCONT
-    gen: int = 0
-    pid: int = 0
-    exit_code: int | None = None
-    worktree: str | None = None
-    run_id: str | None = None
 
 
 class Hooks:
@@ -148,14 +136,10 @@ class SimEngine:
         self.fired: set[int] = set()
         self.tick = scenario.tick or self.policy.supervisor.tick
         self.dispatch_tick = self.policy.fleet.dispatch_tick
-        from healer.fleet.ports import Ports
-
         self.ports = Ports(SimGit(self), SimGates(self), SimProcesses(self), SimLauncher(self))
         self.main_commit = self.new_main_commit()
 
     def _open_store(self):
-        from healer.store import db_path
-
         store = CachedStore(db_path(self.root), self.clock, root=self.root.resolve())
         store.no_fsync()
         return store
@@ -274,8 +258,6 @@ class SimEngine:
 
     def _launch(self, spec) -> int:
         """A process the dispatcher started (SimRuntime.launch): the ticket's behaviour decides its run."""
-        from healer.errors import HealerError
-
         tid, aid = spec.labels.get("healer.ticket"), spec.env.get("HEALER_AGENT_ID")
         if tid not in self.behaviours:
             raise HealerError(f"no behaviour for ticket {tid!r}")
@@ -372,14 +354,10 @@ class SimEngine:
             self.ticks += 1
 
     def _new_dispatcher(self, pid: int | None = None):
-        from healer.fleet.dispatcher import Dispatcher
-
         return Dispatcher(self.root, self.policy, self.store, self.clock, self.runtime, policy_path=self.policy_file,
                           ports=self.ports, host=HOST, pid=self.dispatcher_pid if pid is None else pid)
 
     def _new_supervisor(self, standby: bool = False):
-        from healer.supervisor import Supervisor
-
         # a virtual pid (never a live process) on a host of its own: a crashed holder's lease is taken over
         # as the product does it, deterministically
         if standby:
@@ -558,8 +536,6 @@ class SimEngine:
         return finish(result, history, self.wall)
 
     def wait_busy(self) -> None:
-        from healer import procs
-
         for _ in range(200):  # until the holder's cwd is visible (poll with a bound, no blind sleep)
             if all(procs.alive(p.pid) and procs.busy_pids(Path(self.root)) for p, _ in self.busy_procs):
                 return
@@ -567,8 +543,6 @@ class SimEngine:
 
     def _restore_check(self) -> dict[str, bool]:
         """Restore every quarantined injected file (into a copy of the fleet) and compare it byte for byte."""
-        from healer.remedy import quarantine as qmod
-
         out: dict[str, bool] = {}
         if not self.injected:
             return out
@@ -596,194 +570,6 @@ class SimEngine:
                 "dispatch_paused": bool(self.store.get_setting(PAUSED_KEY, False))}
 
 
-class SimRuntime:
-    """The Runtime port over virtual processes: what the real dispatcher, snapshot and executor talk to."""
-
-    kind = "process"
-
-    def __init__(self, eng: SimEngine) -> None:
-        self.e = eng
-
-    def _proc(self, handle) -> Proc | None:
-        return self.e.by_pid.get(handle.pid or -1)
-
-    def launch(self, spec):
-        from healer.fleet.runtime import Handle
-
-        return Handle("process", pid=self.e.launch(spec))
-
-    def status(self, handle):
-        from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, Status
-
-        p = self._proc(handle)
-        if p is None:
-            return Status(GONE)
-        if p.alive:
-            return Status(PAUSED if p.paused else RUNNING)
-        if p.exit_code is not None:
-            return Status(EXITED, p.exit_code)
-        return Status(GONE)
-
-    def stop(self, handle, grace: float) -> None:
-        p = self._proc(handle)
-        if p is not None:
-            self.e.kill_agent(p.agent_id)
-
-    def wait(self, handle, timeout: float):
-        return self.status(handle)
-
-
-class SimGit:
-    """The Git port: main's head and each ticket's head are the world's; a worktree is a plain folder."""
-
-    def __init__(self, eng: SimEngine) -> None:
-        self.e = eng
-        self.wt_base = cv.worktree_for(eng.root, "x").parent
-        self._where: dict[str, tuple[bool, str | None]] = {}  # path text -> (the fleet root?, ticket of its worktree)
-
-    def _place(self, path) -> tuple[bool, str | None]:
-        # asked for the same few paths every pass (heartbeats): Path arithmetic once per path text
-        key = str(path)
-        got = self._where.get(key)
-        if got is None:
-            p = Path(key)
-            got = self._where[key] = (p == self.e.root, p.name if p.parent == self.wt_base else None)
-        return got
-
-    def _ticket_of(self, path) -> str | None:
-        return self._place(path)[1]
-
-    def is_repo(self, path) -> bool:
-        return True
-
-    def rev(self, path, ref="HEAD"):
-        is_root, tid = self._place(path)
-        if is_root:
-            main = self.e.policy.fleet.main_branch
-            if ref in (main, f"refs/heads/{main}", "HEAD"):
-                return self.e.main_commit
-            if ref.startswith("refs/heads/" + cv.BRANCH_PREFIX):
-                return self.e.heads.get(ref[len("refs/heads/" + cv.BRANCH_PREFIX):])
-            return None
-        return self.e.heads.get(tid) if tid and os.path.isdir(path) else None
-
-    def ensure_excluded(self, root) -> None:
-        pass
-
-    def add_worktree(self, root, path, branch, base) -> bool:
-        new = not Path(path).is_dir()
-        Path(path).mkdir(parents=True, exist_ok=True)
-        self.e.files.setdefault(str(path), set())
-        return new
-
-    def state(self, worktree):
-        if not os.path.isdir(worktree):
-            return None, None
-        head = self.rev(worktree)
-        return head, hashlib.sha1(f"{head}".encode()).hexdigest()[:12]
-
-    def sweep_scratch(self, root) -> list[str]:
-        return []
-
-    def half_made(self, root, path) -> str | None:
-        return None  # a simulated `worktree add` is one mkdir: it is never left half-made
-
-    def set_aside(self, root, path, to) -> Path | None:
-        return None
-
-    def untracked(self, path) -> list[str]:
-        return sorted(self.e.files.get(str(path), ()))
-
-    def is_toplevel(self, path) -> bool:
-        return self._ticket_of(path) is not None
-
-    # a simulated checkout is a plain folder that git knows nothing of: every file in it is the worktree's own
-    def dirty(self, path) -> list[str]:
-        base = Path(path)
-        return sorted(f.relative_to(base).as_posix() for f in base.rglob("*") if f.is_file() or f.is_symlink())
-
-    def tracked(self, path) -> bool:
-        return False
-
-    def remove_worktree(self, path) -> None:
-        p = Path(path)
-        if not p.exists():
-            return
-        from healer.errors import HealerError
-
-        left = self.dirty(p)
-        if left:  # the executor quarantined them all first; one that appeared since is never deleted
-            raise HealerError(f"{p}: files appeared during removal: {left[:3]}")
-        for d in sorted((d for d in p.rglob("*") if d.is_dir()), key=lambda d: len(d.parts), reverse=True):
-            d.rmdir()
-        p.rmdir()
-        self.e.files.pop(str(path), None)
-
-    def git_paths(self, path, *names) -> list[Path]:
-        return [Path(path) / ".git" / n for n in names]  # a simulated checkout's git folder holds no file
-
-
-class SimGates:
-    """The Gates port: main's colour and each proposal's verdict are the world's (faults change them)."""
-
-    def __init__(self, eng: SimEngine) -> None:
-        self.e = eng
-
-    def main(self, root, policy, head, clock) -> GateResult:
-        if self.e.main == "red":
-            return GateResult(FAIL, "tests", "$ python -m pytest  # gate tests\nE: main is red\ngate tests: exit 1")
-        return GateResult(PASS, None, "gate tests: exit 0")
-
-    def proposal(self, root, policy, p, clock, *, still_wanted=None) -> Verdict:
-        tid = p.ticket_id
-        self.e.meanwhile("chaos.gate", tid)  # a gate run takes minutes: the world (a human) acts meanwhile
-        if tid in self.e.broken or self.e.behaviours[tid].__class__.__name__ == "BrokenProposal":
-            return Verdict(REJECTED, "merge gate 'tests' failed on the merge result", self.e.main_commit)
-        if getattr(self.e.behaviours[tid], "defers", False):  # merge_stalls: the merge checkout stays busy
-            return Verdict(DEFERRED, "merge checkout busy: not decided this pass", self.e.main_commit)
-        why = still_wanted() if still_wanted is not None else None  # the compare-and-set before main advances
-        if why:
-            return Verdict(WITHHELD, f"merge gates passed\nnot merged: {why}", self.e.main_commit)
-        return Verdict(MERGED, "merge gates passed", self.e.main_commit, self.e.main_commit)
-
-
-class SimProcesses:
-    """The process table: the world's real holder processes (busy_worktree) are the only ones that can hold a folder."""
-
-    def __init__(self, eng: SimEngine) -> None:
-        self.e = eng
-
-    def busy(self, paths):
-        if not self.e.busy_procs:
-            return {p: () for p in paths}
-        from healer.fleet.snapshot import busy_map
-
-        return busy_map(list(paths))
-
-    def find_agent(self, root, agent_id, run_id):
-        from healer.fleet.ports import Found
-
-        p = self.e.procs.get(agent_id)  # a virtual process's environment is what its launch spec said
-        if p is None or not p.alive or p.run_id != run_id:
-            return None
-        return Found(p.pid, p.started, None)
-
-
-class SimLauncher:
-    """The repair launcher port: a run is recorded as the real launcher records it; no agent process is started."""
-
-    def __init__(self, eng: SimEngine) -> None:
-        self.e = eng
-
-    def launch(self, root, policy, store, clock, *, reason, blockages):
-        self.e.repair_n += 1
-        run_id = f"sim-repair-{self.e.repair_n}"
-        store.append("repair.started", run_id, {"agent": "simulated", "reason": reason, "blockages": blockages})
-        store.append("repair.launched", "repair", {"reason": reason, "run": run_id})
-        store.append("repair.ended", run_id, {"exit_code": 0, "timed_out": False})
-        return None
-
-
 def _files(root: Path) -> dict[str, str]:
     out = {}
     for p in root.rglob("*"):
@@ -796,6 +582,4 @@ def _files(root: Path) -> dict[str, str]:
 
 
 def _quarantined(root: Path) -> dict[str, str]:
-    from healer.remedy import quarantine as qmod
-
     return {e.id: e.sha256 for e in qmod.entries(root) if e.state == "quarantined"}

@@ -25,7 +25,8 @@ from chaos import storm
 from chaos.engine.arming import FailpointArming
 from chaos.engine.base import Result
 from chaos.engine.sim import PID_BASE, Hooks, SimEngine, T
-from chaos.scenario import FleetSpec, Scenario, TicketSpec, seconds
+from chaos.scenario import Scenario, seconds
+from chaos.scenario_parts import FleetSpec, TicketSpec
 from healer import failpoints, lifecycle
 
 CRASH_POINT = "store.before_commit"  # every write the dispatcher and the supervisor make passes here

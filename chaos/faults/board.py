@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from chaos.faults.world import World
-from chaos.scenario import Fault, match
+from chaos.scenario import match
+from chaos.scenario_parts import Fault
 from healer.lifecycle import InvalidTransition
 from healer.notify import notify
 

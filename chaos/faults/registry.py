@@ -3,7 +3,7 @@
 and, for a fault that brings its own, its inject function per world.
 
 Everything else is derived from these records: the scenario schema's fault names and the validation of each
-fault's `params` (chaos/scenario.py), the explorer's lists (chaos/explore.py), `healer gameday list --faults`
+fault's `params` (chaos/scenario_parts.py), the explorer's lists (chaos/explore.py), `healer gameday list --faults`
 and the fault table of docs/chaos.md (tests/chaos/test_fault_registry.py keeps it equal to `markdown()`).
 The built-in faults' injectors live in each world's table (chaos/faults/sim_world.py, real_world.py), joined
 to these records by chaos/faults/inject.py, which the engines call.
@@ -182,7 +182,7 @@ def spec(name: str) -> FaultSpec | None:
 
 
 def names() -> tuple[str, ...]:
-    """The scenario schema's fault names (chaos/scenario.py validates `fault:` against them)."""
+    """The scenario schema's fault names (chaos/scenario_parts.py validates `fault:` against them)."""
     return tuple(FAULTS)
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from chaos.scenario import Fault, match, seconds
+from chaos.scenario import match, seconds
+from chaos.scenario_parts import Fault
 
 
 def resolve(faults: list[Fault], tickets: list[str], seed: int) -> list[Fault]:

@@ -18,7 +18,8 @@ from chaos.faults import NotApplied
 from chaos.faults.board import alert_flood, move_ticket, stale_labels, tickets
 from chaos.faults.command import inject as run_command
 from chaos.faults.world import SimAgent, SimWorld
-from chaos.scenario import Fault, match
+from chaos.scenario import match
+from chaos.scenario_parts import Fault
 from healer import procs
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from chaos.faults import NotApplied, real_world, sim_world
 from chaos.faults.registry import FAULTS, REAL, SIM, WORLDS, FaultSpec
-from chaos.scenario import Fault
+from chaos.scenario_parts import Fault
 
 # world -> the built-in faults it injects; each injector takes its world's interface (chaos/faults/world.py)
 TABLES: Mapping[str, Mapping[str, Callable[..., str]]] = {SIM: sim_world.INJECT, REAL: real_world.INJECT}

@@ -1,8 +1,8 @@
 """The remediation actions: one file per action, each a `SPEC` (healer/actions/spec.py: ActionSpec).
 
 Everything else reads them from here: the policy's whitelist and default rate limits (healer/policy/schema.py),
-the lease and applicability tables (healer/core/rules.py), the planner (healer/core/plan.py), the executor's
-handlers (healer/remedy/actions.py) and the repair agent's tools (healer/repair/server.py). To add an action:
+the lease and applicability tables (healer/core/rules.py), the planner (healer/core/plan.py), the executor
+(healer/remedy/actions.py, its handlers in healer/remedy/handlers/) and the repair agent's tools (healer/repair/server.py). To add an action:
 write a file here beside the others and list it below (docs/supervisor.md, "How to add an action").
 """
 

@@ -15,7 +15,7 @@ SPEC = ActionSpec(
     lease="ticket",
     answers=frozenset({"zombie_ticket"}),
     plan=plan,
-    handler="healer.remedy.actions:CLOSE_DEAD_TICKET",
+    handler="healer.remedy.handlers.tickets:CLOSE_DEAD_TICKET",
     tool=Tool("Close tickets whose work is already merged or that nobody can finish. Takes a list; each id is checked "
               "and journaled separately.",
               # closing is terminal, so the agent's word is not enough: the core must see the ticket as a zombie now

@@ -17,7 +17,7 @@ SPEC = ActionSpec(
     lease="ticket",
     answers=frozenset({"stale_label", "wait_cycle"}),
     plan=plan,
-    handler="healer.remedy.actions:DROP_LABEL",
+    handler="healer.remedy.handlers.tickets:DROP_LABEL",
     tool=Tool("Remove `label` from each ticket in the list (e.g. a stale 'to-review'). Each id is checked and journaled "
               "separately.",
               params=(Param("label", "the label to remove", required=True, pattern=r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,63}"),)),

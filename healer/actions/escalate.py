@@ -19,5 +19,5 @@ SPEC = ActionSpec(
     answers=frozenset({"agent_dead", "agent_idle", "agent_stuck", "frozen_in_progress", "stale_label", "stale_block",
                        "zombie_ticket", "wait_cycle", "same_commit_repush"}),
     plan=plan,
-    handler="healer.remedy.actions:ESCALATE",
+    handler="healer.remedy.handlers.tickets:ESCALATE",
 )

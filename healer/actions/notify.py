@@ -11,5 +11,5 @@ SPEC = ActionSpec(
                        "orphan_worktree", "unknown_file", "zombie_ticket", "wait_cycle", "same_commit_repush",
                        "dispatch_frozen", "pool_saturated", "no_closes", "main_red", "supervisor_silent", "spend_rate"}),
     plan=None,
-    handler="healer.remedy.actions:NOTIFY",
+    handler="healer.remedy.handlers.fleet:NOTIFY",
 )

@@ -15,5 +15,5 @@ SPEC = ActionSpec(
     lease=None,
     answers=frozenset({"main_red"}),
     plan=plan,
-    handler="healer.remedy.actions:PAUSE_DISPATCH",
+    handler="healer.remedy.handlers.fleet:PAUSE_DISPATCH",
 )

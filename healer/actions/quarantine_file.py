@@ -17,7 +17,7 @@ SPEC = ActionSpec(
     lease="subject",
     answers=frozenset({"orphan_worktree", "unknown_file"}),
     plan=plan,
-    handler="healer.remedy.actions:QUARANTINE_FILE",
+    handler="healer.remedy.handlers.files:QUARANTINE_FILE",
     tool=Tool("Move unknown files (paths inside the fleet) to the quarantine, restorable byte for byte. Nothing is "
               "deleted.", subjects="paths"),
 )

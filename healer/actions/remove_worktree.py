@@ -14,7 +14,7 @@ SPEC = ActionSpec(
     lease="subject",
     answers=frozenset({"orphan_worktree"}),
     plan=plan,
-    handler="healer.remedy.actions:REMOVE_WORKTREE",
+    handler="healer.remedy.handlers.files:REMOVE_WORKTREE",
     tool=Tool("Remove orphan worktrees (their ticket done, closed or missing; nobody working inside). Unknown files are "
               "quarantined first.", subjects="paths"),
 )

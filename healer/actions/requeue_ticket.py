@@ -19,7 +19,7 @@ SPEC = ActionSpec(
     lease="ticket",
     answers=frozenset({"agent_dead", "agent_stuck", "frozen_in_progress", "wait_cycle"}),
     plan=plan,
-    handler="healer.remedy.actions:REQUEUE_TICKET",
+    handler="healer.remedy.handlers.tickets:REQUEUE_TICKET",
     tool=Tool("Put in-progress tickets with no live agent and no worktree back in the queue. Each id is checked and "
               "journaled separately."),
 )

@@ -20,5 +20,5 @@ SPEC = ActionSpec(
     lease="ticket",
     answers=frozenset({"agent_dead"}),
     plan=plan,
-    handler="healer.remedy.actions:RESUME_AGENT",
+    handler="healer.remedy.handlers.agents:RESUME_AGENT",
 )

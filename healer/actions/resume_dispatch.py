@@ -9,5 +9,5 @@ SPEC = ActionSpec(
     lease=None,
     answers=frozenset(),
     plan=None,
-    handler="healer.remedy.actions:RESUME_DISPATCH",
+    handler="healer.remedy.handlers.fleet:RESUME_DISPATCH",
 )

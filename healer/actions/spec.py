@@ -5,8 +5,8 @@ executor's handlers and the repair agent's MCP tools are all read from the regis
 new action is one spec (a file in healer/actions/, or `register()` for a plugin or a test).
 
 This module is pure (the core imports it): the planning function is a pure function of a `Step`;
-check / apply / verify are the shell's, named by `handler` as a `Handler` or as "module:NAME" that
-only the executor (healer/remedy/actions.py) resolves, so the registry never imports the shell.
+check / apply / verify are the shell's (healer/remedy/handlers/), named by `handler` as a `Handler` or as
+"module:NAME" that only the executor (healer/remedy/actions.py) resolves, so the registry never imports the shell.
 """
 
 from __future__ import annotations

@@ -17,5 +17,5 @@ SPEC = ActionSpec(
     lease="ticket",
     answers=frozenset({"agent_idle", "agent_stuck", "zombie_ticket", "same_commit_repush"}),
     plan=plan,
-    handler="healer.remedy.actions:STOP_AGENT",
+    handler="healer.remedy.handlers.agents:STOP_AGENT",
 )

@@ -15,7 +15,7 @@ SPEC = ActionSpec(
     lease="ticket",
     answers=frozenset({"stale_block"}),
     plan=plan,
-    handler="healer.remedy.actions:UNBLOCK_TICKET",
+    handler="healer.remedy.handlers.tickets:UNBLOCK_TICKET",
     tool=Tool("Queue blocked tickets that nothing blocks any more (every blocker done or closed, no wait label, no "
               "rejected proposal, no live agent). Each id is checked again and journaled separately."),
 )

@@ -39,7 +39,8 @@ from healer.errors import HealerError, StoreUnavailable
 from healer.records import Lease
 from healer.store import outage
 from healer.store.migrations import CURRENT, PG_MIGRATIONS
-from healer.store.sql import FP_TX_COMMIT, SqlStore, _Fenced, _Where, newer
+from healer.store.sql import FP_TX_COMMIT, SqlStore, _Fenced, newer
+from healer.store.sql_common import _Where
 from healer.store.urls import redact  # in its own module so that `outage` needs no postgres (no cycle)
 
 # advisory lock classes (the second key is the fleet's schema hash)

@@ -24,7 +24,8 @@ from healer.clock import Clock, system
 from healer.errors import INVALID_INPUT, HealerError, HostTrouble, NotFound, StoreLost, UsageError, host_trouble
 from healer.files import read_only_mount
 from healer.store.migrations import CURRENT, MIGRATIONS
-from healer.store.sql import FP_TX_COMMIT, SqlStore, _Fenced, _placeholders, newer
+from healer.store.sql import FP_TX_COMMIT, SqlStore, _Fenced, newer
+from healer.store.sql_common import _placeholders
 
 TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
 if TYPE_CHECKING:

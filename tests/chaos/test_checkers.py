@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from chaos.checkers import History, run_checks
-from chaos.scenario import Checker
+from chaos.scenario_parts import Checker
 from healer.records import Event, Intent, Ticket
 
 

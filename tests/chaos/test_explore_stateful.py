@@ -16,7 +16,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from chaos import explore
 from chaos.checkers import INVARIANTS
 from chaos.engine.sim import SimEngine
-from chaos.scenario import Fault, Scenario
+from chaos.scenario import Scenario
+from chaos.scenario_parts import Fault
 
 STEP_INVARIANTS = ("one_live_agent_per_ticket", "one_lease_holder", "notifications_within_quota",
                    "no_user_file_deleted", "intents_settled", "never_merged_broken", "no_double_effect")

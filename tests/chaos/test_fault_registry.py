@@ -13,7 +13,7 @@ import pytest
 
 from chaos.faults.registry import FAULTS, REAL, SIM
 from chaos.faults.worlds import TABLES, inject, injector, undo, unsupported, worlds
-from chaos.scenario import Fault
+from chaos.scenario_parts import Fault
 
 ENGINES = Path(__file__).resolve().parents[2] / "chaos" / "engine"
 

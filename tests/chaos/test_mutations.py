@@ -13,7 +13,7 @@ from chaos.scenario import discover, load
 from healer import conventions, lifecycle
 from healer.core import dispatch, endings, limits, notices, plan, rules, waitfor
 from healer.core import fleet as fleet_rules
-from healer.fleet import dispatcher as dispatcher_mod
+from healer.fleet import dispatch_stop
 from healer.fleet.dispatcher import Dispatcher
 from healer.remedy import limiter as remedy_limits
 
@@ -65,13 +65,13 @@ def _cycle_at_the_oldest(mp):
 
 
 def _evidence_without_signature(mp):
-    real = dispatcher_mod.budget_window
+    real = dispatch_stop.budget_window
 
     def window(store, tid):
         atts, props = real(store, tid)
         return [replace(a, failure_signature=None, state_hash=None) for a in atts], props
 
-    mp.setattr(dispatcher_mod, "budget_window", window)
+    mp.setattr(dispatch_stop, "budget_window", window)
 
 
 MUTANTS = {

@@ -99,7 +99,7 @@ def test_one_seed_one_schedule(two_runs):
 
 def test_another_seed_draws_another_schedule():
     from chaos.faults.schedule import describe, resolve
-    from chaos.scenario import Fault
+    from chaos.scenario_parts import Fault
 
     faults = [Fault(fault="kill_agent", at=10, jitter=60, target="T-*", pick=2)]
     tickets = [f"T-{i}" for i in range(10)]

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from chaos import engine
-from chaos.scenario import FLEET_KEYS, FleetSpec, Scenario
+from chaos.scenario import FLEET_KEYS, Scenario
+from chaos.scenario_parts import FleetSpec
 from healer.policy.schema import Fleet
 from healer.store import open_store
 

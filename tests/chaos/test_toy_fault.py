@@ -1,6 +1,6 @@
 """A fault is one record (issue 35): a toy fault registered from ONE `FaultSpec`, in this file and nowhere else, is
 validated in a scenario, injected in the simulated world and in the real world (a real game day, real store), and
-drawn by the explorer. No list to update elsewhere: chaos/scenario.py, chaos/explore.py, the engines and
+drawn by the explorer. No list to update elsewhere: chaos/scenario_parts.py, chaos/explore.py, the engines and
 `gameday list --faults` read the registry."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from chaos.faults.board import tickets
 from chaos.faults.registry import FAULTS, REAL, SIM, Explore, FaultSpec, registered
 from chaos.faults.world import World
 from chaos.faults.worlds import rows, worlds
-from chaos.scenario import Fault, Scenario
+from chaos.scenario import Scenario
+from chaos.scenario_parts import Fault
 
 
 def toy(e: World, f: Fault) -> str:

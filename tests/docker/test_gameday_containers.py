@@ -15,7 +15,8 @@ import pytest
 
 from chaos import engine
 from chaos.engine.real import RealEngine
-from chaos.scenario import SCENARIO_DIR, Fault, Scenario, load
+from chaos.scenario import SCENARIO_DIR, Scenario, load
+from chaos.scenario_parts import Fault
 from healer.fleet.runtime import LaunchSpec
 from tests.conftest import wait_until
 from tests.docker.conftest import require_engine, state_of

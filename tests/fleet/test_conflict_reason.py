@@ -3,7 +3,7 @@ with, in the escalation's comment, the events and the page's evidence (issue 34)
 
 from __future__ import annotations
 
-from healer.fleet.dispatcher import evidence, rejections
+from healer.fleet.dispatch_stop import evidence, rejections
 from healer.fleet.proposals import rejection_reason
 from tests.conftest import git
 from tests.fleet.conftest import scripted_policy

@@ -231,7 +231,7 @@ def test_a_real_loop_whose_store_does_not_answer_ends_as_the_infrastructures(tmp
     import os
     import subprocess
 
-    from healer.fleet.dispatcher import ending_of
+    from healer.fleet.dispatch_reap import ending_of
     from healer.fleet.results import read_result
     from tests.conftest import make_repo
 

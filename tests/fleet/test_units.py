@@ -6,7 +6,7 @@ import signal
 import sys
 
 from healer import git
-from healer.fleet.dispatcher import _subst
+from healer.fleet.dispatch_launch import _subst
 from healer.fleet.process_runtime import ProcessRuntime
 from healer.fleet.runtime import Handle, LaunchSpec
 from healer.loop import gitops

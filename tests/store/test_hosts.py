@@ -19,7 +19,7 @@ TTL = 10.0
 
 
 def _host_claims(s, host: str, tid: str) -> Agent:
-    """What a host's dispatcher does (healer/fleet/dispatcher.py: _claim, _launch), under its fenced host lease."""
+    """What a host's dispatcher does (healer/fleet/dispatch_launch.py: _claim, _launch), under its fenced host lease."""
     lease = s.acquire_lease(rules.lease_name(host), f"dispatch@{host}:1", 1, host, TTL)
     s.hold(lease)
     s.add_ticket("work", id=tid)

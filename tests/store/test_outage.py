@@ -236,7 +236,7 @@ def test_sqlite_locked_is_an_outage_ridden_out_with_one_line_and_a_pair_of_event
     (one line however many passes fail), and the first pass after the lock is gone records the pair."""
     from loguru import logger
 
-    from healer.fleet.dispatcher import report_failed_pass
+    from healer.fleet.failed_pass import report_failed_pass
     from healer.store import SqliteStore
 
     lines: list[str] = []

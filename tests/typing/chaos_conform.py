@@ -10,7 +10,8 @@ from __future__ import annotations
 from chaos.engine.base import Engine, EngineFactory
 from chaos.engine.fleet import FleetEngine
 from chaos.engine.real import RealEngine
-from chaos.engine.sim import Proc, SimEngine
+from chaos.engine.sim import SimEngine
+from chaos.engine.sim_ports import Proc
 from chaos.engine.simstorm import SimStormEngine
 from chaos.faults.world import RealWorld, Server, ServerWorld, SimAgent, SimWorld, World
 from chaos.pgcluster import Cluster

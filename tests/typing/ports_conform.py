@@ -6,7 +6,7 @@ before any test runs. Add a line when a new adapter appears (e.g. the PostgreSQL
 
 from __future__ import annotations
 
-from chaos.engine.sim import SimGates, SimGit, SimLauncher, SimProcesses, SimRuntime
+from chaos.engine.sim_ports import SimGates, SimGit, SimLauncher, SimProcesses, SimRuntime
 from chaos.engine.simstore import CachedStore
 from healer.clock import Clock, SystemClock, VirtualClock
 from healer.fleet.ports import Gates, Git, Launcher, Processes, RealGates, RealGit, RealLauncher, RealProcesses

@@ -1,0 +1,151 @@
+"""The dispatcher's merge path: main's status (its gates), then each open proposal gated and merged or rejected.
+
+`Merging` is a part of `healer.fleet.dispatcher.Dispatcher`. main's gates run on main (again whenever main moves,
+every pass while red); red pauses dispatch. A proposal is gated on its merge result (several hosts: pushed to the
+shared repository) and merged or rejected; the verdict, the merged commit and the ticket's move to done are one
+store transaction. Git's lock files a dispatcher killed mid-merge left are moved aside, never deleted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from healer import conventions as cv
+from healer import failpoints, git, lifecycle, procs, switches
+from healer.core import fleet as fleet_rules
+from healer.fleet import shared_main
+from healer.fleet.gates import PASS
+from healer.fleet.proposals import DEFERRED, MERGED, WITHHELD
+from healer.records import Proposal, Ticket
+from healer.store import keys
+
+FP_MERGE_RECORDED = failpoints.declare("dispatch.merge_recorded", "healer/fleet/dispatch_merge.py: proposal marked merged and its "
+                                       "commit on the ticket, ticket not yet done (one transaction: a crash here "
+                                       "records none of it)")
+
+branch_for, worktree_for = cv.branch_for, cv.worktree_for
+
+
+class Merging:
+    """main's status and the proposals of the Dispatcher (healer/fleet/dispatcher.py), which it is mixed into."""
+
+    def check_main(self) -> str:
+        fleet = self.policy.fleet
+        prev = self.store.get_setting(keys.MAIN_STATUS, "unknown")
+        head = self.git.rev(self.root, self._main_ref())
+        checked = self.store.get_setting(keys.MAIN_CHECKED)
+        if not fleet.main_gates:
+            verdict, log = PASS, ""
+        elif head == checked and prev == "green":
+            return "green"  # gates already passed on this very commit
+        elif head is None:
+            verdict, log = "unknown", f"branch {fleet.main_branch} does not exist"
+        else:
+            res = self.ports.gates.main(self.root, self.policy, head, self.real)
+            verdict, log = res.outcome, res.tail(self.policy.fleet.evidence_lines)
+        status = fleet_rules.main_status(prev, verdict, bool(fleet.main_gates))
+        if head != checked:  # red (gates run every pass) or no gates: the same commit is not written again
+            self.store.set_setting(keys.MAIN_CHECKED, head)
+        self.apply(fleet_rules.main_changed(
+            prev, status, now=self.clock.now(), branch=fleet.main_branch, head=head, log=log,
+            paused=bool(self.store.get_setting(keys.DISPATCH_PAUSED, False)),
+            paused_reason=self.store.get_setting(keys.DISPATCH_PAUSED_REASON), red_since=self.store.get_setting(keys.MAIN_RED_SINCE),
+            pause_on_red=fleet.pause_on_red_main))
+        return status
+
+    def _main_ref(self) -> str:
+        """Where main is: the local branch, or (shared repository) the shared main, fetched now."""
+        main = self.policy.fleet.main_branch
+        if not self.shared:
+            return main
+        try:
+            shared_main.fetch(self.root, main, self.shared)
+        except git.GitError as e:  # the shared repository is unreachable: work from what was fetched last
+            self.store.append("dispatch.fetch_failed", "", {"remote": self.shared, "error": str(e)[-300:]})
+        return shared_main.main_ref(main, self.shared)
+
+    def review(self) -> tuple[list[str], list[str]]:
+        """Gate each open proposal and merge or reject it: the tickets merged and the tickets rejected."""
+        merged: list[str] = []
+        rejected: list[str] = []
+        reviewing = self.store.tickets(states=[lifecycle.REVIEW])
+        if reviewing:
+            self._stale_main_locks()
+        for t in reviewing:
+            props = self.store.proposals(t.id)
+            last = props[-1] if props else None
+            if last is None:
+                head = self.git.rev(worktree_for(self.root, t.id)) or self.git.rev(self.root, f"refs/heads/{branch_for(t.id)}")
+                if head is None:
+                    self._move(t.id, lifecycle.QUEUED, "in review without a proposal or a branch", expect=lifecycle.REVIEW)
+                    continue
+                last = self.store.add_proposal(t.id, branch_for(t.id), head)
+            if last.state == "merged":
+                self._done(t, last, last.commit)
+                continue
+            if last.state != "open":
+                continue
+            wanted = lambda t=t, p=last: self._unwanted(t, p)  # noqa: E731
+            v = (shared_main.gate_shared(self.root, self.policy, last, self.real, self.shared, still_wanted=wanted) if self.shared
+                 else self.ports.gates.proposal(self.root, self.policy, last, self.real, still_wanted=wanted))
+            if v.outcome == WITHHELD:
+                self.store.decide_proposal(last.id, "rejected", v.log)
+                self.store.append("proposal.withheld", t.id, {"proposal": last.id, "why": v.log.splitlines()[-1:]})
+                continue
+            if v.outcome == DEFERRED:
+                self.store.append("proposal.deferred", t.id, {"proposal": last.id, "why": v.log.splitlines()[-1:] })
+                continue
+            # the proposal's verdict and, when merged, the ticket's merged_commit and its move to done in ONE store
+            # transaction: a store lost between them (a PostgreSQL restart) left a review ticket whose work was on main
+            # and whose proposal was no longer open, which the supervisor judged a zombie and closed (pg-restarts-real)
+            with self.store.tx() if switches.enabled("merge_tx") else contextlib.nullcontext():
+                self.store.decide_proposal(last.id, v.outcome, v.log)
+                if v.conflict is not None:  # the reason in the event, not only in the proposal's log
+                    c = v.conflict
+                    self.store.append("proposal.conflict", t.id, {"proposal": last.id, "main": c.get("main"),
+                                                                  "files": c.get("files"), "with": c.get("with")})
+                if v.outcome == MERGED:
+                    self._done(t, last, v.main_after)
+            if v.outcome == MERGED:
+                merged.append(t.id)
+            else:
+                rejected.append(t.id)
+        return merged, rejected
+
+    def _unwanted(self, t: Ticket, p: Proposal) -> str | None:
+        """Compare-and-set before main advances: the ticket must still be in review with this proposal open."""
+        if not switches.enabled("move_cas"):  # a game day proving the compare-and-set can fail
+            return None
+        now = self.store.ticket(t.id)
+        if now.state != lifecycle.REVIEW:
+            return f"{t.id} moved to {now.state} while its merge gates ran"
+        cur = next((x for x in self.store.proposals(t.id) if x.id == p.id), None)
+        if cur is None or cur.state != "open":
+            return f"proposal {p.id} is {cur.state if cur else 'gone'} now"
+        return None
+
+    def _done(self, t: Ticket, p: Proposal, merged_as: str | None) -> None:
+        # the merged commit and the move to done together (inside review's transaction when the verdict is new): a
+        # store lost between them left a review ticket whose work was on main, a zombie to the supervisor
+        with self.store.tx() if switches.enabled("merge_tx") else contextlib.nullcontext():
+            self.store.set_ticket_data(t.id, merged_commit=p.commit, merged_as=merged_as, proposal=p.id)
+            failpoints.hit(FP_MERGE_RECORDED)
+            self._move(t.id, lifecycle.DONE, f"proposal {p.id} merged", expect=lifecycle.REVIEW)
+
+    def _stale_main_locks(self) -> None:
+        """A dispatcher killed mid-merge (a fast-forward of the checked-out main, a ref update) leaves git's lock
+        files in the fleet root, and every later merge would be deferred on them for good. A lock no process
+        has open is stale: renamed aside (kept, restorable), never deleted. A git command that runs holds its
+        lock file open, so a human's git at work is never touched."""
+
+        try:
+            locks = self.git.git_paths(self.root, "index.lock", f"refs/heads/{self.policy.fleet.main_branch}.lock")
+        except git.GitError:
+            return
+        for lock in locks:
+            if not lock.exists() or procs.busy_pids(lock):
+                continue
+            aside = lock.with_name(f"{lock.name}.stale-{int(self.real.now())}")
+            lock.rename(aside)
+            self.store.append("dispatch.stale_lock_moved", "main", {"path": str(lock), "to": str(aside),
+                                                                    "why": "left by a dispatcher killed mid-merge"})
