@@ -74,7 +74,7 @@ def _targets(n_tickets: int) -> list[str | None]:
 
 def schedules(max_tickets: int = MAX_TICKETS, max_faults: int = MAX_FAULTS):
     """A hypothesis strategy of schedules (dicts). Shrinks toward one `succeeds` ticket and no fault."""
-    from hypothesis import strategies as st  # lazy: hypothesis, 110 ms (python -X importtime) that `gameday list` would pay
+    from hypothesis import strategies as st  # lazy: hypothesis, 130 ms (-X importtime) on `gameday list` (load_all)
 
     @st.composite
     def build(draw) -> dict[str, Any]:
@@ -218,8 +218,8 @@ class Failure:
 def explore(examples: int = 25, seed: int = 0, *, progress=None) -> Failure | None:
     """Search `examples` hypothesis-generated schedules (the search itself seeded by `seed`); the first
     schedule that breaks an invariant, shrunk by hypothesis, or None when every one held."""
-    from hypothesis import HealthCheck, Phase, given, settings  # lazy: hypothesis, 110 ms, as above
-    from hypothesis import seed as hseed  # lazy: as above
+    from hypothesis import HealthCheck, Phase, given, settings  # lazy: hypothesis, 130 ms, as above
+    from hypothesis import seed as hseed  # lazy: hypothesis, 130 ms, as above
 
     seen: list[Failure] = []
     count = [0]

@@ -155,7 +155,7 @@ class PgDayEngine:
         (pg_terminate_backend, by the application_name chaos.multihost gives each host), keeps the host stopped
         until some supervisor has ticked `ticks` times since (so whatever the board now shows is judged: a review
         ticket whose proposal is merged is a zombie without the merge's one transaction), then SIGCONTs it."""
-        import psycopg  # lazy: 50-120 ms (python -X importtime) that `gameday list` would pay; only this fault needs it
+        import psycopg  # lazy: psycopg, 90 ms (-X importtime) on `gameday list` (load_all)
 
         clock = self.wall
         deadline = clock.monotonic() + within

@@ -51,10 +51,10 @@ def try_write(path: str) -> dict:
 
 def mcp_tools() -> dict:
     # only a run with HEALER_MCP_STDIO=inherit talks MCP; bench/containers.py times this script's start
-    import anyio  # lazy: 9 ms (python -X importtime), see above
-    from mcp import ClientSession  # lazy: mcp, 420 ms, see above
+    import anyio  # lazy: 10 ms (python -X importtime), as said above
+    from mcp import ClientSession  # lazy: mcp, 590 ms, as said above
 
-    from healer.repair.container import inherited_stdio  # lazy: 26 ms, see above
+    from healer.repair.container import inherited_stdio  # lazy: 23 ms, as said above
 
     async def go():
         with anyio.fail_after(20):

@@ -43,8 +43,8 @@ def attempts(a: argparse.Namespace) -> list[tuple[str, str, dict[str, Any]]]:
 
 
 async def main_async(a: argparse.Namespace) -> dict[str, Any]:
-    from mcp import ClientSession, StdioServerParameters  # lazy: mcp, 420 ms `gameday list` would pay (failpoints.load_all)
-    from mcp.client.stdio import stdio_client  # lazy: mcp, as above (420 ms)
+    from mcp import ClientSession, StdioServerParameters  # lazy: mcp, 470 ms (-X importtime) on `gameday list` (load_all)
+    from mcp.client.stdio import stdio_client  # lazy: mcp, 470 ms, as above
 
     cfg = json.loads(Path(a.config).read_text())["mcpServers"]["healer"]
     params = StdioServerParameters(command=cfg["command"], args=cfg["args"], env=dict(os.environ))

@@ -54,8 +54,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 async def session(a: argparse.Namespace) -> dict[str, Any]:
-    from mcp import ClientSession, StdioServerParameters  # lazy: mcp, 420 ms `gameday list` would pay (failpoints.load_all)
-    from mcp.client.stdio import stdio_client  # lazy: mcp, as above (420 ms)
+    from mcp import ClientSession, StdioServerParameters  # lazy: mcp, 470 ms (-X importtime) on `gameday list` (load_all)
+    from mcp.client.stdio import stdio_client  # lazy: mcp, 470 ms, as above
 
     servers = json.loads(Path(a.mcp_config).read_text())["mcpServers"]
     allowed = {t.strip() for t in a.allowed.split(",") if t.strip()}

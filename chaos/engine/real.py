@@ -433,7 +433,7 @@ class RealEngine:
     def container_alive(self, a: Agent) -> bool:
         """Running or paused, read through the SDK (an engine that does not answer: counted alive)."""
         try:
-            import docker.errors  # lazy: docker SDK, 37 ms (python -X importtime) that `gameday list` would pay; only a container fleet
+            import docker.errors  # lazy: docker SDK, 55 ms (-X importtime) on `gameday list` (load_all)
 
             try:
                 return self.docker().containers.get(a.container).status in ("running", "paused", "restarting", "created")
