@@ -116,12 +116,17 @@ class Cluster:
 
     def pause(self) -> None:
         """SIGSTOP the postmaster and every backend (a frozen database host)."""
-        for pid in self._tree():
-            os.kill(pid, signal.SIGSTOP)
+        self._signal(signal.SIGSTOP)
 
     def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, sig: int) -> None:
         for pid in self._tree():
-            os.kill(pid, signal.SIGCONT)
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass  # a backend that ended between the listing and the signal (a client hung up)
 
     def _tree(self) -> list[int]:
         if self.pid is None:
