@@ -47,6 +47,17 @@ def _system_user() -> str | None:
     return None
 
 
+# the guard of a cluster (Cluster._arm_reaper): waits for its owner's end, then stops what is left
+_REAPER = """
+import os, shutil, subprocess, sys
+sys.stdin.buffer.read()
+folder, stop = sys.argv[1], sys.argv[2:]
+if os.path.isdir(folder):
+    subprocess.run(stop, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60, cwd=folder)
+    shutil.rmtree(folder, ignore_errors=True)
+"""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -87,7 +98,21 @@ class Cluster:
         if r.returncode:
             raise RuntimeError(f"pg_ctl start failed: {r.stderr.strip()[-400:]} {self.tail_log()}")
         self.pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        self._arm_reaper()
         return self
+
+    def _arm_reaper(self) -> None:
+        """A guard in a session of its own that reads a pipe only this process holds: when this process ends
+        without `stop()` (SIGKILLed, a test run cut short), the pipe closes and the guard stops the server and
+        removes its folder, so no cluster outlives its owner in the temp folder. `stop()` closes the pipe too;
+        the guard then finds the folder gone and does nothing."""
+        pg_ctl = find_bin("pg_ctl") or "pg_ctl"
+        stop = [pg_ctl, "-D", str(self.data), "-m", "immediate", "-w", "-t", "30", "stop"]
+        if self.as_user:
+            stop = ["runuser", "-u", self.as_user, "--", *stop]
+        self._reaper = subprocess.Popen(
+            [sys.executable, "-c", _REAPER, str(self.dir), *stop], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
 
     def restart(self, mode: str = "fast") -> None:
         """`pg_ctl restart -m fast`, an operator's routine restart: every connection is ended, the server is back
@@ -148,6 +173,11 @@ class Cluster:
                     pass
             self.pid = None
         shutil.rmtree(self.dir, ignore_errors=True)
+        reaper = getattr(self, "_reaper", None)
+        if reaper is not None:
+            reaper.stdin.close()  # the folder is gone: the guard exits
+            reaper.wait(30)
+            self._reaper = None
 
     def __enter__(self) -> Cluster:
         return self.start()
