@@ -1,10 +1,15 @@
 """Imports live at module level unless a measured start-up cost says otherwise (issue 35).
 
-A function-local import (an `import` inside a def, a lambda or a method) is kept for one reason only: the start-up
-of a command that never needs it (`healer --help`, `healer loop run`: measured with `python -X importtime` and the
-bench, bench/loop_vs_sh.py). Such an import says so on its line, with the figure:
+A function-local import (an `import` inside a def, a lambda or a method) is kept for the start-up of a command that
+never needs it: `healer --help` (every CLI module loads), `healer loop run` (healer/launch.py's fast path; the bench,
+bench/loop_vs_sh.py, holds its wall ratio), the dispatcher's and the supervisor's start. The figure is what the
+import itself costs in a process that already loaded that command's modules (`python -X importtime -c 'import
+healer.cli; from healer.supervisor import Supervisor'` shows it; CPU time, the least noisy on a shared machine).
+Such an import says so on its line, with the figure:
 
-    from healer.supervisor import Supervisor  # lazy: the supervisor, 320 ms of `healer --help` (python -X importtime)
+    from healer.supervisor import Supervisor  # lazy: pulls pydantic, docker…: 360 ms of `healer --help`
+
+(Rarely another reason: an import that would close a circle through a package's `__init__` at run time.)
 
 Every other function-local import is counted against its package's number below: a ratchet that only goes down. A
 new unannotated one fails the test with its file:line; moving one to module level (or annotating it) fails it too,
