@@ -24,7 +24,7 @@ from typing import Any
 
 from loguru import logger
 
-from healer.core.notices import admit, cleared
+from healer.core import notices  # notices.admit, looked up per call: a game day's mutant swaps it (tests/chaos/test_mutations.py)
 from healer.notify import secrets
 from healer.notify.alertmanager import hold, takes_resolves
 from healer.notify.identity import REMOTE, fingerprint  # noqa: E402,F401 - the outbox reads them there too
@@ -89,7 +89,7 @@ def notify_all(store, policy, alerts, *, cooldown: float | None = None) -> int:
     pending = {it.key for it in store.outbox(["pending"]) if it.key in keys}
     last = {k: v[0] for k, v in store.cooldowns().items() if k in keys}
     now = store.now()
-    adm = admit(alerts, last, pending, window, now)
+    adm = notices.admit(alerts, last, pending, window, now)
     notifiers = list(policy.notify.notifiers)
     remote = [n for n in notifiers if n.kind in REMOTE]
 
@@ -184,7 +184,7 @@ def resolve_cleared(store, policy, findings, *, main_green: bool, failed_sources
     firing = {f.key for f in findings if f.status != "unknown"}
     unknown = {f.key for f in findings if f.status == "unknown"}
     done = []
-    for k in cleared(opened, firing, unknown, FINDINGS, main_green=main_green):
+    for k in notices.cleared(opened, firing, unknown, FINDINGS, main_green=main_green):
         if resolve(store, policy, k, opened[k]):
             done.append(k)
     return done
