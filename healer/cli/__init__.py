@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 
 try:  # typer >= 0.29 vendors click; its exceptions live there
     from typer._click import exceptions as _cx
 except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as _cx
-import traceback
-
 import typer
 
 from healer import __version__, early, errors
