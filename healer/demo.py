@@ -16,7 +16,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.rule import Rule
 
+from chaos import engine, runner
+from chaos.scenario import discover, load
 from healer import lifecycle
+from healer.errors import InvalidInput
+from healer.init import init_fleet
+from healer.policy import load_policy
+from healer.policy.cache import cache_dir
+from healer.store import open_store
+from healer.views import board_table
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -40,12 +48,6 @@ retry:
 
 def run(console: Console, *, keep: bool = False, suite: bool = True, report: Path | None = None) -> int:
     """The demo; returns the exit code (0 when everything shown worked)."""
-    from healer.errors import InvalidInput
-    from healer.init import init_fleet
-    from healer.policy import load_policy
-    from healer.store import open_store
-    from healer.views import board_table
-
     rc = 0
     tmp = Path(tempfile.mkdtemp(prefix="healer-demo-"))
     try:
@@ -112,9 +114,6 @@ def run(console: Console, *, keep: bool = False, suite: bool = True, report: Pat
 
 def gameday_stage(console: Console, tmp: Path, suite: bool = True, report: Path | None = None) -> int:
     """A demo fleet broken and healed live (its timeline as it happens), then the standard game-day suite."""
-    from chaos import engine, runner
-    from chaos.scenario import discover, load
-
     console.print("\n[bold]5. A fleet healed live[/]  (43 tickets frozen in progress, agents gone, no worktrees)")
     sc = load(discover(["frozen-in-progress"])[0])
     r = engine.run(sc, tmp / "live")
@@ -137,8 +136,6 @@ def gameday_stage(console: Console, tmp: Path, suite: bool = True, report: Path 
     console.print("\n[bold]6. The standard game-day suite[/]  (healer gameday run chaos/scenarios)")
     results = runner.run_all(runner.load_all(None), console=console)
     # where a user keeps what a tool made for them, not the temp folder (a main job leaves nothing there)
-    from healer.policy.cache import cache_dir
-
     report_dir = report or cache_dir() / "demo-report"
     code, written = runner.outcome(results, report_dir, report_dir / "junit.xml", console)
     console.print(f"   report: {written.get('markdown')}", highlight=False, soft_wrap=True)

@@ -7,6 +7,7 @@ stderr and exits with its code, never a traceback (unless --debug).
 from __future__ import annotations
 
 import errno
+import sqlite3
 
 OK = 0
 FAILED = 1  # a game day whose expectations did not all hold
@@ -86,8 +87,6 @@ class StoreCorrupt(StoreLost):
 
 def corrupt(e: BaseException) -> bool:
     """The store's file is damaged: not an outage to ride out and not healer's bug."""
-    import sqlite3  # lazily, as in transient(): the loop's start-up path imports this module
-
     if isinstance(e, StoreCorrupt):
         return True
     return isinstance(e, sqlite3.DatabaseError) and any(s in str(e).lower() for s in _CORRUPT_SIGNS)
@@ -95,8 +94,6 @@ def corrupt(e: BaseException) -> bool:
 
 def transient(e: BaseException) -> bool:
     """A failure worth retrying next tick (a full disk, a busy lock, a git call that failed), not a lost store."""
-    import sqlite3
-
     if isinstance(e, StoreLost):
         return False
     if isinstance(e, (GitError, OSError, sqlite3.OperationalError)):

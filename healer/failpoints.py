@@ -14,12 +14,15 @@ failpoints` imports every module and lists them.
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import signal
 import sys
 import threading
 from dataclasses import dataclass
+
+from healer.clock import system
 
 ENV = "HEALER_FAILPOINTS"
 
@@ -139,8 +142,6 @@ def hit(name: str) -> None:
     elif action == "crash":
         raise FailpointCrash(f"failpoint {name} crashed the process (hit {n})")
     elif action == "sleep":
-        from healer.clock import system
-
         system().sleep(float(arg or "1000") / 1000.0)
     elif action == "exit":
         os._exit(int(arg or "1"))
@@ -155,8 +156,7 @@ def reset() -> None:
 
 def load_all() -> None:
     """Import every healer and chaos module so that all declarations are registered."""
-    import importlib
-    import pkgutil
+    import pkgutil  # lazy: pkgutil: 1.6 ms of `loop run`'s start
 
     for pkg_name in ("healer", "chaos"):
         try:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from healer.errors import HostTrouble, UsageError, host_trouble
+
 
 def write_atomic(path: Path, data: str | bytes) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -31,8 +33,6 @@ def ensure_folder(path: Path, where: str) -> Path:
     """`path` as a folder healer may write into, made (with its parents) when missing. Otherwise one line naming
     `where` (the option or argument it came from): a UsageError (64) for a path that is no folder or cannot be
     one, HostTrouble (74) when the host takes no writes there (a read-only file system, a full disk)."""
-    from healer.errors import HostTrouble, UsageError, host_trouble
-
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from healer import walk
 from healer.errors import GitError  # GitError is defined there (no errors <-> git cycle); re-exported
+from healer.procs import environ
 
 TIMEOUT = 120.0
 # for commits healer makes itself (merge commits): `-c` beats the repository's config but
@@ -309,8 +310,6 @@ def driver_overrides(cwd: str | Path) -> tuple[str, ...]:
 
 
 def _env(extra: dict[str, str] | None) -> dict[str, str]:
-    from healer.procs import environ
-
     full = environ()
     for k in _ENV_DROP:
         full.pop(k, None)

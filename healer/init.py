@@ -7,6 +7,11 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from healer.clock import system
+from healer.errors import Unavailable, UsageError
+from healer.files import ensure_folder
+from healer.store import check_url, config_path, db_path, identity, open_store, open_url, read_config, sqlite_path, write_config
+
 _IGNORE_FORMS = {".healer", ".healer/", "/.healer", "/.healer/"}
 
 
@@ -20,10 +25,7 @@ def init_fleet(root: Path, actor: str = "human", store: str | None = None, new_b
     """Make `root` a fleet; safe to repeat (nothing existing is overwritten). `store`: a store URL
     (postgresql://…) this host's fleet uses instead of the embedded SQLite file; checked, then kept in
     .healer/config.yaml (mode 0600: it may carry a password; it is never printed)."""
-    from healer.errors import UsageError
-    from healer.files import ensure_folder
-    from healer.policy.load import default_policy_path
-    from healer.store import check_url, config_path, open_store, open_url, read_config, write_config
+    from healer.policy.load import default_policy_path  # lazy: pulls pydantic: 117 ms of `healer --help`
 
     res = InitResult(root)
     pol, gi = root / "healer.yaml", root / ".gitignore"
@@ -41,8 +43,6 @@ def init_fleet(root: Path, actor: str = "human", store: str | None = None, new_b
         try:
             shutil.copyfile(src, pol)
         except FileNotFoundError:
-            from healer.errors import Unavailable
-
             raise Unavailable(f"{src}: the default policy is missing from this installation (reinstall fleet-healer)") from None
         res.created.append("healer.yaml")
     text = gi.read_bytes() if gi.exists() else b""  # bytes: git reads any encoding, and so does this
@@ -55,8 +55,6 @@ def init_fleet(root: Path, actor: str = "human", store: str | None = None, new_b
         probe = open_url(store, root=root)  # reachable, and its schema migrated, before it is written down
         try:
             if not new_board:  # this fleet's board, or one that has none yet: refused before config.yaml names it
-                from healer.store import identity
-
                 identity.check_open(probe, root, store.split("@")[-1], identity.git_id(root), readonly=True)
         finally:
             probe.close()
@@ -77,10 +75,6 @@ def _new_board(root: Path, res: InitResult):
     """`healer init --new-board`: start over on purpose. An SQLite store that is there is moved aside (kept, never
     deleted); the new board gets a new fleet id (store and git) and continues ticket ids after the highest one an
     older board left in branches or worktrees. A PostgreSQL store must be empty (give a new schema)."""
-    from healer.clock import system
-    from healer.errors import UsageError
-    from healer.store import db_path, identity, open_store, read_config, sqlite_path
-
     url = os.environ.get("HEALER_STORE_URL") or read_config(root).get("store")
     path = db_path(root) if not url else (sqlite_path(str(url)) if str(url).startswith("sqlite:") else None)
     if path is not None and path.exists():

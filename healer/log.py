@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from loguru import logger
+
 LOG_DIR = Path(".healer") / "logs"
 LOG_FILE = "healer.jsonl"
 HUMAN_FORMAT = "<green>{time:HH:mm:ss}</green> <level>{level: <7}</level> {message}"
@@ -91,8 +93,6 @@ def setup(root: str | Path | None = None, debug: bool = False, *, stderr: bool =
     file is only written inside an existing fleet (`.healer/` present): logging never creates
     a fleet as a side effect.
     """
-    from loguru import logger
-
     shutdown()
     if not _state.get("configured"):
         try:
@@ -154,8 +154,6 @@ class SafeFile:
 
 def shutdown() -> None:
     """Remove the sinks `setup()` added (flushes and closes the JSON file)."""
-    from loguru import logger
-
     for i in _state["ids"]:
         try:
             logger.remove(i)

@@ -13,14 +13,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from healer.errors import UsageError
+from healer.policy.schema import FINDINGS
+from healer.store.outage import register_metrics
+
 SENTINELS = ("dispatch_frozen", "pool_saturated", "no_closes", "main_red", "supervisor_silent")
 SENTINEL_STATES = ("ok", "firing", "unknown")
 
 
 class Metrics:
     def __init__(self, daemon: str = "supervise") -> None:
-        from healer.policy.schema import FINDINGS
-
         self._lock = threading.Lock()
         self.registry = r = CollectorRegistry(auto_describe=True)
         Gauge("healer_daemon_info", "The healer daemon serving these metrics (1).", ["daemon"], registry=r).labels(daemon).set(1)
@@ -67,7 +69,6 @@ class Metrics:
                                           "From the decision to notify to the receiver's acceptance.", registry=r,
                                           buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800))
         self._sources: set[str] = set()
-        from healer.store.outage import register_metrics
 
         register_metrics(r)  # healer_store_up, healer_store_outages, healer_store_unavailable_seconds
 
@@ -87,7 +88,6 @@ class Metrics:
             for f in d.findings:
                 if f.status != "unknown":
                     counts[f.kind] = counts.get(f.kind, 0) + 1
-            from healer.policy.schema import FINDINGS
 
             for k in FINDINGS:
                 self.findings.labels(k).set(counts.get(k, 0))
@@ -145,8 +145,6 @@ def start(port: int | None, daemon: str) -> tuple[Metrics | None, ThreadingHTTPS
     try:
         return m, serve(m, port)
     except OSError as e:
-        from healer.errors import UsageError
-
         raise UsageError(f"--metrics-port {port}: cannot listen on 127.0.0.1:{port}: {e.strerror or e}") from e
 
 

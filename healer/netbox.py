@@ -46,6 +46,7 @@ import contextlib
 import ipaddress
 import os
 import selectors
+import socket
 import struct
 import sys
 import threading
@@ -53,10 +54,6 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from healer.errors import InvalidInput
-
-TYPE_CHECKING = False  # no `typing` import on the loop's path
-if TYPE_CHECKING:  # socket is imported where a relay is made: a run without an allow-list never needs it
-    import socket
 
 MAX_CONNECTIONS = 32  # relayed at once per program; more wait in the kernel's listen backlog
 BUFFER = 65536
@@ -287,8 +284,6 @@ class Plumbing:
             if prog is not None:
                 self.args += ["--seccomp", str(self._data_fd(prog))]
             if allow and not network:
-                import socket
-
                 listen = listen_addresses(allow)
                 outer, inner = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
                 self._inner = inner
@@ -357,8 +352,6 @@ class Relay(threading.Thread):
         self.relayed = 0  # connections relayed so far (tests)
 
     def stop(self) -> None:
-        import socket
-
         with self._lock:
             if self._stopped:
                 return
@@ -375,8 +368,6 @@ class Relay(threading.Thread):
                 os.close(fd)
 
     def _receive(self) -> list[socket.socket] | None:
-        import socket
-
         sel = selectors.DefaultSelector()
         try:
             sel.register(self.chan, selectors.EVENT_READ)
@@ -405,7 +396,6 @@ class Relay(threading.Thread):
         return socks
 
     def run(self) -> None:
-
         try:
             socks = self._receive()
         finally:
@@ -443,8 +433,6 @@ class Relay(threading.Thread):
             return True
 
     def _pipe(self, down: socket.socket, ep: tuple[str, int]) -> None:
-        import socket
-
         up = None
         try:
             down.setblocking(True)
@@ -471,8 +459,6 @@ class Relay(threading.Thread):
 def _copy(a: socket.socket, b: socket.socket) -> None:
     """Both directions until both ended; each read is at most one buffer, written whole before the next
     read (a side that does not read slows the other down, nothing piles up)."""
-    import socket
-
     peer = {a: b, b: a}
     open_ = {a, b}
     sel = selectors.DefaultSelector()

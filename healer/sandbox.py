@@ -35,6 +35,7 @@ as unsandboxed.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
@@ -42,8 +43,10 @@ import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from healer import digest
+from healer import digest, git, netbox, procs
 from healer.errors import InvalidInput, Unavailable
+from healer.policy.cache import cache_dir
+from healer.procs import ANCESTORS, MARKER, which
 
 MODES = ("auto", "bwrap", "container", "none")
 CONTAINER_LABEL = "healer.kind"
@@ -55,8 +58,6 @@ SOCKETS = ("/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containe
 
 
 def _which(cmd: str) -> str | None:
-    from healer.procs import which
-
     return which(cmd)
 
 
@@ -123,8 +124,6 @@ def _probe_key(exe: str) -> str | None:
 
 
 def _probe_path() -> Path:
-    from healer.policy.cache import cache_dir
-
     return cache_dir() / PROBE_FILE
 
 
@@ -228,8 +227,6 @@ def resolve(mode: str, where: str = "loop.sandbox", image: str = "healer-python"
         return "container", None
     why = unavailable()
     if why is None:
-        from healer import netbox
-
         miss = netbox.unix_filter_missing()  # an arch without the seccomp filter: Unix sockets stay open
         if miss and miss not in _warned:
             _warned.add(miss)
@@ -248,7 +245,7 @@ def container_ready(image: str, where: str = "loop.sandbox") -> None:
     """The docker CLI, an engine that answers and the image (healer's own is built offline on demand)."""
     if _which("docker") is None:
         raise Unavailable(f"{where}: container: the docker command is not installed (Debian: apt-get install docker.io)")
-    from healer.fleet import images
+    from healer.fleet import images  # lazy: pulls docker: 77 ms of `loop run`'s start
 
     try:
         client = _docker()
@@ -278,8 +275,6 @@ def _tail(path: Path, n: int = 8192) -> str:
 
 
 def _git(cwd: Path, *args: str) -> str:
-    from healer import git
-
     return git.run(cwd, *args, check=False).stdout
 
 
@@ -294,8 +289,6 @@ class GitPaths:
 
 
 def git_paths(workdir: Path) -> GitPaths | None:
-    from healer import git
-
     lay = git.layout(workdir)
     if lay is None:
         return None
@@ -396,7 +389,6 @@ class BwrapLaunch(Launch):
 
     def __init__(self, profile: Profile, argv: list[str], what: str) -> None:
         super().__init__(what)
-        from healer import netbox
 
         self._r, self._w = os.pipe()
         os.set_blocking(self._r, False)
@@ -449,8 +441,7 @@ class BwrapLaunch(Launch):
 
 
 def _mount(src: Path | str, dst: Path | str, ro: bool) -> list[str]:
-    import csv  # the container mode only
-    import io
+    import csv  # lazy: csv: 1.4 ms of `loop run`'s start; the container mode only
 
     row = ["type=bind", f"source={src}", f"target={dst}"] + (["readonly"] if ro else [])
     out = io.StringIO()
@@ -470,8 +461,8 @@ class ContainerLaunch(Launch):
 
     def __init__(self, profile: Profile, argv: list[str], env: dict[str, str], what: str) -> None:
         super().__init__(what)
-        from healer.fleet import images
-        from healer.fleet.container_runtime import init_argv
+        from healer.fleet import images  # lazy: pulls docker: 73 ms of `loop run`'s start
+        from healer.fleet.container_runtime import init_argv  # lazy: pulls docker: 82 ms of `loop run`'s start
 
         self.name = f"healer-loop-{os.urandom(8).hex()}"  # no `import uuid` on the loop's path
         mounts: dict[str, tuple[str, bool]] = {}  # target -> (source, read-only); later entries win
@@ -500,8 +491,6 @@ class ContainerLaunch(Launch):
         # values travel in the docker client's own environment (`-e NAME`), never on its command line
         # the tree's marker too (set by procs.spawn on the client): the loop's tree kill, and a resumed
         # run's kill of a dead runner's leftovers, find the container's processes by it
-        from healer.procs import ANCESTORS, MARKER
-
         self.env = {**env, **profile.env, "TMPDIR": tmp, "TMP": tmp, "TEMP": tmp}
         for k in sorted({*self.env, MARKER, ANCESTORS}):
             if k not in _KEEP_OUT and "=" not in k:
@@ -509,9 +498,9 @@ class ContainerLaunch(Launch):
         self.argv = [*a, profile.image, *init_argv(argv)]
 
     def settle(self, res, log: Path):
-        import docker.errors
+        import docker.errors  # lazy: pulls docker: 71 ms of `loop run`'s start
 
-        from healer.fleet.container_runtime import signal_exit
+        from healer.fleet.container_runtime import signal_exit  # lazy: pulls docker: 80 ms of `loop run`'s start
 
         try:
             client = _docker()
@@ -543,7 +532,7 @@ _client: list = []
 def _docker():
     """One docker client per process (a ping per program run would add to every iteration)."""
     if not _client:
-        from healer.fleet.container_runtime import connect
+        from healer.fleet.container_runtime import connect  # lazy: pulls docker: 84 ms of `loop run`'s start
 
         _client.append(connect())
     return _client[0]
@@ -572,7 +561,7 @@ def remove_leftovers(workdir: Path) -> list[str]:
 def remove_container(name: str) -> None:
     """Stop (SIGKILL) and remove a loop container; gone already is fine."""
     with contextlib.suppress(Exception):
-        import docker.errors
+        import docker.errors  # lazy: pulls docker: 76 ms of `loop run`'s start
 
         with contextlib.suppress(docker.errors.NotFound):
             _docker().api.remove_container(name, force=True)
@@ -652,7 +641,7 @@ def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind:
         prof.ro += ro_git
         prof.rw_last += branch_rw
         if objects is not None:
-            from healer.loop import objects as objmod
+            from healer.loop import objects as objmod  # lazy: healer.loop.objects: 74 ms of the daemons' start
 
             prof.rw_last.append(_mk(objects))
             prof.env.update(objmod.env(objects.resolve(), store.resolve()))
@@ -690,8 +679,6 @@ def _add_writable(prof: Profile, writable: list[str]) -> None:
         prof.rw.append(_writable_path(w))
     # healer's cache of validated policies (healer/policy/cache.py) stays read-only, even when
     # the policy makes ~/.cache writable: an agent must not hand the next run a weaker policy
-    from healer.policy.cache import cache_dir
-
     c = cache_dir().resolve()
     if any(c == w or w in c.parents for w in prof.rw):
         c.mkdir(parents=True, exist_ok=True)
@@ -707,7 +694,6 @@ def gate_profile(checkout: Path, loop_policy, kind: str, tmpdir: Path) -> Profil
     machine."""
     checkout = checkout.resolve()
     tmpdir.mkdir(parents=True, exist_ok=True)
-    from healer import netbox
 
     allow = netbox.parse_allow(loop_policy.sandbox_network_allow)
     prof = Profile(workdir=checkout, network=network_on(loop_policy.sandbox_network, kind, allow), kind=kind,
@@ -724,8 +710,6 @@ def run(profile: Profile | None, argv: list[str], log: Path, what: str, **kw):
     """procs.run, in `profile`'s sandbox when there is one (None: unconfined). `log` is where the program's
     stderr went (bwrap's own `bwrap: ...` line is read back from it). A sandbox that did not start the
     program raises SandboxFailed, never a result of a program that did not run."""
-    from healer import procs
-
     if profile is None:
         return procs.run(argv, **kw)
     argv = procs.resolve_python(argv, os.environ.get("PATH"))

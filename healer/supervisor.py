@@ -26,16 +26,25 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import schedule
 from loguru import logger
 
 from healer import failpoints, procs
 from healer.clock import Clock, stamp, system
+from healer.core import decide as core_decide
+from healer.core.memory import dump, forget_attempts, load
 from healer.core.model import Decision, Memory, Snapshot
+from healer.errors import StoreLost, transient
+from healer.fleet import lost_hosts
 from healer.fleet import snapshot as snapmod
+from healer.fleet.failed_pass import host_trouble_or_corrupt, raise_if_lost, report_failed_pass
 from healer.fleet.ports import REAL as REAL_PORTS
+from healer.notify import notify, resolve_cleared, secrets
 from healer.remedy import actions as remedy
 from healer.remedy import limiter
-from healer.store import keys
+from healer.remedy.limiter import ATTEMPT_ACTIONS
+from healer.store import keys, open_store, outage
+from healer.store.corrupt import raise_if_corrupt
 
 FP_AFTER_LEASE = failpoints.declare("supervisor.after_lease", "healer/supervisor.py: lease taken, intents not yet recovered")
 FP_BEFORE_EXECUTE = failpoints.declare("supervisor.before_execute", "healer/supervisor.py: plan decided, no action executed yet")
@@ -58,8 +67,6 @@ class StoreChanges:
 
     def poll(self) -> bool:
         """False while the store is away (the tick says so, once per outage): there is nothing to be woken by."""
-        from healer.store import outage
-
         try:
             cur = self.store.last_event_id()
             if cur <= self.seen:
@@ -74,8 +81,6 @@ class StoreChanges:
 
     def wait(self, waiter, pause: float) -> None:
         """`waiter(seen, pause)`; a store that is away is waited out for `pause` (its backoff says when to retry)."""
-        from healer.store import outage
-
         try:
             waiter(self.seen, pause)
         except Exception as e:
@@ -84,8 +89,6 @@ class StoreChanges:
             self.store.clock.sleep(pause)
 
     def absorb(self) -> None:
-        from healer.store import outage
-
         try:
             self.seen = self.store.last_event_id()
         except Exception as e:
@@ -125,8 +128,6 @@ class TickReport:
 
 def decide(snapshot: Snapshot, policy, memory: Memory) -> Decision:
     """The core's decide, imported late so the shell works (and is testable) on its own."""
-    from healer.core import decide as core_decide
-
     return core_decide(snapshot, policy, memory)
 
 
@@ -138,8 +139,6 @@ def _memory_from(raw) -> Memory:
     if not raw:
         return Memory()
     try:
-        from healer.core.memory import load
-
         return load(raw)
     except Exception as e:  # noqa: BLE001 - a damaged memory costs debounce state, never the tick
         logger.warning("supervisor memory unreadable ({}); starting fresh", e)
@@ -148,9 +147,6 @@ def _memory_from(raw) -> Memory:
 
 def _without_untried(memory: Memory, rep, now: float) -> Memory:
     """Memory minus the attempts the executor never made (refused or aborted before acting, or over the cap)."""
-    from healer.core.memory import forget_attempts
-    from healer.remedy.limiter import ATTEMPT_ACTIONS
-
     tried: set[str] = set()
     untried: set[str] = set()
     for a, o in rep.outcomes:
@@ -173,7 +169,6 @@ def with_external_attempts(memory: Memory, store, policy, now: float, actor: str
     for subject, times in extra.items():
         have = set(attempts.get(subject, []))
         attempts[subject] = sorted(have | set(times))
-    from dataclasses import replace
 
     return replace(memory, attempts=attempts, repair_runs=runs)
 
@@ -183,12 +178,9 @@ class Supervisor:
                  dry_run: bool = False, holder: str | None = None, metrics=None, repair_async: bool = False,
                  ports=None, host: str | None = None, pid: int | None = None, lease_host: str | None = None) -> None:
         self.ports = ports or REAL_PORTS
-        from healer.store import outage
 
         outage.set_tolerance(policy.store.outage_tolerance)  # this process rides out a store outage this long
         if self.ports is REAL_PORTS and not dry_run:  # a dry run starts nothing (a Chaos Toolkit probe's process keeps its env)
-            from healer.notify import secrets
-
             secrets.hold(policy)  # a repair agent it starts must not inherit a notifier's secret
         self.root = Path(root).resolve()
         self.policy = policy
@@ -196,7 +188,7 @@ class Supervisor:
         self.clock = clock or system()
         if runtime is None:
             try:
-                from healer.fleet.runtimes import runtime_for
+                from healer.fleet.runtimes import runtime_for  # lazy: pulls docker: 58 ms of the daemons' start
 
                 runtime = runtime_for(policy, self.clock)
             except Exception as e:  # noqa: BLE001 - no runtime: liveness falls back to pids (fail-open)
@@ -275,8 +267,6 @@ class Supervisor:
                                                                "outcomes": by})
 
         if self.policy.fleet.shared_remote:  # several hosts: the leader takes back what a lost host held
-            from healer.fleet import lost_hosts
-
             taken = lost_hosts.reclaim(self.store, self.store.now(), self.host, self.holder, self._hosts_seen,
                                   self.policy.fleet.host_ttl / 2)
             if taken:
@@ -294,8 +284,6 @@ class Supervisor:
         for a in d.actions:
             rep.outcomes.append((a, remedy.execute(ctx, a)))
 
-        from healer.notify import notify
-
         for al in d.alerts:
             try:
                 rep.alerts_sent += bool(notify(self.store, self.policy, al.key, al.text, severity=al.severity,
@@ -303,8 +291,6 @@ class Supervisor:
             except Exception as e:  # noqa: BLE001 - the store refusing a notification must not end the tick
                 logger.error("alert {} failed: {}", al.key, e)
         try:  # conditions that cleared: Alertmanager is told (endsAt); a no-op without a notifier that takes resolves
-            from healer.notify import resolve_cleared
-
             rep.resolved = resolve_cleared(self.store, self.policy, d.findings, main_green=snap.main_status == "green",
                                            failed_sources=snap.failed_sources)
         except Exception as e:  # noqa: BLE001 - an unresolved alert ends at its hold; the tick goes on
@@ -352,7 +338,7 @@ class Supervisor:
     def _decide(self, snap: Snapshot, memory: Memory) -> Decision:
         """The core's decision, incremental between ticks (the same answer as `decide`, property-tested); from
         scratch whenever the snapshot was a full read (a restart, the scheduled re-read)."""
-        from healer.core import incremental
+        from healer.core import incremental  # lazy: healer.core.incremental: 6.8 ms of the daemons' start
 
         board = self.gatherer.board
         carry = self.carry if board is not None and board.last != "full" else None
@@ -375,8 +361,6 @@ class Supervisor:
         blockages = [f.key for f in d.findings if f.status != "unknown"]
 
         def run() -> None:
-            from healer.store import open_store
-
             st = open_store(self.root, self.clock) if self.repair_async else self.store
             try:
                 launcher.launch(self.root, self.policy, st, self.clock, reason=reason, blockages=blockages)
@@ -406,18 +390,11 @@ class Supervisor:
     def run_forever(self, on_tick=None) -> None:
         """Tick every supervisor.tick (schedule), and within WAKE_POLL + a tick when another process writes an event
         that could change a finding, until stop(); release the lease on the way out."""
-        import schedule
-
         sched = schedule.Scheduler()
         period = max(1, int(round(self.policy.supervisor.tick)))
         retry_at: list[float] = []  # a standby wakes when the leader's lease expires, not at its next tick: takeover within the ttl
 
         def job() -> None:
-            from healer.errors import StoreLost, transient
-            from healer.fleet.failed_pass import host_trouble_or_corrupt, raise_if_lost, report_failed_pass
-            from healer.store import outage
-            from healer.store.corrupt import raise_if_corrupt
-
             retry_at.clear()
             try:
                 self.store.check()
@@ -476,8 +453,6 @@ class Supervisor:
 
 
 def _dump(memory: Memory) -> dict:
-    from healer.core.memory import dump
-
     return dump(memory)
 
 

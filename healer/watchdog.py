@@ -22,11 +22,13 @@ is out of its reach there (docs/security.md).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import select
 import signal
 from pathlib import Path
 
+from healer import cgroups
 from healer.clock import system
 
 WATCH = 0.2
@@ -136,8 +138,6 @@ def _unlike_the_runner() -> None:
     dispatcher's find_agent by HEALER_AGENT_ID and the tree marker, busy_pids by cwd) must not take the watchdog
     for the runner. Its copy of the environment block is wiped (copy-on-write: the runner's stays), its cwd is
     /, and it is named healer-watchdog."""
-    import ctypes
-
     with contextlib.suppress(OSError):
         os.chdir("/")
     try:
@@ -154,8 +154,6 @@ def _unlike_the_runner() -> None:
 
 
 def _remove_group(spec: str, clock) -> None:
-    from healer import cgroups
-
     kind, *hexdirs = spec.split()
     dirs = [os.fsdecode(bytes.fromhex(h)) for h in hexdirs]
     g = cgroups.Group(kind, [Path(d) for d in dirs], [Path(d) for d in dirs])
@@ -181,8 +179,6 @@ def _main(cmd: int, rep: int) -> None:
     def kill(a: tuple[int, int, float, str]) -> None:
         pid, pidfd, _deadline, grp = a
         if grp:
-            from healer import cgroups
-
             kind, hexdir = grp.split()
             with contextlib.suppress(OSError):
                 cgroups.Group(kind, [Path(os.fsdecode(bytes.fromhex(hexdir)))]).kill(clock)

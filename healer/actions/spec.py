@@ -57,7 +57,7 @@ class Step:
         """A planned action for this finding (another action than the step's own when `name` says so)."""
         # imported here, not at the top: the policy validates names with this registry, and importing
         # healer.core.model at the top would run healer/core/__init__ (the planner, the rules, the policy) mid-import
-        from healer.core.model import PlannedAction
+        from healer.core.model import PlannedAction  # lazy: core/__init__ mid-import is a run-time circle; 240 ms of pydantic
 
         params.setdefault("why", f"{self.finding.key} (rule {self.rule})")
         return PlannedAction(name or self.name, subject, params, reason=self.finding.key, rule=self.rule)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 
 try:  # typer >= 0.29 vendors click; its exceptions live there
     from typer._click import exceptions as _cx
@@ -16,7 +17,8 @@ except ImportError:  # pragma: no cover - older typer uses click itself
     from click import exceptions as _cx
 import typer
 
-from healer import errors
+from healer import __version__, early, errors
+from healer.cli import board, containers, fleet, gameday, loop, misc, policy, repair, runbook, store, supervise
 from healer.cli.common import state
 
 app = typer.Typer(
@@ -33,8 +35,6 @@ _state = state  # the same dict: tests save and restore it as healer.cli._state
 
 def _version(value: bool) -> None:
     if value:
-        from healer import __version__
-
         typer.echo(f"healer {__version__}")
         raise typer.Exit(0)
 
@@ -45,7 +45,7 @@ def _root(
     version: bool = typer.Option(False, "--version", help="Print the version and exit.", callback=_version, is_eager=True),
 ) -> None:
     _state["debug"] = debug or bool(os.environ.get("HEALER_DEBUG"))
-    from healer import failpoints, log
+    from healer import failpoints, log  # lazy: pulls loguru: 34 ms of `healer --help`
 
     log.setup(None, _state["debug"])
     spec = os.environ.get(failpoints.ENV)
@@ -57,8 +57,6 @@ def _root(
 
 
 def _register() -> None:
-    from healer.cli import board, containers, fleet, gameday, loop, misc, policy, repair, runbook, store, supervise
-
     for mod in (misc, policy, board, loop, fleet, supervise, runbook, repair, gameday, containers, store):
         mod.register(app)
 
@@ -73,8 +71,6 @@ def err(line: str) -> None:
 def _trace(debug: bool) -> None:
     """--debug adds the traceback; it never changes the exit code (a 64 stays 64)."""
     if debug:
-        import traceback
-
         traceback.print_exc()
 
 
@@ -125,7 +121,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
-    from healer import early
-
     early.arm()
     sys.exit(main())

@@ -18,8 +18,10 @@ from rich.table import Table
 
 from healer import lifecycle
 from healer.cli.common import JsonOpt, RootOpt, console, print_json, require_fleet, state, utf8
+from healer.clock import iso
 from healer.conventions import ticket_id_problem
 from healer.errors import INVALID_INPUT, HealerError, NotFound, UsageError
+from healer.store import open_store
 from healer.views import age, board_table, styled_state
 
 board_app = typer.Typer(help="The ticket board of the reference fleet.", no_args_is_help=True)
@@ -35,8 +37,7 @@ def _bad(line: str) -> HealerError:
 
 
 def _open(root: Path | None, *, readonly: bool = False):
-    from healer import log
-    from healer.store import open_store
+    from healer import log  # lazy: pulls loguru: 35 ms of `healer --help`
 
     r = require_fleet(root)
     if root is not None:
@@ -45,7 +46,7 @@ def _open(root: Path | None, *, readonly: bool = False):
 
 
 def _human(store, ticket_id: str, action: str, **details: Any) -> None:
-    from loguru import logger
+    from loguru import logger  # lazy: pulls loguru: 32 ms of `healer --help`
 
     store.append("human.action", ticket_id, {"action": action, "actor": HUMAN, **details})
     logger.debug("board: {} {} by a human {}", action, ticket_id, details)
@@ -156,7 +157,6 @@ def show(
             "events": [asdict(e) for e in evs],
         })
         return
-    from healer.clock import iso
 
     console.print(f"[bold]{escape(t.id)}[/]  {styled_state(t.state)}  priority {t.priority}  {escape(t.title)}", highlight=False)
     if t.body:

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import sys
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
 
-from healer.errors import InvalidInput, UsageError
+from healer.errors import INVALID_INPUT, STOPPED, HealerError, InvalidInput, UsageError
+from healer.store import open_store
 
 
 def make_console(stderr: bool = False) -> Console:
     """A terminal gets rich's width; a pipe or a CI log gets 200 columns (unless COLUMNS says otherwise),
     plain lines are never wrapped, and tables fold long cells instead of cutting them with "…", so
     scenario names, broken expectations and run ids survive `| tee`."""
-    import sys
-
     stream = sys.stderr if stderr else sys.stdout
     tty = hasattr(stream, "isatty") and stream.isatty()
     wide = None if tty or os.environ.get("COLUMNS") else 200
@@ -57,8 +58,6 @@ def require_fleet(root: Path | None) -> Path:
 
 
 def store_for(root: Path | None, clock=None, *, readonly: bool = False):
-    from healer.store import open_store
-
     return open_store(require_fleet(root), clock, readonly=readonly)
 
 
@@ -90,7 +89,7 @@ def read_texts(paths: list[str | Path], base: str | Path | None = None) -> list[
 
 def policy_with_runbooks(policy, root: str | Path):
     """The policy in force: `include_runbooks` read from `root` and turned into rules (InvalidInput on any problem)."""
-    from healer.core.runbooks import rules_from_runbooks, with_rules
+    from healer.core.runbooks import rules_from_runbooks, with_rules  # lazy: pulls pydantic, networkx: 261 ms of `healer --help`
 
     if not policy.include_runbooks:
         return policy
@@ -103,7 +102,7 @@ def policy_with_runbooks(policy, root: str | Path):
 def policy_for(root: Path, policy: Path | None):
     """The policy in force: the file given, else ROOT/healer.yaml, else the default;
     with `include_runbooks` (relative to the policy file's folder) turned into rules."""
-    from healer.policy import load_policy
+    from healer.policy import load_policy  # lazy: pulls pydantic: 128 ms of `healer --help`
 
     path = policy if policy is not None else (root / "healer.yaml")
     if policy is None and not path.exists():
@@ -115,8 +114,6 @@ def on_ctrl_c(stop) -> list[int]:
     """A daemon's Ctrl-C (SIGINT) calls `stop` and is remembered in the list returned: the daemon then ends
     with `exit_if_interrupted`, exit 4 as the README's table says for `healer up` (SIGTERM, a service
     manager's stop, stays exit 0)."""
-    import signal
-
     interrupted: list[int] = []
 
     def handler(*_: Any) -> None:
@@ -129,10 +126,6 @@ def on_ctrl_c(stop) -> list[int]:
 
 def exit_if_interrupted(interrupted: list[int], who: str) -> None:
     if interrupted:
-        import sys
-
-        from healer.errors import STOPPED
-
         sys.stderr.write(f"healer {who}: stopped (interrupted)\n")
         raise typer.Exit(STOPPED)
 
@@ -140,8 +133,6 @@ def exit_if_interrupted(interrupted: list[int], who: str) -> None:
 def utf8(text: str, where: str) -> str:
     """Text bound for the store, refused (65, one line naming `where`) when it is not UTF-8: an argument or
     stdin in another encoding reaches Python as lone surrogates, which no store can keep."""
-    from healer.errors import INVALID_INPUT, HealerError
-
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:

@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from healer.cli.common import JsonOpt, PolicyOpt, RootOpt, console, exit_if_interrupted, on_ctrl_c, print_json, require_fleet
-from healer.errors import InvalidInput
+from healer.cli.common import (
+    JsonOpt,
+    PolicyOpt,
+    RootOpt,
+    console,
+    exit_if_interrupted,
+    on_ctrl_c,
+    policy_for,
+    print_json,
+    require_fleet,
+)
+from healer.clock import iso, system
+from healer.errors import STOPPED, HealerError, InvalidInput, UsageError
+from healer.store import open_store
 
 
 def _policy_path(root: Path, policy: Path | None) -> Path | None:
@@ -28,22 +41,25 @@ def dispatch(
                                      help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics."),
 ) -> None:
     """Take queued tickets in priority and blocked_by order and run a governed loop on each, within the pool."""
-    from healer.cli.common import policy_for
-    from healer.fleet.dispatcher import Dispatcher, install_signal_handlers, preflight
+    from healer.fleet.dispatcher import (  # lazy: pulls pydantic…: 285 ms of `healer --help`
+        Dispatcher,
+        install_signal_handlers,
+        preflight,
+    )
 
     r = require_fleet(root)
     pol = policy_for(r, policy)
-    from healer.metrics import start as start_metrics
+    from healer.metrics import start as start_metrics  # lazy: pulls pydantic, prometheus_client: 137 ms of `healer --help`
 
     metrics, server = start_metrics(metrics_port, "dispatch")
-    from healer.store import open_store_waiting, outage
+    from healer.store import open_store_waiting, outage  # lazy: pulls prometheus_client: 33 ms of `healer --help`
 
     outage.set_tolerance(pol.store.outage_tolerance)  # a store away at start is ridden out as one lost later
     store = _store_or_stopped(r, open_store_waiting, server)
     d = Dispatcher(r, pol, store, policy_path=_policy_path(r, policy))
     preflight(pol)
-    from healer.notify import outbox
-    from healer.notify.outbox import ONCE_DEADLINE
+    from healer.notify import outbox  # lazy: pulls pydantic, networkx…: 292 ms of `healer --help`
+    from healer.notify.outbox import ONCE_DEADLINE  # lazy: with outbox above (0.2 ms more)
 
     courier = None
     interrupted: list[int] = []
@@ -58,8 +74,6 @@ def dispatch(
                 c.drain_once(ONCE_DEADLINE)
                 c.stop()
             if rep.skipped:
-                from healer.errors import HealerError
-
                 raise HealerError(f"dispatch: {rep.skipped}", 4)
             if as_json:
                 print_json(_report(rep))
@@ -97,11 +111,6 @@ def dispatch(
 def _store_or_stopped(r: Path, open_store_waiting, server):
     """The store, awaited while it is away at start; SIGTERM (exit 0) or Ctrl-C (exit 4) during the wait stops
     `dispatch` as cleanly as at any other moment (the dispatcher's own handlers come once it exists)."""
-    import signal
-
-    from healer.clock import system
-    from healer.errors import STOPPED
-
     early: list[int] = []  # 0: SIGTERM, 1: Ctrl-C
     clock = system()
     before = {sig: signal.signal(sig, lambda n, _f: early.append(int(n == signal.SIGINT)))
@@ -136,8 +145,6 @@ def _report(rep) -> dict:
 
 
 def _line(rep) -> str:
-    from healer.clock import iso
-
     if rep.skipped:
         return f"{iso(rep.at)} dispatch skipped: {rep.skipped}"
     parts = [f"main {rep.main}"]
@@ -158,11 +165,8 @@ def _line(rep) -> str:
 
 def status(root: Path = RootOpt, policy: Path = PolicyOpt, as_json: bool = JsonOpt) -> None:
     """Tickets by state, live agents, the pool, the queue and main's status."""
-    from healer import durations
-    from healer.cli.common import policy_for
-    from healer.clock import iso, system
-    from healer.fleet.status import fleet_status
-    from healer.store import open_store
+    from healer import durations  # lazy: healer.durations: 2.1 ms of `healer --help`
+    from healer.fleet.status import fleet_status  # lazy: pulls pydantic, networkx…: 298 ms of `healer --help`
 
     r = require_fleet(root)
     pol = policy_for(r, policy)
@@ -223,11 +227,8 @@ def watch_cmd(
     policy: Path = PolicyOpt,
 ) -> None:
     """Run an external agent command with registration, heartbeats and a deadline; exit with its code."""
-    from healer import durations
-    from healer.cli.common import policy_for
-    from healer.errors import UsageError
-    from healer.fleet.watch import watch
-    from healer.store import open_store
+    from healer import durations  # lazy: healer.durations: 1.8 ms of `healer --help`
+    from healer.fleet.watch import watch  # lazy: pulls pydantic, networkx: 257 ms of `healer --help`
 
     r = require_fleet(root)
     pol = policy_for(r, policy)

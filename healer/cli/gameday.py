@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import typer
+import yaml
+from rich.table import Table
 
-from healer.cli.common import JsonOpt, console, print_json
+from healer.cli.common import JsonOpt, console, print_json, require_fleet
+from healer.errors import UsageError
+from healer.files import ensure_folder
 
 gameday_app = typer.Typer(help="Chaos game days: break the fleet on purpose and check that healer heals it.",
                           no_args_is_help=True)
@@ -18,10 +23,8 @@ def list_cmd(paths: list[Path] = typer.Argument(None, help="Scenario files or fo
              switches: bool = typer.Option(False, "--switches", help="List the product switches `disable:` may turn off."),
              faults: bool = typer.Option(False, "--faults", help="List the faults a scenario can inject, and in which worlds.")) -> None:
     """List scenarios: name, mode, what each proves (--faults: every fault; --switches: the product switches)."""
-    from rich.table import Table
-
     if faults:
-        from chaos.faults.worlds import rows
+        from chaos.faults.worlds import rows  # lazy: pulls pydantic, chaos…: 364 ms of `healer --help`
 
         if as_json:
             print_json(rows())
@@ -31,11 +34,11 @@ def list_cmd(paths: list[Path] = typer.Argument(None, help="Scenario files or fo
             ft.add_row(r["fault"], ", ".join(r["worlds"]), ", ".join(r["params"]) or "-", r["what"], r["undo"])
         console.print(ft)
         return
-    from chaos.runner import load_all
+    from chaos.runner import load_all  # lazy: pulls pydantic, chaos…: 432 ms of `healer --help`
 
     scs = load_all([str(p) for p in paths] if paths else None)
     if switches:
-        from healer.switches import SWITCHES
+        from healer.switches import SWITCHES  # lazy: healer.switches: 1.2 ms of `healer --help`
 
         if as_json:
             print_json(SWITCHES)
@@ -56,7 +59,7 @@ def list_cmd(paths: list[Path] = typer.Argument(None, help="Scenario files or fo
 
 
 def _overrides(items: list[str] | None) -> dict:
-    from chaos.scenario import deep_merge, parse_override
+    from chaos.scenario import deep_merge, parse_override  # lazy: pulls pydantic, chaos: 155 ms of `healer --help`
 
     out: dict = {}
     for it in items or []:
@@ -67,9 +70,6 @@ def _overrides(items: list[str] | None) -> dict:
 def _check_outputs(report_dir: Path | None, junit: Path | None) -> None:
     """Refuse unusable output paths before a long game day, not with a traceback after it: the folders are
     made now (a path that cannot be one is exit 64, a host that takes no writes 74)."""
-    from healer.errors import UsageError
-    from healer.files import ensure_folder
-
     if junit is not None and (junit.is_dir() or (report_dir is not None and junit.resolve() == report_dir.resolve())):
         raise UsageError(f"--junit {junit}: expected a file name, found a folder")
     if report_dir is not None:
@@ -83,8 +83,7 @@ def _check_workdir(workdir: Path | None, scs) -> Path | None:
     (moved aside, never emptied: chaos/workdir.py); checked for every scenario before the first runs."""
     if workdir is None:
         return None
-    from chaos.workdir import problem
-    from healer.errors import UsageError
+    from chaos.workdir import problem  # lazy: pulls chaos, psutil: 17 ms of `healer --help`
 
     if workdir.exists() and not workdir.is_dir():
         raise UsageError(f"--workdir {workdir}: expected a folder, found a file")
@@ -97,9 +96,8 @@ def _check_workdir(workdir: Path | None, scs) -> Path | None:
 
 def _against_fleet(scs, root: Path, report_dir, junit, quiet: bool) -> int:
     """Scenarios whose faults act on your fleet (chaos/engine/fleet.py): no fleet built, none thrown away."""
-    from chaos.engine.fleet import FleetEngine, refuse_unsupported
-    from chaos.runner import outcome
-    from healer.cli.common import require_fleet
+    from chaos.engine.fleet import FleetEngine, refuse_unsupported  # lazy: pulls pydantic, chaos…: 454 ms of `healer --help`
+    from chaos.runner import outcome  # lazy: pulls pydantic, chaos…: 434 ms of `healer --help`
 
     target = require_fleet(root)
     for sc in scs:
@@ -115,8 +113,7 @@ def _against_fleet(scs, root: Path, report_dir, junit, quiet: bool) -> int:
 
 def _experiments(paths: list[Path]) -> bool:
     """True when every path is a Chaos Toolkit experiment; a mix with healer scenarios is a usage error."""
-    from healer.ctk.run import is_experiment
-    from healer.errors import UsageError
+    from healer.ctk.run import is_experiment  # lazy: pulls chaos, chaoslib…: 107 ms of `healer --help`
 
     flags = [is_experiment(p) for p in paths]
     if any(flags) and not all(flags):
@@ -141,12 +138,11 @@ def run_cmd(
 ) -> None:
     """Run scenarios or Chaos Toolkit experiments (.json/.yaml with title and method); exit 0 when every
     expectation (steady state) holds, 1 otherwise."""
-    from chaos.runner import outcome, run_all
-    from healer.errors import UsageError
+    from chaos.runner import outcome, run_all  # lazy: pulls pydantic, chaos…: 439 ms of `healer --help`
 
     _check_outputs(report_dir, junit)
     if paths and _experiments(paths):
-        from healer.ctk import run as ctk
+        from healer.ctk import run as ctk  # lazy: pulls chaos, chaoslib…: 108 ms of `healer --help`
 
         ignored = [flag for flag, given in (("--disable", disable), ("--seed", seed is not None), ("--override", bool(override)),
                                             ("--workdir", workdir is not None), ("--keep", keep)) if given]
@@ -186,8 +182,7 @@ def run_cmd(
 
 def _selection(paths: list[Path] | None):
     """The scenarios named (files, folders, names), validated; none at all is a usage error (64), not a pass."""
-    from chaos.runner import load_all
-    from healer.errors import UsageError
+    from chaos.runner import load_all  # lazy: pulls pydantic, chaos…: 445 ms of `healer --help`
 
     scs = load_all([str(p) for p in paths] if paths else None)
     if not scs:
@@ -203,7 +198,7 @@ def _load(paths: list[Path] | None, root: Path | None = None) -> tuple[list[tupl
     """The one loader of `gameday run` and `gameday validate`: (Chaos Toolkit experiments, healer scenarios), one
     of them empty; a mix of both is a usage error. What one accepts, the other does (issue 34)."""
     if paths and _experiments(paths):
-        from healer.ctk.run import load_all
+        from healer.ctk.run import load_all  # lazy: pulls chaos, chaoslib…: 103 ms of `healer --help`
 
         return load_all(list(paths), root), []
     return [], _selection(paths)
@@ -217,8 +212,6 @@ def validate_cmd(paths: list[Path] = typer.Argument(..., help="Scenario files or
     exit 0 when valid, 65 with one FILE:LINE:COL line per problem."""
     exps, scs = _load(paths, root.resolve() if root else None)
     if scs and root is not None:
-        from healer.errors import UsageError
-
         raise UsageError("--root: only for Chaos Toolkit experiments (a scenario builds its own fleet); validate without it")
     for path, exp in exps:
         ss = exp.get("steady-state-hypothesis") or {}
@@ -235,14 +228,10 @@ def new_cmd(name: str = typer.Argument(..., help="Scenario name (letters, digits
             out: Path = typer.Option(None, "--out", help="Where to write it (default: ./NAME.yaml)."),
             force: bool = typer.Option(False, "--force", help="Overwrite an existing file.")) -> None:
     """Write a commented scenario skeleton that validates and runs (edit it, then `healer gameday validate`)."""
-    import re
-
-    from chaos.scenario import skeleton
-    from healer.errors import UsageError
+    from chaos.scenario import skeleton  # lazy: pulls pydantic, chaos: 144 ms of `healer --help`
 
     if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
         raise UsageError(f"gameday new {name!r}: expected a name of lower-case letters, digits and dashes")
-    from healer.files import ensure_folder
 
     path = out or Path(f"{name}.yaml")
     if path.is_dir():
@@ -267,31 +256,28 @@ def replay_cmd(
     workdir: Path = typer.Option(None, "--workdir", help="Keep the replayed fleet under this folder."),
 ) -> None:
     """Re-run a scenario, or a generated fault schedule, deterministically from its seed."""
-    from chaos.runner import outcome, run_all
-    from healer.errors import UsageError
+    from chaos.runner import outcome, run_all  # lazy: pulls pydantic, chaos…: 445 ms of `healer --help`
 
     if scenario is not None and schedule is not None:
         raise UsageError("replay: expected a SCENARIO or --schedule FILE, got both")
     if scenario is not None:
-        from chaos.scenario import discover, load
+        from chaos.scenario import discover, load  # lazy: pulls pydantic, chaos: 143 ms of `healer --help`
 
         if not scenario.exists():  # a scenario name (`zombie-ticket`), as `gameday run` takes it
             found = discover([str(scenario)])
             scenario = found[0] if len(found) == 1 else scenario
         sc = load(scenario)
     elif schedule is not None:
-        from chaos.explore import load_schedule
+        from chaos.explore import load_schedule  # lazy: pulls pydantic, chaos…: 414 ms of `healer --help`
 
         sc = load_schedule(schedule)
     elif seed is not None:
-        from chaos.explore import scenario_for_seed
+        from chaos.explore import scenario_for_seed  # lazy: pulls pydantic, chaos…: 412 ms of `healer --help`
 
         sc = scenario_for_seed(seed)
     else:
         raise UsageError("replay: expected --seed N, a SCENARIO or --schedule FILE, got none")
     if show:
-        import yaml
-
         typer.echo(yaml.safe_dump(sc.model_dump(mode="json", exclude_defaults=True), sort_keys=False), err=True)
     _check_outputs(report_dir, None)
     results = run_all([sc], seed=seed, live=False, workroot=_check_workdir(workdir, [sc]))
@@ -307,12 +293,9 @@ def explore_cmd(
     seeded: bool = typer.Option(False, "--seeded", help="Try the seeded schedules SEED..SEED+N-1 instead (no shrinking)."),
 ) -> None:
     """Generate fault schedules (hypothesis) against the simulated engine; shrink and save any failure."""
-    from chaos import explore
+    from chaos import explore  # lazy: pulls pydantic, chaos…: 424 ms of `healer --help`
 
     if out is not None:  # where a failure goes is checked before the search, not after it
-        from healer.errors import UsageError
-        from healer.files import ensure_folder
-
         if out.is_dir():
             raise UsageError(f"--out {out}: expected a file name, found a folder")
         ensure_folder(out.parent, f"--out {out}")
@@ -348,7 +331,7 @@ def explore_cmd(
 def clean_cmd(as_json: bool = JsonOpt) -> None:
     """Undo what killed game days left behind (stopped processes, fleet processes, lock files, moved worktrees),
     then remove their run and work folders."""
-    from chaos.faults.undo import clean
+    from chaos.faults.undo import clean  # lazy: pulls chaos, psutil: 13 ms of `healer --help`
 
     lines = clean()
     if as_json:

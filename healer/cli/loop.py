@@ -10,8 +10,11 @@ from rich.table import Table
 
 from healer import procs
 from healer.cli.common import JsonOpt, console, print_json
+from healer.clock import system
 from healer.errors import InvalidInput, UsageError  # noqa: F401 - used by the other commands
-from healer.loop.start import _fleet_root, _workdir
+from healer.loop.start import _fleet_root, _workdir, start
+from healer.loop.state import RunPaths, check_run_id, describe, run_ids
+from healer.store import open_store
 
 loop_app = typer.Typer(help="The governed loop: one agent, one task, one working tree, until the gates pass.",
                        no_args_is_help=True)
@@ -39,8 +42,6 @@ def run_cmd(
                                                                   "not); the loop's commits never include them."),
 ) -> None:
     """Run the governed loop until the gates pass (0), the budget ends (2), it stalls (3) or is stopped (4)."""
-    from healer.loop.start import start
-
     raise typer.Exit(start(policy=policy, task=task, workdir=workdir, agent=agent, agent_cmd=agent_cmd,
                            argv_after=list(ctx.args), resume=resume, run_id=run_id, root=root,
                            max_iterations=max_iterations, allow_dirty=allow_dirty))
@@ -51,7 +52,6 @@ def _fleet_workdirs(root: Path | None) -> dict[str, Path]:
     r = _fleet_root(root) or _nearest_store()
     if r is None:
         return {}
-    from healer.store import open_store
 
     s = open_store(r)
     try:
@@ -67,8 +67,6 @@ def _nearest_store() -> Path | None:
 
 
 def _locate(run_id: str, workdir: Path | None, root: Path | None) -> Path:
-    from healer.loop.state import RunPaths, check_run_id
-
     check_run_id(run_id)
     wd = _workdir(workdir)
     if RunPaths(wd, run_id).state.exists():
@@ -83,8 +81,6 @@ def _locate(run_id: str, workdir: Path | None, root: Path | None) -> Path:
 def status_cmd(run_id: str = typer.Argument(..., help="The run id."), workdir: Path | None = WorkdirOpt,
                root: Path | None = FleetOpt, as_json: bool = JsonOpt) -> None:
     """Show one run: status, iterations, last gates, failure signature, cost, exit."""
-    from healer.loop.state import describe
-
     d = describe(_locate(run_id, workdir, root), run_id, procs.same)
     if as_json:
         print_json(d)
@@ -100,8 +96,6 @@ def status_cmd(run_id: str = typer.Argument(..., help="The run id."), workdir: P
 def list_cmd(workdir: Path | None = WorkdirOpt, root: Path | None = FleetOpt, as_json: bool = JsonOpt) -> None:
     """List the runs of a working tree and of the fleet's working trees (--root, $HEALER_ROOT or the fleet around
     the current folder)."""
-    from healer.loop.state import describe, run_ids
-
     wd = _workdir(workdir)
     places: dict[tuple[str, str], Path] = {}
     for rid in run_ids(wd):
@@ -130,9 +124,6 @@ def list_cmd(workdir: Path | None = WorkdirOpt, root: Path | None = FleetOpt, as
 def pause_cmd(run_id: str = typer.Argument(..., help="The run id."), workdir: Path | None = WorkdirOpt,
               root: Path | None = FleetOpt) -> None:
     """Ask a run to stop before its next iteration (exit 4); continue it later with --resume."""
-    from healer.clock import system
-    from healer.loop.state import RunPaths, describe
-
     wd = _locate(run_id, workdir, root)
     d = describe(wd, run_id, procs.same)
     if d["status"] == "ended":  # a PAUSE file would only mislead: nothing runs to read it

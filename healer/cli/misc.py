@@ -14,8 +14,14 @@ from urllib.parse import urlparse
 import typer
 from rich.table import Table
 
+from healer import failpoints, git, sandbox
 from healer.cli.common import JsonOpt, RootOpt, console, find_root, print_json, state
+from healer.errors import InvalidInput, StoreCorrupt, UsageError
 from healer.init import InitResult, init_fleet  # noqa: F401 - InitResult: what init_fleet returns, for its callers
+from healer.store import open_store, store_url
+from healer.store.corrupt import corrupt, recover_hint
+from healer.store.sqlite import SQLITE_VERSION, SqliteStore
+from healer.store.urls import redact
 
 
 def init(root: Path = RootOpt,
@@ -24,14 +30,10 @@ def init(root: Path = RootOpt,
          new_board: bool = typer.Option(False, "--new-board", help="Start a new, empty board on purpose: the old SQLite "
                                         "store is kept aside, ticket ids continue after the old board's.")) -> None:
     """Create .healer/ in the fleet root, a healer.yaml policy if absent, and ignore .healer/ in git."""
-    from healer import log
-    from healer.store import store_url
-    from healer.store.urls import redact
+    from healer import log  # lazy: pulls loguru: 31 ms of `healer --help`
 
     r = find_root(root) if root else Path.cwd().resolve()
     if root is not None and not r.exists() and not r.is_symlink():  # a mistyped --root must not become a new fleet
-        from healer.errors import UsageError
-
         raise UsageError(f"--root {root}: no such folder (make it first, then run healer init there)")
     res = init_fleet(r, store=store, new_board=new_board)
     log.setup(r, bool(state["debug"]))
@@ -46,8 +48,6 @@ def init(root: Path = RootOpt,
 
 
 def _in_git(root: Path) -> bool:
-    from healer import git
-
     try:
         o = git.run(root, "rev-parse", "--is-inside-work-tree", check=False, timeout=30)
     except git.GitError:
@@ -57,8 +57,6 @@ def _in_git(root: Path) -> bool:
 
 def failpoints_cmd(as_json: bool = JsonOpt) -> None:
     """List every failpoint name and where it sits (aim HEALER_FAILPOINTS at them)."""
-    from healer import failpoints
-
     failpoints.load_all()
     pts = failpoints.registry()
     if as_json:
@@ -96,9 +94,6 @@ def _check_git() -> Check:
 
 
 def _check_postgres(root: Path) -> Check:
-    from healer.store import open_store, store_url
-    from healer.store.urls import redact
-
     where = redact(store_url(root))
     try:
         s = open_store(root)
@@ -118,9 +113,6 @@ def _check_postgres(root: Path) -> Check:
 
 
 def _check_sqlite(root: Path | None) -> Check:
-    from healer.errors import StoreCorrupt
-    from healer.store import open_store, store_url
-
     if root is not None and not store_url(root).startswith("sqlite:"):
         return _check_postgres(root)
     if root is not None:
@@ -137,13 +129,10 @@ def _check_sqlite(root: Path | None) -> Check:
             finally:
                 s.close()
         except Exception as e:  # noqa: BLE001 - reported, not raised
-            from healer.store.corrupt import corrupt, recover_hint
-
             path = store_url(root).removeprefix("sqlite:")
             hint = f"; {recover_hint(path)}" if corrupt(e) else ""
             return Check("store", "fail", f"{path}: {type(e).__name__}: {e}{hint}", True)
         return Check("store", "ok" if mode == "wal" else "fail", detail + ("" if mode == "wal" else " (WAL unavailable here)"), True)
-    from healer.store.sqlite import SQLITE_VERSION, SqliteStore
 
     with tempfile.TemporaryDirectory() as d:
         probe = SqliteStore(Path(d) / "probe.db")
@@ -155,8 +144,7 @@ def _check_sqlite(root: Path | None) -> Check:
 
 
 def _check_policy(root: Path | None) -> Check:
-    from healer.errors import InvalidInput
-    from healer.policy import load_policy
+    from healer.policy import load_policy  # lazy: pulls pydantic: 113 ms of `healer --help`
 
     path = root / "healer.yaml" if root is not None and (root / "healer.yaml").exists() else None
     try:
@@ -171,9 +159,8 @@ def _check_dispatch(root: Path | None) -> list[Check]:
     """Can `healer dispatch` start here? Informational: supervise, watch and the board need neither."""
     if root is None:
         return []
-    from healer.errors import InvalidInput
-    from healer.fleet.dispatcher import preflight
-    from healer.policy import load_policy
+    from healer.fleet.dispatcher import preflight  # lazy: pulls pydantic, networkx…: 267 ms of `healer --help`
+    from healer.policy import load_policy  # lazy: pulls pydantic: 113 ms of `healer --help`
 
     out = []
     if not _in_git(root):
@@ -193,7 +180,7 @@ def _check_docker() -> Check:
         if h not in ("localhost", "127.0.0.1", "::1"):
             return Check("docker", "info", f"not checked: DOCKER_HOST={host} is off this machine")
     try:
-        import docker
+        import docker  # lazy: pulls docker: 70 ms of `healer --help`
 
         client = docker.from_env(timeout=3)
         try:
@@ -208,8 +195,6 @@ def _check_docker() -> Check:
 
 def _check_sandbox() -> Check:
     """What `loop.sandbox: auto` will use here (informational: unsandboxed loops still run)."""
-    from healer import sandbox
-
     why = sandbox.unavailable()
     if why is None:
         return Check("sandbox", "ok", "bubblewrap works: loop.sandbox auto confines agents and gates")
@@ -217,8 +202,6 @@ def _check_sandbox() -> Check:
 
 
 def _check_failpoints() -> Check:
-    from healer import failpoints
-
     spec = os.environ.get(failpoints.ENV)
     if not spec:
         return Check("failpoints", "ok", f"{failpoints.ENV} unset (inert)")
@@ -251,7 +234,7 @@ def demo(keep: bool = typer.Option(False, "--keep", help="Keep the demo fleet fo
          report: Path | None = typer.Option(None, "--report", help="Write the suite's report here "
                                             "(default: ~/.cache/healer/demo-report, or $HEALER_CACHE_DIR/demo-report).")) -> None:
     """What `make run` runs: a demo fleet broken and healed live, then the standard game-day suite."""
-    from healer import demo as demo_mod
+    from healer import demo as demo_mod  # lazy: pulls pydantic, chaos…: 428 ms of `healer --help`
 
     rc = demo_mod.run(console, keep=keep, suite=suite, report=report)
     if rc:

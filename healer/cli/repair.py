@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import re
+import sys
 from pathlib import Path
 
 import typer
+from rich.table import Table
 
-from healer.cli.common import JsonOpt, PolicyOpt, RootOpt, console, print_json, require_fleet
+from healer.cli.common import JsonOpt, PolicyOpt, RootOpt, console, policy_for, print_json, require_fleet
+from healer.clock import iso, system
 from healer.errors import STOPPED, HealerError, UsageError
+from healer.store import open_store
 
 PRESETS = ("builtin", "claude", "codex", "command")
 
@@ -18,8 +24,7 @@ def mcp_serve(
     policy: Path = PolicyOpt,
 ) -> None:
     """Serve the repair agent's tools over MCP (stdio). Read-only diagnosis plus the five safe actions."""
-    from healer.cli.common import policy_for
-    from healer.repair.server import serve
+    from healer.repair.server import serve  # lazy: pulls pydantic, docker…: 806 ms of `healer --help`
 
     r = require_fleet(root)
     if run_id is not None and not _safe_run_id(run_id):
@@ -28,8 +33,6 @@ def mcp_serve(
 
 
 def _safe_run_id(s: str) -> bool:
-    import re
-
     return bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", s))
 
 
@@ -45,11 +48,8 @@ def repair_run(
     An operator asking is the trigger, so the blockage conditions are not checked;
     the daily cap and .healer/HALT are (unless --force; under HALT every action is still refused).
     """
-    from healer.cli.common import policy_for
-    from healer.clock import system
-    from healer.core.trigger import runs_today
-    from healer.repair import launcher
-    from healer.store import open_store
+    from healer.core.trigger import runs_today  # lazy: pulls pydantic, networkx: 243 ms of `healer --help`
+    from healer.repair import launcher  # lazy: pulls pydantic, docker…: 546 ms of `healer --help`
 
     if agent is not None and agent not in PRESETS:
         raise UsageError(f"--agent: expected one of {', '.join(PRESETS)}, got {agent!r}")
@@ -87,9 +87,6 @@ def _few(items: list[str], n: int = 8) -> str:
 
 def repair_list(root: Path = RootOpt, as_json: bool = JsonOpt) -> None:
     """List past repair runs (from the event log)."""
-    from healer.clock import iso
-    from healer.store import open_store
-
     store = open_store(require_fleet(root))
     try:
         ends = {e.subject: e for e in store.events(kinds=["repair.ended"])}
@@ -104,7 +101,6 @@ def repair_list(root: Path = RootOpt, as_json: bool = JsonOpt) -> None:
     if as_json:
         print_json(rows)
         return
-    from rich.table import Table
 
     t = Table("run", "started", "agent", "exit", "calls", "done", "refused", "reason")
     for r in rows:
@@ -118,15 +114,12 @@ def repair_builtin_agent(
     max_calls: int = typer.Option(None, "--max-calls", help="Stop before this many tool calls (default: what the server reports)."),
 ) -> None:
     """The deterministic built-in repair agent: an MCP client that diagnoses and applies the safe actions."""
-    from healer.repair import builtin
+    from healer.repair import builtin  # lazy: pulls pydantic, docker…: 778 ms of `healer --help`
 
     summary = builtin.run_from_config(config, max_calls=max_calls)
-    from healer.repair import container
+    from healer.repair import container  # lazy: pulls pydantic, docker…: 551 ms of `healer --help`
 
     if container.sandboxed():  # stdout is the MCP channel in the docker sandbox: report on stderr
-        import json
-        import sys
-
         sys.stderr.write(json.dumps(summary, indent=2, sort_keys=True, default=str) + "\n")
         return
     print_json(summary)

@@ -9,6 +9,7 @@ import typer
 
 from healer import errors
 from healer.cli.common import err_console, read_texts
+from healer.files import ensure_folder
 
 runbook_app = typer.Typer(help="Runbooks as policy: Markdown with a rule in its YAML front matter.", no_args_is_help=True)
 
@@ -18,7 +19,7 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 @runbook_app.command("check")
 def check(paths: list[Path] = typer.Argument(None, help="Runbook files or folders (default: runbooks/).")) -> None:
     """Validate every runbook: front matter (a rule) and prose sections. Exit 65 with located lines on problems."""
-    from healer.core.runbooks import check as check_texts
+    from healer.core.runbooks import check as check_texts  # lazy: pulls pydantic, networkx: 258 ms of `healer --help`
 
     targets = list(paths or [Path("runbooks")])
     texts = read_texts(targets)
@@ -39,14 +40,13 @@ def new(
     folder: Path = typer.Option(Path("runbooks"), "--dir", help="Where to write NAME.md."),
 ) -> None:
     """Write a runbook template that `healer runbook check` accepts."""
-    from healer.core.runbooks import template
-    from healer.policy.schema import FINDINGS
+    from healer.core.runbooks import template  # lazy: pulls pydantic, networkx: 252 ms of `healer --help`
+    from healer.policy.schema import FINDINGS  # lazy: pulls pydantic: 113 ms of `healer --help`
 
     if not _NAME.match(name):
         raise errors.UsageError(f"{name!r}: expected a name of lowercase letters, digits and dashes (e.g. requeue-frozen)")
     if when not in FINDINGS:
         raise errors.UsageError(f"--when: expected one of {', '.join(FINDINGS)}, got {when!r}")
-    from healer.files import ensure_folder
 
     target = folder / f"{name}.md"
     if target.exists():

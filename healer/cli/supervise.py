@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -23,21 +24,25 @@ from healer.cli.common import (
     store_for,
 )
 from healer.clock import iso, system
+from healer.errors import INTERNAL, INVALID_INPUT, STOPPED, HealerError
+from healer.errors import HealerError as _Err
+from healer.store import open_store
+from healer.store.corrupt import StoreCorrupt, raise_if_corrupt
 
 
 def _setup_logs(root: Path, name: str) -> None:
     """Human lines on stderr (loguru's default), JSON lines in .healer/logs/<name>.jsonl."""
-    from loguru import logger
+    from loguru import logger  # lazy: pulls loguru: 32 ms of `healer --help`
 
     logs = root / ".healer" / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    from healer.log import SafeFile
+    from healer.log import SafeFile  # lazy: pulls loguru: 33 ms of `healer --help`
 
     logger.add(SafeFile(logs / f"{name}.jsonl", 50 * 1024 * 1024).write, serialize=True, level="INFO", catch=True)
 
 
 def _age(now: float, t: float | None) -> str:
-    from healer import durations
+    from healer import durations  # lazy: healer.durations: 1.9 ms of `healer --help`
 
     if t is None:
         return "-"
@@ -128,13 +133,13 @@ def print_plan(rep) -> None:
 def _supervisor(root: Path, policy_path: Path | None, *, dry_run: bool = False, metrics=None, repair_async: bool = False,
                 early: list[int] | None = None):
     """`early`: the signals (0 SIGTERM, 1 Ctrl-C) seen so far; one while the store is awaited ends the wait."""
-    from healer.supervisor import Supervisor
+    from healer.supervisor import Supervisor  # lazy: pulls pydantic, networkx…: 351 ms of `healer --help`
 
     pol = policy_for(root, policy_path)
     if dry_run:
         store = store_for(root, readonly=True)  # a dry run writes nothing: it works on a read-only .healer/
     else:  # a store away at start is ridden out for up to store.outage_tolerance, as one lost later
-        from healer.store import open_store_waiting, outage
+        from healer.store import open_store_waiting, outage  # lazy: pulls prometheus_client: 34 ms of `healer --help`
 
         outage.set_tolerance(pol.store.outage_tolerance)
         clock = system()
@@ -145,8 +150,6 @@ def _supervisor(root: Path, policy_path: Path | None, *, dry_run: bool = False, 
 
         store = open_store_waiting(require_fleet(root), clock, wait=wait, who="supervise")
         if store is None:  # stopped while it waited: as a stop at any other moment (SIGTERM 0, Ctrl-C 4)
-            from healer.errors import STOPPED
-
             typer.echo("healer supervise: stopped before the store came back")
             raise typer.Exit(STOPPED if early and early[-1] == 1 else 0)
     return Supervisor(root, pol, store, system(), dry_run=dry_run, metrics=metrics, repair_async=repair_async)
@@ -168,14 +171,14 @@ def supervise(
     if not once:  # a SIGTERM from the moment the metrics port answers stops cleanly (exit 0, lease released)
         signal.signal(signal.SIGTERM, lambda *a: early.append(0))
         signal.signal(signal.SIGINT, lambda *a: early.append(1))
-    from healer.metrics import start as start_metrics
+    from healer.metrics import start as start_metrics  # lazy: pulls pydantic, prometheus_client: 138 ms of `healer --help`
 
     metrics, server = start_metrics(metrics_port, "supervise")
     if not dry_run:
         _setup_logs(r, "supervisor")
     sup = _supervisor(r, policy, dry_run=dry_run, metrics=metrics, repair_async=not once, early=early)
-    from healer.notify import outbox
-    from healer.notify.outbox import ONCE_DEADLINE
+    from healer.notify import outbox  # lazy: pulls pydantic, networkx…: 305 ms of `healer --help`
+    from healer.notify.outbox import ONCE_DEADLINE  # lazy: with outbox above (0.2 ms more)
 
     courier = None
     try:
@@ -254,11 +257,10 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
        metrics_port: int = typer.Option(None, "--metrics-port", min=1, max=65535,
                                         help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics.")) -> None:
     """Run the dispatcher and the supervisor together until SIGTERM/SIGINT."""
-    from loguru import logger
+    from loguru import logger  # lazy: pulls loguru: 33 ms of `healer --help`
 
-    from healer.errors import INTERNAL, HealerError
-    from healer.fleet.dispatcher import Dispatcher, preflight
-    from healer.supervisor import Supervisor
+    from healer.fleet.dispatcher import Dispatcher, preflight  # lazy: pulls pydantic, networkx…: 292 ms of `healer --help`
+    from healer.supervisor import Supervisor  # lazy: pulls pydantic, networkx…: 354 ms of `healer --help`
 
     stop = threading.Event()
     early: list[int] = []
@@ -266,17 +268,16 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: (early.append(1), stop.set()))
     r = require_fleet(root)
-    from healer.metrics import start as start_metrics
+    from healer.metrics import start as start_metrics  # lazy: pulls pydantic, prometheus_client: 140 ms of `healer --help`
 
     metrics, server = start_metrics(metrics_port, "up")
     _setup_logs(r, "up")
     pol = policy_for(r, policy)
     clock = system()
-    from healer.store import open_store_waiting, outage
+    from healer.store import open_store_waiting, outage  # lazy: pulls prometheus_client: 34 ms of `healer --help`
 
     # a store away at start (the server restarting, down for maintenance) is ridden out as one lost later
     outage.set_tolerance(pol.store.outage_tolerance)
-    from healer.errors import HealerError as _Err
 
     try:
         d_store = open_store_waiting(r, clock, wait=stop.wait, who="up")
@@ -288,14 +289,12 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
             d_store.close()
         typer.echo("healer up: stopped before the store came back" + (" (interrupted)" if early else ""))
         if early:
-            from healer.errors import STOPPED
-
             raise typer.Exit(STOPPED)
         return
     disp = Dispatcher(r, pol, d_store, clock, policy_path=policy)
     preflight(pol)
     sup = Supervisor(r, pol, s_store, clock, repair_async=True, metrics=metrics)
-    from healer.notify import outbox
+    from healer.notify import outbox  # lazy: pulls pydantic, networkx…: 287 ms of `healer --help`
 
     courier = outbox.start(r, pol, clock, metrics=metrics)  # alerts owed by an earlier run are delivered too
     errors: dict[str, str] = {}
@@ -319,8 +318,6 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
         except HealerError as e:  # a lost store: one line, the other half is stopped with it
             errors[name], codes[name] = str(e), e.exit_code
         except BaseException as e:  # noqa: BLE001 - reported in one line, and the other half is stopped with it
-            from healer.store.corrupt import StoreCorrupt, raise_if_corrupt
-
             try:
                 raise_if_corrupt(d_store, e)
             except StoreCorrupt as c:  # damaged pages met outside a pass: the same one line and exit 74
@@ -372,8 +369,6 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
         raise HealerError(f"up: {errors[name]}", codes.get(name, INTERNAL))
     typer.echo("healer up: stopped" + (" (interrupted)" if interrupted else ""))
     if interrupted:
-        from healer.errors import STOPPED
-
         raise typer.Exit(STOPPED)
 
 
@@ -388,14 +383,9 @@ def journal(
     """Print the event log (append-only): transitions, intents, actions, alerts, ticks."""
     termed: list[int] = []
     if follow:  # from the first line: a signal while the past is printed or the store opens ends it cleanly too
-
         def _stop(signum: int, _frame: Any) -> None:
             # a follower only reads: it ends on the spot (SIGTERM 0, Ctrl-C 4) instead of raising into
             # whatever it was doing (an exception raised inside a library's lock could leave it hanging)
-            import os
-
-            from healer.errors import STOPPED
-
             try:
                 sys.stdout.flush()
             except Exception:  # noqa: BLE001 - interrupted mid-write: the partial line is not worth a hang
@@ -434,7 +424,6 @@ def journal(
             raise
         if termed:
             return
-        from healer.errors import STOPPED
 
         raise typer.Exit(STOPPED) from None
     finally:
@@ -460,7 +449,7 @@ def quarantine_list(
     root: Path = RootOpt,
 ) -> None:
     """List quarantined files: id, original path, size, sha256, reason, time."""
-    from healer.remedy import quarantine as q
+    from healer.remedy import quarantine as q  # lazy: healer.remedy.quarantine: 12 ms of `healer --help`
 
     r = require_fleet(root)
     bad: list[str] = []
@@ -484,9 +473,7 @@ def quarantine_restore(
     root: Path = RootOpt,
 ) -> None:
     """Put quarantined files back where they were (refuses to overwrite an existing file)."""
-    from healer.errors import INTERNAL, INVALID_INPUT, HealerError
-    from healer.remedy import quarantine as q
-    from healer.store import open_store
+    from healer.remedy import quarantine as q  # lazy: healer.remedy.quarantine: 12 ms of `healer --help`
 
     r = require_fleet(root)
     try:

@@ -21,7 +21,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from healer import lifecycle
-from healer.core.dispatch import counted, died, infra
+from healer.core.dispatch import (
+    counted,
+    died,
+    infra,
+    same_state_resumes,  # one definition of spinning, the dispatcher's
+)
 from healer.core.model import AgentView, Finding, Snapshot, WorktreeView
 from healer.records import Ticket
 
@@ -179,7 +184,6 @@ def _budget_spent(attempts, policy) -> str | None:
     """Why the launch budget is spent, or None (SPEC §6: launches incl. resumes; resumes on the same state)."""
     if len(attempts) >= policy.retry.max_launches:
         return f"{len(attempts)} launches >= retry.max_launches {policy.retry.max_launches}"
-    from healer.core.dispatch import same_state_resumes  # one definition of spinning, the dispatcher's
 
     same = same_state_resumes(attempts)
     if same >= policy.retry.resume_same_state_limit:

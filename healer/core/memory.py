@@ -6,6 +6,7 @@ worktree path, a file path) before calling `decide`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from healer.core.model import Memory
@@ -74,7 +75,6 @@ def forget_attempts(memory: Memory, subjects: set[str], at: float) -> Memory:
     """
     if not subjects:
         return memory
-    from dataclasses import replace
 
     attempts = {k: ([t for t in v if t != at] if k in subjects else list(v)) for k, v in memory.attempts.items()}
     return replace(memory, attempts={k: v for k, v in attempts.items() if v})

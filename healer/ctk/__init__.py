@@ -17,12 +17,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from chaos.faults.undo import UndoJournal, home
+from healer.cli.common import require_fleet
+
 UNDO_ENV = "HEALER_CTK_UNDO"  # the undo-journal folder of the `healer gameday run` driving the experiment
 
 
 def fleet_root(root: str | None = None, configuration: dict[str, Any] | None = None) -> Path:
-    from healer.cli.common import require_fleet
-
     given = root or (configuration or {}).get("healer_root")
     return require_fleet(Path(given) if given else None)
 
@@ -30,7 +31,5 @@ def fleet_root(root: str | None = None, configuration: dict[str, Any] | None = N
 def undo_journal():
     """The journal of the run driving us (`healer gameday run`), else one of our own in the game-day home
     (a bare `chaos run`): `healer gameday clean` undoes it once this process is gone."""
-    from chaos.faults.undo import UndoJournal, home
-
     folder = os.environ.get(UNDO_ENV)
     return UndoJournal(Path(folder) if folder else home() / f"ctk-{os.getpid()}")

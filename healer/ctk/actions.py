@@ -6,22 +6,25 @@ journal at the end (and `healer gameday clean` after a killed `chaos run`).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import sys
 from typing import Any
 
 import psutil
 
+from chaos.faults.command import inject
 from healer import procs
+from healer.clock import system
 from healer.ctk import fleet_root, undo_journal
+from healer.store import open_store
 
 __all__ = ["kill_supervisor", "kill_dispatcher", "freeze_dispatch", "thaw_dispatch", "supervise_once", "run_command"]
 
 
 def _holder_pid(root, name: str) -> int:
-    from healer.store import open_store
-
     s = open_store(root)
     try:
         lease = s.lease(name)
@@ -34,8 +37,6 @@ def _holder_pid(root, name: str) -> int:
 
 def _wait_status(pid: int, status: str, within: float = 10.0) -> None:
     """The kernel stops a process asynchronously: return once it is seen `status` (or `within` seconds passed)."""
-    from healer.clock import system
-
     clock = system()
     end = clock.monotonic() + within
     while clock.monotonic() < end:
@@ -84,9 +85,6 @@ def thaw_dispatch(root: str | None = None, configuration: dict[str, Any] | None 
 
 def supervise_once(root: str | None = None, configuration: dict[str, Any] | None = None) -> dict[str, Any]:
     """One real supervisor tick (`healer supervise --once --json`) on the fleet: healer's answer to the fault."""
-    import json
-    import sys
-
     r = fleet_root(root, configuration)
     p = subprocess.run([sys.executable, "-m", "healer", "supervise", "--once", "--json", "--root", str(r)],
                        capture_output=True, text=True, timeout=300)
@@ -101,6 +99,4 @@ def supervise_once(root: str | None = None, configuration: dict[str, Any] | None
 def run_command(command: list[str], undo: list[str] | None = None, cwd: str | None = None, timeout: float = 60,
                 configuration: dict[str, Any] | None = None) -> dict[str, Any]:
     """A `command` fault: run argv (no shell); `undo`, an argv, is journaled first and run at the end."""
-    from chaos.faults.command import inject
-
     return inject(command, undo=undo, cwd=cwd, timeout=timeout, journal=undo_journal())

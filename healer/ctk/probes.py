@@ -9,17 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import psutil
+
+from chaos.faults.command import probe
+from healer.cli.common import policy_for
+from healer.clock import system
 from healer.ctk import fleet_root
+from healer.store import open_store
+from healer.supervisor import Supervisor
 
 __all__ = ["fleet_health", "fleet_healthy", "count_findings", "count_tickets", "ticket_state", "holder", "run_command"]
 
 
 def _plan(root):
-    from healer.cli.common import policy_for
-    from healer.clock import system
-    from healer.store import open_store
-    from healer.supervisor import Supervisor
-
     store = open_store(root)
     try:
         return Supervisor(root, policy_for(root, None), store, system(), dry_run=True).plan()
@@ -58,8 +60,6 @@ def count_tickets(state: str, root: str | None = None, configuration: dict[str, 
 
 
 def ticket_state(ticket: str, root: str | None = None, configuration: dict[str, Any] | None = None) -> str:
-    from healer.store import open_store
-
     s = open_store(fleet_root(root, configuration))
     try:
         return s.ticket(ticket).state
@@ -70,17 +70,11 @@ def ticket_state(ticket: str, root: str | None = None, configuration: dict[str, 
 def run_command(command: list[str], cwd: str | None = None, timeout: float = 60,
                 configuration: dict[str, Any] | None = None) -> dict[str, Any]:
     """A `command` probe: run argv; returns status, stdout, stderr (tolerance on `status`, as a process probe)."""
-    from chaos.faults.command import probe
-
     return probe(command, cwd=cwd, timeout=timeout)
 
 
 def holder(role: str = "supervisor", root: str | None = None, configuration: dict[str, Any] | None = None) -> dict[str, Any]:
     """The process holding the `role` lease (supervisor, dispatcher): pid, alive, status (`stopped` when frozen)."""
-    import psutil
-
-    from healer.store import open_store
-
     s = open_store(fleet_root(root, configuration))
     try:
         lease = s.lease(role)

@@ -19,7 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from chaoslib.exceptions import ChaosException
+from chaoslib.experiment import ensure_experiment_is_valid, run_experiment
+from chaoslib.loader import load_experiment
 
+from chaos import report_ctk
+from chaos.faults.undo import UndoJournal, home
 from healer.ctk import UNDO_ENV
 from healer.ctk.journal import errors, ok, verdict  # noqa: F401 - the verdict of a run, re-exported
 from healer.errors import InvalidInput
@@ -41,10 +46,6 @@ def is_experiment(path: str | Path) -> bool:
 
 
 def load(path: str | Path) -> dict[str, Any]:
-    from chaoslib.exceptions import ChaosException
-    from chaoslib.experiment import ensure_experiment_is_valid
-    from chaoslib.loader import load_experiment
-
     try:
         exp = load_experiment(str(path))
         ensure_experiment_is_valid(exp)
@@ -107,10 +108,6 @@ def _ctk_logging(live: bool):
 
 def run_one(path: str | Path, *, root: Path | None = None, live: bool = True) -> dict[str, Any]:
     """Run one experiment; the journal chaostoolkit-lib returns, plus `healer.undo` (what healer undid)."""
-    from chaoslib.experiment import run_experiment
-
-    from chaos.faults.undo import UndoJournal, home
-
     with _env(HEALER_ROOT=str(root) if root else None):
         exp = load(path)
     folder = home() / f"ctk-{os.getpid()}-{Path(path).stem}"
@@ -132,8 +129,6 @@ def run_one(path: str | Path, *, root: Path | None = None, live: bool = True) ->
 
 
 def run(paths: list[Path], *, root: Path | None, report_dir: Path | None, junit: Path | None, console, live: bool) -> int:
-    from chaos import report_ctk
-
     journals = []
     with _env(HEALER_ROOT=str(root) if root else None):  # configuration may read it (`type: env`) at validation
         for p in paths:

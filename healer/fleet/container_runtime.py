@@ -19,8 +19,11 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
+import docker.errors
+
 from healer.clock import Clock, system
 from healer.errors import HealerError
+from healer.fleet import images
 from healer.fleet.docker_client import connect  # noqa: F401 - callers reach it here
 from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, UNKNOWN, Handle, LaunchSpec, Status
 
@@ -162,8 +165,6 @@ class ContainerRuntime:
     # --- the port -------------------------------------------------------------------------
 
     def launch(self, spec: LaunchSpec) -> Handle:
-        from healer.fleet import images
-
         client = self.client
         if self.build_image:
             images.ensure(client, self.image)
@@ -194,7 +195,6 @@ class ContainerRuntime:
                       environment=env, network_mode=self.network, user=f"{os.getuid()}:{os.getgid()}",
                       stdin_open=False, tty=False)
         name = _name_for(labels)
-        import docker.errors
 
         self._drop_ended(client, labels)
 
@@ -223,8 +223,6 @@ class ContainerRuntime:
         if not handle.container:
             return Status(GONE)
         try:
-            import docker.errors
-
             attrs = self.client.api.inspect_container(handle.container)
         except docker.errors.NotFound:
             return Status(GONE)
@@ -241,7 +239,6 @@ class ContainerRuntime:
         process never sees its SIGTERM)."""
         if not handle.container:
             return
-        import docker.errors
 
         try:
             c = self.client.containers.get(handle.container)
@@ -277,7 +274,6 @@ class ContainerRuntime:
         fleet, ticket = labels.get(LABEL_FLEET), labels.get(LABEL_TICKET)
         if not (fleet and ticket):
             return
-        import docker.errors
 
         try:
             old = client.containers.list(all=True, filters={"label": [f"{LABEL_FLEET}={fleet}", f"{LABEL_TICKET}={ticket}"],
@@ -303,7 +299,6 @@ class ContainerRuntime:
         """Forget an ended container (its output was copied to the log first)."""
         if not handle.container:
             return
-        import docker.errors
 
         try:
             labels = (self.client.api.inspect_container(handle.container).get("Config") or {}).get("Labels")

@@ -16,6 +16,7 @@ from loguru import logger
 from healer import conventions as cv
 from healer import lifecycle
 from healer.core import disk as disk_rules
+from healer.fleet.ports import real_disk_free
 
 RESERVE_NAME = "disk.reserve"
 _FINISHED = (lifecycle.DONE, lifecycle.CLOSED)
@@ -23,8 +24,6 @@ _FINISHED = (lifecycle.DONE, lifecycle.CLOSED)
 
 class DiskWatch:
     def __init__(self, root: Path, store_path: str | None, min_free: int, free=None) -> None:
-        from healer.fleet.ports import real_disk_free
-
         self.free = free or real_disk_free  # the port: (file system id, bytes free) of a folder, or None
         self.root = Path(root)
         self.min_free = int(min_free)

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import os
 
-from healer.errors import HealerError, Unavailable
+import docker
+import docker.errors
+
+from healer.errors import Unavailable
 
 
 def connect(timeout: float = 30):
     """A docker client that has answered a ping, or one clear line saying why not."""
-    try:
-        import docker
-        import docker.errors
-    except ImportError as e:  # pragma: no cover - docker is a declared dependency
-        raise HealerError(f"container runtime: the 'docker' package is not installed ({e})") from e
     try:
         client = docker.from_env(timeout=timeout)
         client.ping()

@@ -14,6 +14,7 @@ labelled with a hash of its content and rebuilt only when that changes.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import io
 import os
@@ -21,6 +22,12 @@ import site
 import sys
 import tarfile
 from pathlib import Path
+
+import docker.errors
+
+import healer
+from healer.errors import HealerError, UsageError
+from healer.fleet.docker_client import connect
 
 DEFAULT_IMAGE = "healer-python"
 HASH_LABEL = "healer.image.hash"
@@ -77,7 +84,6 @@ def python_mounts() -> dict[str, dict[str, str]]:
     candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
                   os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
                   *site.getsitepackages()]
-    import healer
 
     candidates.append(str(Path(healer.__file__).resolve().parents[1]))  # editable install: the source tree
     for c in candidates:
@@ -103,8 +109,6 @@ def python_path_env() -> dict[str, str]:
 
 
 def find(client, name: str = DEFAULT_IMAGE):
-    import docker.errors
-
     try:
         return client.images.get(name)
     except docker.errors.ImageNotFound:
@@ -113,8 +117,6 @@ def find(client, name: str = DEFAULT_IMAGE):
 
 def build(client=None, name: str = DEFAULT_IMAGE, force: bool = False) -> tuple[str, str]:
     """Build `name` unless an image with the same content hash exists. Returns (what, image id)."""
-    import docker
-
     client = client or docker.from_env()
     digest = content_hash()
     have = find(client, name)
@@ -132,21 +134,15 @@ def ensure(client, name: str = DEFAULT_IMAGE) -> None:
     if find(client, name) is not None:
         return
     if name.partition(":")[0] != DEFAULT_IMAGE:
-        from healer.errors import UsageError
-
         raise UsageError(f"docker image {name!r} not found and cannot be pulled here; build it locally (make images builds {DEFAULT_IMAGE})")
     build(client, name)
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     ap = argparse.ArgumentParser(prog="python -m healer.fleet.images", description="Build the images healer needs, offline.")
     ap.add_argument("--force", action="store_true", help="rebuild even when up to date")
     ap.add_argument("--name", default=DEFAULT_IMAGE)
     args = ap.parse_args(argv)
-    from healer.errors import HealerError
-    from healer.fleet.docker_client import connect
 
     try:
         client = connect()

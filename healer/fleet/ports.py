@@ -9,14 +9,20 @@ repair launcher.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+import psutil
+
+from healer import conventions as cv
+from healer import git, procs
 from healer.clock import Clock
-from healer.fleet.gates import GateResult
-from healer.fleet.proposals import Verdict
+from healer.fleet.busy import busy_map
+from healer.fleet.gates import GateResult, gate_checkout
+from healer.fleet.proposals import Verdict, gate_proposal, sweep_scratch
 from healer.records import Proposal
 
 
@@ -79,73 +85,47 @@ class Launcher(Protocol):
 
 class RealGit:
     def is_repo(self, path):
-        from healer import git
-
         return git.is_repo(path)
 
     def rev(self, path, ref="HEAD"):
-        from healer import git
-
         return git.rev(path, ref)
 
     def ensure_excluded(self, root):
-        from healer import git
-
         git.ensure_excluded(root)
 
     def add_worktree(self, root, path, branch, base):
-        from healer import git
-
         return git.add_worktree(root, path, branch, base)
 
     def state(self, worktree):
-        from healer.loop import gitops
+        from healer.loop import gitops  # lazy: healer.loop.gitops: 73 ms of the daemons' start
 
         return gitops.state(worktree)
 
     def sweep_scratch(self, root):
-        from healer.fleet.proposals import sweep_scratch
-
         return sweep_scratch(root)
 
     def half_made(self, root, path):
-        from healer import git
-
         return git.half_made(root, path)
 
     def set_aside(self, root, path, to):
-        from healer import git
-
         return git.set_aside(root, path, to)
 
     def untracked(self, path):
-        from healer import git
-
         return git.untracked(path)
 
     def is_toplevel(self, path):
-        from healer import git
-
         return git.is_toplevel(path)
 
     def dirty(self, path):
-        from healer import git
-
         return git.unsaved(path)  # ignored files, nested repositories and flag-hidden edits too
 
     def tracked(self, path):
-        from healer import git
-
         return git.tracked(path)
 
     def remove_worktree(self, path):
-        from healer import git
-
         git.remove_worktree(path)
 
     def git_paths(self, path, *names):
-        from healer import git
-
         args = [a for n in names for a in ("--git-path", n)]
         out = git.run(path, "rev-parse", *args).stdout.splitlines()
         return [Path(x) if Path(x).is_absolute() else Path(path) / x for x in out]
@@ -153,10 +133,6 @@ class RealGit:
 
 class RealGates:
     def main(self, root, policy, head, clock):
-        from healer import conventions as cv
-        from healer import git
-        from healer.fleet.gates import gate_checkout
-
         scratch = cv.scratch_dir(root, "main")
         git.remove_worktree(scratch, root, check=False)
         scratch.parent.mkdir(parents=True, exist_ok=True)
@@ -167,22 +143,14 @@ class RealGates:
             git.remove_worktree(scratch, root, check=False)
 
     def proposal(self, root, policy, p, clock, *, still_wanted=None):
-        from healer.fleet.proposals import gate_proposal
-
         return gate_proposal(root, policy, p, clock, still_wanted=still_wanted)
 
 
 class RealProcesses:
     def busy(self, paths):
-        from healer.fleet.busy import busy_map
-
         return busy_map(list(paths))
 
     def find_agent(self, root, agent_id, run_id):
-        import psutil
-
-        from healer import procs
-
         for p in procs.processes():
             try:
                 env = p.environ()
@@ -199,7 +167,7 @@ class RealProcesses:
 
 class RealLauncher:
     def launch(self, root, policy, store, clock, *, reason, blockages):
-        from healer.repair import launcher
+        from healer.repair import launcher  # lazy: pulls pydantic, docker…: 535 ms of the daemons' start
 
         return launcher.launch(root, policy, store, clock, reason=reason, blockages=blockages)
 
@@ -218,8 +186,6 @@ class Ports:
 
 
 def real_disk_free(path: Path) -> tuple[int, int] | None:
-    import os
-
     try:
         v = os.statvfs(path)
         return os.stat(path).st_dev, v.f_bavail * v.f_frsize

@@ -17,6 +17,7 @@ import psutil
 
 from healer import procs
 from healer.clock import Clock, system
+from healer.fleet.exits import ExitWatch
 from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, Handle, LaunchSpec, Status
 
 
@@ -30,8 +31,6 @@ class ProcessRuntime:
 
     def on_exit(self, callback) -> None:
         """Call `callback(pid)` as soon as any child launched from now on exits (the dispatcher's wake)."""
-        from healer.fleet.exits import ExitWatch
-
         self._exits = ExitWatch(callback)
 
     def launch(self, spec: LaunchSpec) -> Handle:

@@ -9,6 +9,7 @@ recognised as merged.
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,8 +88,6 @@ def clear_scratch(p: Path, root: Path) -> None:
     git.run(root, "worktree", "unlock", str(p), check=False)
     git.remove_worktree(p, root, check=False)
     if p.exists():
-        import uuid
-
         git.set_aside(root, p, cv.set_aside_dir(root, "scratch") / f"{p.name}.{uuid.uuid4().hex[:8]}")
 
 
@@ -106,7 +105,7 @@ def foreign(root: Path, main: str, commit: str, patterns) -> str | None:
     and no protected path changed from its parent, so a commit an agent made (a "Security Team, Reviewed-by"
     one gutting a test) never reaches main, whatever the tree at the tip holds (issue 31). The trailer can be
     forged by an unsandboxed agent; the protected paths cannot be."""
-    from healer.loop.protect import protected
+    from healer.loop.protect import protected  # lazy: healer.loop.protect: 69 ms of the daemons' start
 
     r = git.run(root, "rev-list", "--parents", f"--max-count={VET_MAX + 1}", commit, f"^{main}", check=False)
     if r.code != 0:

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from healer.clock import Clock
 from healer.errors import InvalidInput
+from healer.fleet.container_runtime import ContainerRuntime
+from healer.fleet.process_runtime import ProcessRuntime
 from healer.fleet.runtime import Runtime
 
 
 def runtime_for(policy, clock: Clock | None = None) -> Runtime:
     kind = policy.fleet.runtime
     if kind == "process":
-        from healer.fleet.process_runtime import ProcessRuntime
-
         return ProcessRuntime(clock)
     if kind == "container":
-        from healer.fleet.container_runtime import ContainerRuntime
-
         return ContainerRuntime.from_policy(policy, clock)
     raise InvalidInput(f"fleet.runtime: expected process or container, got {kind!r}")

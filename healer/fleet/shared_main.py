@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from healer import git
+from healer.fleet import proposals as pr
+from healer.fleet.gates import PASS, gate_checkout
 
 TRAILER = "Healer-Ticket"
 
@@ -80,9 +82,6 @@ def gate_shared(root: Path, policy, p, clock, remote: str, tries: int = 10, stil
     """`proposals.gate_proposal` for a shared repository: build the merge on the freshly fetched shared main, run the
     merge gates on that tree, push it without force. A refused push means another host moved main: fetch, re-merge,
     re-gate. `still_wanted()` is asked before each push (as in gate_proposal). A ticket whose trailer is already on the shared main is merged (once), never again."""
-    from healer.fleet import proposals as pr
-    from healer.fleet.gates import PASS, gate_checkout
-
     main = policy.fleet.main_branch
     log = ""
     for _ in range(tries):

@@ -8,14 +8,17 @@ tick and the sentinels that depend on it report `unknown`.
 from __future__ import annotations
 
 import bisect
+import gc
 import os
 from pathlib import Path
 
 from healer import lifecycle, procs
 from healer.core import fleet as budget_rules
 from healer.core.model import AgentView, Snapshot, WorktreeView
+from healer.errors import NotFound
 from healer.fleet.busy import busy_map  # noqa: F401 - where chaos's simulated processes find it
 from healer.fleet.lost_hosts import host_id
+from healer.fleet.ports import REAL as REAL_PORTS
 from healer.fleet.results import result_exit
 from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, Handle
 from healer.realpath import Resolver
@@ -125,8 +128,6 @@ def _freeze() -> None:
     walk every tracked object: with a 100k-ticket board that was ~0.3 s per steady-state tick, most of it.
     Frozen objects are still freed by reference counting when the board drops them; unfreeze + collect
     first, so cyclic garbage left since the last full read is not kept for good."""
-    import gc
-
     gc.unfreeze()
     gc.collect()
     gc.freeze()
@@ -222,8 +223,6 @@ class _Board:
 
     def apply(self, store, max_changed: int) -> bool:
         """Re-read the tickets the new events name; False when so much changed that a full read is cheaper."""
-        from healer.errors import NotFound
-
         heads = store.event_heads(after=self.seen)  # payloads only for the moves (a tick's summary is large)
         if not heads:
             self.last = "unchanged"
@@ -382,7 +381,7 @@ class Gatherer:
 def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str = HOST, ports=None) -> Snapshot:
     root = g.root(root)
     if ports is None:
-        from healer.fleet.ports import REAL as ports
+        ports = REAL_PORTS
     src = _Sources()
     now = clock.now()
     board = src.get("tickets", lambda: g._board(store, clock), None)

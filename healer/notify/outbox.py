@@ -20,8 +20,12 @@ from dataclasses import dataclass, field
 
 from loguru import logger
 
-from healer import failpoints
-from healer.notify import secrets
+from healer import failpoints, procs
+from healer.errors import StoreLost, corrupt
+from healer.notify import alertmanager, command, secrets, webhook
+from healer.notify.identity import REMOTE, fingerprint
+from healer.notify.webhook import Rejected, scrub
+from healer.store import open_store, outage
 
 BASE_DELAY = 0.5  # seconds before the first retry; doubles per failed try
 MAX_DELAY = 300.0
@@ -48,25 +52,17 @@ def backoff(tries: int, rnd: random.Random | None = None) -> float:
 
 
 def _send(n, item, root: str) -> None:
-    from healer.notify import webhook
-
     if n.kind == "alertmanager":
-        from healer.notify import alertmanager
-
         data = alertmanager.alerts(item.payload, n.labels, n.generator_url)
         webhook.send(alertmanager.endpoint(n.url), data, secret_env=n.secret_env, timeout=n.timeout, idem=item.idem)
         failpoints.hit(FP_AFTER_SEND)
         return
     data = webhook.body(item.payload, item.idem, getattr(n, "format", "healer"), getattr(n, "url", None))
     if isinstance(data, list):  # Alertmanager's API (a legacy `format: alertmanager` webhook toward it)
-        from healer.notify import alertmanager
-
         data = alertmanager.alerts(item.payload, n.labels, n.generator_url)
     if n.kind == "webhook":
         webhook.send(n.url, data, secret_env=n.secret_env, timeout=n.timeout, idem=item.idem)
     elif n.kind == "command":
-        from healer.notify import command
-
         command.send(n.command, data, timeout=n.timeout, cwd=root, idem=item.idem)
     else:
         raise ValueError(f"notifier kind {n.kind!r} is not delivered through the outbox")
@@ -75,8 +71,6 @@ def _send(n, item, root: str) -> None:
 
 def _dead(holder: str) -> bool:
     """A courier of this host (`courier@HOST:PID:...`) whose process is gone: its claims need not wait out their lease."""
-    from healer import procs
-
     who, _, rest = holder.partition("@")
     host, _, tail = rest.partition(":")
     pid = tail.partition(":")[0]
@@ -84,14 +78,10 @@ def _dead(holder: str) -> bool:
 
 
 def _remote(policy) -> dict:
-    from healer.notify.identity import REMOTE, fingerprint
-
     return {fingerprint(n): n for n in policy.notify.notifiers if n.kind in REMOTE}
 
 
 def _scrub(n, text: str) -> str:
-    from healer.notify.webhook import scrub
-
     secret = secrets.get(getattr(n, "secret_env", None))
     return scrub(text, secret, getattr(n, "url", None))
 
@@ -155,8 +145,6 @@ class Courier:
             self._inflight[self.pool.submit(_send, n, it, self.store.root)] = (n, it)
 
     def _record(self, done, out: Pass) -> None:
-        from healer.notify.webhook import Rejected
-
         for fut in done:
             n, it = self._inflight.pop(fut)
             err = fut.exception()
@@ -211,9 +199,6 @@ class Courier:
             try:
                 self.step()
             except Exception as e:  # noqa: BLE001 - the courier outlives a bad row or a locked store; rows stay owed
-                from healer.errors import StoreLost, corrupt
-                from healer.store import outage
-
                 if isinstance(e, StoreLost) or corrupt(e):  # gone past its tolerance, damaged or deleted: the daemon
                     return  # says so, once (a damaged page met here first is the daemon's one line too)
                 if outage.unavailable(e):  # the store is away: one line per outage (healer/store/outage.py)
@@ -244,8 +229,6 @@ class Courier:
 
 def start(root, policy, clock=None, *, metrics=None) -> Courier:
     """A courier on its own store connection (so a slow commit elsewhere never holds it up), already running."""
-    from healer.store import open_store
-
     c = Courier(open_store(root, clock), policy, metrics=metrics)
     c.owns_store = True
     return c.start()

@@ -16,7 +16,8 @@ import urllib.error
 import urllib.request
 from urllib.parse import urlsplit
 
-from healer.notify import secrets
+from healer.clock import iso
+from healer.notify import alertmanager, secrets
 
 
 class WebhookError(Exception):
@@ -40,13 +41,9 @@ def body(payload: dict, idem: str, fmt: str = "healer", url: str | None = None):
     `alertmanager_webhook`: the payload Alertmanager sends its webhook receivers (version 4), for bridges that take
     it. `alertmanager` (the name before 0.34) means `alertmanager_webhook`, except toward Alertmanager's own API
     (a URL ending in /api/v2/alerts, which always answered that payload 400): there it is the PostableAlert list."""
-    from healer.notify import alertmanager
-
     if fmt == "alertmanager" and url and alertmanager.is_api(url):
         return alertmanager.alerts(payload)
     if fmt in ("alertmanager", "alertmanager_webhook"):
-        from healer.clock import iso
-
         labels = {"alertname": payload["key"].split(":", 1)[0], "key": payload["key"], "severity": payload["severity"],
                   "source": "healer"}
         status = "resolved" if payload.get("resolved") else "firing"

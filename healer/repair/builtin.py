@@ -15,8 +15,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
 from healer import actions as registry
 from healer.errors import InvalidInput
+from healer.repair import container
 from healer.repair.server import MAX_ITEMS
 
 # finding kind -> the safe tool that fixes it (everything else is left for a human)
@@ -128,11 +133,6 @@ def _payload(result) -> dict[str, Any]:
 async def run_session(command: str, args: list[str], env: dict[str, str] | None = None,
                       max_calls: int | None = None) -> dict[str, Any]:
     """Start the server as any MCP host would (stdio) and repair through it."""
-    from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
-
-    from healer.repair import container
-
     params = StdioServerParameters(command=command, args=list(args), env={**os.environ, **(env or {})})
     # in the docker sandbox the server runs on the host, wired to our own stdin/stdout
     transport = container.inherited_stdio() if container.sandboxed() else stdio_client(params)
@@ -150,8 +150,6 @@ async def run_session(command: str, args: list[str], env: dict[str, str] | None 
 
 
 def run_from_config(config: str | Path, *, max_calls: int | None = None) -> dict[str, Any]:
-    import anyio
-
     path = Path(config)
     try:
         cfg = json.loads(path.read_text())

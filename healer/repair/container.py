@@ -15,7 +15,6 @@ offline `healer-python` image (healer/fleet/images.py) with:
 Inside, the agent finds `HEALER_MCP_STDIO=inherit`: instead of spawning `healer mcp
 serve` itself (it could not: no store, no write access), it speaks MCP over its own
 stdin/stdout. `inherited_stdio()` gives an MCP client those streams:
-
     async with sandbox.inherited_stdio() as (read, write):
         async with ClientSession(read, write) as session: ...
 
@@ -33,9 +32,17 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import anyio
+import docker.errors
+import mcp_types as types
+from mcp.shared._context_streams import create_context_streams
+from mcp.shared.message import SessionMessage
+
 from healer import procs
 from healer.clock import Clock, system
 from healer.errors import HealerError
+from healer.fleet import images
+from healer.fleet.container_runtime import connect, init_argv, signal_exit
 
 ENV_STDIO = "HEALER_MCP_STDIO"  # "inherit": the agent's own stdin/stdout are the MCP transport
 NOBODY = 65534
@@ -48,11 +55,6 @@ async def inherited_stdio():
     MCP over stdio is newline-delimited JSON-RPC both ways, as in the SDK's stdio_server;
     this one reads stdin without a blocking thread, so leaving the context does not wait
     for an EOF that only comes when the container exits (tini holds the pipe open)."""
-    import anyio
-    import mcp_types as types
-    from mcp.shared._context_streams import create_context_streams
-    from mcp.shared.message import SessionMessage
-
     fd_in, fd_out = os.dup(0), os.dup(1)
     os.set_blocking(fd_in, False)
     read_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
@@ -174,9 +176,6 @@ def run(argv: Sequence[str], *, scratch: str | Path, timeout: float, grace: floa
     `stdout`/`stderr`: binary files for the agent's output (stdout only when no server is
     attached: with a server, stdout IS the MCP channel). `readonly`: more host folders the
     agent may read (mounted read-only at the same path)."""
-    from healer.fleet import images
-    from healer.fleet.container_runtime import connect, init_argv, signal_exit
-
     clock = clock or system()
     client = client or connect()
     images.ensure(client, image)
@@ -194,7 +193,6 @@ def run(argv: Sequence[str], *, scratch: str | Path, timeout: float, grace: floa
     if server_argv:
         cenv[ENV_STDIO] = "inherit"
     all_labels = {"healer.kind": "repair-sandbox", **(labels or {})}
-    import docker.errors
 
     try:
         container = client.containers.create(

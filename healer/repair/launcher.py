@@ -20,6 +20,8 @@ Presets (policy `repair_agent.agent.preset`, or `--agent`):
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -29,6 +31,7 @@ from typing import Any
 from healer import failpoints, procs
 from healer.clock import Clock, iso, stamp, system
 from healer.errors import UsageError
+from healer.repair import container
 from healer.repair.tools import TOOLS
 
 FP_AFTER_START = failpoints.declare("repair.after_start", "healer/repair/launcher.py: run recorded, agent not yet started")
@@ -154,8 +157,6 @@ def launch(root: str | Path, policy, store, clock: Clock | None = None, *, agent
     try:
         with (scratch / "agent.out").open("wb") as out, (scratch / "agent.err").open("wb") as err:
             if ra.agent.sandbox == "docker":  # healer/repair/container.py: no network, read-only root, MCP over stdio
-                from healer.repair import container
-
                 cmd, args = server_argv(root, run_id)
                 done = container.run(argv, scratch=cwd, readonly=[scratch], timeout=ra.timeout, grace=grace, clock=clock,
                                    env=env, server_argv=[cmd, *args], server_cwd=cwd, stdout=out, stderr=err,
@@ -178,9 +179,6 @@ def launch(root: str | Path, policy, store, clock: Clock | None = None, *, agent
 
 def _runnable(program: str, cwd: Path, env: dict[str, str] | None) -> bool:
     """Whether exec would find `program` as the agent is started (its PATH, its cwd)."""
-    import os
-    import shutil
-
     if os.sep in program:
         p = Path(program) if os.path.isabs(program) else cwd / program
         return p.is_file() and os.access(p, os.X_OK)

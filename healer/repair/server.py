@@ -37,11 +37,23 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import ValidationError
+
 from healer import actions as registry
-from healer import failpoints
-from healer.clock import Clock, system
+from healer import failpoints, procs
+from healer.clock import Clock, day_of, system
+from healer.core.model import PlannedAction
+from healer.fleet.runtimes import runtime_for
+from healer.policy import load_policy
+from healer.remedy import actions  # the supervisor's own executor: never a second one
+from healer.remedy.paths import confine
+from healer.repair import diagnose
 from healer.repair.tools import ACTION_TOOLS, READ_TOOLS, TOOLS
-from healer.store import keys
+from healer.store import keys, open_store
 
 FP_BEFORE_ACTION = failpoints.declare("repair.before_action", "healer/repair/server.py: a repair tool is about to execute one item")
 
@@ -173,7 +185,6 @@ class RepairTools:
             return None, f"path contains shell metacharacters: {raw[:120]!r}"
         if ".." in Path(raw).parts:
             return None, f"path traversal refused: {raw!r} contains '..'"
-        from healer.remedy.paths import confine
 
         try:
             full = confine(self.root, raw)
@@ -215,8 +226,6 @@ class RepairTools:
         }
 
     def list_findings(self) -> dict[str, Any]:
-        from healer.repair import diagnose
-
         found, source = diagnose.findings(self.root, self.store, self.policy, self.clock, self.runtime)
         return {"source": source, "count": len(found), "findings": [_plain(f) for f in found]}
 
@@ -241,8 +250,6 @@ class RepairTools:
         return {"events": [{"id": e.id, "at": e.at, "kind": e.kind, "subject": e.subject, "payload": e.payload} for e in evs]}
 
     def list_worktrees(self) -> dict[str, Any]:
-        from healer import procs
-
         out = []
         for w in self.store.worktrees(states=None):
             item = _plain(w)
@@ -259,8 +266,6 @@ class RepairTools:
 
     # -- remediations -----------------------------------------------------------
     def act(self, action: str, subjects: list[str], params: dict[str, Any] | None = None, why: str = "") -> dict[str, Any]:
-        from healer.remedy import actions  # the supervisor's own executor: never a second one
-
         results = []
         for raw in subjects:
             subject, reason = raw, None
@@ -275,8 +280,6 @@ class RepairTools:
                 "other": len(results) - done - sum(r["status"] == "refused" for r in results), "results": results}
 
     def _execute_one(self, actions, action: str, subject: str, raw: str, params: dict, why: str) -> dict[str, Any]:
-        from healer.core.model import PlannedAction
-
         failpoints.hit(FP_BEFORE_ACTION)
         ctx = actions.Context(root=self.root, store=self.store, policy=self.policy, clock=self.clock,
                               runtime=self.runtime, actor=ACTOR)
@@ -303,8 +306,6 @@ class RepairTools:
         if tool.requires_finding is None:
             return self.act(action, subjects, args, why)
         # the agent's word is not enough for this one (closing is terminal): only what the core finds now
-        from healer.repair import diagnose
-
         found, _ = diagnose.findings(self.root, self.store, self.policy, self.clock, self.runtime)
         seen = {f.subject for f in found if f.kind == tool.requires_finding}
         ok = [t for t in subjects if t in seen]
@@ -392,8 +393,6 @@ def _action_tool(name: str, run):
 
 
 def _validation_reason(tool: str, exc: BaseException) -> str:
-    from pydantic import ValidationError
-
     cause = exc.__cause__
     if not isinstance(cause, ValidationError):  # the tool itself broke: say so, without a traceback
         return f"{tool}: failed: {type(cause or exc).__name__}: {str(cause or exc).splitlines()[0][:200] if str(cause or exc) else ''}"
@@ -409,11 +408,6 @@ def _validation_reason(tool: str, exc: BaseException) -> str:
 
 def build_server(tools: RepairTools):
     """An MCPServer exposing exactly TOOLS. Every tools/call is gated, type-checked by the SDK, run, audited."""
-    import anyio
-    from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
-    from mcp_types import CallToolResult, TextContent, ToolAnnotations
-
     def result(payload: dict[str, Any], is_error: bool):
         text = json.dumps(payload, sort_keys=True, default=str)
         return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=payload, is_error=is_error)
@@ -477,16 +471,9 @@ def build_server(tools: RepairTools):
 
 def serve(root: str | Path, *, run_id: str | None = None, policy=None, clock: Clock | None = None) -> None:
     """Serve the repair tools over stdio until the client closes the connection."""
-    import anyio
-
-    from healer.clock import day_of
-    from healer.store import open_store
-
     clock = clock or system()
     root = Path(root).resolve()
     if policy is None:
-        from healer.policy import load_policy
-
         local = root / "healer.yaml"
         policy = load_policy(local if local.exists() else None)
     # no --run-id: the day's manual run (a restart continues its budget, it does not refill it)
@@ -505,8 +492,6 @@ def serve(root: str | Path, *, run_id: str | None = None, policy=None, clock: Cl
 
 def _runtime(policy, clock: Clock | None = None):
     """The fleet's runtime (process or container); None when it cannot be built (the safe actions rarely need it)."""
-    from healer.fleet.runtimes import runtime_for
-
     try:
         return runtime_for(policy, clock)
     except Exception:  # e.g. no Docker engine: read-only tools and board actions still work

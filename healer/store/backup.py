@@ -10,11 +10,16 @@ been written to a backup file of its own: nothing is deleted that is not kept.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
+import tempfile
 from pathlib import Path
 
 from healer.errors import INVALID_INPUT, HealerError, UsageError
+from healer.store import identity
+from healer.store.migrations import CURRENT
+from healer.store.sqlite import SqliteStore
 
 
 def copy_file(src: Path, dest: Path) -> None:
@@ -36,8 +41,6 @@ def snapshot(store) -> dict[str, tuple[list[str], list[tuple]]]:
 
 def write_file(tables: dict[str, tuple[list[str], list[tuple]]], file: Path, clock=None) -> dict[str, int]:
     """`tables` into a new SQLite store file at `file` (made aside, renamed into place: never half a backup)."""
-    from healer.store.sqlite import SqliteStore
-
     file = Path(file)
     if file.exists():
         raise UsageError(f"{file}: already exists (a backup never overwrites a file)")
@@ -72,13 +75,6 @@ def backup(store, file: Path, clock=None) -> dict[str, int]:
 def read_file(file: Path, clock=None) -> tuple[dict[str, tuple[list[str], list[tuple]]], str | None]:
     """The tables of a backup file (any SQLite healer store: checked sound, brought to this healer's schema on a
     copy, the file itself untouched) and its fleet id. Refusals are one line (exit 65)."""
-    import json
-    import tempfile
-
-    from healer.store import identity
-    from healer.store.migrations import CURRENT
-    from healer.store.sqlite import SqliteStore
-
     src = Path(file)
     if not src.is_file() or src.stat().st_size == 0:
         raise UsageError(f"{file}: no such store file (or an empty one)")

@@ -13,10 +13,12 @@ The rule (`judge`) is pure; the rest reads and writes git's config and the store
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from pathlib import Path
 
+from healer import git
 from healer.errors import HOST_TROUBLE, INVALID_INPUT, HealerError
 
 GIT_KEY = "healer.fleetid"
@@ -56,8 +58,6 @@ def refusal(verdict: str, where: str, git_id: str, store_id: str | None) -> str:
 
 # -- git's side ----------------------------------------------------------------------
 def _git(root: Path, *args: str):
-    from healer import git
-
     try:
         return git.run(root, *args, check=False, timeout=30)
     except git.GitError:
@@ -148,8 +148,6 @@ def stamp(store, fid: str, *, floor: int = 0, replace: bool = False) -> None:
 
 
 def _json(v) -> str:
-    import json
-
     return json.dumps(v)
 
 

@@ -18,12 +18,18 @@ The rules (what counts as an outage, the backoff) are pure functions below; `Out
 
 from __future__ import annotations
 
+import os
 import random
+import socket
 import sqlite3
 import threading
 from dataclasses import dataclass, field
 
+from loguru import logger
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
 from healer.errors import UNAVAILABLE, StoreLost, StoreUnavailable
+from healer.store.urls import redact
 
 DEFAULT_TOLERANCE = 180.0  # store.outage_tolerance's default (policies/default.yaml)
 BACKOFF_BASE = 0.2  # seconds before the first reconnect
@@ -50,7 +56,7 @@ def unavailable(e: BaseException) -> bool:
         text = str(e).lower()
         return any(s in text for s in _SQLITE_AWAY)
     try:
-        import psycopg
+        import psycopg  # lazy: pulls psycopg: 51 ms of the daemons' start (an SQLite fleet never loads it)
     except ImportError:  # pragma: no cover - psycopg is a dependency
         return False
     return isinstance(e, (psycopg.OperationalError, psycopg.InterfaceError))
@@ -163,8 +169,6 @@ def ok(store, *, who: str = "") -> float | None:
     t.down_seconds += seconds
     _log("store back after {:.1f}s ({} failed tries)", seconds, tries)
     try:
-        import os
-        import socket
 
         base = {"host": os.environ.get("HEALER_HOST_ID") or socket.gethostname(), "pid": os.getpid(), "who": who}
         with store.tx(fenced=False) as db:  # about the store itself: no lease has a say in it
@@ -223,8 +227,6 @@ def _hand_over(away: _Away, store, who: str) -> None:
 
 def _log(fmt: str, *args) -> None:
     try:
-        from loguru import logger
-
         logger.warning(fmt, *args)
     except Exception:  # noqa: BLE001 - a log that cannot be written drops the line
         pass
@@ -238,8 +240,6 @@ class Collector:
         self.clock = clock
 
     def collect(self):
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
         up = GaugeMetricFamily("healer_store_up", "1 while the store answers, 0 during an outage.", labels=["store"])
         n = CounterMetricFamily("healer_store_outages", "Store outages this process rode out or is riding out.",
                                 labels=["store"])
@@ -256,8 +256,6 @@ class Collector:
 
 
 def _label(key: str) -> str:
-    from healer.store.urls import redact
-
     return redact(key) if key.startswith(("postgresql://", "postgres://")) else key
 
 

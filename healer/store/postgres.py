@@ -33,7 +33,9 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from healer import failpoints
+import psycopg
+
+from healer import failpoints, lifecycle
 from healer.clock import Clock, system
 from healer.errors import HealerError, StoreUnavailable
 from healer.records import Lease
@@ -148,8 +150,6 @@ class PgStore(SqlStore):
 
     # -- plumbing ---------------------------------------------------------------
     def _open(self):
-        import psycopg
-
         try:
             conn = psycopg.connect(self.url, autocommit=True, row_factory=_row_factory, connect_timeout=5,
                                    keepalives=1, keepalives_idle=5, keepalives_interval=2, keepalives_count=3)
@@ -213,8 +213,6 @@ class PgStore(SqlStore):
 
     @contextmanager
     def tx(self, *, fenced: bool = True) -> Iterator[_Conn]:
-        import psycopg
-
         with self._lock:
             if self._in_write:  # nested: a savepoint inside the open transaction
                 with self._pg.transaction():
@@ -240,8 +238,6 @@ class PgStore(SqlStore):
         """The transaction, begun on a live connection. A connection the server ended while it sat idle (a restart,
         a failover) is only found out by its next statement: when that is the BEGIN, nothing of the caller's has run
         yet, so one reconnect and a second BEGIN are safe. A loss after the BEGIN fails the call (StoreUnavailable)."""
-        import psycopg
-
         for attempt in (1, 2):
             self._alive()
             cm = self._pg.transaction()
@@ -262,8 +258,6 @@ class PgStore(SqlStore):
             cm.__exit__(None, None, None)
 
     def _q(self, sql: str, args: Iterable[Any] = ()) -> list:
-        import psycopg
-
         with self._lock:
             if self._in_write:
                 return self._db.execute(sql, args).fetchall()
@@ -359,8 +353,6 @@ class PgStore(SqlStore):
     def claim_ticket(self, *, actor: str, among: Iterable[str] | None = None, reason: str = "claimed"):
         """One statement picks and moves the ticket (FOR UPDATE SKIP LOCKED inside an UPDATE … RETURNING):
         half the round trips of the shared version, which matters with dispatchers on other hosts."""
-        from healer import lifecycle
-
         w = _Where().add("state = ?", lifecycle.QUEUED).among("id", among)
         pick = self._skip_locked("SELECT id FROM tickets" + w.sql() + " ORDER BY priority, created_at, id LIMIT 1")
         with self.tx() as db:
@@ -377,8 +369,6 @@ class PgStore(SqlStore):
     # -- wake-ups ---------------------------------------------------------------
     def wait_for_events(self, after: int, timeout: float, poll: float = 0.1) -> int:
         """LISTEN on the fleet's channel: return as soon as an event newer than `after` is committed."""
-        import psycopg
-
         try:
             if self._listener is None or self._listener.closed or self._listener.broken:
                 if not outage.tracker(self).may_try(self.clock.monotonic()):

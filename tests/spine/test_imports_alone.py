@@ -2,7 +2,8 @@
 
 The import-cycle ratchet (test_import_cycles.py) reads the graph module by module; a package's `__init__` that
 imports a module which imports the package's own submodule (chaos.storm -> chaos.engine.base runs chaos/engine's
-`__init__`, which imported chaos.storm's engine) is a circle only at run time, and only in the order a user's first
+`__init__`, which imported chaos.storm's engine; healer.actions.spec -> healer.core.model runs healer/core's
+`__init__`, which reaches the action registry through the policy) is a circle only at run time, and only in the order a user's first
 import happens to take. Each module here is imported first in a child forked from a bare interpreter."""
 
 from __future__ import annotations
