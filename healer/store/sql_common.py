@@ -17,7 +17,7 @@ class _Records:
     (`python -X importtime` on the 2-core dev machine: healer.records takes about 10 ms, 8 of them its own)."""
 
     def __getattr__(self, name: str):
-        from healer import records
+        from healer import records  # lazy: healer.records, ~10 ms of `healer loop run` (see above)
 
         value = getattr(records, name)
         setattr(self, name, value)  # later lookups are plain attribute reads
