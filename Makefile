@@ -65,7 +65,7 @@ agents-cli:
 	fi
 
 images: $(STAMP)
-	$(PY) -m healer.fleet.images
+	$(PY) -m healer.containers.images
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -25,9 +25,10 @@ sys.path.insert(0, str(ROOT))
 
 from chaos.faults import containers as cf  # noqa: E402
 from healer.clock import system  # noqa: E402
+from healer.containers import images  # noqa: E402
+from healer.containers.client import connect  # noqa: E402
 from healer.errors import HealerError  # noqa: E402
-from healer.fleet import images  # noqa: E402
-from healer.fleet.container_runtime import ContainerRuntime, connect  # noqa: E402
+from healer.fleet.container_runtime import ContainerRuntime  # noqa: E402
 from healer.fleet.runtime import RUNNING, LaunchSpec  # noqa: E402
 from healer.repair import container  # noqa: E402
 

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from healer import digest, git, netbox, procs
+from healer.containers.run import init_argv, signal_exit
 from healer.errors import InvalidInput, Unavailable
 from healer.policy.cache import cache_dir
 from healer.procs import ANCESTORS, MARKER, which
@@ -245,7 +246,7 @@ def container_ready(image: str, where: str = "loop.sandbox") -> None:
     """The docker CLI, an engine that answers and the image (healer's own is built offline on demand)."""
     if _which("docker") is None:
         raise Unavailable(f"{where}: container: the docker command is not installed (Debian: apt-get install docker.io)")
-    from healer.fleet import images  # lazy: pulls docker: 77 ms of `loop run`'s start
+    from healer.containers import images  # lazy: pulls docker: 77 ms of `loop run`'s start
 
     try:
         client = _docker()
@@ -461,8 +462,7 @@ class ContainerLaunch(Launch):
 
     def __init__(self, profile: Profile, argv: list[str], env: dict[str, str], what: str) -> None:
         super().__init__(what)
-        from healer.fleet import images  # lazy: pulls docker: 73 ms of `loop run`'s start
-        from healer.fleet.container_runtime import init_argv  # lazy: pulls docker: 82 ms of `loop run`'s start
+        from healer.containers import images  # lazy: pulls docker: 73 ms of `loop run`'s start
 
         self.name = f"healer-loop-{os.urandom(8).hex()}"  # no `import uuid` on the loop's path
         mounts: dict[str, tuple[str, bool]] = {}  # target -> (source, read-only); later entries win
@@ -500,8 +500,6 @@ class ContainerLaunch(Launch):
     def settle(self, res, log: Path):
         import docker.errors  # lazy: pulls docker: 71 ms of `loop run`'s start
 
-        from healer.fleet.container_runtime import signal_exit  # lazy: pulls docker: 80 ms of `loop run`'s start
-
         try:
             client = _docker()
             state = client.api.inspect_container(self.name).get("State") or {}
@@ -532,7 +530,7 @@ _client: list = []
 def _docker():
     """One docker client per process (a ping per program run would add to every iteration)."""
     if not _client:
-        from healer.fleet.container_runtime import connect  # lazy: pulls docker: 84 ms of `loop run`'s start
+        from healer.containers.client import connect  # lazy: pulls docker: 84 ms of `loop run`'s start
 
         _client.append(connect())
     return _client[0]

@@ -53,7 +53,7 @@ from chaos.scenario_parts import Fault, TicketSpec
 from chaos.workdir import fresh
 from healer import clock, failpoints, lifecycle, procs
 from healer.clock import Clock, system
-from healer.fleet.docker_client import connect
+from healer.containers.client import connect
 from healer.fleet.snapshot import HOST
 from healer.policy.schema import Policy
 from healer.records import Agent, Worktree

@@ -31,8 +31,8 @@ from typing import Any, Protocol
 
 from healer import procs
 from healer.clock import Clock, system
+from healer.containers.client import connect
 from healer.errors import HealerError, UsageError
-from healer.fleet.docker_client import connect
 
 LABEL_FLEET = "healer.fleet"
 

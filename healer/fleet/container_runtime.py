@@ -1,7 +1,7 @@
 """ContainerRuntime: agent loops as Docker containers, behind the same port as processes.
 
 Each agent runs in its own container of the offline `healer-python` image
-(healer/fleet/images.py): the worktree bind-mounted read-write at its own path, the
+(healer/containers/images.py): the worktree bind-mounted read-write at its own path, the
 git directory it points to read-write (so the agent can commit), the host's Python,
 site-packages and healer source read-only, labels naming the fleet, ticket and run.
 Status and exit codes come from the engine through the SDK, so a container killed,
@@ -22,9 +22,10 @@ from pathlib import Path
 import docker.errors
 
 from healer.clock import Clock, system
+from healer.containers import images
+from healer.containers.client import connect
+from healer.containers.run import init_argv, signal_exit
 from healer.errors import HealerError
-from healer.fleet import images
-from healer.fleet.docker_client import connect  # noqa: F401 - callers reach it here
 from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, UNKNOWN, Handle, LaunchSpec, Status
 
 LABEL_FLEET = "healer.fleet"
@@ -77,24 +78,6 @@ def git_mounts(cwd: str) -> dict[str, dict[str, str]]:
         c = Path(cfile.read_text().strip())
         common = c if c.is_absolute() else (gitdir / c).resolve()
     return {str(common): {"bind": str(common), "mode": "rw"}}
-
-
-def signal_exit(code: int | None) -> int | None:
-    """Docker reports death by signal N as 128+N; report it as -N like a process."""
-    if code is not None and 128 < code <= 128 + 64:
-        return -(code - 128)
-    return code
-
-
-def init_argv(argv) -> list[str]:
-    """PID 1 of a container ignores every signal it has no handler for, so a plain agent
-    would sit through SIGTERM until the SIGKILL. The host's tini (`docker-init`, shipped
-    with docker.io) forwards signals to the agent's process group and reaps zombies; the
-    daemon's own `--init` cannot be used because the image's /sbin lives on a read-only mount."""
-    for tini in ("/usr/bin/docker-init", "/usr/bin/tini-static", "/usr/bin/tini"):
-        if os.path.exists(tini):
-            return [tini, "-g", "--", *argv]
-    return list(argv)
 
 
 def status_of(attrs: Mapping) -> Status:

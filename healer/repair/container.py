@@ -2,7 +2,7 @@
 writable scratch folder, and the MCP server as its only line to the world.
 
 Policy: `repair_agent.agent.sandbox: docker`. The agent runs in a container of the
-offline `healer-python` image (healer/fleet/images.py) with:
+offline `healer-python` image (healer/containers/images.py) with:
   - `network_mode="none"`: only a loopback with nothing behind it;
   - `read_only=True`, `ipc_mode="none"` (no /dev/shm), every capability dropped,
     `no-new-privileges`, a pids limit, and an unprivileged user (nobody when the host
@@ -40,9 +40,10 @@ from mcp.shared.message import SessionMessage
 
 from healer import procs
 from healer.clock import Clock, system
+from healer.containers import images
+from healer.containers.client import connect
+from healer.containers.run import init_argv, signal_exit
 from healer.errors import HealerError
-from healer.fleet import images
-from healer.fleet.container_runtime import connect, init_argv, signal_exit
 
 ENV_STDIO = "HEALER_MCP_STDIO"  # "inherit": the agent's own stdin/stdout are the MCP transport
 NOBODY = 65534

@@ -45,7 +45,7 @@ def dclient():
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true but {error}", pytrace=False)
         pytest.skip(reason=error)
-    from healer.fleet import images
+    from healer.containers import images
 
     images.build(client)
     return client

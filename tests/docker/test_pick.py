@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chaos.faults.containers import Target, pick
-from healer.fleet.container_runtime import signal_exit, status_of
+from healer.containers.run import signal_exit
+from healer.fleet.container_runtime import status_of
 from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, UNKNOWN
 
 

@@ -15,7 +15,7 @@ PY = sys.executable
 
 def _no_loop_containers(repo) -> None:
     from healer import sandbox
-    from healer.fleet.container_runtime import connect
+    from healer.containers.client import connect
 
     left = connect().api.containers(all=True, filters={"label": f"{sandbox.WORKDIR_LABEL}={repo.resolve()}"})
     assert left == [], left
@@ -50,7 +50,7 @@ def test_container_that_cannot_start_ends_the_loop_with_69(tmp_path, monkeypatch
     created. That is the sandbox failing, not an agent without progress: exit 69, loop.sandbox_failed,
     no iteration recorded, nothing left behind."""
     need_docker()
-    from healer.fleet import images
+    from healer.containers import images
 
     real = images.python_mounts
     gone = tmp_path / "gone"

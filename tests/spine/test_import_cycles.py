@@ -4,7 +4,7 @@ The graph is grimp's (the library import-linter runs on, so `make lint` and this
 every `import` statement in the source, at module level or inside a function, under `if TYPE_CHECKING:` too.
 A cycle is a strongly connected component of that graph (modules that reach each other). There is none: the last
 ones were broken by moving the shared piece below both sides (errors <-> git <-> store.corrupt,
-fleet.container_runtime <-> fleet.images: healer/fleet/docker_client.py; notify <-> notify.outbox:
+fleet.container_runtime <-> fleet.images: healer/containers/client.py; notify <-> notify.outbox:
 healer/notify/identity.py; the chaos knot: chaos/faults/world.py and chaos/engine/base.py; healer.ctk.run <->
 chaos.report_ctk: healer/ctk/journal.py; the CLI and `healer demo`: the state flag in healer/cli/common.py, the
 board's table in healer/views.py, `healer init`'s work in healer/init.py; the ports, the snapshot and the repair

@@ -8,7 +8,7 @@ the interpreter's prefix (pyenv, a venv), site-packages and the source tree of a
 editable install. Same paths inside and out, so `sys.executable`, shebangs, `.pth`
 files and git worktree pointers all keep working.
 
-`python -m healer.fleet.images` (`make images`) builds it idempotently: the image is
+`python -m healer.containers.images` (`make images`) builds it idempotently: the image is
 labelled with a hash of its content and rebuilt only when that changes.
 """
 
@@ -26,8 +26,8 @@ from pathlib import Path
 import docker.errors
 
 import healer
+from healer.containers.client import connect
 from healer.errors import HealerError, UsageError
-from healer.fleet.docker_client import connect
 
 DEFAULT_IMAGE = "healer-python"
 HASH_LABEL = "healer.image.hash"
@@ -139,7 +139,7 @@ def ensure(client, name: str = DEFAULT_IMAGE) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m healer.fleet.images", description="Build the images healer needs, offline.")
+    ap = argparse.ArgumentParser(prog="python -m healer.containers.images", description="Build the images healer needs, offline.")
     ap.add_argument("--force", action="store_true", help="rebuild even when up to date")
     ap.add_argument("--name", default=DEFAULT_IMAGE)
     args = ap.parse_args(argv)
