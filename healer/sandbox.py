@@ -43,7 +43,7 @@ import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from healer import digest, git, netbox, procs
+from healer import digest, endpoints, git, netbox, procs
 from healer.containers.run import init_argv, signal_exit
 from healer.errors import InvalidInput, Unavailable
 from healer.policy.cache import cache_dir
@@ -693,7 +693,7 @@ def gate_profile(checkout: Path, loop_policy, kind: str, tmpdir: Path) -> Profil
     checkout = checkout.resolve()
     tmpdir.mkdir(parents=True, exist_ok=True)
 
-    allow = netbox.parse_allow(loop_policy.sandbox_network_allow)
+    allow = endpoints.parse_allow(loop_policy.sandbox_network_allow)
     prof = Profile(workdir=checkout, network=network_on(loop_policy.sandbox_network, kind, allow), kind=kind,
                    image=loop_policy.sandbox_image, pid_namespace=wants_pidns(loop_policy.sandbox_pid_namespace),
                    tmpdir=tmpdir.resolve(), allow=allow, unix_sockets=loop_policy.sandbox_unix_sockets)

@@ -18,7 +18,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from healer import netbox
+from healer import endpoints
 from healer.errors import InvalidInput, Unavailable
 from healer.loop import agents
 
@@ -104,7 +104,7 @@ def allow_endpoint(preset: str, env: Mapping[str, str], loop, sandbox_mode: str)
     if hp in allow:
         return loop
     try:  # an entry the allow-list cannot take (a non-loopback address) is not added: preflight says why
-        netbox.parse_endpoint(hp)
+        endpoints.parse_endpoint(hp)
     except InvalidInput:
         return loop
     return loop.model_copy(update={"sandbox_network_allow": [*allow, hp]})
@@ -145,7 +145,7 @@ def inside_env(preset: str, env: Mapping[str, str], loop, sandbox_mode: str) -> 
     if preset == "codex" and not env.get(var) and codex_config(env):
         return {}  # a provider's base_url in config.toml is the user's to point at the inside port
     try:
-        inside = netbox.inside_url(url)
+        inside = endpoints.inside_url(url)
     except InvalidInput:
         return {}
     return {var: inside} if inside != url else {}

@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from healer import environ, errors, failpoints, git, netbox, procs, sandbox
+from healer import endpoints, environ, errors, failpoints, git, procs, sandbox
 from healer.clock import day_of, iso
 from healer.loop import agenthome, agents, decide, gitops, guard, objects, ownfiles, protect, usage, worktree
 from healer.loop import state as loop_state
@@ -152,7 +152,7 @@ class Iteration:
             self._gp = sandbox.git_paths(self.workdir)
         return sandbox.loop_profile(self.workdir, L.sandbox_writable, L.sandbox_network, self.sbx_mode, L.sandbox_image,
                                     gp=self._gp, pid_namespace=L.sandbox_pid_namespace, objects=self._objects_dir(),
-                                    allow=netbox.parse_allow(L.sandbox_network_allow),
+                                    allow=endpoints.parse_allow(L.sandbox_network_allow),
                                     unix_sockets=L.sandbox_unix_sockets)
 
     def _objects_dir(self) -> Path:

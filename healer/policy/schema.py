@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from healer import actions, durations, netbox
+from healer import actions, durations, endpoints
 from healer.errors import InvalidInput
 
 HARD_MAX_ITERATIONS = 1000  # no policy may raise absolute_max above this
@@ -219,7 +219,7 @@ class Loop(Strict):
                 raise ValueError("sandbox_network: true reaches everything; an allow-list needs false or null "
                                  "@sandbox_network_allow")
             try:
-                netbox.parse_allow(self.sandbox_network_allow, "entry")
+                endpoints.parse_allow(self.sandbox_network_allow, "entry")
             except InvalidInput as e:
                 raise ValueError(f"{e} @sandbox_network_allow") from None
         return self

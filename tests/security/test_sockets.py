@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from healer import netbox, sandbox
+from healer import endpoints, netbox, sandbox
 from healer.errors import InvalidInput
 from healer.policy.schema import Policy
 from tests.security.conftest import need_bwrap, policy, run, target_repo
@@ -222,8 +222,8 @@ def test_a_host_name_answers_on_its_alias_and_a_low_port_moves(tmp_path, world):
         assert len(os.read(fd, 1 << 21)) > 65536
     finally:
         plumbing.close()
-    assert netbox.inside_url("https://api.anthropic.com/v1") == "https://api.anthropic.com:10443/v1"
-    assert netbox.inside_url("http://127.0.0.1:8080") == "http://127.0.0.1:8080"
+    assert endpoints.inside_url("https://api.anthropic.com/v1") == "https://api.anthropic.com:10443/v1"
+    assert endpoints.inside_url("http://127.0.0.1:8080") == "http://127.0.0.1:8080"
 
 
 def test_allow_list_entries_are_checked_where_they_are_written(tmp_path):
@@ -241,8 +241,8 @@ def test_allow_list_entries_are_checked_where_they_are_written(tmp_path):
     pol = Policy.model_validate({"version": 1, "loop": {"sandbox_network_allow": ["localhost:8080"]}}).loop
     prof = sandbox.gate_profile(tmp_path / "checkout", pol, "bwrap", tmp_path / "tmp")  # the fleet's gates: the same
     assert prof.network is False and prof.allow == [("localhost", 8080)] and prof.unix_sockets is False
-    assert netbox.endpoint_of("https://api.anthropic.com") == ("api.anthropic.com", 443)
-    assert netbox.endpoint_of("http://[::1]:9000/v1") == ("::1", 9000)
+    assert endpoints.endpoint_of("https://api.anthropic.com") == ("api.anthropic.com", 443)
+    assert endpoints.endpoint_of("http://[::1]:9000/v1") == ("::1", 9000)
 
 
 def _verdict(prog: bytes, arch: int, nr: int, arg0: int = 0) -> int:
