@@ -711,11 +711,28 @@ def run(profile: Profile | None, argv: list[str], log: Path, what: str, **kw):
     if profile is None:
         return procs.run(argv, **kw)
     argv = procs.resolve_python(argv, os.environ.get("PATH"))
-    with profile.launch(argv, dict(kw.get("env") or procs.environ()), what) as launch:
-        if launch.env is not None:
-            kw["env"] = launch.env
-        res = procs.run(launch.argv, pass_fds=launch.pass_fds, **kw)
-        return launch.settle(res, log)
+    env = dict(kw.get("env") or procs.environ())
+    for attempt in range(1, MOUNT_RACE_TRIES + 1):
+        try:
+            with profile.launch(argv, env, what) as launch:
+                if launch.env is not None:
+                    kw["env"] = launch.env
+                res = procs.run(launch.argv, pass_fds=launch.pass_fds, **kw)
+                return launch.settle(res, log)
+        except SandboxFailed as e:
+            if attempt == MOUNT_RACE_TRIES or not mount_race(e):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+MOUNT_RACE_TRIES = 3
+
+
+def mount_race(e: SandboxFailed) -> bool:
+    """bwrap could not re-apply read-only to a mount that appeared or went away while it copied the host's mount
+    table (Docker setting up or tearing down a container's overlay, `.../overlay2/<id>-init/merged`): the program
+    never started, and the next try meets a settled table. Any other failure is the environment's, said at once."""
+    return e.mode == "bwrap" and "Unable to apply mount flags" in e.detail and "Invalid argument" in e.detail
 
 
 @dataclass

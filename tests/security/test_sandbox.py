@@ -155,6 +155,43 @@ def test_shimmed_bwrap_failing_like_ci_is_one_line_and_69(tmp_path):
     assert not (Path(os.environ["HEALER_CACHE_DIR"]) / sandbox.PROBE_FILE).exists()  # the passed probe is forgotten
 
 
+RACE = ('bwrap: Can\'t bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount '
+        '"/newroot/var/lib/docker/overlay2/ea1f88-init/merged": Invalid argument')
+
+
+@pytest.mark.parametrize("fails", [2, 99])
+def test_a_mount_that_moved_under_bwrap_is_tried_again(tmp_path, fails):
+    """Seen in a full run beside Docker's tests: a container's overlay mounted or unmounted while bwrap copied the
+    host's mount table, and bwrap refused the remount. The program never started, so healer starts it again (three
+    tries in all); a race that does not settle is the sandbox's failure, 69 with the line, as any other."""
+    need_bwrap()
+    real = shutil.which("bwrap")
+    count, said = tmp_path / "count", tmp_path / "said"
+    said.write_text(RACE + "\n")
+    shim = tmp_path / "bin" / "bwrap"
+    shim.parent.mkdir()
+    shim.write_text(f"#!/bin/sh\ncase \" $* \" in *' --chdir '*) ;; *) exec {real} \"$@\" ;; esac\n"
+                    f"n=$(cat {count} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {count}\n"
+                    f"[ $n -gt {fails} ] && exec {real} \"$@\"\n"
+                    f"cat {said} >&2\nexit 1\n")
+    shim.chmod(0o755)
+    repo = target_repo(tmp_path / "repo")
+    witness = tmp_path / "w" / "witness"
+    pol = tmp_path / "policy.yaml"
+    pol.write_text(yaml.safe_dump(_witness_policy("bwrap", witness, max_iterations=1).model_dump(mode="json")))
+    task = tmp_path / "task.md"
+    task.write_text("make tests pass\n")
+    env = {**os.environ, "PATH": f"{shim.parent}:{os.environ['PATH']}"}
+    r = healer("loop", "run", "--workdir", str(repo), "--policy", str(pol), "--task", str(task), env=env)
+    assert "Traceback" not in r.stderr
+    if fails == 2:  # the third try started it: the agent ran, the (red) gate decided
+        assert r.returncode != 69 and witness.read_text() == "ran\n", (r.stdout, r.stderr)
+    else:
+        assert r.returncode == 69 and not witness.exists(), (r.stdout, r.stderr)
+        assert "Unable to apply mount flags" in r.stdout + r.stderr
+        assert int(count.read_text()) == sandbox.MOUNT_RACE_TRIES
+
+
 # -- a probe that passed, remembered ------------------------------------------------------------------------
 
 def test_a_passed_probe_is_remembered_and_nothing_else_is(tmp_path, monkeypatch):
