@@ -86,6 +86,7 @@ class Cluster:
     def start(self) -> Cluster:
         if self.as_user:
             shutil.chown(self.dir, self.as_user)
+        self._arm_reaper()  # before the server exists: an owner killed while it starts leaves nothing either
         r = self._run([find_bin("initdb") or "initdb", "-D", str(self.data), "-A", "trust", "-U", self.user,
                        "-E", "UTF8", "--no-sync", "--locale=C"])
         if r.returncode:
@@ -98,7 +99,6 @@ class Cluster:
         if r.returncode:
             raise RuntimeError(f"pg_ctl start failed: {r.stderr.strip()[-400:]} {self.tail_log()}")
         self.pid = int((self.data / "postmaster.pid").read_text().split()[0])
-        self._arm_reaper()
         return self
 
     def _arm_reaper(self) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 import typer
 from rich.console import Console
 
+from healer.clock import system
 from healer.errors import INVALID_INPUT, STOPPED, HealerError, InvalidInput, UsageError
 from healer.store import open_store
 
@@ -143,3 +144,24 @@ def utf8(text: str, where: str) -> str:
 
 def print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def store_awaited(root: Path, who: str, early: list[int], tolerance: float):
+    """A daemon's store, ridden out for up to `tolerance` (store.outage_tolerance) when it is away at start. `early`
+    holds the signals seen so far (0 SIGTERM, 1 Ctrl-C): one ends the wait as a stop at any other moment would,
+    with one line and exit 0 (SIGTERM) or 4 (Ctrl-C)."""
+    from healer.store import open_store_waiting, outage  # lazy: pulls prometheus_client: 34 ms of `healer --help`
+
+    outage.set_tolerance(tolerance)
+    clock = system()
+
+    def wait(seconds: float) -> bool:
+        clock.sleep(seconds)
+        return bool(early)
+
+    store = open_store_waiting(root, clock, wait=wait, who=who)
+    if store is None:
+        ctrl_c = bool(early) and early[-1] == 1
+        typer.echo(f"healer {who}: stopped before the store came back" + (" (interrupted)" if ctrl_c else ""))
+        raise typer.Exit(STOPPED if ctrl_c else 0)
+    return store

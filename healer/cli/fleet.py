@@ -19,9 +19,10 @@ from healer.cli.common import (
     policy_for,
     print_json,
     require_fleet,
+    store_awaited,
 )
 from healer.clock import iso, system
-from healer.errors import STOPPED, HealerError, InvalidInput, UsageError
+from healer.errors import HealerError, InvalidInput, UsageError
 from healer.store import open_store
 
 
@@ -52,10 +53,7 @@ def dispatch(
     from healer.metrics import start as start_metrics  # lazy: pulls pydantic, prometheus_client: 137 ms of `healer --help`
 
     metrics, server = start_metrics(metrics_port, "dispatch")
-    from healer.store import open_store_waiting, outage  # lazy: pulls prometheus_client: 33 ms of `healer --help`
-
-    outage.set_tolerance(pol.store.outage_tolerance)  # a store away at start is ridden out as one lost later
-    store = _store_or_stopped(r, open_store_waiting, server)
+    store = _store_or_stopped(r, pol.store.outage_tolerance, server)  # away at start: ridden out as one lost later
     d = Dispatcher(r, pol, store, policy_path=_policy_path(r, policy))
     preflight(pol)
     from healer.notify import outbox  # lazy: pulls pydantic, networkx…: 292 ms of `healer --help`
@@ -108,29 +106,21 @@ def dispatch(
     exit_if_interrupted(interrupted, "dispatch")
 
 
-def _store_or_stopped(r: Path, open_store_waiting, server):
+def _store_or_stopped(r: Path, tolerance: float, server):
     """The store, awaited while it is away at start; SIGTERM (exit 0) or Ctrl-C (exit 4) during the wait stops
     `dispatch` as cleanly as at any other moment (the dispatcher's own handlers come once it exists)."""
     early: list[int] = []  # 0: SIGTERM, 1: Ctrl-C
-    clock = system()
     before = {sig: signal.signal(sig, lambda n, _f: early.append(int(n == signal.SIGINT)))
               for sig in (signal.SIGTERM, signal.SIGINT)}
-
-    def wait(seconds: float) -> bool:
-        clock.sleep(seconds)
-        return bool(early)
-
     try:
-        store = open_store_waiting(r, clock, wait=wait, who="dispatch")
+        return store_awaited(r, "dispatch", early, tolerance)
+    except typer.Exit:
+        if server is not None:
+            server.shutdown()
+        raise
     finally:
         for sig, h in before.items():
             signal.signal(sig, h)
-    if store is None:
-        if server is not None:
-            server.shutdown()
-        typer.echo("healer dispatch: stopped before the store came back" + (" (interrupted)" if early[-1] else ""))
-        raise typer.Exit(STOPPED if early[-1] == 1 else 0)
-    return store
 
 
 def _report(rep) -> dict:

@@ -17,7 +17,7 @@ from rich.table import Table
 from healer import failpoints, git, sandbox
 from healer.cli.common import JsonOpt, RootOpt, console, find_root, print_json, state
 from healer.errors import InvalidInput, StoreCorrupt, UsageError
-from healer.init import InitResult, init_fleet  # noqa: F401 - InitResult: what init_fleet returns, for its callers
+from healer.init import init_fleet
 from healer.store import open_store, store_url
 from healer.store.corrupt import corrupt, recover_hint
 from healer.store.sqlite import SQLITE_VERSION, SqliteStore

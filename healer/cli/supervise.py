@@ -21,6 +21,7 @@ from healer.cli.common import (
     policy_for,
     print_json,
     require_fleet,
+    store_awaited,
     store_for,
 )
 from healer.clock import iso, system
@@ -139,19 +140,8 @@ def _supervisor(root: Path, policy_path: Path | None, *, dry_run: bool = False, 
     if dry_run:
         store = store_for(root, readonly=True)  # a dry run writes nothing: it works on a read-only .healer/
     else:  # a store away at start is ridden out for up to store.outage_tolerance, as one lost later
-        from healer.store import open_store_waiting, outage  # lazy: pulls prometheus_client: 34 ms of `healer --help`
-
-        outage.set_tolerance(pol.store.outage_tolerance)
-        clock = system()
-
-        def wait(seconds: float) -> bool:
-            clock.sleep(seconds)
-            return bool(early)
-
-        store = open_store_waiting(require_fleet(root), clock, wait=wait, who="supervise")
-        if store is None:  # stopped while it waited: as a stop at any other moment (SIGTERM 0, Ctrl-C 4)
-            typer.echo("healer supervise: stopped before the store came back")
-            raise typer.Exit(STOPPED if early and early[-1] == 1 else 0)
+        store = store_awaited(require_fleet(root), "supervise", early if early is not None else [],
+                              pol.store.outage_tolerance)
     return Supervisor(root, pol, store, system(), dry_run=dry_run, metrics=metrics, repair_async=repair_async)
 
 

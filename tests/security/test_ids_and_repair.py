@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from healer.cli.misc import init_fleet
 from healer.conventions import branch_for, ticket_id_problem
 from healer.errors import HealerError
+from healer.init import init_fleet
 from healer.policy.schema import Policy
 from healer.repair.server import Refused, RepairTools
 from tests.conftest import healer, make_repo

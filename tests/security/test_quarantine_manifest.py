@@ -7,7 +7,7 @@ import json
 import os
 import stat
 
-from healer.cli.misc import init_fleet
+from healer.init import init_fleet
 from healer.remedy import quarantine as q
 from tests.conftest import healer, make_repo
 

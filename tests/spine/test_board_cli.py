@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from healer.cli.misc import init_fleet
+from healer.init import init_fleet
 from healer.store import open_store
 from tests.conftest import healer
 
