@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 import sys
 
+import psutil
+
 from healer import git, lifecycle, procs
+from tests.conftest import wait_until
 from tests.fleet.conftest import AGENT, scripted_policy
 
 
@@ -24,6 +27,10 @@ def test_an_agent_started_but_not_registered_is_adopted_not_started_twice(fleet_
     proc, _ = procs.spawn([sys.executable, str(AGENT), "--task", str(task), "--workdir", str(wt), "--run-id", "T-1-01"],
                           cwd=wt, env=env)
     try:
+        # the agent as the dead dispatcher left it: exec'd, its environment readable (under load a fork can still be
+        # the test's own copy when the tick looks, and a process that is not yet the agent is adopted a tick later)
+        wait_until(lambda: psutil.Process(proc.pid).environ().get("HEALER_AGENT_ID") == env["HEALER_AGENT_ID"], 60,
+                   "the agent exec'd")
         f.d.tick()
         assert f.events("dispatch.adopted") and not f.events("dispatch.launched")
         assert [a.pid for a in f.running("T-1")] == [proc.pid]
