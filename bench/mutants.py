@@ -6,8 +6,8 @@ change and the rule that excludes equivalent mutants). Each mutant is applied to
 repository, then:
   - the simulated game days (chaos/scenarios, mode: simulated) that run its line are run, cheapest first, until
     one goes red (failed, error, or over three times its unmutated time);
-  - the unit tests (pytest, `make test`'s selection minus the folders that test containment rather than
-    decisions: UNIT below) that run its line are run with -x, cheapest first.
+  - the unit tests (pytest, `make test`'s selection in the folders that test decisions: UNIT below) that run its
+    line are run with -x, cheapest first.
 "Run its line" comes from a coverage map of the unmutated tree (one context per scenario and per test), made
 once and cached under .cache/mutants/ by the content of healer/, chaos/, tests/, policies/ and runbooks/; a test
 that is red without any mutation is never counted as a kill. Tests that run the decision code only in a child
