@@ -53,12 +53,16 @@ def mark(tmp_path):
     kill_listed(m)  # nothing outlives a failed test
 
 
-@pytest.mark.parametrize("final", [RESULT, CODEX_END], ids=["claude-result", "codex-turn-completed"])
-def test_a_cli_that_stays_after_its_result_is_ended_and_the_gates_commit(lrepo, tmp_path, mark, final):
+@pytest.mark.parametrize(("final", "sandbox"), [(RESULT, "auto"), (CODEX_END, "auto"), (RESULT, "none")],
+                         ids=["claude-result", "codex-turn-completed", "claude-result-unsandboxed"])
+def test_a_cli_that_stays_after_its_result_is_ended_and_the_gates_commit(lrepo, tmp_path, mark, final, sandbox):
+    """Under `none` what it left is found by the tree sweep, not by a pid namespace."""
     pol = write_policy(tmp_path / "p.yaml", iteration_timeout="60s", idle_timeout=None, gates=[solved_gate()],
+                       sandbox=sandbox,
                        agent={"preset": "command", "command": agent_cmd(tmp_path, "fix", mark, final),
                               "after_result_grace": "1s"})
-    cp = run_loop_cli(lrepo, pol, "--run-id", "stays", env={})
+    # unsandboxed, no cgroup either (an unprivileged runner's usual case): the tree sweep alone finds what it left
+    cp = run_loop_cli(lrepo, pol, "--run-id", "stays", env={"HEALER_CGROUP": "off"} if sandbox == "none" else {})
     assert cp.returncode == 0, cp.stdout + cp.stderr
     (h,) = state(lrepo, "stays")["history"]  # one iteration: the fix committed
     assert h["stopped"] == "after_result" and not h["timed_out"]
