@@ -106,3 +106,16 @@ def test_under_the_cap_nothing_is_cut(tmp_path):
         c.write(b"b" * 40)
         c.close()
     assert p.read_bytes() == b"a" * 60 + b"b" * 40 and c.truncated() is None
+
+
+def test_a_fleet_gate_flood_is_capped_too(tmp_path):
+    """The fleet's merge and main gates run the agent's merged code: their output is capped the same way (the
+    dispatcher holds it in memory and in the proposal's gate log)."""
+    from healer.fleet.gates import PASS, run_gates
+    from healer.policy.schema import Gate
+
+    g = Gate(name="noisy", run=[sys.executable, "-c", GATE_FLOOD])
+    res = run_gates([g], tmp_path, output_cap=MiB, grace=1.0)
+    assert res.outcome == PASS, res.log[-300:]
+    assert len(res.log) < MiB + 4096
+    assert "GATE-HEAD" in res.log[:200] and "GATE-TAIL" in res.log[-200:] and "bytes cut here" in res.log
