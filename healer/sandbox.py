@@ -707,9 +707,14 @@ def gate_profile(checkout: Path, loop_policy, kind: str, tmpdir: Path) -> Profil
 def run(profile: Profile | None, argv: list[str], log: Path, what: str, **kw):
     """procs.run, in `profile`'s sandbox when there is one (None: unconfined). `log` is where the program's
     stderr went (bwrap's own `bwrap: ...` line is read back from it). A sandbox that did not start the
-    program raises SandboxFailed, never a result of a program that did not run."""
+    program raises SandboxFailed, never a result of a program that did not run. `drain` (kw): called once the
+    program has ended, before `log` is read (a capture thread's last bytes written)."""
+    drain = kw.pop("drain", None) or (lambda: None)
     if profile is None:
-        return procs.run(argv, **kw)
+        try:
+            return procs.run(argv, **kw)
+        finally:
+            drain()
     argv = procs.resolve_python(argv, os.environ.get("PATH"))
     env = dict(kw.get("env") or procs.environ())
     for attempt in range(1, MOUNT_RACE_TRIES + 1):
@@ -717,7 +722,10 @@ def run(profile: Profile | None, argv: list[str], log: Path, what: str, **kw):
             with profile.launch(argv, env, what) as launch:
                 if launch.env is not None:
                     kw["env"] = launch.env
-                res = procs.run(launch.argv, pass_fds=launch.pass_fds, **kw)
+                try:
+                    res = procs.run(launch.argv, pass_fds=launch.pass_fds, **kw)
+                finally:
+                    drain()
                 return launch.settle(res, log)
         except SandboxFailed as e:
             if attempt == MOUNT_RACE_TRIES or not mount_race(e):

@@ -21,6 +21,7 @@ from pathlib import Path
 from healer import conventions as cv
 from healer import environ, errors, procs, sandbox
 from healer.clock import Clock, system
+from healer.loop import tap
 
 PASS = "pass"
 FAIL = "fail"
@@ -68,11 +69,14 @@ def gate_checkout(root: Path, checkout: Path, gates, loop_policy, clock: Clock |
     """The fleet's gates (merge or main) on healer's scratch `checkout`, confined like the loop's."""
     with confined(root, checkout, loop_policy) as box:
         return run_gates(gates, checkout, grace=loop_policy.kill_grace, clock=clock, confinement=box,
-                         env_pass=loop_policy.env_pass)
+                         env_pass=loop_policy.env_pass, output_cap=loop_policy.output_cap)
 
 
 def run_gates(gates, cwd: str | Path, *, grace: float = 5.0, clock: Clock | None = None,
-              confinement: Confinement | None = None, env_pass: list[str] | None = None) -> GateResult:
+              confinement: Confinement | None = None, env_pass: list[str] | None = None,
+              output_cap: int | None = None) -> GateResult:
+    """`output_cap`: bytes kept of each gate's output, head and tail (healer/loop/tap.py; the agent's code runs
+    in a merge gate: a flood of it must not sit whole in the dispatcher's memory or log)."""
     clock = clock or system()
     profile = confinement.profile if confinement is not None else None
     env = environ.for_programs(procs.environ(), env_pass)
@@ -81,12 +85,13 @@ def run_gates(gates, cwd: str | Path, *, grace: float = 5.0, clock: Clock | None
         return GateResult(UNKNOWN, gates[0].name if gates else None, "\n".join(parts))
     for g in gates:
         parts.append(f"$ {' '.join(g.run)}  # gate {g.name}")
-        with tempfile.TemporaryFile(mode="w+b") as out:
+        with tempfile.TemporaryFile(mode="w+b", buffering=0) as out:
+            cap = tap.Tap(out, None, clock.monotonic, cap=output_cap, name="gate-output").start()
             try:
                 # the unnamed file by its /proc name: the sandbox reads its own error line back from it
                 done = sandbox.run(profile, list(g.run), Path(f"/proc/self/fd/{out.fileno()}"), f"gate {g.name}",
-                                   cwd=cwd, timeout=g.timeout, grace=grace, clock=clock, stdout=out, stderr=out,
-                                   env=env)
+                                   cwd=cwd, timeout=g.timeout, grace=grace, clock=clock, stdout=cap.writer,
+                                   stderr=cap.writer, env=env, drain=cap.sync)
             except sandbox.SandboxFailed as e:
                 sandbox.forget_probe()
                 parts.append(f"gate {g.name}: {e}")
@@ -94,6 +99,8 @@ def run_gates(gates, cwd: str | Path, *, grace: float = 5.0, clock: Clock | None
             except OSError as e:
                 parts.append(f"gate {g.name}: cannot start: {e}")
                 return GateResult(UNKNOWN, g.name, "\n".join(parts))
+            finally:
+                cap.finish()
             out.seek(0)
             text = out.read().decode(errors="replace").rstrip()
         if text:

@@ -130,6 +130,10 @@ class Agent(Strict):
                                     description="what the claude preset's agent may use (its --allowedTools; -p mode "
                                                 "refuses Bash without it); null: the CLI's own default. codex has no "
                                                 "per-tool list: healer's sandbox replaces its own (docs/agents.md)")
+    after_result_grace: Duration = Field("5s", description="once the CLI printed its final event (claude: result; "
+                                         "codex: turn.completed/turn.failed; command: either), how long it has to exit "
+                                         "by itself; then it and whatever it left running (a background shell) are "
+                                         "ended (loop.agent_ended_after_result) and the gates run as after any end")
 
     @model_validator(mode="after")
     def _command_needed(self) -> Agent:
@@ -209,6 +213,10 @@ class Loop(Strict):
     idle_timeout: Duration | None = Field("10m", description="an agent that prints nothing (no byte on stdout or "
                                                              "stderr, no stream event) for this long is stopped like a "
                                                              "hung one (loop.agent_idle); null: off")
+    output_cap: PosInt | None = Field(16 << 20, ge=64, description="bytes kept of each captured stream (the agent's "
+                                      "stdout and stderr, each gate's log): the first half and the last half, a "
+                                      "marker line saying how much was cut between (loop.output_truncated); the "
+                                      "spend meter still reads all of it; null: kept whole")
     agent: Agent = Field(default_factory=Agent)
     gates: list[Gate] = Field(default_factory=list, description="cheapest first; exit codes decide")
 
