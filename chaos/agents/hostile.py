@@ -525,6 +525,9 @@ CHEATS = {
     "exit": {"calc.py": "import os\nos._exit(0)\n" + WRONG},  # the code under test ends the process on import
     "sysexit": {"calc.py": "raise SystemExit(0)\n"},
     "skip": {"calc.py": "import pytest\npytest.skip('not today', allow_module_level=True)\n"},  # every test skipped
+    # the code skips just the test it would fail: one passes, one is skipped, pytest exits 0
+    "skip_call": {"calc.py": "import pytest\n\n\ndef add(a, b):\n    if (a, b) == (1, 2):\n        pytest.skip('flaky')\n"
+                             "    return a - b\n"},
     "envrc": {".envrc": "export PYTEST_ADDOPTS=--collect-only\n"},  # direnv's: nothing of healer's reads it
     "script": {"run_tests.sh": "exit 0\n"},  # the script a gate names
     "makefile": {"Makefile": "test:\n\ttrue\n"},  # the Makefile a make gate reads
@@ -545,8 +548,6 @@ def cheat(kind: str) -> None:
         p.write_text(text)
         if name.startswith("bin/"):
             p.chmod(0o755)
-    if kind == "in_memory":
-        Path("calc.py").write_text(IN_MEMORY + WRONG)
 
 
 def legit() -> None:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from chaos.agents.hostile import CHEATS
 from healer import git as hgit
 from healer.clock import VirtualClock
 from healer.fleet import proposals
 from healer.policy.schema import Policy
-from chaos.agents.hostile import CHEATS
 from healer.records import Proposal
 from tests.conftest import git, make_repo
 from tests.security.conftest import HOSTILE, events, need_bwrap, run
@@ -32,7 +32,7 @@ GATE_OF = {"script": ["sh", "run_tests.sh"], "makefile": ["make", "-s", "test"],
 # the cheats refused before the gate runs (a gate file differs from the base's) and those the run itself exposes
 REFUSED = ("conftest", "conftest_exit", "subconftest", "ignored_conftest", "ini", "pyproject", "setup_cfg", "tox",
            "script", "makefile")
-EXPOSED = ("shadow", "sitecustomize", "exit", "sysexit", "skip", "envrc", "pathbin")
+EXPOSED = ("shadow", "sitecustomize", "exit", "sysexit", "skip", "skip_call", "envrc", "pathbin")
 
 
 @pytest.fixture(params=("bwrap", "none"))
@@ -109,6 +109,9 @@ def test_a_cheat_the_run_itself_exposes_never_passes(tmp_path, mode, kind, monke
     if kind == "exit":  # exit 0 without a report: the report decides
         assert "fail (report)" in json.dumps([e.payload for e in events(repo, "loop.iteration")]), log
         assert "no test report" in log, log
+    if kind == "skip_call":  # one passed, the other skipped by the code under test: exit 0, the report says no
+        assert "fail (report)" in json.dumps([e.payload for e in events(repo, "loop.iteration")]), log
+        assert "tests/test_calc.py::test_add (a protected test) was skipped" in log, log
     if kind == "skip":  # every test skipped (pytest exits 5 here; 0 where a test passed elsewhere)
         assert "a protected test) was skipped" in log or "no test passed" in log, log
 
