@@ -112,9 +112,13 @@ def _base_paths(tree: Path, base: str) -> list[str]:
 
 
 def _tree_conftests(tree: Path) -> list[str]:
-    """Every conftest.py git can see in the tree, ignored ones too (pytest loads what .gitignore names)."""
-    d = git.raw(tree, "ls-files", "-z", "-c", "-o", "--", ":(glob)**/conftest.py")
-    return sorted({x for x in d.decode("utf-8", "surrogateescape").split("\0") if x})
+    """Every conftest.py git can see in the tree, ignored ones too (pytest loads what .gitignore names), but in
+    hidden folders (pytest never recurses into `.*`: healer's own `.healer/`, where its copies and the quarantine
+    lie, is one)."""
+    d = git.raw(tree, "ls-files", "-z", "-c", "-o", "--", ":(glob)**/conftest.py", ":(exclude,glob).*/**",
+                ":(exclude,glob)**/.*/**")
+    return sorted({x for x in d.decode("utf-8", "surrogateescape").split("\0")
+                   if x and not any(part.startswith(".") for part in x.split("/")[:-1])})
 
 
 def prepare(argv: list[str], tree: Path, base: str | None, protected_paths: list[str], own: Path,
@@ -156,6 +160,8 @@ def prepare(argv: list[str], tree: Path, base: str | None, protected_paths: list
         if b is not None and isinstance(tree_now[f], bytes):
             copy = own / "base" / f
             copy.parent.mkdir(parents=True, exist_ok=True)
+            if copy.exists():  # a redone iteration: healer's own copy, read-only, written again
+                os.chmod(copy, 0o644)
             copy.write_bytes(b)
             os.chmod(copy, 0o444)
             prep.over.append((copy, tree / f))

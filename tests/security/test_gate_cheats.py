@@ -142,6 +142,24 @@ def test_the_fixed_code_with_a_new_dependency_and_a_new_test_still_passes(tmp_pa
     assert "judged by its report" in log and "3 passed" in log, log
 
 
+def test_an_agent_that_takes_its_cheat_back_converges_with_the_bases_own_root_conftest(tmp_path, mode):
+    """The base has a root conftest.py of its own (bound read-only while the gates run, its copy kept in healer's
+    folder); iteration 1 replaces it with the pass-all cheat (refused unrun), iteration 2 puts the base's back and
+    fixes the code: exit 0 at iteration 2, and neither healer's copies nor the quarantine count as the tree's conftest files."""
+    repo = calc_repo(tmp_path / "repo")
+    (repo / "conftest.py").write_text("ROOT = True\n")
+    git(repo, "add", "conftest.py")
+    git(repo, "commit", "-q", "-m", "a root conftest of the project's")
+    agent = {"command": [PY, HOSTILE, "cheat_then_fix", "{iteration}"]}
+    out, _ = run(repo, loop_policy(mode, agent=agent, max_iterations=3,
+                                   protected_paths=["tests/test_calc.py", "tests/conftest.py"]))
+    log = gate_log(repo)
+    assert out.exit_code == 0 and out.iterations == 2, (out, log)
+    first = events(repo, "loop.iteration")[0].payload
+    assert first["gates"][0]["outcome"] == "refused"
+    assert git(repo, "show", "HEAD:conftest.py") == "ROOT = True"
+
+
 def test_code_that_rewrites_pytest_in_its_own_process_is_the_known_limit(tmp_path):
     """The residual limit (docs/security.md): code under test runs inside pytest's process, so code written to
     patch pytest's report objects on import forges a report like the exit code. Shown, so the docs stay true."""
