@@ -1,4 +1,4 @@
-"""Gates judged from what ran (issue 39): the shell around healer/core/gatecheck.py, one for the loop's gates
+"""Gates judged from what ran (issue 39): the shell around healer/loop/gatecheck.py, one for the loop's gates
 (healer/loop/iteration.py) and the fleet's merge and main gates (healer/fleet/gates.py).
 
 `prepare` gathers what the rules need (the base's blobs through git, the tree's files without following a link),
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from healer import git
-from healer.core import gatecheck as gc
+from healer.loop import gatecheck as gc
 from healer.loop.protect import protected
 
 REPORT_CAP = 64 << 20  # bytes of JUnit XML read back: more is not a report healer's gates write
@@ -83,32 +83,41 @@ def read_tree(tree: Path, rel: str) -> bytes | None | str:
         return f.read(FILE_CAP + 1)
 
 
+_BLOBS: dict[tuple[str, str], bytes | None] = {}  # (base, path) -> content: a commit's content never changes
+_PATHS: dict[str, list[str]] = {}  # base -> its files
+CACHE_BASES = 8
+
+
 def _base_blobs(tree: Path, base: str, paths: list[str]) -> dict[str, bytes | None]:
-    """The base's content of each path (None: not a file there), in one `git cat-file --batch`."""
-    if not paths:
-        return {}
-    data = git.raw(tree, "cat-file", "--batch", input="".join(f"{base}:{p}\n" for p in paths).encode("utf-8", "surrogateescape"))
-    out: dict[str, bytes | None] = {}
-    pos = 0
-    for p in paths:
-        nl = data.index(b"\n", pos)
-        head = data[pos:nl].split()
-        pos = nl + 1
-        if len(head) == 3 and head[1] == b"blob":
-            size = int(head[2])
-            out[p] = data[pos:pos + size]
-            pos += size + 1
-        elif len(head) == 3:  # a tree or a link at that path: skip its content
-            pos += int(head[2]) + 1
-            out[p] = None
-        else:
-            out[p] = None  # "missing"
-    return out
+    """The base's content of each path (None: not a file there), in one `git cat-file --batch` for what this
+    process has not read yet (a loop reads the same base every iteration: one git process, once)."""
+    want = [p for p in paths if (base, p) not in _BLOBS]
+    if want:
+        data = git.raw(tree, "cat-file", "--batch",
+                       input="".join(f"{base}:{p}\n" for p in want).encode("utf-8", "surrogateescape"))
+        pos = 0
+        for p in want:
+            nl = data.index(b"\n", pos)
+            head = data[pos:nl].split()
+            pos = nl + 1
+            got: bytes | None = None
+            if len(head) == 3 and head[1] in (b"blob", b"tree", b"commit", b"tag"):
+                size = int(head[2])
+                got = data[pos:pos + size] if head[1] == b"blob" else None
+                pos += size + 1
+            if len(_BLOBS) > 4096:
+                _BLOBS.clear()
+            _BLOBS[(base, p)] = got
+    return {p: _BLOBS[(base, p)] for p in paths}
 
 
 def _base_paths(tree: Path, base: str) -> list[str]:
-    d = git.raw(tree, "ls-tree", "-r", "-z", "--name-only", "--full-tree", base)
-    return [x for x in d.decode("utf-8", "surrogateescape").split("\0") if x]
+    if base not in _PATHS:
+        d = git.raw(tree, "ls-tree", "-r", "-z", "--name-only", "--full-tree", base)
+        if len(_PATHS) >= CACHE_BASES:
+            _PATHS.clear()
+        _PATHS[base] = [x for x in d.decode("utf-8", "surrogateescape").split("\0") if x]
+    return _PATHS[base]
 
 
 def _tree_conftests(tree: Path) -> list[str]:
@@ -124,7 +133,7 @@ def _tree_conftests(tree: Path) -> list[str]:
 def prepare(argv: list[str], tree: Path, base: str | None, protected_paths: list[str], own: Path,
             env: dict[str, str], *, report: str = "auto", extra_files: list[str] | None = None,
             name: str = "gate") -> Prepared:
-    """One gate, ready to run in `tree` (rules 1-3 of healer/core/gatecheck.py). `base`: the commit (or tree)
+    """One gate, ready to run in `tree` (rules 1-3 of healer/loop/gatecheck.py). `base`: the commit (or tree)
     whose gate files are the operator's; `own`: an empty folder of healer's that the gate's sandbox shows
     read-only (its report file is bound writable)."""
     tree = Path(os.path.abspath(tree))
@@ -135,8 +144,7 @@ def prepare(argv: list[str], tree: Path, base: str | None, protected_paths: list
     if base is None:
         prep.files = files
         return prep
-    all_base = _base_paths(tree, base)
-    base_set = set(all_base)
+    all_base = _base_paths(tree, base) if call is not None else []
     if call is not None:
         conf = [p for p in sorted(set(_tree_conftests(tree)) | {p for p in all_base if gc.is_conftest(p)})
                 if not protected(p, protected_paths)]
@@ -144,11 +152,13 @@ def prepare(argv: list[str], tree: Path, base: str | None, protected_paths: list
         pol_cfg = gc.policy_config(call.args)
         if pol_cfg is not None and pol_cfg not in files:
             files.append(pol_cfg)
-    # a named word that is neither in the base nor a file in the tree is an argument, not a file (`make test`)
+    # a named word that is neither in the base nor a file in the tree is no file of the gate's (`./check.sh` the
+    # agent has not written yet: the gate fails to start, as before)
     tree_now = {f: read_tree(tree, f) for f in files}
-    files = [f for f in files if f in base_set or f in gc.PYTEST_CONFIGS or tree_now[f] not in (None, "a folder")]
+    based = _base_blobs(tree, base, files)
+    files = [f for f in files if based[f] is not None or f in gc.PYTEST_CONFIGS or tree_now[f] not in (None, "a folder")]
     prep.files = files
-    prep.base = _base_blobs(tree, base, files)
+    prep.base = {f: based[f] for f in files}
     diff = gc.config_differences(prep.base, {f: tree_now[f] for f in files})
     if diff:
         prep.refused = (f"gate {name}: not run: its configuration is the base's, and the tree changed it: "

@@ -1,7 +1,7 @@
 """Gates whose verdict comes from what ran (issue 39): hostile agents that leave `calc.add` wrong and make the gate
 say pass without touching the protected `tests/` (the gate's config, what pytest imports, how the process exits),
 in the real loop under bwrap and unsandboxed; the fleet's merge gate on the same cheat; and legitimate changes that
-must still pass. healer/core/gatecheck.py has the rules, healer/gating.py the shell."""
+must still pass. healer/loop/gatecheck.py has the rules, healer/gating.py the shell."""
 
 from __future__ import annotations
 

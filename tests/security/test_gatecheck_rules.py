@@ -1,10 +1,10 @@
-"""The pure rules of gates judged from what ran (healer/core/gatecheck.py), one by one: what is a pytest gate, the
+"""The pure rules of gates judged from what ran (healer/loop/gatecheck.py), one by one: what is a pytest gate, the
 environment, the gate files' comparison (a pytest section, not the whole pyproject.toml), the tests due, the
 report's verdict. The loop and fleet tests with hostile agents are test_gate_cheats.py."""
 
 from __future__ import annotations
 
-from healer.core import gatecheck as gc
+from healer.loop import gatecheck as gc
 
 PY = "/usr/bin/python3"
 
@@ -34,10 +34,14 @@ def test_the_environment_loses_what_the_tree_could_steer():
 
 
 def test_named_files_and_makefiles():
-    assert gc.named_files(["sh", "run_tests.sh", "-x"]) == ["sh", "run_tests.sh"]
+    assert gc.named_files(["sh", "-e", "run_tests.sh", "-x"]) == ["sh", "run_tests.sh"]
+    assert gc.named_files(["sh", "-c", "check"]) == ["sh"] and gc.named_files(["node", "-e", "1", "x.js"]) == ["node"]
+    assert gc.named_files(["bash", "-x", "run_tests.sh", "out.txt"]) == ["bash", "run_tests.sh"]
+    assert gc.named_files([PY, "-X", "dev", "tests/check.py", "attempt.txt"]) == [PY, "tests/check.py"]
+    assert gc.named_files([PY, "-m", "mod", "x"]) == [PY]
     got = gc.named_files(["make", "-f", "ci.mk", "test", "V=1"])
-    assert {"Makefile", "makefile", "GNUmakefile", "ci.mk", "test"} <= set(got) and "V=1" not in got
-    assert gc.named_files(["env", "X=1", "./t.sh", "../up.sh"]) == ["t.sh"]
+    assert {"Makefile", "makefile", "GNUmakefile", "ci.mk"} <= set(got) and "test" not in got
+    assert gc.named_files(["env", "X=1", "./t.sh", "data.txt"]) == ["t.sh"]
 
 
 def test_only_the_pytest_section_of_a_shared_config_counts():

@@ -122,24 +122,38 @@ def pytest_call(argv: Sequence[str]) -> PytestCall | None:
     return None
 
 
+SHELLS = ("sh", "bash", "dash", "zsh", "ksh")
+INTERPRETERS = (*SHELLS, "node", "perl", "ruby", "php", "Rscript", "tclsh", "lua")
+
+
 def named_files(argv: Sequence[str]) -> list[str]:
-    """Paths relative to the gate's cwd that its argv names (a script, `make -f FILE`), and make's default
-    Makefiles when it runs make. Absolute paths are outside the tree's reach unless they point into it; the
-    shell decides that (it knows the tree)."""
+    """The programs a gate's argv names, relative to its cwd: the program itself, the script an interpreter
+    (`sh`, `bash`, `python`, `node`, ...) runs, make's Makefiles (`-f FILE`, or the defaults). Never its other
+    arguments: a file a gate checks (`check.py attempt.txt`) is the agent's work, not the gate's instructions.
+    Absolute paths count only inside the tree; the shell decides that (it knows the tree)."""
     i = _after_env(argv)
-    out: list[str] = []
     words = list(argv[i:])
-    if words and posixpath.basename(words[0]) in ("make", "gmake"):
+    if not words:
+        return []
+    out = [words[0]]
+    prog = posixpath.basename(words[0])
+    if prog in ("make", "gmake"):
         out += list(MAKEFILES)
         for k, w in enumerate(words):
             if w in ("-f", "--file", "--makefile") and k + 1 < len(words):
                 out.append(words[k + 1])
-            elif w.startswith("--file=") or w.startswith("--makefile="):
+            elif w.startswith(("--file=", "--makefile=")):
                 out.append(w.split("=", 1)[1])
-    for w in words:
-        if w.startswith("-") or "=" in w or "::" in w:
-            continue
-        out.append(w)
+    elif prog in INTERPRETERS or _is_python(prog):
+        inline = ("-c",) if prog in SHELLS else ("-c", "-m") if _is_python(prog) else ("-e", "-E", "--eval", "-p", "-r")
+        k = 1
+        while k < len(words) and words[k].startswith("-"):
+            if words[k] in inline:  # inline code or a module: no script file
+                k = len(words)
+                break
+            k += 2 if words[k] in ("-X", "-W", "-o", "-O", "-r", "--require") else 1
+        if k < len(words):
+            out.append(words[k])
     seen: list[str] = []
     for w in out:
         n = posixpath.normpath(w)
