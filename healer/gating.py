@@ -201,6 +201,9 @@ def prepare(argv: list[str], tree: Path, base: str | None, protected_paths: list
         for p, src in _base_blobs(tree, base, tests).items():
             if src is not None:
                 prep.expected += gc.expected_tests(p, src.decode("utf-8", "replace"))
+        confs = [p for p in all_base if gc.is_conftest(p)]  # the base's: protected, or checked equal above
+        prep.expected = gc.skipping_conftests(prep.expected, {p: (b or b"").decode("utf-8", "replace")
+                                                              for p, b in _base_blobs(tree, base, confs).items()})
     prep.note = (f"gate {name}: pytest, judged by its report (config: {cfg_name or 'none'} as the base has it; "
                  f"{len(prep.expected)} protected test(s) due" + ("" if prep.check_expected else
                                                                    "; a narrowed selection: not counted") + ")")

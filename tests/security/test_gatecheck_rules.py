@@ -69,6 +69,11 @@ def test_the_tests_due_are_read_from_the_protected_source():
     assert got == {"tests/test_x.py::test_a": False, "tests/test_x.py::test_b": True,
                    "tests/test_x.py::TestC::test_d": False, "tests/test_x.py::Case::test_f": False}
     assert gc.expected_tests("tests/bad.py", "def (") == []
+    marked = "import pytest\nneeds_db = pytest.mark.skipif(True, reason='db')\n\n@needs_db\ndef test_q():\n    pass\n"
+    assert gc.expected_tests("t/test_m.py", marked) == [gc.Expected("t/test_m.py::test_q", True)]
+    due = [gc.Expected("tests/a/test_x.py::test_a"), gc.Expected("other/test_y.py::test_b")]
+    assert gc.skipping_conftests(due, {"tests/conftest.py": "item.add_marker(pytest.mark.skip)"}) == [
+        gc.Expected("tests/a/test_x.py::test_a", True), gc.Expected("other/test_y.py::test_b")]
     assert gc.test_files(["tests/test_x.py", "tests/helper.py", "tests/sub/y_test.py", "other/test_z.py"],
                          ["tests"], ["test_*.py", "*_test.py"]) == ["tests/sub/y_test.py", "tests/test_x.py"]
     assert gc.selected_roots([], "pyproject.toml", "[tool.pytest.ini_options]\ntestpaths=['spec']\n") == ["spec"]
