@@ -167,7 +167,9 @@ def prepare(argv: list[str], tree: Path, base: str | None, protected_paths: list
     own.mkdir(parents=True, exist_ok=True)
     for f in files:  # the base's bytes, bound read-only over the tree's (bwrap, container) while the gate runs
         b = prep.base.get(f)
-        if b is not None and isinstance(tree_now[f], bytes):
+        # only where the tree holds the very bytes: a shared config whose other sections changed (a new dependency)
+        # stays the tree's, its pytest section read once as pytest starts, before any code under test
+        if b is not None and tree_now[f] == b:
             copy = own / "base" / f
             copy.parent.mkdir(parents=True, exist_ok=True)
             if copy.exists():  # a redone iteration: healer's own copy, read-only, written again
