@@ -319,6 +319,8 @@ class Profile:
     env: dict[str, str] = field(default_factory=dict)  # set inside, whatever the caller's environment says
     allow: list[tuple[str, int]] = field(default_factory=list)  # host:port reachable with network off (healer/netbox.py)
     unix_sockets: bool = False  # bwrap: socket(AF_UNIX) allowed (else refused by seccomp, healer/netbox.py)
+    over: list[tuple[Path, Path]] = field(default_factory=list)  # (source, destination) bound read-only last: a gate
+    #   file as the base has it, over the tree's (healer/gating.py)
 
     def launch(self, argv: list[str], env: dict[str, str] | None = None, what: str = "the program") -> Launch:
         if self.kind == "container":
@@ -347,6 +349,8 @@ class Profile:
             a += ["--ro-bind", str(p), str(p)]
         for p in self.rw_last:
             a += ["--bind", str(p), str(p)]
+        for src, dst in self.over:
+            a += ["--ro-bind", str(src), str(dst)]
         a += socket_masks()
         if net is not None:  # healer/netbox.py: the seccomp filter, the allow-list's /etc/hosts and init
             a += net.args
@@ -477,6 +481,8 @@ class ContainerLaunch(Launch):
             mounts[str(p)] = (str(p), True)
         for p in profile.rw_last:
             mounts[str(p)] = (str(p), False)
+        for src, dst in profile.over:
+            mounts[str(dst)] = (str(src), True)
         tmp = str(profile.tmpdir) if profile.tmpdir is not None else "/tmp"
         a = ["docker", "run", "-i", "--name", self.name, "--label", f"{CONTAINER_LABEL}={CONTAINER_KIND}",
              "--label", f"{WORKDIR_LABEL}={profile.workdir}",

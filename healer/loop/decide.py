@@ -35,16 +35,19 @@ class GateResult:
     timed_out: bool = False
     skipped: bool = False  # not run: the iteration deadline had passed
     elapsed: float = 0.0
+    judged: str = ""  # failed whatever its exit code: why (its files differ from the base's, its report; healer/gating.py)
 
     @property
     def passed(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out and not self.skipped
+        return self.exit_code == 0 and not self.timed_out and not self.skipped and not self.judged
 
     def outcome(self) -> str:
         if self.skipped:
             return "skipped"
         if self.timed_out:
             return "timeout"
+        if self.judged:
+            return "refused" if self.exit_code is None else "fail (report)"
         return "pass" if self.passed else f"exit {self.exit_code}"
 
 

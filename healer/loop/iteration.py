@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from healer import endpoints, environ, errors, failpoints, git, procs, sandbox
+from healer import endpoints, environ, errors, failpoints, gating, git, procs, sandbox
 from healer.clock import day_of, iso
 from healer.loop import agenthome, agents, decide, gitops, guard, objects, ownfiles, protect, usage, worktree
 from healer.loop import state as loop_state
@@ -174,10 +174,13 @@ class Iteration:
             self._note(n, f"## iteration {n}: forged git objects set aside (quarantine), never stored\n- "
                        + ", ".join(refused[:20]))
 
-    def _run(self, argv: list[str], log: Path, what: str, **kw) -> procs.Completed:
-        """procs.run, in the sandbox when there is one; a sandbox that did not start it raises SandboxFailed."""
+    def _run(self, argv: list[str], log: Path, what: str, profile: sandbox.Profile | None | bool = True,
+             **kw) -> procs.Completed:
+        """procs.run, in the sandbox when there is one; a sandbox that did not start it raises SandboxFailed.
+        `profile`: the run's (True), or one made for this program (a gate's, healer/gating.py)."""
+        prof = self._profile if profile is True else profile
         try:
-            return sandbox.run(self._profile, argv, log, what, group=self.group, watchdog=self.dog, **kw)
+            return sandbox.run(prof, argv, log, what, group=self.group, watchdog=self.dog, **kw)
         finally:
             self._watchdog_said(what)
             if self._profile is not None:
@@ -532,23 +535,40 @@ class Iteration:
                 failing_log = text
                 break
             log = idir / f"gate-{i}-{_safe(g.name)}.log"
+            prep = self._prepare_gate(g, i, idir, env)
+            cap = None
             with open(log, "wb", buffering=0) as f:
-                cap = tap_mod.Tap(f, None, clock.monotonic, cap=L.output_cap, name="gate-output").start()
-                try:
-                    res = self._run(g.run, log, f"gate {g.name}", cwd=self.workdir, timeout=min(g.timeout, remaining), grace=L.kill_grace,
-                                    clock=clock, env=env, stdout=cap.writer, stderr=subprocess.STDOUT,
-                                    should_stop=self._should_stop, adopt_orphans=self.subreaper, **self._waiting(),
-                                    drain=cap.sync)
-                except OSError as e:
-                    cap.sync()
-                    f.write(f"healer: cannot start gate {g.name} ({g.run[0]!r}): {e}\n".encode())
-                    res = procs.Completed(127, False, [], 0.0)
-                finally:
-                    cap.finish()
-            self._truncated(self._n, f"gate {g.name}", cap, log)
+                if prep.report is not None:
+                    f.write(f"healer: {prep.note}\n".encode())
+                if prep.refused:
+                    f.write(f"healer: {prep.refused}\n".encode())
+                if prep.refused:
+                    res = procs.Completed(None, False, [], 0.0)
+                else:
+                    cap = tap_mod.Tap(f, None, clock.monotonic, cap=L.output_cap, name="gate-output").start()
+                    try:
+                        res = self._run(prep.argv, log, f"gate {g.name}", cwd=self.workdir, timeout=min(g.timeout, remaining),
+                                        grace=L.kill_grace, clock=clock, env=prep.env, stdout=cap.writer,
+                                        stderr=subprocess.STDOUT, should_stop=self._should_stop,
+                                        adopt_orphans=self.subreaper, profile=gating.confine(self._profile, prep),
+                                        **self._waiting(), drain=cap.sync)
+                    except OSError as e:
+                        cap.sync()
+                        f.write(f"healer: cannot start gate {g.name} ({g.run[0]!r}): {e}\n".encode())
+                        res = procs.Completed(127, False, [], 0.0)
+                    finally:
+                        cap.finish()
+                judged = prep.refused or ""
+                if not prep.refused and not res.timed_out and not res.stopped:
+                    ok, why = gating.judge(prep, self.workdir, res.exit_code)
+                    if prep.report is not None or ok != (res.exit_code == 0):
+                        f.write(f"healer: gate {g.name}: {why}\n".encode())
+                    judged = "" if ok or res.exit_code != 0 else why
+            if cap is not None:
+                self._truncated(self._n, f"gate {g.name}", cap, log)
             if res.stopped:
                 raise _Interrupted
-            gr = GateResult(g.name, res.exit_code, timed_out=res.timed_out, elapsed=round(res.elapsed, 4))
+            gr = GateResult(g.name, res.exit_code, timed_out=res.timed_out, elapsed=round(res.elapsed, 4), judged=judged)
             text = _read_tail(log)
             if gr.timed_out:
                 text += f"\ngate {g.name}: timed out\n"
@@ -559,6 +579,18 @@ class Iteration:
                 break
         (idir / "gates.log").write_text("".join(c if c.endswith("\n") else c + "\n" for c in combined))
         return results, failing_log
+
+    def _prepare_gate(self, g, i: int, idir: Path, env: dict[str, str]) -> gating.Prepared:
+        """The gate as healer runs it (healer/gating.py): its files compared with the run's base, pytest's argv
+        and report. The base: the commit the run started on (its tree with --allow-dirty, as the commit's rule)."""
+        st, L = self.st, self.loop_policy
+        base = st.baseline_tree if st.allow_dirty else st.start_head
+        try:
+            return gating.prepare(list(g.run), self.workdir, base, list(L.protected_paths), idir / f"gate-{i}", env,
+                                  report=g.report, extra_files=list(L.gate_config), name=g.name)
+        except (git.GitError, OSError) as e:
+            return gating.Prepared(argv=list(g.run), env=env, refused=f"gate {g.name}: not run: cannot read the base's "
+                                                                       f"gate files: {e}")
 
     # -- records for humans and the event log -----------------------------------------
     def _report(self, rec: IterationRecord, verdict: Verdict) -> None:

@@ -147,6 +147,12 @@ class Gate(Strict):
     name: str = Field(min_length=1)
     run: list[str] = Field(min_length=1, description="argv, run in the working tree; exit 0 = pass")
     timeout: Duration = "10m"
+    report: Literal["auto", "exit_code"] = Field(
+        "auto", description="auto: a pytest gate (pytest, python -m pytest) is run with the base's config and "
+                            "judged by its JUnit report (every protected test it selects ran and passed, none "
+                            "failed, at least one passed; docs/security.md); exit_code: its exit code alone (weaker: "
+                            "the tree can steer it). Any gate's files (what its argv names, make's Makefile, "
+                            "pytest's config and conftest.py files outside protected_paths) must be the base's")
 
 
 class Loop(Strict):
@@ -218,7 +224,11 @@ class Loop(Strict):
                                       "marker line saying how much was cut between (loop.output_truncated); the "
                                       "spend meter still reads all of it; null: kept whole")
     agent: Agent = Field(default_factory=Agent)
-    gates: list[Gate] = Field(default_factory=list, description="cheapest first; exit codes decide")
+    gates: list[Gate] = Field(default_factory=list, description="cheapest first; exit codes decide, and for pytest "
+                                                                "gates their report (Gate.report)")
+    gate_config: list[str] = Field(default_factory=list, description="more files (relative to the tree) every gate "
+                                   "takes from the base: a difference in the tree fails the gate, unrun (besides what "
+                                   "its argv names, make's Makefile and pytest's config and conftest.py files)")
 
     @model_validator(mode="after")
     def _allow(self) -> Loop:
