@@ -81,6 +81,12 @@ class VirtualClock:
             self._t = float(t)
 
 
+def reading(clock: Clock) -> tuple[float, float]:
+    """(wall, monotonic), read together: durations a process measures itself use the second; a difference between
+    how far each moved is a wall-clock jump (healer/core/trusted_time.py)."""
+    return clock.now(), clock.monotonic()
+
+
 def _utc(t: float) -> tuple[_time.struct_time, int]:
     """(UTC calendar fields, microseconds) of an epoch time, as `datetime.fromtimestamp(t, UTC)` splits it:
     the fraction rounded half-even to the microsecond, carried into the seconds. `datetime` itself costs

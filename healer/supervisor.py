@@ -35,7 +35,7 @@ from healer.core import decide as core_decide
 from healer.core.memory import dump, forget_attempts, load
 from healer.core.model import Decision, Memory, Snapshot
 from healer.errors import StoreLost, transient
-from healer.fleet import lost_hosts
+from healer.fleet import lost_hosts, timewatch
 from healer.fleet import snapshot as snapmod
 from healer.fleet.failed_pass import host_trouble_or_corrupt, raise_if_lost, report_failed_pass
 from healer.fleet.ports import REAL as REAL_PORTS
@@ -213,6 +213,10 @@ class Supervisor:
         self._memory: tuple[Any, Memory | None] | None = None  # (the stored form, what it loads as): a quiet tick loads nothing
         self._memory_token: int | None = None  # the supervisor lease's token when _memory was last read from the store
         self.humans = limiter.HumanLog()  # the humans' unblock attempts, read by event id between ticks
+        self.times = timewatch.for_clock(self.clock)  # wall-clock jumps and skews (healer/core/trusted_time.py)
+        # another holder's lease is taken as expired only on a clock this process can trust (or watched unrenewed
+        # for its ttl on the monotonic clock): a step neither steals it from a live leader nor keeps it for a dead one
+        self.lease_judge = timewatch.LeaseJudge(self.times, policy.supervisor.lease_ttl, policy.supervisor.clock_tolerance)
 
     def context(self, batch: str | None = None) -> remedy.Context:
         c = self._ctx
@@ -230,7 +234,9 @@ class Supervisor:
         """Snapshot and decide; write nothing (healer plan, --dry-run)."""
         rep = TickReport(at=self.clock.now(), dry_run=True)
         t0 = self.clock.monotonic()
+        tb, times = self.times.peek()  # a plan writes nothing: what this process knows of its clocks, no new reading
         rep.snapshot = snapmod.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host, ports=self.ports)
+        rep.snapshot = replace(rep.snapshot, time=tb, clock=times)
         memory = with_external_attempts(load_memory(self.store), self.store, self.policy, rep.snapshot.now)
         rep.decision = decide(rep.snapshot, self.policy, memory)
         rep.duration = self.clock.monotonic() - t0
@@ -243,7 +249,7 @@ class Supervisor:
         now = self.clock.now()
         rep = TickReport(at=now)
         lease = self.store.acquire_lease(LEASE, self.holder, self.pid, self.lease_host, self.policy.supervisor.lease_ttl,
-                                         pid_alive=procs.alive)
+                                         pid_alive=procs.alive, expired=self.lease_judge)
         # every write of this tick carries the lease's fencing token: a holder paused past its ttl (SIGSTOP,
         # a partition) and overtaken has its late writes refused and recorded (lease.stale_write_refused)
         self.store.hold(lease)
@@ -272,9 +278,10 @@ class Supervisor:
             if taken:
                 logger.warning("took back {} ticket(s) of lost host(s): {}", len(taken), taken)
 
+        tb, times = self.times.read(self.store, self.policy.supervisor.clock_tolerance, "supervisor", self.host)
         snap = self.gatherer.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host, ports=self.ports)
         # this tick is a supervisor tick: the downtime before it (a restart) is no silence to page about
-        rep.snapshot = snap = replace(snap, last_supervisor_tick=now)
+        rep.snapshot = snap = replace(snap, last_supervisor_tick=now, time=tb, clock=times)
         memory = with_external_attempts(self._load_memory(lease.token), self.store, self.policy, snap.now, humans=self.humans)
         rep.decision = d = self._decide(snap, memory)
         failpoints.hit(FP_BEFORE_EXECUTE)
@@ -415,7 +422,7 @@ class Supervisor:
                 return
             if cur is not None:
                 # a standby acts at the leader's expiry time, not at its next poll: takeover within the ttl
-                retry_at.append(self.clock.monotonic() + max(0.0, cur.expires_at - self.store.now()))
+                retry_at.append(self.clock.monotonic() + self.lease_judge.wait(LEASE, cur.expires_at, self.store.now()))
             if on_tick:
                 on_tick(rep)
 

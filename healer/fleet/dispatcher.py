@@ -38,8 +38,9 @@ from healer.clock import Clock, SystemClock, system
 from healer.core import disk, hosts
 from healer.core import dispatch as core
 from healer.core import fleet as fleet_rules
+from healer.core import trusted_time
 from healer.errors import InvalidInput, StoreLost, StoreUnavailable, UsageError, transient
-from healer.fleet import budget, shared_main
+from healer.fleet import budget, shared_main, timewatch
 from healer.fleet.disk import DiskWatch
 from healer.fleet.dispatch_launch import Launching, ours
 from healer.fleet.dispatch_merge import Merging
@@ -151,6 +152,8 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         self.policy_path = Path(policy_path).resolve() if policy_path else None
         self._stopping = False
         self._watching_since: float | None = None  # first pass: silence before it was our own downtime
+        self.times = timewatch.for_clock(self.clock)  # wall-clock jumps and skews (healer/core/trusted_time.py)
+        self._time: tuple = (None, None)  # this pass's (Timebase, TimeState)
         self._resets = budget.Resets()  # budget resets read so far: each pass reads only the new moves
         self._plan: core.Carry | None = None  # the last plan: a pass over an unchanged board plans nothing anew
         if not self.git.is_repo(self.root):
@@ -171,6 +174,7 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         self._readings = self.disk.guard()  # first, before any store write: a full disk gets its reserve back now
         now = self.clock.now()
         rep = TickReport(at=now)
+        self._time = self.times.read(self.store, self.policy.supervisor.clock_tolerance, "dispatcher", self.host)
         if self._watching_since is None:
             self._watching_since = now
         ttl = max(3 * self.policy.fleet.dispatch_tick, 90.0)
@@ -262,6 +266,9 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         # a watcher judges only the silence it watched: a restart's downtime is not the supervisor's
         watched = None if last is None else max(float(last), self._watching_since or float(last))
         silent = fleet_rules.supervisor_silent(watched, now, threshold)
+        if silent is not None and watched is not None and trusted_time.finding_hold(
+                "supervisor_silent", watched, {}, self.policy, *self._time):
+            return  # a silence measured across a wall-clock jump: paged only once confirmed on the monotonic clock
         if silent is not None:
             notify(self.store, self.policy, "supervisor_silent",
                    f"supervisor silent for {durations.format(round(silent))} (threshold "

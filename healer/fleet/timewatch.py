@@ -1,0 +1,96 @@
+"""This process's watch on its clocks: the shell around healer/core/trusted_time.py.
+
+Each daemon's pass reads its clocks through `TimeWatch.read` (wall and monotonic together, and the store's own clock
+on PostgreSQL), the core folds the reading into what it knows (`observe`), and a jump or a skew seen for the first
+time is reported here, once: one `clock.jump` / `clock.skew` event and one log line, not one per tick, and no page
+(the clock is no fault of the fleet's, and a page could only tell that healer holds its hand).
+
+One watch per clock object (`for_clock`): `healer up` runs the dispatcher and the supervisor in one process, on one
+clock; they share what it knows, so a jump is reported once per process.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+
+from loguru import logger
+
+from healer.clock import Clock, reading
+from healer.core import trusted_time as tt
+
+_watches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+class TimeWatch:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.state = tt.TimeState()
+        self._lock = threading.Lock()
+
+    def read(self, store, tolerance: float | None, who: str, host: str = "") -> tuple[tt.Timebase, tt.TimeState]:
+        """Read the clocks, fold the reading in, report what is new; (the reading, the state) for the snapshot.
+        The store's clock is read only when a tolerance is set, and a store that cannot say leaves it unknown."""
+        server = None
+        if tolerance and store is not None:
+            try:
+                server = store.server_now()
+            except Exception:  # noqa: BLE001 - the pass reads the store again and meets its outage there
+                server = None
+        with self._lock:
+            wall, mono = reading(self.clock)
+            tb = tt.Timebase(now=wall, wall=wall, mono=mono, store=server)
+            obs = tt.observe(self.state, tb, tolerance)
+            self.state = obs.state
+        for j in obs.news:
+            self._report(store, j, tolerance, who, host)
+        return tb, obs.state
+
+    def peek(self) -> tuple[tt.Timebase, tt.TimeState]:
+        """A reading and what is known, without folding it in (a dry run reports nothing)."""
+        wall, mono = reading(self.clock)
+        return tt.Timebase(now=wall, wall=wall, mono=mono), self.state
+
+    def _report(self, store, j: tt.Jump, tolerance: float | None, who: str, host: str) -> None:
+        logger.warning("{}: {} (tolerance {:.0f}s): no stop, removal, requeue, escalation or silence page rests on an "
+                       "age that crossed it until it is confirmed on the monotonic clock", who, j.describe(),
+                       tolerance or 0)
+        try:
+            store.append("clock.skew" if j.kind == tt.SKEW else "clock.jump", host, {
+                "size": round(j.size, 3), "seen": j.seen, "cutoff": j.cutoff, "by": who, "tolerance": tolerance})
+        except Exception as e:  # noqa: BLE001 - the log line stands; the pass meets the store's trouble itself
+            logger.error("{}: recording the clock {} failed: {}", who, j.kind, e)
+
+
+def for_clock(clock: Clock) -> TimeWatch:
+    """The one watch of this clock object in this process."""
+    with _lock:
+        w = _watches.get(clock)
+        if w is None:
+            w = _watches[clock] = TimeWatch(clock)
+        return w
+
+
+class LeaseJudge:
+    """`acquire_lease(..., expired=judge)`: whether another holder's lease record may be taken as expired, judged by
+    healer/core/trusted_time.py's `lease_expired` on what this process watched of it (per lease name)."""
+
+    def __init__(self, times: TimeWatch, ttl: float, tolerance: float | None) -> None:
+        self.times = times
+        self.ttl = ttl
+        self.tolerance = tolerance
+        self.seen: dict[str, tt.Watched] = {}
+
+    def __call__(self, name: str, holder: str, token: int, expires_at: float, now: float) -> bool:
+        mono = self.times.clock.monotonic()
+        w = self.seen[name] = tt.watch(self.seen.get(name), (holder, token, expires_at), mono, expires_at <= now)
+        doubt = tt.in_doubt(self.times.state, mono, self.ttl)
+        return tt.lease_expired(w, expires_at, self.ttl, now, mono, self.tolerance, doubt)
+
+    def wait(self, name: str, expires_at: float, now: float) -> float:
+        """Seconds until the record last seen under `name` could be taken (a standby's next look)."""
+        w = self.seen.get(name)
+        if w is None:
+            return max(0.0, expires_at - now)
+        return tt.wait(w, expires_at, self.ttl, now, self.times.clock.monotonic())
