@@ -28,7 +28,7 @@ clock is expired whatever the wall clocks say (neither stolen from a live holder
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,6 +117,21 @@ def untrusted(since: float, threshold: float, tb: Timebase | None, state: TimeSt
     return None
 
 
+def not_after(stamp: float, now: float | None, steps_back: Sequence[tuple[float, float]] = ()) -> float:
+    """A stamp later than `now` was written before the clock stepped back: a wait measured from it (a backoff)
+    starts when the step was seen (the latest step whose cutoff covers it), never the step's size later. Without
+    such a step (another host's clock ahead) it stands as written."""
+    if now is None or stamp <= now:
+        return stamp
+    seen = [s for cutoff, s in steps_back if stamp <= cutoff]
+    return max(seen) if seen else stamp
+
+
+def steps_back(state: TimeState | None) -> tuple[tuple[float, float], ...]:
+    """(cutoff, seen) of each step back in `state` (DispatchInput.steps_back)."""
+    return tuple((j.cutoff, j.seen) for j in state.jumps if j.size < 0) if state is not None else ()
+
+
 # -- which finding's age is it? ------------------------------------------------------------
 # finding kind -> the policy threshold its age is compared with (seconds); kinds not listed rest on evidence (a pid
 # gone, a merged commit, main's gates, a graph, a file on disk, the loops' own spend): no clock can forge them.
@@ -169,8 +184,7 @@ def watch(prev: Watched | None, record: tuple, mono: float, expired: bool) -> Wa
     return Watched(record, mono, renewed=prev is not None, born_expired=expired)
 
 
-def lease_expired(w: Watched, expires_at: float, ttl: float, now: float, mono: float, tolerance: float | None,
-                  clock_doubt: bool = False) -> bool:
+def lease_expired(w: Watched, expires_at: float, ttl: float, now: float, mono: float, clock_doubt: bool = False) -> bool:
     """May a lease record (as watched by `w`) be taken over as expired?
 
     Yes when this process watched it unchanged for its ttl on the monotonic clock: its holder stopped renewing,
@@ -182,8 +196,6 @@ def lease_expired(w: Watched, expires_at: float, ttl: float, now: float, mono: f
         return True
     if expires_at > now:
         return False
-    if tolerance is None or tolerance <= 0:
-        return True
     return not clock_doubt and not (w.renewed and w.born_expired)
 
 

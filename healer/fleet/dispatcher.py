@@ -211,6 +211,8 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         else:
             rep.main = self.store.get_setting(keys.MAIN_STATUS, "unknown") or "unknown"
         inp = gather(self.store, self.policy, self.clock.now(), self.host if self.shared else None, self._resets)
+        if self._time[1] is not None and self._time[1].jumps:  # a backoff from before a step back starts at the step
+            inp = replace(inp, steps_back=trusted_time.steps_back(self._time[1]))
         if low and not inp.paused:  # held here too: the pause may not have reached the store (or is not ours to set)
             inp = replace(inp, paused=True)
         plan, self._plan = core.replan(inp, self.rules, self._plan)

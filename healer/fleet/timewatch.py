@@ -83,14 +83,16 @@ class LeaseJudge:
         self.seen: dict[str, tt.Watched] = {}
 
     def __call__(self, name: str, holder: str, token: int, expires_at: float, now: float) -> bool:
+        if not self.tolerance or self.tolerance <= 0:
+            return expires_at <= now  # clocks trusted (supervisor.clock_tolerance null): the store's expiry decides
         mono = self.times.clock.monotonic()
         w = self.seen[name] = tt.watch(self.seen.get(name), (holder, token, expires_at), mono, expires_at <= now)
         doubt = tt.in_doubt(self.times.state, mono, self.ttl)
-        return tt.lease_expired(w, expires_at, self.ttl, now, mono, self.tolerance, doubt)
+        return tt.lease_expired(w, expires_at, self.ttl, now, mono, doubt)
 
     def wait(self, name: str, expires_at: float, now: float) -> float:
         """Seconds until the record last seen under `name` could be taken (a standby's next look)."""
         w = self.seen.get(name)
-        if w is None:
+        if w is None or not self.tolerance or self.tolerance <= 0:
             return max(0.0, expires_at - now)
         return tt.wait(w, expires_at, self.ttl, now, self.times.clock.monotonic())
