@@ -26,11 +26,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import schedule
 from loguru import logger
 
 from healer import failpoints, procs
-from healer.clock import Clock, stamp, system
+from healer.clock import Clock, Every, stamp, system
 from healer.core import decide as core_decide
 from healer.core.memory import dump, forget_attempts, load
 from healer.core.model import Decision, Memory, Snapshot
@@ -395,9 +394,9 @@ class Supervisor:
         self._stopping.set()
 
     def run_forever(self, on_tick=None) -> None:
-        """Tick every supervisor.tick (schedule), and within WAKE_POLL + a tick when another process writes an event
-        that could change a finding, until stop(); release the lease on the way out."""
-        sched = schedule.Scheduler()
+        """Tick every supervisor.tick (on the monotonic clock: a wall-clock step neither stalls nor bunches the ticks),
+        and within WAKE_POLL + a tick when another process writes an event that could change a finding, until stop();
+        release the lease on the way out."""
         period = max(1, int(round(self.policy.supervisor.tick)))
         retry_at: list[float] = []  # a standby wakes when the leader's lease expires, not at its next tick: takeover within the ttl
 
@@ -426,7 +425,7 @@ class Supervisor:
             if on_tick:
                 on_tick(rep)
 
-        sched.every(period).seconds.do(job)
+        every = Every(self.clock, period)
         job()
         changes = StoreChanges(self.store)
         last_woken = self.clock.monotonic()
@@ -439,9 +438,9 @@ class Supervisor:
                     changes.absorb()  # our own writes do not wake us
                 if retry_at and self.clock.monotonic() >= retry_at[0]:
                     job()
-                sched.run_pending()
-                idle = sched.idle_seconds
-                pause = min(WAKE_POLL, max(0.02, idle if idle is not None else WAKE_POLL))
+                if every.due():
+                    job()
+                pause = min(WAKE_POLL, max(0.02, every.idle()))
                 if retry_at:  # wake at the leader's expiry, not after it
                     pause = max(0.0, min(pause, retry_at[0] - self.clock.monotonic()))
                 waiter = getattr(self.store, "wait_for_events", None)

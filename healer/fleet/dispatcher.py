@@ -29,12 +29,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import schedule
 from loguru import logger
 
 from healer import conventions as cv
 from healer import durations, failpoints, lifecycle, switches
-from healer.clock import Clock, SystemClock, system
+from healer.clock import Clock, Every, SystemClock, system
 from healer.core import disk, hosts
 from healer.core import dispatch as core
 from healer.core import fleet as fleet_rules
@@ -358,9 +357,9 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         self.store.release_lease(LEASE, self.holder)
 
     def run_forever(self, on_tick=None) -> None:
-        """Tick every `fleet.dispatch_tick` (schedule), and at once when an agent we launched exits (the runtime's
-        exit watch wakes us), until `stop()`; agents keep running when the dispatcher ends."""
-        sched = schedule.Scheduler()
+        """Tick every `fleet.dispatch_tick` (on the monotonic clock: a wall-clock step neither stalls nor bunches the
+        passes), and at once when an agent we launched exits (the runtime's exit watch wakes us), until `stop()`;
+        agents keep running when the dispatcher ends."""
         period = max(1, int(round(self.policy.fleet.dispatch_tick)))
 
         def job() -> None:
@@ -368,7 +367,7 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
             if on_tick and rep is not None:
                 on_tick(rep)
 
-        sched.every(period).seconds.do(job)
+        every = Every(self.clock, period)
         job()
         real = isinstance(self.clock, SystemClock)
         reaper = threading.Thread(target=self._reaper, name="reaper", daemon=True) if real else None
@@ -381,9 +380,9 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
                 if self._reaped.is_set() and not self._stopping:  # a slot was freed: launch into it, gate the proposal
                     self._reaped.clear()
                     job()
-                sched.run_pending()
-                idle = sched.idle_seconds
-                pause = min(0.5, max(0.05, idle if idle is not None else 0.5))
+                if every.due():
+                    job()
+                pause = min(0.5, max(0.05, every.idle()))
                 if real:
                     self._reaped.wait(pause)
                 else:
