@@ -52,7 +52,7 @@ class SystemClock:
     STEP = 1.0  # a change of (uptime - monotonic) beyond this is a step (uptime ticks every 10 ms)
     _base: float | None = None  # uptime - CLOCK_MONOTONIC at the last look
     _shift = 0.0  # added to CLOCK_MONOTONIC: the steps taken out so far
-    _checked = float("-inf")
+    _steady_at = float("-inf")  # CLOCK_MONOTONIC at the last look
     _steady_lock = threading.Lock()
 
     def now(self) -> float:
@@ -60,7 +60,7 @@ class SystemClock:
 
     def monotonic(self) -> float:
         m = _time.monotonic()
-        if not 0.0 <= m - self._checked < self.STEADY_CHECK:
+        if not 0.0 <= m - self._steady_at < self.STEADY_CHECK:
             self._steady(m)
         return m + self._shift
 
@@ -72,7 +72,7 @@ class SystemClock:
 
     def _steady(self, m: float) -> None:
         with self._steady_lock:
-            self._checked = m
+            self._steady_at = m
             up = _uptime()
             if up is None:
                 return

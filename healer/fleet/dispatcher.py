@@ -34,10 +34,9 @@ from loguru import logger
 from healer import conventions as cv
 from healer import durations, failpoints, lifecycle, switches
 from healer.clock import Clock, Every, SystemClock, system
-from healer.core import disk, hosts
+from healer.core import disk, hosts, trusted_time
 from healer.core import dispatch as core
 from healer.core import fleet as fleet_rules
-from healer.core import trusted_time
 from healer.errors import InvalidInput, StoreLost, StoreUnavailable, UsageError, transient
 from healer.fleet import budget, shared_main, timewatch
 from healer.fleet.disk import DiskWatch
