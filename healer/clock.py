@@ -43,11 +43,13 @@ def _uptime() -> float | None:
 
 
 class SystemClock:
-    """The machine's clocks. `monotonic()` is CLOCK_MONOTONIC with any step taken out: a library that fakes this
-    process's time (libfaketime moves CLOCK_MONOTONIC with the wall clock) or anything else that makes it jump
-    against the kernel's /proc/uptime is corrected at the first read after (checked every STEADY_CHECK seconds,
-    and at once when it went back or leapt past the next check), so durations, periods and deadlines stay true."""
+    """The machine's clocks. `monotonic()` is CLOCK_MONOTONIC on the base of the kernel's /proc/uptime (seconds since
+    boot, the same for every process of the host) with any step taken out: a library that fakes this process's time
+    (libfaketime moves CLOCK_MONOTONIC with the wall clock) or anything else that makes it jump against /proc/uptime
+    is corrected at the first read after (checked every STEADY_CHECK seconds, and at once when it went back or leapt
+    past the next check), so durations, periods and deadlines stay true. Without /proc/uptime: CLOCK_MONOTONIC."""
 
+    SHARED_MONOTONIC = True  # monotonic() counts from the host's boot: readings of two processes compare
     STEADY_CHECK = 0.5  # seconds of monotonic time between two looks at /proc/uptime
     STEP = 1.0  # a change of (uptime - monotonic) beyond this is a step (uptime ticks every 10 ms)
     _base: float | None = None  # uptime - CLOCK_MONOTONIC at the last look
@@ -77,7 +79,9 @@ class SystemClock:
             if up is None:
                 return
             base = up - m
-            if self._base is not None and abs(base - self._base) > self.STEP:
+            if self._base is None:
+                self._shift = base  # on the kernel's count since boot: one base for every process of this host
+            elif abs(base - self._base) > self.STEP:
                 self._shift += base - self._base
             self._base = base
 

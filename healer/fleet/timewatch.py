@@ -17,10 +17,14 @@ import weakref
 from loguru import logger
 
 from healer.clock import Clock, reading
+from healer.conventions import CLOCK_READING
 from healer.core import trusted_time as tt
 
 _watches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
+
+
+SAVE_EVERY = 60.0  # monotonic seconds between two saves of this host's reading (and at once on news)
 
 
 class TimeWatch:
@@ -28,6 +32,10 @@ class TimeWatch:
         self.clock = clock
         self.state = tt.TimeState()
         self._lock = threading.Lock()
+        # a clock whose monotonic count is the host's (SystemClock: seconds since boot) lets a short-lived process
+        # (`supervise --once` from cron) compare its reading with the last one another process of this host saved
+        self.shared = bool(getattr(clock, "SHARED_MONOTONIC", False))
+        self._saved: float | None = None
 
     def read(self, store, tolerance: float | None, who: str, host: str = "") -> tuple[tt.Timebase, tt.TimeState]:
         """Read the clocks, fold the reading in, report what is new; (the reading, the state) for the snapshot.
@@ -39,12 +47,20 @@ class TimeWatch:
             except Exception:  # noqa: BLE001 - the pass reads the store again and meets its outage there
                 server = None
         with self._lock:
+            if self.shared and tolerance and store is not None and self.state.last is None:
+                self.state = _load(store, host)
             wall, mono = reading(self.clock)
             tb = tt.Timebase(now=wall, wall=wall, mono=mono, store=server)
             obs = tt.observe(self.state, tb, tolerance)
             self.state = obs.state
+            save = self.shared and tolerance and store is not None and (
+                obs.news or self._saved is None or mono - self._saved >= SAVE_EVERY or mono < self._saved)
+            if save:
+                self._saved = mono
         for j in obs.news:
             self._report(store, j, tolerance, who, host)
+        if save:
+            _save(store, host, obs.state)
         return tb, obs.state
 
     def peek(self) -> tuple[tt.Timebase, tt.TimeState]:
@@ -61,6 +77,31 @@ class TimeWatch:
                 "size": round(j.size, 3), "seen": j.seen, "cutoff": j.cutoff, "by": who, "tolerance": tolerance})
         except Exception as e:  # noqa: BLE001 - the log line stands; the pass meets the store's trouble itself
             logger.error("{}: recording the clock {} failed: {}", who, j.kind, e)
+
+
+def _load(store, host: str) -> tt.TimeState:
+    """The reading and jumps another process of this host saved; nothing (a fresh start) when absent or unreadable."""
+    try:
+        d = store.get_setting(CLOCK_READING + host)
+        if not isinstance(d, dict):
+            return tt.TimeState()
+        last = tt.Timebase(now=float(d["now"]), wall=float(d["now"]), mono=float(d["mono"]))
+        jumps = tuple(tt.Jump(str(k), float(size), float(seen), float(mono), float(cutoff))
+                      for k, size, seen, mono, cutoff in d.get("jumps", []))
+        return tt.TimeState(last=last, jumps=jumps)
+    except Exception:  # noqa: BLE001 - a damaged or missing reading costs one comparison, never the pass
+        return tt.TimeState()
+
+
+def _save(store, host: str, state: tt.TimeState) -> None:
+    last = state.last
+    if last is None:
+        return
+    try:
+        store.set_setting(CLOCK_READING + host, {"now": last.now, "mono": last.mono, "jumps": [
+            [j.kind, j.size, j.seen, j.mono, j.cutoff] for j in state.jumps]})
+    except Exception as e:  # noqa: BLE001 - the next process compares with an older reading: no harm
+        logger.debug("saving this host's clock reading failed: {}", e)
 
 
 def for_clock(clock: Clock) -> TimeWatch:

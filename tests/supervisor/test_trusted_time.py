@@ -8,11 +8,14 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from healer.clock import VirtualClock
 from healer.core import decide
 from healer.core import trusted_time as tt
 from healer.core.dispatch import backoff_until
 from healer.core.model import Memory, Snapshot
+from healer.fleet.timewatch import TimeWatch
 from healer.policy.schema import Policy
+from healer.store import open_store
 from tests.synth import T0, agent, attempt, ticket, worktree
 
 TOL = 30.0
@@ -182,3 +185,33 @@ def test_a_backoff_from_before_a_step_back_starts_at_the_step():
     steps = tt.steps_back(run([tb(T0 + 100, 100), tb(now, 130)])[0])
     assert backoff_until([a], [60.0], now, steps) == now + 60
     assert backoff_until([a], [60.0], T0 + 200, steps) == T0 + 160  # a stamp not in the future stands
+
+
+# -- the shell's watch, across processes of one host -----------------------------------------------
+class HostClock(VirtualClock):
+    """A virtual clock whose monotonic count is the host's, as SystemClock's (/proc/uptime): readings of two
+    processes compare."""
+
+    SHARED_MONOTONIC = True
+
+
+def test_a_short_lived_process_finds_the_jump_against_the_last_saved_reading_and_reports_it_once(tmp_path):
+    """`healer supervise --once` from cron: each run a new process; the step between two runs is found by comparing
+    with the reading the last run saved (clock.reading:HOST), reported by one run only, and held by the next."""
+    root = tmp_path / "fleet"
+    (root / ".healer").mkdir(parents=True)
+    clock = HostClock(T0)
+    store = open_store(root, clock)
+    try:
+        TimeWatch(clock).read(store, TOL, "supervisor", "h1")  # run 1
+        clock.advance(600)
+        clock.jump(2 * HOUR)
+        _, state = TimeWatch(clock).read(store, TOL, "supervisor", "h1")  # run 2: a new process
+        assert [j.size for j in state.jumps] == [2 * HOUR]
+        clock.advance(600)
+        _, state3 = TimeWatch(clock).read(store, TOL, "supervisor", "h1")  # run 3 knows it, reports nothing
+        assert [j.size for j in state3.jumps] == [2 * HOUR]
+        assert len(store.events(kinds=["clock.jump"])) == 1
+        assert TimeWatch(clock).read(store, TOL, "supervisor", "h2")[1].jumps == ()  # another host's reading is its own
+    finally:
+        store.close()
