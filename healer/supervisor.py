@@ -280,7 +280,8 @@ class Supervisor:
         tb, times = self.times.read(self.store, self.policy.supervisor.clock_tolerance, "supervisor", self.host)
         snap = self.gatherer.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host, ports=self.ports)
         # this tick is a supervisor tick: the downtime before it (a restart) is no silence to page about
-        rep.snapshot = snap = replace(snap, last_supervisor_tick=now, time=tb, clock=times)
+        # judged on the clock of the reading (PostgreSQL: the server's, one clock for every host; else this host's)
+        rep.snapshot = snap = replace(snap, now=tb.now, last_supervisor_tick=tb.now, time=tb, clock=times)
         memory = with_external_attempts(self._load_memory(lease.token), self.store, self.policy, snap.now, humans=self.humans)
         rep.decision = d = self._decide(snap, memory)
         failpoints.hit(FP_BEFORE_EXECUTE)
@@ -308,7 +309,7 @@ class Supervisor:
         rep.duration = self.clock.monotonic() - t0
         with self.store.tx():  # the checkpoint is one commit: memory, last tick and its event, or none of them
             wrote = self._checkpoint_memory(memory)
-            self.store.set_setting(keys.SUPERVISOR_LAST_TICK, now)
+            self.store.set_setting(keys.SUPERVISOR_LAST_TICK, tb.now)  # the dispatcher judges it on the same clock
             self.store.append("supervisor.tick", LEASE, {"holder": self.holder, **_event_summary(rep)})
         if wrote:
             self._memory = (memory, None)  # committed: what the store holds now, decoded if the next tick needs it

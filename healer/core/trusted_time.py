@@ -4,10 +4,11 @@ Theory of operation. Every snapshot carries its readings of "now" (`Timebase`): 
 snapshot's `now`), this host's wall clock, this process's monotonic clock, and the store's own clock (PostgreSQL's
 `clock_timestamp()`; SQLite's store is local: the host's wall clock, nothing to compare). Two rules find a clock that cannot be trusted (`observe`, tolerance `supervisor.clock_tolerance`):
 
-    jump   between two readings of one process, wall time moved more (or less) than monotonic time: an NTP step,
-           a suspended VM, a faked clock (libfaketime). Forward or back.
-    skew   this host's wall clock and the store's clock disagree (several hosts on PostgreSQL): this host's
-           timestamps and its judgement of others' are off by that much.
+    jump   between two readings of one process, the clock ages are judged on (`now`) moved more (or less) than
+           monotonic time: an NTP step, a suspended VM, a faked clock (libfaketime). Forward or back.
+    skew   this host's wall clock and the store's clock disagree (several hosts on PostgreSQL). Ages are judged on
+           the store's clock there (`now` is the server's), so a skewed host judges others' rows right; its own
+           rows look younger (or older) to the others, and its lease judgement is in doubt (`in_doubt`).
 
 Each is reported once (`Observation.news`, which the shell turns into one `clock.jump` / `clock.skew` event and one
 log line), never per tick.
@@ -16,9 +17,7 @@ An age "crosses" a jump when the moment it is measured from was recorded before 
 jump's size too long (a live agent looks stuck for 2 h) or negative (a dead one looks fresh). On such an age no
 destructive action is taken (stop, remove, requeue, escalate, a page on a silence sentinel) until it is confirmed
 on trusted time: the condition has gone on firing for its own threshold, measured on the monotonic clock from the
-moment the jump was seen (`untrusted`). While a skew lasts every age this process judges is suspect (it cannot tell
-which rows a skewed clock wrote), so the same hold applies to all of them, confirmed the same way from the moment
-the skew was seen. Ages measured from after the jump are plain, and so is every verdict resting on evidence rather
+moment the jump was seen (`untrusted`). Ages measured from after the jump are plain, and so is every verdict resting on evidence rather
 than on an age (a pid gone, a merged commit, a red gate).
 
 A lease (`lease_expired`) is judged the same way: expired on the store's clock is believed only when this process has
@@ -83,7 +82,7 @@ def observe(state: TimeState, now: Timebase, tolerance: float | None) -> Observa
     jumps = tuple(j for j in state.jumps if now.mono - j.mono < KEEP)
     last = state.last
     if last is not None and now.mono >= last.mono:
-        size = (now.wall - last.wall) - (now.mono - last.mono)
+        size = (now.now - last.now) - (now.mono - last.mono)  # the clock ages are judged on
         if abs(size) > tolerance:
             # before the jump the clock read up to last.now + the monotonic time since: a step back makes later
             # stamps overlap earlier ones, so anything up to that later bound may be from before the jump
@@ -109,8 +108,8 @@ def untrusted(since: float, threshold: float, tb: Timebase | None, state: TimeSt
     has lasted that long whatever the wall clock says, and the age is trusted again."""
     if tb is None or state is None:
         return None
-    for j in (*state.jumps, *((state.skew,) if state.skew is not None else ())):
-        if j.kind == JUMP and since >= j.cutoff:
+    for j in state.jumps:
+        if since >= j.cutoff:
             continue  # measured from after the jump: on the clock as it is now
         if tb.mono - j.mono < threshold:
             return j

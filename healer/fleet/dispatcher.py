@@ -174,7 +174,7 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         rep = TickReport(at=now)
         self._time = self.times.read(self.store, self.policy.supervisor.clock_tolerance, "dispatcher", self.host)
         if self._watching_since is None:
-            self._watching_since = now
+            self._watching_since = self._time[0].now
         ttl = max(3 * self.policy.fleet.dispatch_tick, 90.0)
         # several hosts: this host's own lease (its heartbeat, and the fence on every write it makes) guards its agents;
         # the board's duties (main, merges, stops) stay with whichever host holds the board's lease
@@ -259,8 +259,10 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
 
     def watch_supervisor(self) -> None:
         """Who watches the watcher: a supervisor that ticked once and then fell silent is a finding
-        the supervisor itself cannot report, so the dispatcher raises it (one notification per cooldown)."""
-        now = self.clock.now()
+        the supervisor itself cannot report, so the dispatcher raises it (one notification per cooldown). Judged on
+        the clock the supervisor stamps its ticks with (PostgreSQL: the server's; else this host's)."""
+        tb = self._time[0]
+        now = tb.now if tb is not None else self.clock.now()
         last = self.store.get_setting(keys.SUPERVISOR_LAST_TICK)
         threshold = self.policy.sentinels.supervisor_silent
         # a watcher judges only the silence it watched: a restart's downtime is not the supervisor's

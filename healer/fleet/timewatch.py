@@ -39,9 +39,10 @@ class TimeWatch:
 
     def read(self, store, tolerance: float | None, who: str, host: str = "") -> tuple[tt.Timebase, tt.TimeState]:
         """Read the clocks, fold the reading in, report what is new; (the reading, the state) for the snapshot.
-        The store's clock is read only when a tolerance is set, and a store that cannot say leaves it unknown."""
+        The store's clock is read only when a tolerance is set and this clock is the machine's, and a store that
+        cannot say leaves it unknown (the pass then judges on this host's wall clock)."""
         server = None
-        if tolerance and store is not None:
+        if self.shared and tolerance and store is not None:  # a virtual clock (tests, the simulation) has no server
             try:
                 server = store.server_now()
             except Exception:  # noqa: BLE001 - the pass reads the store again and meets its outage there
@@ -50,7 +51,8 @@ class TimeWatch:
             if self.shared and tolerance and store is not None and self.state.last is None:
                 self.state = _load(store, host)
             wall, mono = reading(self.clock)
-            tb = tt.Timebase(now=wall, wall=wall, mono=mono, store=server)
+            # ages are judged on the store's clock where it has one (PostgreSQL: every host judges on one clock)
+            tb = tt.Timebase(now=server if server is not None else wall, wall=wall, mono=mono, store=server)
             obs = tt.observe(self.state, tb, tolerance)
             self.state = obs.state
             save = self.shared and tolerance and store is not None and (
