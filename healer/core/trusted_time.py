@@ -2,7 +2,8 @@
 
 Theory of operation. Every snapshot carries its readings of "now" (`Timebase`): the clock ages are measured on (the
 snapshot's `now`), this host's wall clock, this process's monotonic clock, and the store's own clock (PostgreSQL's
-`clock_timestamp()`; SQLite's store is local: the host's wall clock, nothing to compare). Two rules find a clock that cannot be trusted (`observe`, tolerance `supervisor.clock_tolerance`):
+`clock_timestamp()`; SQLite's store is local: the host's wall clock, nothing to compare). Two rules find a clock
+that cannot be trusted (`observe`, tolerance `supervisor.clock_tolerance`):
 
     jump   between two readings of one process, the clock ages are judged on (`now`) moved more (or less) than
            monotonic time: an NTP step, a suspended VM, a faked clock (libfaketime). Forward or back.
@@ -17,8 +18,8 @@ An age "crosses" a jump when the moment it is measured from was recorded before 
 jump's size too long (a live agent looks stuck for 2 h) or negative (a dead one looks fresh). On such an age no
 destructive action is taken (stop, remove, requeue, escalate, a page on a silence sentinel) until it is confirmed
 on trusted time: the condition has gone on firing for its own threshold, measured on the monotonic clock from the
-moment the jump was seen (`untrusted`). Ages measured from after the jump are plain, and so is every verdict resting on evidence rather
-than on an age (a pid gone, a merged commit, a red gate).
+moment the jump was seen (`untrusted`). Ages measured from after the jump are plain, and so is every verdict resting
+on evidence rather than on an age (a pid gone, a merged commit, a red gate).
 
 A lease (`lease_expired`) is judged the same way: expired on the store's clock is believed only when this process has
 no reason to doubt it, and a lease whose record this process has watched unchanged for its ttl on the monotonic
@@ -39,7 +40,7 @@ KEEP = 7 * 86400.0  # monotonic seconds a jump is remembered: longer than any th
 class Timebase:
     """One reading of each clock, taken together."""
 
-    now: float  # the clock ages are measured on: the snapshot's `now` (this host's wall clock, as the store's rows)
+    now: float  # the clock ages are judged on, the snapshot's `now`: the store's (PostgreSQL), else this host's wall
     wall: float  # this host's wall clock
     mono: float  # this process's monotonic clock (never steps)
     store: float | None = None  # the store's own clock (PostgreSQL's clock_timestamp(); None: the store is local)
@@ -48,7 +49,7 @@ class Timebase:
 @dataclass(frozen=True)
 class Jump:
     kind: str  # jump | skew
-    size: float  # seconds; jump: wall moved beyond monotonic (+ forward); skew: host wall minus the store's clock
+    size: float  # seconds; jump: `now` moved beyond monotonic (+ forward); skew: host wall minus the store's clock
     seen: float  # the `now` reading when it was seen
     mono: float  # the monotonic reading when it was seen
     cutoff: float  # on `now`'s clock: an age measured from before it crossed the jump
