@@ -247,6 +247,8 @@ class Supervisor:
         t0 = self.clock.monotonic()
         now = self.clock.now()
         rep = TickReport(at=now)
+        # the clocks, read first (a standby too: its lease judgement needs to know of a jump before it leads)
+        tb, times = self.times.read(self.store, self.policy.supervisor.clock_tolerance, "supervisor", self.host)
         lease = self.store.acquire_lease(LEASE, self.holder, self.pid, self.lease_host, self.policy.supervisor.lease_ttl,
                                          pid_alive=procs.alive, expired=self.lease_judge)
         # every write of this tick carries the lease's fencing token: a holder paused past its ttl (SIGSTOP,
@@ -272,12 +274,12 @@ class Supervisor:
                                                                "outcomes": by})
 
         if self.policy.fleet.shared_remote:  # several hosts: the leader takes back what a lost host held
-            taken = lost_hosts.reclaim(self.store, self.store.now(), self.host, self.holder, self._hosts_seen,
+            # judged on the reading's clock (the server's): a step of this host's clock loses no other host
+            taken = lost_hosts.reclaim(self.store, tb.now, self.host, self.holder, self._hosts_seen,
                                   self.policy.fleet.host_ttl / 2)
             if taken:
                 logger.warning("took back {} ticket(s) of lost host(s): {}", len(taken), taken)
 
-        tb, times = self.times.read(self.store, self.policy.supervisor.clock_tolerance, "supervisor", self.host)
         snap = self.gatherer.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host, ports=self.ports)
         # this tick is a supervisor tick: the downtime before it (a restart) is no silence to page about
         # judged on the clock of the reading (PostgreSQL: the server's, one clock for every host; else this host's)

@@ -152,6 +152,8 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         self._watching_since: float | None = None  # first pass: silence before it was our own downtime
         self.times = timewatch.for_clock(self.clock)  # wall-clock jumps and skews (healer/core/trusted_time.py)
         self._time: tuple = (None, None)  # this pass's (Timebase, TimeState)
+        # another dispatcher's lease is taken as expired only on trusted time (its ttl is set each pass)
+        self.lease_judge = timewatch.LeaseJudge(self.times, 90.0, policy.supervisor.clock_tolerance)
         self._resets = budget.Resets()  # budget resets read so far: each pass reads only the new moves
         self._plan: core.Carry | None = None  # the last plan: a pass over an unchanged board plans nothing anew
         if not self.git.is_repo(self.root):
@@ -182,7 +184,9 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         if self.shared:
             ttl = self.policy.fleet.host_ttl
         before = self.store.lease(mine)
-        lease = self.store.acquire_lease(mine, self.holder, self.pid, self.host, ttl, pid_alive=pid_alive)
+        self.lease_judge.ttl = ttl
+        lease = self.store.acquire_lease(mine, self.holder, self.pid, self.host, ttl, pid_alive=pid_alive,
+                                         expired=self.lease_judge)
         if lease is None:
             held = self.store.lease(mine)
             rep.skipped = f"another dispatcher ({held.holder if held else '?'}) holds the {'host' if self.shared else 'fleet'}"
@@ -194,7 +198,7 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
             crashed = list(self.store.get_setting(keys.DISPATCH_CRASHED) or [])
             self.store.set_setting(keys.DISPATCH_CRASHED, [*crashed, before.holder][-50:])
         board = not self.shared or self.store.acquire_lease(LEASE, self.holder, self.pid, self.host, ttl,
-                                                            pid_alive=pid_alive) is not None
+                                                            pid_alive=pid_alive, expired=self.lease_judge) is not None
         left = self.git.sweep_scratch(self.root)  # we hold the lease: any scratch worktree is a crashed pass's leftover
         if left:
             self.store.append("dispatch.scratch_swept", "", {"paths": left})
