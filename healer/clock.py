@@ -33,12 +33,57 @@ class Clock(Protocol):
     def sleep(self, seconds: float) -> None: ...
 
 
+def _uptime() -> float | None:
+    """The kernel's seconds since boot (/proc/uptime): no library preloaded into this process can move it."""
+    try:
+        with open("/proc/uptime", "rb") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class SystemClock:
+    """The machine's clocks. `monotonic()` is CLOCK_MONOTONIC on the base of the kernel's /proc/uptime (seconds since
+    boot, the same for every process of the host) with any step taken out: a library that fakes this process's time
+    (libfaketime moves CLOCK_MONOTONIC with the wall clock) or anything else that makes it jump against /proc/uptime
+    is corrected at the first read after (checked every STEADY_CHECK seconds, and at once when it went back or leapt
+    past the next check), so durations, periods and deadlines stay true. Without /proc/uptime: CLOCK_MONOTONIC."""
+
+    SHARED_MONOTONIC = True  # monotonic() counts from the host's boot: readings of two processes compare
+    STEADY_CHECK = 0.5  # seconds of monotonic time between two looks at /proc/uptime
+    STEP = 1.0  # a change of (uptime - monotonic) beyond this is a step (uptime ticks every 10 ms)
+    _base: float | None = None  # uptime - CLOCK_MONOTONIC at the last look
+    _shift = 0.0  # added to CLOCK_MONOTONIC: the steps taken out so far
+    _steady_at = float("-inf")  # CLOCK_MONOTONIC at the last look
+    _steady_lock = threading.Lock()
+
     def now(self) -> float:
         return _time.time()
 
     def monotonic(self) -> float:
-        return _time.monotonic()
+        m = _time.monotonic()
+        if not 0.0 <= m - self._steady_at < self.STEADY_CHECK:
+            self._steady(m)
+        return m + self._shift
+
+    def steady(self) -> float:
+        """`monotonic()`, checked against the kernel now (trusted time's reading: healer/core/trusted_time.py)."""
+        m = _time.monotonic()
+        self._steady(m)
+        return m + self._shift
+
+    def _steady(self, m: float) -> None:
+        with self._steady_lock:
+            self._steady_at = m
+            up = _uptime()
+            if up is None:
+                return
+            base = up - m
+            if self._base is None:
+                self._shift = base  # on the kernel's count since boot: one base for every process of this host
+            elif abs(base - self._base) > self.STEP:
+                self._shift += base - self._base
+            self._base = base
 
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
@@ -79,6 +124,36 @@ class VirtualClock:
             if t > self._t:
                 self._mono += t - self._t
             self._t = float(t)
+
+
+def reading(clock: Clock) -> tuple[float, float]:
+    """(wall, monotonic), read together: durations a process measures itself use the second; a difference between
+    how far each moved is a wall-clock jump (healer/core/trusted_time.py). The monotonic reading is checked against
+    the kernel first (SystemClock.steady) where the clock can."""
+    steady = getattr(clock, "steady", None)
+    return clock.now(), (steady() if steady is not None else clock.monotonic())
+
+
+class Every:
+    """A period on the monotonic clock (the `schedule` library's runs on the wall clock: a step back stalls it for
+    the step's size, a step forward makes every job overdue). `due()` is True once a period has passed since the
+    last time it was True (or since the start), measured from then."""
+
+    def __init__(self, clock: Clock, period: float) -> None:
+        self.clock = clock
+        self.period = float(period)
+        self.next = clock.monotonic() + self.period
+
+    def due(self) -> bool:
+        m = self.clock.monotonic()
+        if m < self.next:
+            return False
+        self.next = m + self.period
+        return True
+
+    def idle(self) -> float:
+        """Seconds until the next period is due (0: due now)."""
+        return max(0.0, self.next - self.clock.monotonic())
 
 
 def _utc(t: float) -> tuple[_time.struct_time, int]:

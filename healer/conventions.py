@@ -93,6 +93,7 @@ MAIN_RED_SINCE = "main.red_since"
 MAIN_CHECKED = "main.checked_commit"  # the commit the main gates last passed on
 SUPERVISOR_LAST_TICK = "supervisor.last_tick_at"
 SUPERVISOR_MEMORY = "supervisor.memory"
+CLOCK_READING = "clock.reading:"  # + host: its last clock reading and known jumps (healer/fleet/timewatch.py)
 
 # -- sentinels (findings about silence; alert keys) ------------------------------------
 SENTINELS = ("dispatch_frozen", "pool_saturated", "no_closes", "main_red", "supervisor_silent", "spend_rate")

@@ -26,16 +26,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import schedule
 from loguru import logger
 
 from healer import failpoints, procs
-from healer.clock import Clock, stamp, system
+from healer.clock import Clock, Every, stamp, system
 from healer.core import decide as core_decide
 from healer.core.memory import dump, forget_attempts, load
 from healer.core.model import Decision, Memory, Snapshot
 from healer.errors import StoreLost, transient
-from healer.fleet import lost_hosts
+from healer.fleet import lost_hosts, timewatch
 from healer.fleet import snapshot as snapmod
 from healer.fleet.failed_pass import host_trouble_or_corrupt, raise_if_lost, report_failed_pass
 from healer.fleet.ports import REAL as REAL_PORTS
@@ -213,6 +212,10 @@ class Supervisor:
         self._memory: tuple[Any, Memory | None] | None = None  # (the stored form, what it loads as): a quiet tick loads nothing
         self._memory_token: int | None = None  # the supervisor lease's token when _memory was last read from the store
         self.humans = limiter.HumanLog()  # the humans' unblock attempts, read by event id between ticks
+        self.times = timewatch.for_clock(self.clock)  # wall-clock jumps and skews (healer/core/trusted_time.py)
+        # another holder's lease is taken as expired only on a clock this process can trust (or watched unrenewed
+        # for its ttl on the monotonic clock): a step neither steals it from a live leader nor keeps it for a dead one
+        self.lease_judge = timewatch.LeaseJudge(self.times, policy.supervisor.lease_ttl, policy.supervisor.clock_tolerance)
 
     def context(self, batch: str | None = None) -> remedy.Context:
         c = self._ctx
@@ -230,7 +233,9 @@ class Supervisor:
         """Snapshot and decide; write nothing (healer plan, --dry-run)."""
         rep = TickReport(at=self.clock.now(), dry_run=True)
         t0 = self.clock.monotonic()
+        tb, times = self.times.peek()  # a plan writes nothing: what this process knows of its clocks, no new reading
         rep.snapshot = snapmod.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host, ports=self.ports)
+        rep.snapshot = replace(rep.snapshot, time=tb, clock=times)
         memory = with_external_attempts(load_memory(self.store), self.store, self.policy, rep.snapshot.now)
         rep.decision = decide(rep.snapshot, self.policy, memory)
         rep.duration = self.clock.monotonic() - t0
@@ -242,8 +247,10 @@ class Supervisor:
         t0 = self.clock.monotonic()
         now = self.clock.now()
         rep = TickReport(at=now)
+        # the clocks, read first (a standby too: its lease judgement needs to know of a jump before it leads)
+        tb, times = self.times.read(self.store, self.policy.supervisor.clock_tolerance, "supervisor", self.host)
         lease = self.store.acquire_lease(LEASE, self.holder, self.pid, self.lease_host, self.policy.supervisor.lease_ttl,
-                                         pid_alive=procs.alive)
+                                         pid_alive=procs.alive, expired=self.lease_judge)
         # every write of this tick carries the lease's fencing token: a holder paused past its ttl (SIGSTOP,
         # a partition) and overtaken has its late writes refused and recorded (lease.stale_write_refused)
         self.store.hold(lease)
@@ -267,14 +274,16 @@ class Supervisor:
                                                                "outcomes": by})
 
         if self.policy.fleet.shared_remote:  # several hosts: the leader takes back what a lost host held
-            taken = lost_hosts.reclaim(self.store, self.store.now(), self.host, self.holder, self._hosts_seen,
+            # judged on the reading's clock (the server's): a step of this host's clock loses no other host
+            taken = lost_hosts.reclaim(self.store, tb.now, self.host, self.holder, self._hosts_seen,
                                   self.policy.fleet.host_ttl / 2)
             if taken:
                 logger.warning("took back {} ticket(s) of lost host(s): {}", len(taken), taken)
 
         snap = self.gatherer.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host, ports=self.ports)
         # this tick is a supervisor tick: the downtime before it (a restart) is no silence to page about
-        rep.snapshot = snap = replace(snap, last_supervisor_tick=now)
+        # judged on the clock of the reading (PostgreSQL: the server's, one clock for every host; else this host's)
+        rep.snapshot = snap = replace(snap, now=tb.now, last_supervisor_tick=tb.now, time=tb, clock=times)
         memory = with_external_attempts(self._load_memory(lease.token), self.store, self.policy, snap.now, humans=self.humans)
         rep.decision = d = self._decide(snap, memory)
         failpoints.hit(FP_BEFORE_EXECUTE)
@@ -302,7 +311,7 @@ class Supervisor:
         rep.duration = self.clock.monotonic() - t0
         with self.store.tx():  # the checkpoint is one commit: memory, last tick and its event, or none of them
             wrote = self._checkpoint_memory(memory)
-            self.store.set_setting(keys.SUPERVISOR_LAST_TICK, now)
+            self.store.set_setting(keys.SUPERVISOR_LAST_TICK, tb.now)  # the dispatcher judges it on the same clock
             self.store.append("supervisor.tick", LEASE, {"holder": self.holder, **_event_summary(rep)})
         if wrote:
             self._memory = (memory, None)  # committed: what the store holds now, decoded if the next tick needs it
@@ -388,9 +397,9 @@ class Supervisor:
         self._stopping.set()
 
     def run_forever(self, on_tick=None) -> None:
-        """Tick every supervisor.tick (schedule), and within WAKE_POLL + a tick when another process writes an event
-        that could change a finding, until stop(); release the lease on the way out."""
-        sched = schedule.Scheduler()
+        """Tick every supervisor.tick (on the monotonic clock: a wall-clock step neither stalls nor bunches the ticks),
+        and within WAKE_POLL + a tick when another process writes an event that could change a finding, until stop();
+        release the lease on the way out."""
         period = max(1, int(round(self.policy.supervisor.tick)))
         retry_at: list[float] = []  # a standby wakes when the leader's lease expires, not at its next tick: takeover within the ttl
 
@@ -415,11 +424,11 @@ class Supervisor:
                 return
             if cur is not None:
                 # a standby acts at the leader's expiry time, not at its next poll: takeover within the ttl
-                retry_at.append(self.clock.monotonic() + max(0.0, cur.expires_at - self.store.now()))
+                retry_at.append(self.clock.monotonic() + self.lease_judge.wait(LEASE, cur.expires_at, self.store.now()))
             if on_tick:
                 on_tick(rep)
 
-        sched.every(period).seconds.do(job)
+        every = Every(self.clock, period)
         job()
         changes = StoreChanges(self.store)
         last_woken = self.clock.monotonic()
@@ -432,9 +441,9 @@ class Supervisor:
                     changes.absorb()  # our own writes do not wake us
                 if retry_at and self.clock.monotonic() >= retry_at[0]:
                     job()
-                sched.run_pending()
-                idle = sched.idle_seconds
-                pause = min(WAKE_POLL, max(0.02, idle if idle is not None else WAKE_POLL))
+                if every.due():
+                    job()
+                pause = min(WAKE_POLL, max(0.02, every.idle()))
                 if retry_at:  # wake at the leader's expiry, not after it
                     pause = max(0.0, min(pause, retry_at[0] - self.clock.monotonic()))
                 waiter = getattr(self.store, "wait_for_events", None)

@@ -148,7 +148,7 @@ def broken_proposal(e: RealWorld, f: Fault) -> str:
 def clock_jump(e: RealWorld, f: Fault) -> str:
     """Every healer process of the run reads its wall clock through healer/clock.py, which adds the offset in the
     run's clock file (HEALER_CLOCK_OFFSET_FILE): it jumps for all of them at once; monotonic time does not."""
-    s = float(f.seconds or 3600)
+    s = float(f.seconds or 3600) * (-1 if (f.params or {}).get("back") else 1)  # params.back: a step back
     total = e.jump_clock(s)
     return f"wall clock jumped {s:+.0f}s (offset now {total:+.0f}s)"
 

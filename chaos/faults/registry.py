@@ -149,8 +149,9 @@ _SPECS = (
               "-", T, explore=AGENT),
     FaultSpec("alert_flood", "`count` alerts over `params.keys` keys through notify", "-", ("count",), params={"keys": "int"},
               explore=Explore(size=lambda n: {"count": 10 * n})),
-    FaultSpec("clock_jump", "the wall clock jumps `seconds` (monotonic time does not; real: every healer process of the "
-              "run, through healer/clock.py)", "the run's clock file goes at the end (real)", ("seconds",),
+    FaultSpec("clock_jump", "the wall clock jumps `seconds` forward, or back with `params.back` (monotonic time does not; "
+              "real: every healer process of the run, through healer/clock.py)", "the run's clock file goes at the end (real)",
+              ("seconds",), params={"back": "bool"},
               explore=Explore(size=lambda n: {"seconds": f"{15 * n}m"})),
     # not explored: `delete_worktree` is the chaos itself deleting files, which `no_user_file_deleted` would (rightly)
     # blame on nobody but us; the others need the real world, or a process or a human the explorer does not play

@@ -190,7 +190,7 @@ def same_commit_repush(e: SimWorld, f: Fault) -> str:
 
 
 def clock_jump(e: SimWorld, f: Fault) -> str:
-    s = float(f.seconds or 3600)
+    s = float(f.seconds or 3600) * (-1 if (f.params or {}).get("back") else 1)  # params.back: a step back
     e.clock.jump(s)
     e.offset += s
     return f"wall clock jumped {s:+.0f}s"

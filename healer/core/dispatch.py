@@ -39,6 +39,7 @@ import networkx as nx
 
 from healer import lifecycle
 from healer.core import endings
+from healer.core.trusted_time import not_after
 from healer.records import Attempt, Proposal, Ticket
 
 LAUNCH = "launch"
@@ -87,6 +88,9 @@ class DispatchInput:
     pool_used: int | None = None  # several hosts: this host's live agents (the pool is per host); None: all of `live`
     main_status: str = "green"  # green | red | unknown (unknown is fail-open: dispatch goes on)
     paused: bool = False
+    # the wall-clock steps back this process saw, (cutoff, seen) each (healer/core/trusted_time.py): a stamp later
+    # than now is from before one, and a wait measured from it starts when the step was seen
+    steps_back: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -173,9 +177,11 @@ def counted(attempts: Sequence[Attempt]) -> list[Attempt]:
     return [a for a in attempts if not interrupted(a) and not infra(a)]
 
 
-def infra_backoff_until(attempts: Sequence[Attempt], backoff: Sequence[float]) -> float | None:
+def infra_backoff_until(attempts: Sequence[Attempt], backoff: Sequence[float], now: float | None = None,
+                        steps_back: Sequence[tuple[float, float]] = ()) -> float | None:
     """After n infrastructure endings in a row (the last attempts), the next launch waits
-    `backoff[min(n-1, len-1)]` after the last one ended; None when the last attempt was not one."""
+    `backoff[min(n-1, len-1)]` after the last one ended; None when the last attempt was not one.
+    An end stamped after `now` (the clock stepped back since) counts from the step (trusted_time.not_after)."""
     n = 0
     for a in reversed(attempts):
         if not infra(a):
@@ -184,7 +190,8 @@ def infra_backoff_until(attempts: Sequence[Attempt], backoff: Sequence[float]) -
     if n == 0 or not backoff:
         return None
     last = attempts[-1]
-    return (last.ended_at if last.ended_at is not None else last.at) + backoff[min(n - 1, len(backoff) - 1)]
+    end = not_after(last.ended_at if last.ended_at is not None else last.at, now, steps_back)
+    return end + backoff[min(n - 1, len(backoff) - 1)]
 
 
 def clean(a: Attempt) -> bool:
@@ -200,13 +207,15 @@ def failures_since_clean(attempts: Sequence[Attempt]) -> int:
     return n
 
 
-def backoff_until(attempts: Sequence[Attempt], backoff: Sequence[float]) -> float | None:
-    """When the next launch may start; None when it may start now (no attempt, or a clean run last)."""
+def backoff_until(attempts: Sequence[Attempt], backoff: Sequence[float], now: float | None = None,
+                  steps_back: Sequence[tuple[float, float]] = ()) -> float | None:
+    """When the next launch may start; None when it may start now (no attempt, or a clean run last).
+    An end stamped after `now` (the clock stepped back since) counts from the step (trusted_time.not_after)."""
     n = failures_since_clean(attempts)
     if n == 0 or not backoff:
         return None
     last = attempts[-1]
-    end = last.ended_at if last.ended_at is not None else last.at
+    end = not_after(last.ended_at if last.ended_at is not None else last.at, now, steps_back)
     return end + backoff[min(n - 1, len(backoff) - 1)]
 
 
@@ -339,7 +348,7 @@ def _same_but_now(a: DispatchInput, b: DispatchInput) -> bool:
     # containers compare their items by identity first: a store that hands back the very same records is cheap
     # to compare; equal copies cost a comparison; anything else (a list for a tuple too) plans again
     return (a.pool_size == b.pool_size and a.pool_used == b.pool_used and a.main_status == b.main_status
-            and a.paused == b.paused and list(a.tickets) == list(b.tickets) and dict(a.live) == dict(b.live)
+            and a.paused == b.paused and a.steps_back == b.steps_back and list(a.tickets) == list(b.tickets) and dict(a.live) == dict(b.live)
             and dict(a.attempts) == dict(b.attempts) and dict(a.proposals) == dict(b.proposals))
 
 
@@ -405,8 +414,8 @@ def _plan(inp: DispatchInput, rules: RetryRules) -> tuple[DispatchPlan, float]:
             stops.append(Stop(tid, lifecycle.NEEDS_HUMAN, "launch_budget",
                               f"{len(atts)} launches used of {rules.max_launches} (resumes included)"))
             continue
-        until = backoff_until(atts, rules.backoff)
-        later = infra_backoff_until(every, rules.infra_backoff)
+        until = backoff_until(atts, rules.backoff, inp.now, inp.steps_back)
+        later = infra_backoff_until(every, rules.infra_backoff, inp.now, inp.steps_back)
         if later is not None and (until is None or later > until):
             until = later
         if until is not None and until > inp.now:

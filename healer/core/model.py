@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from healer.core.trusted_time import Timebase, TimeState
 from healer.records import Agent, Attempt, Proposal, Ticket, Worktree
 
 UNKNOWN = "unknown"
@@ -60,6 +61,10 @@ class Snapshot:
     spend: tuple[tuple[float, str, float], ...] = ()  # (at, run id, USD) of the loops' spend within sentinels.spend_window
     failed_sources: frozenset[str] = frozenset()  # data sources that raised: dependent sentinels say unknown
     notes: dict[str, Any] = field(default_factory=dict)
+    # the store's, this host's and this process's clocks when gathered (`now` is time.store), and what the shell's
+    # TimeState knows of jumps and skews: ages that crossed one are not acted on (healer/core/trusted_time.py)
+    time: Timebase | None = None
+    clock: TimeState | None = None
 
 
 @dataclass(frozen=True)

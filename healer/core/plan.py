@@ -25,7 +25,7 @@ from dataclasses import replace
 from healer import actions as registry
 from healer import durations
 from healer.core import findings as fd
-from healer.core import limits, sentinels, trigger, waitfor
+from healer.core import limits, sentinels, trigger, trusted_time, waitfor
 from healer.core.model import UNKNOWN, Alert, Decision, Finding, Memory, PlannedAction, Snapshot
 from healer.core.rules import APPLICABLE, SENTINELS, effective, select
 
@@ -166,8 +166,11 @@ def decide(snapshot: Snapshot, policy, memory: Memory, *, found: list[Finding] |
     for f in firing:
         rule = select(policy, f.kind, _labels(f, ix)) if labeled else rules.get(f.kind)
         age = now - first_seen[f.key]
+        # an age that crossed a wall-clock jump (or is judged on a skewed clock) acts on nothing and pages nobody
+        # until confirmed on the monotonic clock (core/trusted_time.py); an info notice may go on
+        clock_hold = trusted_time.finding_hold(f.kind, f.since, f.evidence, policy, snapshot.time, snapshot.clock)
         if rule is None:
-            if f.kind in SENTINELS:
+            if f.kind in SENTINELS and (clock_hold is None or f.severity == "info"):
                 alert(f.key, _text(f, now), f.severity, f.evidence)
             continue
         debounce = None
@@ -181,9 +184,9 @@ def decide(snapshot: Snapshot, policy, memory: Memory, *, found: list[Finding] |
             do, why = ["escalate"], f"{n_att} remediation attempts >= escalate_after {rule.escalate_after}"
         # sentinels are alarms whatever their rule says; a rule's notify obeys the whitelist; both obey `for`
         if f.kind in SENTINELS or "notify" in do:
-            if debounce:
+            if debounce or (clock_hold and f.severity != "info"):
                 if "notify" in do:
-                    deferred.append((_pa("notify", f.subject, f, rule.id), debounce))
+                    deferred.append((_pa("notify", f.subject, f, rule.id), debounce or clock_hold))
             elif "notify" in allowed or f.kind in SENTINELS:
                 alert(f.key, _text(f, now), f.severity, f.evidence)
             else:
@@ -211,6 +214,8 @@ def decide(snapshot: Snapshot, policy, memory: Memory, *, found: list[Finding] |
             reason = "halt"
         elif debounce:
             reason = debounce
+        elif clock_hold:
+            reason = clock_hold
         elif f.evidence.get("busy_pids") and any(a.action in ("remove_worktree", "quarantine_file") for a in seq):
             reason = f"busy: pids {f.evidence['busy_pids']} have their cwd or an open file inside"
         else:

@@ -29,17 +29,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import schedule
 from loguru import logger
 
 from healer import conventions as cv
 from healer import durations, failpoints, lifecycle, switches
-from healer.clock import Clock, SystemClock, system
-from healer.core import disk, hosts
+from healer.clock import Clock, Every, SystemClock, system
+from healer.core import disk, hosts, trusted_time
 from healer.core import dispatch as core
 from healer.core import fleet as fleet_rules
 from healer.errors import InvalidInput, StoreLost, StoreUnavailable, UsageError, transient
-from healer.fleet import budget, shared_main
+from healer.fleet import budget, shared_main, timewatch
 from healer.fleet.disk import DiskWatch
 from healer.fleet.dispatch_launch import Launching, ours
 from healer.fleet.dispatch_merge import Merging
@@ -151,6 +150,10 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         self.policy_path = Path(policy_path).resolve() if policy_path else None
         self._stopping = False
         self._watching_since: float | None = None  # first pass: silence before it was our own downtime
+        self.times = timewatch.for_clock(self.clock)  # wall-clock jumps and skews (healer/core/trusted_time.py)
+        self._time: tuple = (None, None)  # this pass's (Timebase, TimeState)
+        # another dispatcher's lease is taken as expired only on trusted time (its ttl is set each pass)
+        self.lease_judge = timewatch.LeaseJudge(self.times, 90.0, policy.supervisor.clock_tolerance)
         self._resets = budget.Resets()  # budget resets read so far: each pass reads only the new moves
         self._plan: core.Carry | None = None  # the last plan: a pass over an unchanged board plans nothing anew
         if not self.git.is_repo(self.root):
@@ -171,8 +174,9 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         self._readings = self.disk.guard()  # first, before any store write: a full disk gets its reserve back now
         now = self.clock.now()
         rep = TickReport(at=now)
+        self._time = self.times.read(self.store, self.policy.supervisor.clock_tolerance, "dispatcher", self.host)
         if self._watching_since is None:
-            self._watching_since = now
+            self._watching_since = self._time[0].now
         ttl = max(3 * self.policy.fleet.dispatch_tick, 90.0)
         # several hosts: this host's own lease (its heartbeat, and the fence on every write it makes) guards its agents;
         # the board's duties (main, merges, stops) stay with whichever host holds the board's lease
@@ -180,7 +184,9 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         if self.shared:
             ttl = self.policy.fleet.host_ttl
         before = self.store.lease(mine)
-        lease = self.store.acquire_lease(mine, self.holder, self.pid, self.host, ttl, pid_alive=pid_alive)
+        self.lease_judge.ttl = ttl
+        lease = self.store.acquire_lease(mine, self.holder, self.pid, self.host, ttl, pid_alive=pid_alive,
+                                         expired=self.lease_judge)
         if lease is None:
             held = self.store.lease(mine)
             rep.skipped = f"another dispatcher ({held.holder if held else '?'}) holds the {'host' if self.shared else 'fleet'}"
@@ -192,7 +198,7 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
             crashed = list(self.store.get_setting(keys.DISPATCH_CRASHED) or [])
             self.store.set_setting(keys.DISPATCH_CRASHED, [*crashed, before.holder][-50:])
         board = not self.shared or self.store.acquire_lease(LEASE, self.holder, self.pid, self.host, ttl,
-                                                            pid_alive=pid_alive) is not None
+                                                            pid_alive=pid_alive, expired=self.lease_judge) is not None
         left = self.git.sweep_scratch(self.root)  # we hold the lease: any scratch worktree is a crashed pass's leftover
         if left:
             self.store.append("dispatch.scratch_swept", "", {"paths": left})
@@ -207,6 +213,8 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         else:
             rep.main = self.store.get_setting(keys.MAIN_STATUS, "unknown") or "unknown"
         inp = gather(self.store, self.policy, self.clock.now(), self.host if self.shared else None, self._resets)
+        if self._time[1] is not None and self._time[1].jumps:  # a backoff from before a step back starts at the step
+            inp = replace(inp, steps_back=trusted_time.steps_back(self._time[1]))
         if low and not inp.paused:  # held here too: the pause may not have reached the store (or is not ours to set)
             inp = replace(inp, paused=True)
         plan, self._plan = core.replan(inp, self.rules, self._plan)
@@ -255,13 +263,18 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
 
     def watch_supervisor(self) -> None:
         """Who watches the watcher: a supervisor that ticked once and then fell silent is a finding
-        the supervisor itself cannot report, so the dispatcher raises it (one notification per cooldown)."""
-        now = self.clock.now()
+        the supervisor itself cannot report, so the dispatcher raises it (one notification per cooldown). Judged on
+        the clock the supervisor stamps its ticks with (PostgreSQL: the server's; else this host's)."""
+        tb = self._time[0]
+        now = tb.now if tb is not None else self.clock.now()
         last = self.store.get_setting(keys.SUPERVISOR_LAST_TICK)
         threshold = self.policy.sentinels.supervisor_silent
         # a watcher judges only the silence it watched: a restart's downtime is not the supervisor's
         watched = None if last is None else max(float(last), self._watching_since or float(last))
         silent = fleet_rules.supervisor_silent(watched, now, threshold)
+        if silent is not None and watched is not None and trusted_time.finding_hold(
+                "supervisor_silent", watched, {}, self.policy, *self._time):
+            return  # a silence measured across a wall-clock jump: paged only once confirmed on the monotonic clock
         if silent is not None:
             notify(self.store, self.policy, "supervisor_silent",
                    f"supervisor silent for {durations.format(round(silent))} (threshold "
@@ -349,9 +362,9 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         self.store.release_lease(LEASE, self.holder)
 
     def run_forever(self, on_tick=None) -> None:
-        """Tick every `fleet.dispatch_tick` (schedule), and at once when an agent we launched exits (the runtime's
-        exit watch wakes us), until `stop()`; agents keep running when the dispatcher ends."""
-        sched = schedule.Scheduler()
+        """Tick every `fleet.dispatch_tick` (on the monotonic clock: a wall-clock step neither stalls nor bunches the
+        passes), and at once when an agent we launched exits (the runtime's exit watch wakes us), until `stop()`;
+        agents keep running when the dispatcher ends."""
         period = max(1, int(round(self.policy.fleet.dispatch_tick)))
 
         def job() -> None:
@@ -359,7 +372,7 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
             if on_tick and rep is not None:
                 on_tick(rep)
 
-        sched.every(period).seconds.do(job)
+        every = Every(self.clock, period)
         job()
         real = isinstance(self.clock, SystemClock)
         reaper = threading.Thread(target=self._reaper, name="reaper", daemon=True) if real else None
@@ -372,9 +385,9 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
                 if self._reaped.is_set() and not self._stopping:  # a slot was freed: launch into it, gate the proposal
                     self._reaped.clear()
                     job()
-                sched.run_pending()
-                idle = sched.idle_seconds
-                pause = min(0.5, max(0.05, idle if idle is not None else 0.5))
+                if every.due():
+                    job()
+                pause = min(0.5, max(0.05, every.idle()))
                 if real:
                     self._reaped.wait(pause)
                 else:

@@ -428,6 +428,12 @@ class Fleet(Strict):
 class Supervisor(Strict):
     tick: Duration = "30s"
     lease_ttl: Duration = "90s"
+    clock_tolerance: Duration | None = Field(
+        "30s", description="a wall clock that moved this much more or less than the monotonic clock between two "
+                           "passes (a step), or a host clock this far off the store's (PostgreSQL), is reported once "
+                           "(clock.jump / clock.skew) and no stop, removal, requeue, escalation or silence page rests "
+                           "on an age that crossed it until confirmed on the monotonic clock (docs/supervisor.md, "
+                           "Time); null: clocks are trusted")
 
 
 class StoreSettings(Strict):

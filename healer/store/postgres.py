@@ -144,6 +144,11 @@ class PgStore(SqlStore):
         else:
             self._load_meta()
 
+    def server_now(self) -> float | None:
+        """The server's wall clock (clock_timestamp(): now, not the transaction's start): the hosts' clocks are
+        checked against it (healer/core/trusted_time.py)."""
+        return float(self._q("SELECT extract(epoch FROM clock_timestamp()) AS t")[0]["t"])
+
     def check(self) -> None:
         """A server store cannot be deleted under this process; a lost connection raises StoreUnavailable."""
         return None

@@ -107,6 +107,10 @@ class SqlStore(TicketsSql, AgentsSql, AttemptsSql, OutboxSql):
     def now(self) -> float:
         return self.clock.now()
 
+    def server_now(self) -> float | None:
+        """The store's own clock, when it has one apart from this host's (PostgreSQL); None: the store is local."""
+        return None
+
     def _event(self, db: Any, kind: str, subject: str, payload: dict | None, at: float | None = None) -> int:
         return int(db.execute(
             "INSERT INTO events(at, kind, subject, payload) VALUES (?,?,?,?) RETURNING id",
@@ -225,9 +229,12 @@ class SqlStore(TicketsSql, AgentsSql, AttemptsSql, OutboxSql):
         return int(self._q(sql, args)[0]["n"])
 
     # -- leases -----------------------------------------------------------------
-    def acquire_lease(self, name: str, holder: str, pid: int, host: str, ttl: float, *, pid_alive=None) -> Lease | None:
+    def acquire_lease(self, name: str, holder: str, pid: int, host: str, ttl: float, *, pid_alive=None,
+                      expired=None) -> Lease | None:
         """Take or renew `name`. Taken over when expired, or when its holder's pid is gone on this host.
-        A new holder gets the next fencing token; a renewal keeps it (and fails if the token moved on)."""
+        A new holder gets the next fencing token; a renewal keeps it (and fails if the token moved on).
+        `expired(name, holder, token, expires_at, now)`: whether another holder's record may be taken as expired
+        (healer/fleet/timewatch.LeaseJudge: not on a clock that stepped); None: `expires_at <= now`."""
         now = self.now()
         with self.tx(fenced=False) as db:
             # the name's token row exists first and is locked (PostgreSQL: FOR UPDATE): acquirers queue on it
@@ -236,12 +243,13 @@ class SqlStore(TicketsSql, AgentsSql, AttemptsSql, OutboxSql):
             r = db.execute(self._for_update("SELECT * FROM leases WHERE name=?"), (name,)).fetchone()
             ev: tuple[str, dict] | None = None
             if r is not None and r["holder"] != holder:
-                expired = r["expires_at"] <= now
+                gone = (r["expires_at"] <= now if expired is None
+                        else expired(name, r["holder"], int(r["token"]), float(r["expires_at"]), now))
                 dead = r["host"] == host and pid_alive is not None and not pid_alive(r["pid"])
-                if not (expired or dead):
+                if not (gone or dead):
                     return None
                 token = last + 1
-                ev = ("lease.taken_over", {"from": r["holder"], "to": holder, "expired": expired, "holder_dead": dead,
+                ev = ("lease.taken_over", {"from": r["holder"], "to": holder, "expired": gone, "holder_dead": dead,
                                            "token": token, "from_token": int(r["token"])})
             elif r is None:
                 token = last + 1
