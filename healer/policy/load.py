@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from healer.errors import InvalidInput
-from healer.policy.schema import Policy
+from healer.policy.schema import WRITTEN, Policy
 from healer.policy.yamlpos import MAX_BYTES, Problem, YamlProblem, dotted, key_text, load_one, mark_for, read_text
 
 _EXPECT = {
@@ -59,7 +59,7 @@ def _describe(err: dict, model: type[BaseModel]) -> str:
         return f"expected at most {bound} (the maximum), got {_short(inp)}"
     if t == "value_error":
         msg = str(ctx.get("error", err.get("msg", "")))
-        return msg if msg.startswith("expected") else f"expected a valid value, got a problem: {msg}"
+        return msg if msg.startswith(("expected", "a duration needs a unit")) else f"expected a valid value, got a problem: {msg}"
     if t == "missing":
         return "expected this key to be set, got nothing"
     if t == "too_short":
@@ -103,8 +103,9 @@ def _loc_path(loc: tuple) -> tuple:
 
 
 def problems_for(data: Any, marks: dict, model: type[BaseModel]) -> list[Problem]:
+    """What a person wrote (a file, an --override), validated: durations need their unit (schema.WRITTEN)."""
     try:
-        model.model_validate(data)
+        model.model_validate(data, context=WRITTEN)
     except ValidationError as e:
         out = []
         for err in e.errors(include_url=False):

@@ -17,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    ValidationInfo,
     WithJsonSchema,
     model_validator,
 )
@@ -26,9 +27,21 @@ from healer.errors import InvalidInput
 
 HARD_MAX_ITERATIONS = 1000  # no policy may raise absolute_max above this
 
+WRITTEN = {"written": True}  # the validation context of what a person wrote (a file, --override): see _duration
+
+
+def _duration(v: object, info: ValidationInfo) -> float:
+    # what a file says must carry a unit (`90` is refused, issue 41); python callers pass seconds as numbers
+    if info.context and info.context.get("written"):
+        why = durations.needs_unit(v)
+        if why:
+            raise ValueError(why)
+    return durations.parse(v)
+
+
 Duration = Annotated[
     float,
-    BeforeValidator(durations.parse),
+    BeforeValidator(_duration),
     PlainSerializer(durations.format, return_type=str),
     WithJsonSchema({"type": "string", "pattern": durations.PATTERN, "examples": ["90s", "30m", "1h30m"]}),
 ]
