@@ -29,7 +29,7 @@ def test_scenario_bare_number_is_refused(tmp_path):
                  "overrides: {health: {agent_stuck: 1.5}}\n")
     with pytest.raises(InvalidInput) as e:
         load_scenario(f)
-    assert e.value.lines[0] == f"{f}:2:11: duration: a duration needs a unit, e.g. 90s or 90m, got 90"
+    assert e.value.lines[0] == f"{f}:2:1: duration: a duration needs a unit, e.g. 90s or 90m, got 90"
 
 
 def test_zero_and_units_pass_and_python_callers_still_give_seconds():
