@@ -111,10 +111,11 @@ def problems_for(data: Any, marks: dict, model: type[BaseModel]) -> list[Problem
         for err in e.errors(include_url=False):
             loc = _loc_path(tuple(err["loc"]))
             message = _describe(err, model)
-            # a model-level check names the key it is about with a trailing "@key"
-            if " @" in message and message.rsplit(" @", 1)[1].isidentifier():
-                message, key = message.rsplit(" @", 1)
-                loc = loc + (key,)
+            # a model-level check names the key it is about with a trailing "@key" (or "@key.N": an item of it)
+            tail = message.rsplit(" @", 1)[1] if " @" in message else ""
+            if tail and all(p.isidentifier() or p.isdigit() for p in tail.split(".")):
+                message = message.rsplit(" @", 1)[0]
+                loc = loc + tuple(int(p) if p.isdigit() else p for p in tail.split("."))
             line, col = mark_for(marks, loc)
             out.append(Problem(line, col, dotted(loc), message))
         return out

@@ -363,6 +363,9 @@ class Notify(Strict):
                                                "(event notify.expired)")
 
 
+_ANSWERS = actions.ByFinding(FINDINGS)  # finding kind -> the actions that can mean anything for it (live)
+
+
 class RuleLimits(Strict):
     max_per_hour: PosInt | None = None
     max_per_ticket: PosInt | None = None
@@ -379,6 +382,16 @@ class Rule(Strict):
                               "labels (for stale_label: one of the stale labels); other findings keep the rule without labels")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=True)
+
+    @model_validator(mode="after")
+    def _applicable(self) -> Rule:
+        # one validation for a policy's `rules:` and a runbook's front matter (`healer runbook check`, issue 41): a step
+        # that can mean nothing for `when` is refused, not skipped at run time
+        ok = _ANSWERS[self.when]
+        for i, a in enumerate(self.do):
+            if a not in ok:
+                raise ValueError(f"expected an action that applies to {self.when} ({', '.join(sorted(ok))}), got {a} @do.{i}")
+        return self
 
 
 class Fleet(Strict):
