@@ -36,6 +36,9 @@ from healer.policy.yamlpos import Problem, YamlProblem, load_one, mark_for, read
 from healer.switches import SWITCHES
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
+ROOT_DIR = SCENARIO_DIR / "root"  # the shipped game days for your own fleet (`for_root: true`), run by name with --root
+# the faults that make sense on a fleet healer did not build (chaos/engine/fleet.py applies them)
+FOR_ROOT_FAULTS = ("command", "kill_supervisor", "kill_dispatcher", "frozen_dispatch", "thaw_dispatch")
 
 
 class Scenario(Strict):
@@ -70,6 +73,9 @@ class Scenario(Strict):
                                                       "instead of timed faults")
     hosts: HostsSpec | None = Field(None, description="a multi-host game day on a PostgreSQL server of its own "
                                                       "(chaos/pgday.py): real `healer up` hosts, the faults timed")
+    for_root: bool = Field(False, description="a game day for YOUR fleet (`healer gameday run SCENARIO --root FLEET`, "
+                                              "chaos/engine/fleet.py): no fleet built, only timed faults of FOR_ROOT_FAULTS; "
+                                              "run only with --root, and --root runs only these")
 
     # set by load(), not part of the YAML
     source: str = Field("", exclude=True)
@@ -79,6 +85,22 @@ class Scenario(Strict):
     def _hosts(self) -> Scenario:
         if self.hosts is not None and (self.mode != "real" or self.storm is not None):
             raise ValueError("expected mode: real and no storm: with hosts: (real `healer up` hosts on PostgreSQL) @hosts")
+        return self
+
+    @model_validator(mode="after")
+    def _for_root(self) -> Scenario:
+        if not self.for_root:
+            return self
+        if self.mode != "real" or self.storm is not None or self.hosts is not None:
+            raise ValueError("expected mode: real and no storm: or hosts: with for_root: true (a game day for your "
+                             "fleet runs real processes on it) @for_root")
+        if self.fleet.tickets or self.fleet.random_tickets or self.fleet.files:
+            raise ValueError("expected no fleet.tickets, random_tickets or files with for_root: true (the tickets are "
+                             "your fleet's: expectations name real tickets or globs) @fleet")
+        for i, f in enumerate(self.faults):
+            if f.fault not in FOR_ROOT_FAULTS or f.at is None:
+                raise ValueError(f"expected one of {', '.join(FOR_ROOT_FAULTS)} at a time (`at:`) against your own "
+                                 f"fleet, got {f.fault}" + (" on an event" if f.at is None else "") + f" @faults.{i}.fault")
         return self
 
     @model_validator(mode="after")
@@ -454,13 +476,17 @@ def discover(paths: list[str | Path] | None = None) -> list[Path]:
         else:
             named = SCENARIO_DIR / f"{p.name}.yaml"
             long = SCENARIO_DIR / "campaigns" / f"{p.name}.yaml"  # long campaigns: run by name, not in the standard suite
+            mine = ROOT_DIR / f"{p.name}.yaml"  # game days for your fleet: by name, with --root
             if named.exists():
                 out.append(named)
             elif long.exists():
                 out.append(long)
+            elif mine.exists():
+                out.append(mine)
             else:
                 names = sorted({q.stem for q in SCENARIO_DIR.glob("*.yaml")} |
-                               {q.stem for q in (SCENARIO_DIR / "campaigns").glob("*.yaml")})
+                               {q.stem for q in (SCENARIO_DIR / "campaigns").glob("*.yaml")} |
+                               {q.stem for q in ROOT_DIR.glob("*.yaml")})
                 raise InvalidInput(f"{raw}: no such scenario file or folder{did_you_mean(p.stem, names)}")
     return out
 

@@ -163,6 +163,9 @@ def run_cmd(
             raise UsageError(f"--disable: {', '.join(bare)} has no `disable:` (nothing to switch off)")
     if root is not None:
         raise typer.Exit(_against_fleet(scs, root, report_dir, junit, quiet))
+    mine = [s.source or s.name for s in scs if s.for_root]
+    if mine:  # a game day for your fleet builds none: without --root it has nothing to act on
+        raise UsageError(f"{mine[0]}: meant for your own fleet (for_root: true); run it with --root FLEET")
     extra = _overrides(override)
     if extra:  # a bad --override is bad input (65), not a game day that failed (1)
         for sc in scs:
