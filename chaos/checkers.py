@@ -170,7 +170,25 @@ def check_count(spec: dict, h: History) -> tuple[bool, str]:
         ok, msg = _bounds(spec, n, f"{_k(spec)} events in one supervisor tick")
         return ok, msg + (f" (the most, in tick {tick + 1} of {len(ticks)})" if per else "")
     n = len(_select(spec, h))
-    return _bounds(spec, n, f"{_k(spec)} events" + (f" about {spec['subject']}" if spec.get("subject") else ""))
+    about = f"{_k(spec)} events" + (f" about {spec['subject']}" if spec.get("subject") else "")
+    if not spec.get("payload"):
+        return _bounds(spec, n, about)
+    # say the payload filter, and what it left out: "got 0" beside 7 such events in the timeline is no riddle then
+    ok, msg = _bounds(spec, n, f"{about} with payload {_flow(spec['payload'])}")
+    if not ok:
+        unfiltered = len(_select({k: v for k, v in spec.items() if k != "payload"}, h))
+        msg += f" ({unfiltered} {_k(spec)}" + (f" about {spec['subject']}" if spec.get("subject") else "") + \
+            " without the filter)"
+    return ok, msg
+
+
+def _flow(v: Any) -> str:
+    """A payload filter as the scenario writes it: {to: needs_human}."""
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_flow(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_flow(x) for x in v) + "]"
+    return "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
 
 
 def check_event(spec: dict, h: History) -> tuple[bool, str]:
