@@ -13,6 +13,7 @@ and ended in the last one.
 from __future__ import annotations
 
 import bisect
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -169,6 +170,11 @@ def check_count(spec: dict, h: History) -> tuple[bool, str]:
         tick, n = max(per.items(), key=lambda kv: (kv[1], -kv[0]), default=(0, 0))
         ok, msg = _bounds(spec, n, f"{_k(spec)} events in one supervisor tick")
         return ok, msg + (f" (the most, in tick {tick + 1} of {len(ticks)})" if per else "")
+    if spec.get("per_day"):
+        days = Counter(time.strftime("%Y-%m-%d", time.gmtime(e.at)) for e in _select(spec, h))
+        day, n = max(days.items(), key=lambda kv: (kv[1], kv[0]), default=("-", 0))
+        ok, msg = _bounds(spec, n, f"{_k(spec)} events in one UTC day")
+        return ok, msg + (f" (the most, on {day}; {len(days)} day(s) with any)" if days else "")
     n = len(_select(spec, h))
     about = f"{_k(spec)} events" + (f" about {spec['subject']}" if spec.get("subject") else "")
     if not spec.get("payload"):

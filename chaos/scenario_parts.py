@@ -178,6 +178,8 @@ class _Bounded(Strict):
 class CountSpec(Events, _Bounded):
     per_tick: bool = Field(False, description="the bounds hold for each supervisor tick's events (those up to its "
                                               "supervisor.tick event), not the whole run's: a blast radius")
+    per_day: bool = Field(False, description="the bounds hold for the busiest UTC day's events (a daily cap, as "
+                                             "repair_agent.max_runs_per_day counts them), not the whole run's")
 
     @model_validator(mode="after")
     def _bounded(self) -> CountSpec:
