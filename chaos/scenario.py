@@ -140,7 +140,10 @@ class Scenario(Strict):
         if self.fleet.standby_supervisor and self.mode != "simulated":
             raise ValueError("expected mode: simulated with fleet.standby_supervisor (the real engine runs one "
                              "supervisor), got mode: real @fleet")
-        reds = self.fleet.main == "red" or any(f.fault == "red_main" for f in self.faults)
+        if self.fleet.main == "unknown" and self.mode != "simulated":
+            raise ValueError("expected mode: simulated with fleet.main: unknown (a real gate decides for itself), "
+                             "got mode: real @fleet")
+        reds = self.fleet.main in ("red", "unknown") or any(f.fault == "red_main" for f in self.faults)
         if reds and self.policy is None and not (self.overrides.get("fleet") or {}).get("main_gates"):
             # without a main gate the product never judges main: a red main would be a fault nobody can see
             raise ValueError("expected overrides.fleet.main_gates (a gate that judges main) with a red main "

@@ -128,7 +128,8 @@ class FleetSpec(Strict):
     pool_size: int | None = Field(None, ge=1)
     tickets: list[TicketSpec] = Field(default_factory=list)
     random_tickets: int = Field(0, ge=0, description="extra tickets with random behaviours drawn from the seed")
-    main: Literal["green", "red"] = "green"
+    main: Literal["green", "red", "unknown"] = Field("green", description="main's colour at the start; unknown "
+                                                                        "(simulated only): its gates cannot decide")
     files: dict[str, str] = Field(default_factory=dict, description="user files in the fleet root: path -> text")
     standby_supervisor: bool = Field(False, description="simulated mode: a second supervisor on another host ticks beside "
                                                         "the leader; it cannot see the leader's pid, so it takes over only "
