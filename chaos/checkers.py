@@ -13,6 +13,7 @@ and ended in the last one.
 from __future__ import annotations
 
 import bisect
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -169,8 +170,31 @@ def check_count(spec: dict, h: History) -> tuple[bool, str]:
         tick, n = max(per.items(), key=lambda kv: (kv[1], -kv[0]), default=(0, 0))
         ok, msg = _bounds(spec, n, f"{_k(spec)} events in one supervisor tick")
         return ok, msg + (f" (the most, in tick {tick + 1} of {len(ticks)})" if per else "")
+    if spec.get("per_day"):
+        days = Counter(time.strftime("%Y-%m-%d", time.gmtime(e.at)) for e in _select(spec, h))
+        day, n = max(days.items(), key=lambda kv: (kv[1], kv[0]), default=("-", 0))
+        ok, msg = _bounds(spec, n, f"{_k(spec)} events in one UTC day")
+        return ok, msg + (f" (the most, on {day}; {len(days)} day(s) with any)" if days else "")
     n = len(_select(spec, h))
-    return _bounds(spec, n, f"{_k(spec)} events" + (f" about {spec['subject']}" if spec.get("subject") else ""))
+    about = f"{_k(spec)} events" + (f" about {spec['subject']}" if spec.get("subject") else "")
+    if not spec.get("payload"):
+        return _bounds(spec, n, about)
+    # say the payload filter, and what it left out: "got 0" beside 7 such events in the timeline is no riddle then
+    ok, msg = _bounds(spec, n, f"{about} with payload {_flow(spec['payload'])}")
+    if not ok:
+        unfiltered = len(_select({k: v for k, v in spec.items() if k != "payload"}, h))
+        msg += f" ({unfiltered} {_k(spec)}" + (f" about {spec['subject']}" if spec.get("subject") else "") + \
+            " without the filter)"
+    return ok, msg
+
+
+def _flow(v: Any) -> str:
+    """A payload filter as the scenario writes it: {to: needs_human}."""
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_flow(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_flow(x) for x in v) + "]"
+    return "null" if v is None else str(v).lower() if isinstance(v, bool) else str(v)
 
 
 def check_event(spec: dict, h: History) -> tuple[bool, str]:

@@ -294,8 +294,19 @@ def scenarios(results) -> str:
         meta = (f"mode {sc.mode}, seed {r.seed}{', feature disabled' if r.disabled else ''}; {len(r.timeline)} events"
                 + (f"; {hidden} more ticket lanes not drawn" if hidden else "") + (f"; error: {r.error}" if r.error else ""))
         sections.append({"title": sc.name, "ok": r.ok, "meta": meta, "figure": fig, "legend": legend(STATE_COLORS),
-                         "checks": [(c.ok, c.name, c.kind, c.message) for c in r.checks]})
+                         "checks": [(c.ok, c.name, c.kind, c.message) for c in r.checks], "extra": _rules(r)})
     return page("Game day report", rows, sections)
+
+
+def _rules(r) -> str:
+    """The rules in force and how often each fired (stats["rules"], chaos/engine/base.rules_report)."""
+    rules = (getattr(r, "stats", None) or {}).get("rules") or []
+    if not rules:
+        return ""
+    e = html.escape
+    rows = "".join(f"<tr><td>{e(x['id'])}</td><td>{e(x['when'])}</td><td>{e(str(x['from']))}</td><td>{x.get('fired', 0)}</td></tr>"
+                   for x in rules)
+    return f"<h3>Rules in force</h3><table><tr><th>rule</th><th>when</th><th>from</th><th>fired</th></tr>{rows}</table>"
 
 
 ACTIVITY_COLOURS = {"succeeded": "#27ae60", "failed": "#eb5757", "skipped": "#9aa5b1"}

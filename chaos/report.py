@@ -158,6 +158,10 @@ def markdown(results: list[Result]) -> str:
         lines += ["", "### Expectations", ""]
         for c in r.checks:
             lines.append(f"- {'✅' if c.ok else '❌'} **{c.name}** — {c.message}")
+        if r.stats.get("rules"):
+            lines += ["", "### Rules in force", "", "| rule | when | from | fired |", "|---|---|---|---|"]
+            lines += [f"| {x['id']} | {x['when']}{''.join(f' [{lb}]' for lb in x.get('labels') or [])} | {x['from']} | "
+                      f"{x.get('fired', 0)} |" for x in r.stats["rules"]]
         lines += ["", "### Timeline", "", "| t | event | subject | detail |", "|---|---|---|---|"]
         for off, kind, subject, text in r.timeline:
             lines.append(f"| {_fmt_offset(off)} | {kind} | {subject} | {text.replace('|', '/')[:120]} |")
@@ -183,7 +187,7 @@ def junit(results: list[Result]) -> str:
             el = ET.SubElement(case, "failure", message=fails[0].message if fails else "failed", type="ExpectationBroken")
             el.text = "\n".join(c.message for c in fails)
         out = ET.SubElement(case, "system-out")
-        out.text = "\n".join(c.line() for c in r.checks)
+        out.text = "\n".join([c.line() for c in r.checks] + ([rules_line(r)] if r.stats.get("rules") else []))
     root = ET.Element("testsuites")
     root.append(suite)
     ET.indent(root)
@@ -222,9 +226,21 @@ def summary_table(results: list[Result]) -> Table:
     return t
 
 
+def rules_line(r: Result) -> str:
+    """The rules of a run in one line: those not the default (from the policy or a runbook), and which fired."""
+    rules = r.stats.get("rules") or []
+    chosen = [f"{x['id']} ({x['from']})" for x in rules if x["from"] != "default"]
+    fired = [f"{x['id']} {x['fired']}x" for x in rules if x.get("fired")]
+    return (f"rules in force: {len(rules)}, " + (f"not the default: {', '.join(chosen)}" if chosen else "all default")
+            + f"; fired: {', '.join(fired) if fired else 'none'}")
+
+
 def print_summary(results: list[Result], console: Console | None = None, report: Path | None = None) -> None:
     c = console or make_console()
     c.print(summary_table(results))
+    for r in results:
+        if r.stats.get("rules"):
+            c.print(f"{r.scenario.name}: {rules_line(r)}", markup=False, highlight=False, soft_wrap=True)
     ok = sum(r.ok for r in results)
     if ok == len(results):
         c.print(f"{ok}/{len(results)} scenarios passed")

@@ -11,7 +11,7 @@ from typing import Any
 
 from chaos.html_report import experiments as html_experiments
 from chaos.html_report import human_seconds
-from healer.ctk.journal import errors, ok, verdict
+from healer.ctk.journal import errors, not_steady, ok, verdict
 
 __all__ = ["write", "markdown", "junit", "human_seconds"]
 
@@ -62,6 +62,9 @@ def junit(journals: list[dict[str, Any]]) -> str:
         if errors(j):
             el = ET.SubElement(case, "error", message=errors(j)[0], type="ActivityFailed")
             el.text = "\n".join(errors(j))
+        elif not_steady(j):
+            el = ET.SubElement(case, "failure", message=str(not_steady(j)), type="SteadyStateNotMet")
+            el.text = str(not_steady(j))
         elif not ok(j):
             bad = [p for ph in ("before", "after") for p in ((j.get("steady_states") or {}).get(ph) or {}).get("probes") or []
                    if not p.get("tolerance_met")]

@@ -47,8 +47,19 @@ def run_all(scenarios: list[Scenario], *, seed: int | None = None, disabled: boo
                 prog.update(task, completed=min(1.0, frac))
 
             wd = (workroot / sc.name) if workroot else None
-            r = engine.run(sc, wd, seed=seed, disabled=disabled, overrides=overrides, progress=tick,
-                           keep=True if wd is not None else keep)
+            try:
+                r = engine.run(sc, wd, seed=seed, disabled=disabled, overrides=overrides, progress=tick,
+                               keep=True if wd is not None else keep)
+            except KeyboardInterrupt:
+                # Ctrl-C: engine.run has undone this scenario's faults; what ran so far is still reported (a partial
+                # report, then exit 4), the interrupted scenario an error that says so, the rest not run
+                r = engine.Result(sc, "error", error="interrupted (Ctrl-C) before it finished: its faults were undone, "
+                                  "its expectations not judged", seed=sc.seed if seed is None else seed, disabled=disabled)
+                r.stats["interrupted"] = True
+                r.kept = False
+                results.append(r)
+                prog.update(task, completed=1.0, status="[red]INTERRUPTED[/]")
+                break
             results.append(r)
             if r.moved_aside:
                 console.print(f"moved the earlier game day's folder {r.workdir} aside to {r.moved_aside}", markup=False,
@@ -60,6 +71,10 @@ def run_all(scenarios: list[Scenario], *, seed: int | None = None, disabled: boo
         if r.kept and keep:
             console.print(f"kept {r.scenario.name}'s work folder: {r.workdir}", markup=False, highlight=False, soft_wrap=True)
     return results
+
+
+def interrupted(results: list[engine.Result]) -> bool:
+    return any(r.stats.get("interrupted") for r in results)
 
 
 def outcome(results: list[engine.Result], report_dir: Any = None, junit_file: Any = None,

@@ -28,6 +28,7 @@ from chaos.faults import registry as faults
 from chaos.faults.registry import did_you_mean
 from chaos.scenario_parts import Checker, Fault, FleetSpec, HostsSpec, RealSpec, StormSpec, Strict
 from healer import durations, failpoints
+from healer.cli.common import policy_with_runbooks
 from healer.errors import InvalidInput
 from healer.policy.load import load_policy, problems_for
 from healer.policy.schema import ACTIONS, Duration, Policy
@@ -35,6 +36,9 @@ from healer.policy.yamlpos import Problem, YamlProblem, load_one, mark_for, read
 from healer.switches import SWITCHES
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
+ROOT_DIR = SCENARIO_DIR / "root"  # the shipped game days for your own fleet (`for_root: true`), run by name with --root
+# the faults that make sense on a fleet healer did not build (chaos/engine/fleet.py applies them)
+FOR_ROOT_FAULTS = ("command", "kill_supervisor", "kill_dispatcher", "frozen_dispatch", "thaw_dispatch")
 
 
 class Scenario(Strict):
@@ -69,6 +73,9 @@ class Scenario(Strict):
                                                       "instead of timed faults")
     hosts: HostsSpec | None = Field(None, description="a multi-host game day on a PostgreSQL server of its own "
                                                       "(chaos/pgday.py): real `healer up` hosts, the faults timed")
+    for_root: bool = Field(False, description="a game day for YOUR fleet (`healer gameday run SCENARIO --root FLEET`, "
+                                              "chaos/engine/fleet.py): no fleet built, only timed faults of FOR_ROOT_FAULTS; "
+                                              "run only with --root, and --root runs only these")
 
     # set by load(), not part of the YAML
     source: str = Field("", exclude=True)
@@ -78,6 +85,22 @@ class Scenario(Strict):
     def _hosts(self) -> Scenario:
         if self.hosts is not None and (self.mode != "real" or self.storm is not None):
             raise ValueError("expected mode: real and no storm: with hosts: (real `healer up` hosts on PostgreSQL) @hosts")
+        return self
+
+    @model_validator(mode="after")
+    def _for_root(self) -> Scenario:
+        if not self.for_root:
+            return self
+        if self.mode != "real" or self.storm is not None or self.hosts is not None:
+            raise ValueError("expected mode: real and no storm: or hosts: with for_root: true (a game day for your "
+                             "fleet runs real processes on it) @for_root")
+        if self.fleet.tickets or self.fleet.random_tickets or self.fleet.files:
+            raise ValueError("expected no fleet.tickets, random_tickets or files with for_root: true (the tickets are "
+                             "your fleet's: expectations name real tickets or globs) @fleet")
+        for i, f in enumerate(self.faults):
+            if f.fault not in FOR_ROOT_FAULTS or f.at is None:
+                raise ValueError(f"expected one of {', '.join(FOR_ROOT_FAULTS)} at a time (`at:`) against your own "
+                                 f"fleet, got {f.fault}" + (" on an event" if f.at is None else "") + f" @faults.{i}.fault")
         return self
 
     @model_validator(mode="after")
@@ -117,7 +140,10 @@ class Scenario(Strict):
         if self.fleet.standby_supervisor and self.mode != "simulated":
             raise ValueError("expected mode: simulated with fleet.standby_supervisor (the real engine runs one "
                              "supervisor), got mode: real @fleet")
-        reds = self.fleet.main == "red" or any(f.fault == "red_main" for f in self.faults)
+        if self.fleet.main == "unknown" and self.mode != "simulated":
+            raise ValueError("expected mode: simulated with fleet.main: unknown (a real gate decides for itself), "
+                             "got mode: real @fleet")
+        reds = self.fleet.main in ("red", "unknown") or any(f.fault == "red_main" for f in self.faults)
         if reds and self.policy is None and not (self.overrides.get("fleet") or {}).get("main_gates"):
             # without a main gate the product never judges main: a red main would be a fault nobody can see
             raise ValueError("expected overrides.fleet.main_gates (a gate that judges main) with a red main "
@@ -132,35 +158,56 @@ class Scenario(Strict):
     def switches_off(self, disabled: bool) -> list[str]:
         return list(self.disable.get("switches_off", [])) if disabled else []
 
+    def _folder(self) -> Path | None:
+        """Where the scenario's relative paths start: its file's folder (a generated scenario has none: the cwd)."""
+        return Path(self.source).resolve().parent if self.source else None
+
     def _merged(self, extra: dict[str, Any] | None, disabled: bool) -> dict[str, Any]:
         base: dict[str, Any] = {}
+        here = self._folder()
         if isinstance(self.policy, str):
             p = Path(self.policy)
             if not p.is_absolute() and self.source:
                 cand = Path(self.source).parent / p
                 p = cand if cand.exists() else p
-            base = load_policy(p).model_dump(mode="json", by_alias=True)
+            # a policy file's include_runbooks are read from its own folder, as a fleet reads them (policy_for)
+            base = runbooks_from(load_policy(p).model_dump(mode="json", by_alias=True), p.resolve().parent)
         elif isinstance(self.policy, dict):
-            base = deep_merge(Policy().model_dump(mode="json", by_alias=True), self.policy)
+            base = deep_merge(Policy().model_dump(mode="json", by_alias=True), runbooks_from(self.policy, here))
         else:
             base = Policy().model_dump(mode="json", by_alias=True)
         # the scenario's fleet keys that are policy keys, in both worlds (the dispatcher reads them from the policy);
         # `overrides:` may still set them (it comes after)
         base = deep_merge(base, fleet_policy(self.fleet))
-        merged = deep_merge(base, self.overrides)
+        merged = deep_merge(base, runbooks_from(self.overrides, here))
         if disabled:
-            merged = apply_disable(merged, self.disable)
+            merged = apply_disable(merged, runbooks_from(self.disable, here))
         if extra:
-            merged = deep_merge(merged, extra)
+            merged = deep_merge(merged, runbooks_from(extra, None))
         return merged
 
     def effective_policy(self, extra: dict[str, Any] | None = None, disabled: bool = False) -> Policy:
+        """The policy in force, as a fleet has it: `include_runbooks` read and their rules after the policy's own
+        (healer/cli/common.policy_with_runbooks, the loader of `supervise`); the runbooks are then inlined
+        (`include_runbooks: []`), so a real fleet given this policy does not read them a second time."""
         merged = self._merged(extra, disabled)
         probs = problems_for(merged, {}, Policy)
         if probs:  # load() has located the scenario's own keys already: what is left came from --override
             lines = [f"--override: {p.path}: {p.message}" for p in probs]
             raise InvalidInput(lines[0], lines)
-        return Policy.model_validate(merged)
+        pol = policy_with_runbooks(Policy.model_validate(merged), None)
+        return pol.model_copy(update={"include_runbooks": []})
+
+    def rules_in_force(self, extra: dict[str, Any] | None = None, disabled: bool = False) -> list[dict[str, Any]]:
+        """Each finding kind's rule in force (id, when, where it comes from: the policy, a runbook file, the default),
+        what a game day's report lists beside how often each fired."""
+        merged = self._merged(extra, disabled)
+        pol = Policy.model_validate(merged)
+        origin = {id(r): "policy" for r in pol.rules}
+        full = policy_with_runbooks(pol, None)
+        for r in full.rules[len(pol.rules):]:
+            origin[id(r)] = "runbook"
+        return in_force(full, origin)
 
 
 # What the simulated world does with each key of a scenario's `fleet:` (tests/chaos/test_sim_fleet_keys.py checks
@@ -174,6 +221,39 @@ FLEET_KEYS: dict[str, str] = {
     "files": "world: user files written into the fleet root",
     "standby_supervisor": "world: a second product Supervisor on another host",
 }
+
+
+def runbooks_from(over: dict[str, Any] | None, folder: Path | None) -> dict[str, Any]:
+    """`over` with its `include_runbooks` made absolute from `folder` (the scenario's, or a policy file's): a
+    scenario's relative runbook path means the same from any working directory (docs/chaos.md)."""
+    if not isinstance(over, dict) or "include_runbooks" not in over:
+        return over or {}
+    paths = over["include_runbooks"]
+    paths = [paths] if isinstance(paths, str) else paths
+    if not isinstance(paths, list) or folder is None:
+        return over  # the schema words a wrong type
+    return {**over, "include_runbooks": [str(folder / p) if isinstance(p, str) and not Path(p).is_absolute() else p
+                                         for p in paths]}
+
+
+def in_force(policy, origin: dict[int, str] | None = None) -> list[dict[str, Any]]:
+    """The rules in force, one per finding kind (and per label set): a policy's first, then the defaults."""
+    from healer.core.rules import DEFAULT_RULES  # lazy: healer.core pulls the planner (networkx): 60 ms of `gameday validate`
+
+    origin = origin or {}
+    out: list[dict[str, Any]] = []
+    seen: set[tuple] = set()
+    for r in policy.rules:
+        key = (r.when, tuple(sorted(r.labels)))
+        if key not in seen:
+            seen.add(key)
+            out.append({"id": r.id, "when": r.when, "labels": list(r.labels), "from": origin.get(id(r), "policy"),
+                        "do": list(r.do), "escalate_after": r.escalate_after})
+    for r in DEFAULT_RULES:
+        if (r.when, ()) not in seen:
+            out.append({"id": r.id, "when": r.when, "labels": [], "from": "default", "do": list(r.do),
+                        "escalate_after": r.escalate_after})
+    return out
 
 
 def fleet_policy(fleet: FleetSpec) -> dict[str, Any]:
@@ -275,6 +355,8 @@ def _semantic(sc: Scenario, marks: dict) -> list[Problem]:
     where = ("overrides",) if sc.overrides else ("policy",)
     for pr in problems_for(merged, {**_under(marks, ("policy",)), **_under(marks, ("overrides",))}, Policy):
         out.append(Problem(pr.line, pr.col, f"{where[0]}.{pr.path}", pr.message))
+    if not out:
+        out += _runbook_problems(sc, merged, marks)
     if not out and sc.disable:
         dmarks = _under(marks, ("disable",))
         for pr in problems_for(sc._merged(None, True), dmarks, Policy):
@@ -290,6 +372,22 @@ def _semantic(sc: Scenario, marks: dict) -> list[Problem]:
                 out.append(Problem(line, col, f"faults[{i}].failpoint", f"expected a failpoint name or glob that "
                                    f"`healer failpoints` lists, got {f.failpoint!r}{did_you_mean(f.failpoint, names)}"))
     return out + _missed_targets(sc, marks)
+
+
+def _runbook_problems(sc: Scenario, merged: dict[str, Any], marks: dict) -> list[Problem]:
+    """A runbook the scenario names that is missing or invalid fails validate (65) as it fails a fleet's policy:
+    located at the scenario's `include_runbooks`, saying the runbook's own located line."""
+    if not merged.get("include_runbooks"):
+        return []
+    for key in (("overrides", "include_runbooks"), ("policy", "include_runbooks"), ("policy",)):
+        if any(k[:len(key)] == key for k in marks):
+            break
+    try:
+        policy_with_runbooks(Policy.model_validate(merged), None)
+    except InvalidInput as e:
+        line, col = mark_for(marks, key)
+        return [Problem(line, col, ".".join(key), f"expected runbooks that load, got: {x}") for x in (e.lines or [str(e)])]
+    return []
 
 
 def _missed_targets(sc: Scenario, marks: dict) -> list[Problem]:
@@ -346,7 +444,7 @@ def _impossible_payload(sel, loc: tuple, marks: dict) -> list[Problem]:
 
 
 _KIND = re.compile(r"""["']((?:ticket|dispatch|supervisor|intent|remedy|lease|notify|proposal|repair|quarantine|chaos|main|"""
-                   r"""agent|worktree|loop|fleet|human|watch|store|container|gameday|label|clock)\.[a-z_]+(?:\.[a-z_]+)?)["']""")
+                   r"""agent|worktree|loop|fleet|human|watch|store|container|gameday|label|clock|attempt)\.[a-z_]+(?:\.[a-z_]+)?)["']""")
 _known_kinds: list[str] | None = None
 
 
@@ -381,13 +479,17 @@ def discover(paths: list[str | Path] | None = None) -> list[Path]:
         else:
             named = SCENARIO_DIR / f"{p.name}.yaml"
             long = SCENARIO_DIR / "campaigns" / f"{p.name}.yaml"  # long campaigns: run by name, not in the standard suite
+            mine = ROOT_DIR / f"{p.name}.yaml"  # game days for your fleet: by name, with --root
             if named.exists():
                 out.append(named)
             elif long.exists():
                 out.append(long)
+            elif mine.exists():
+                out.append(mine)
             else:
                 names = sorted({q.stem for q in SCENARIO_DIR.glob("*.yaml")} |
-                               {q.stem for q in (SCENARIO_DIR / "campaigns").glob("*.yaml")})
+                               {q.stem for q in (SCENARIO_DIR / "campaigns").glob("*.yaml")} |
+                               {q.stem for q in ROOT_DIR.glob("*.yaml")})
                 raise InvalidInput(f"{raw}: no such scenario file or folder{did_you_mean(p.stem, names)}")
     return out
 

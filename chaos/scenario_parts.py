@@ -10,11 +10,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from chaos.faults import registry as faults
 from chaos.faults.registry import check_param, did_you_mean
 from healer.policy.schema import Duration
+
+
+def _written(info: ValidationInfo) -> bool:
+    """What a person wrote (schema.WRITTEN): a duration param needs its unit there, as every duration does."""
+    return bool(info.context and info.context.get("written"))
 
 
 class Strict(BaseModel):
@@ -66,8 +71,8 @@ class Fault(Strict):
         return v
 
     @model_validator(mode="after")
-    def _when(self) -> Fault:
-        self.params.update(faults.FAULTS[self.fault].check(self.params))
+    def _when(self, info: ValidationInfo) -> Fault:
+        self.params.update(faults.FAULTS[self.fault].check(self.params, written=_written(info)))
         whens = [w for w in (self.at is not None, self.on_event is not None, self.fault == "failpoint") if w]
         if self.fault == "failpoint" and not self.failpoint:
             raise ValueError("expected a failpoint name for fault: failpoint @failpoint")
@@ -97,7 +102,7 @@ class TicketSpec(Strict):
     cycle: bool = Field(False, description="with count > 1: each blocked_by the next, last by the first (a wait-for cycle)")
 
     @model_validator(mode="after")
-    def _behaviour(self) -> TicketSpec:
+    def _behaviour(self, info: ValidationInfo) -> TicketSpec:
         names = [n.strip() for n in self.behaviour.split(",")]
         if len(names) == 1 and names[0] in BEHAVIOUR_PARAMS:
             known = BEHAVIOUR_PARAMS[names[0]]
@@ -106,7 +111,7 @@ class TicketSpec(Strict):
                     raise ValueError(f"expected a parameter of {names[0]} ({', '.join(known) or 'none'}), got {k!r}"
                                      f"{did_you_mean(k, known)} @params")
                 try:
-                    self.params[k] = check_param(known[k], v)
+                    self.params[k] = check_param(known[k], v, written=_written(info))
                 except ValueError as e:
                     raise ValueError(f"expected a valid params.{k}: {e} @params") from None
             return self
@@ -128,7 +133,8 @@ class FleetSpec(Strict):
     pool_size: int | None = Field(None, ge=1)
     tickets: list[TicketSpec] = Field(default_factory=list)
     random_tickets: int = Field(0, ge=0, description="extra tickets with random behaviours drawn from the seed")
-    main: Literal["green", "red"] = "green"
+    main: Literal["green", "red", "unknown"] = Field("green", description="main's colour at the start; unknown "
+                                                                        "(simulated only): its gates cannot decide")
     files: dict[str, str] = Field(default_factory=dict, description="user files in the fleet root: path -> text")
     standby_supervisor: bool = Field(False, description="simulated mode: a second supervisor on another host ticks beside "
                                                         "the leader; it cannot see the leader's pid, so it takes over only "
@@ -178,6 +184,8 @@ class _Bounded(Strict):
 class CountSpec(Events, _Bounded):
     per_tick: bool = Field(False, description="the bounds hold for each supervisor tick's events (those up to its "
                                               "supervisor.tick event), not the whole run's: a blast radius")
+    per_day: bool = Field(False, description="the bounds hold for the busiest UTC day's events (a daily cap, as "
+                                             "repair_agent.max_runs_per_day counts them), not the whole run's")
 
     @model_validator(mode="after")
     def _bounded(self) -> CountSpec:

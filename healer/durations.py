@@ -33,6 +33,15 @@ def parse(text: object) -> float:
     return _finite(whole + sum(float(n) for n, u in parts if u == "ms") / 1000)
 
 
+def needs_unit(value: object) -> str | None:
+    """Why a number written in a file is no duration: a bare `90` is refused (issue 41), never read as seconds, since
+    an SRE who meant 90 minutes would get agents killed after 90 s. None for anything else (parse() judges it)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value != 0:  # 0 is 0 in any unit
+        n = int(value) if float(value).is_integer() else value
+        return f"a duration needs a unit, e.g. {n}s or {n}m, got {value!r}"
+    return None
+
+
 def _finite(value: float) -> float:
     # a 400-digit number is valid syntax but no duration: it would overflow or print as inf
     try:

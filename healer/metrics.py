@@ -26,26 +26,31 @@ class Metrics:
         self._lock = threading.Lock()
         self.registry = r = CollectorRegistry(auto_describe=True)
         Gauge("healer_daemon_info", "The healer daemon serving these metrics (1).", ["daemon"], registry=r).labels(daemon).set(1)
-        self.findings = Gauge("healer_findings", "Findings firing at the last tick, by kind.", ["kind"], registry=r)
+        # each daemon exports only its own metrics (issue 41): `dispatch` no supervisor gauges at their defaults (a
+        # main_red 0 beside supervise's 1), `supervise` no dispatcher counters; `up` runs both. A metric of the other
+        # daemon is still made (its hooks stay callable) but registered nowhere.
+        sr = r if daemon in ("supervise", "up") else None
+        dr = r if daemon in ("dispatch", "up") else None
+        self.findings = Gauge("healer_findings", "Findings firing at the last tick, by kind.", ["kind"], registry=sr)
         for k in FINDINGS:
             self.findings.labels(k).set(0)
         self.actions = Counter("healer_actions", "Remediation actions executed, by action and outcome.",
-                               ["action", "outcome"], registry=r)
+                               ["action", "outcome"], registry=sr)
         self.sentinels = Gauge("healer_sentinel_state", "Sentinel state at the last tick (1 for the current state).",
-                               ["sentinel", "state"], registry=r)
+                               ["sentinel", "state"], registry=sr)
         for s in SENTINELS:
             for st in SENTINEL_STATES:
                 self.sentinels.labels(s, st).set(1 if st == "ok" else 0)
-        self.tick_seconds = Gauge("healer_tick_duration_seconds", "Duration of the last supervisor tick.", registry=r)
-        self.tick_hist = Histogram("healer_tick_seconds", "Supervisor tick durations.", registry=r,
+        self.tick_seconds = Gauge("healer_tick_duration_seconds", "Duration of the last supervisor tick.", registry=sr)
+        self.tick_hist = Histogram("healer_tick_seconds", "Supervisor tick durations.", registry=sr,
                                    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
-        self.ticks = Counter("healer_ticks", "Supervisor ticks run.", registry=r)
-        self.skipped = Counter("healer_ticks_skipped", "Ticks skipped because another supervisor holds the lease.", registry=r)
+        self.ticks = Counter("healer_ticks", "Supervisor ticks run.", registry=sr)
+        self.skipped = Counter("healer_ticks_skipped", "Ticks skipped because another supervisor holds the lease.", registry=sr)
         self.alerts = Counter("healer_alerts_sent", "Notifications decided (after cooldowns); delivery is counted apart.",
-                              registry=r)
-        self.last_tick = Gauge("healer_last_tick_timestamp_seconds", "When the last tick ran (epoch seconds).", registry=r)
+                              registry=sr)
+        self.last_tick = Gauge("healer_last_tick_timestamp_seconds", "When the last tick ran (epoch seconds).", registry=sr)
         self.failed_sources = Gauge("healer_failed_sources",
-                                    "Snapshot data sources that failed at the last tick (fail-open).", ["source"], registry=r)
+                                    "Snapshot data sources that failed at the last tick (fail-open).", ["source"], registry=sr)
         self.deliveries = Counter("healer_notifications_delivered", "Notifications a receiver accepted, by notifier kind.",
                                   ["notifier"], registry=r)
         self.delivery_failures = Counter("healer_notification_failures", "Delivery tries that failed, by notifier kind.",
@@ -53,14 +58,14 @@ class Metrics:
         self.rejections = Counter("healer_notification_rejections", "Notifications a receiver refused (a 4xx other than "
                                   "408/429: not retried), by notifier kind.", ["notifier"], registry=r)
         self.resolved = Counter("healer_alerts_resolved", "Open alerts whose condition cleared (a resolve owed to "
-                                "Alertmanager).", registry=r)
-        self.dispatch_passes = Counter("healer_dispatch_passes", "Dispatcher passes run.", registry=r)
+                                "Alertmanager).", registry=sr)
+        self.dispatch_passes = Counter("healer_dispatch_passes", "Dispatcher passes run.", registry=dr)
         self.dispatch_skipped = Counter("healer_dispatch_passes_skipped", "Dispatcher passes skipped (lease held "
-                                        "elsewhere).", registry=r)
-        self.launched = Counter("healer_dispatch_launched", "Agents launched by the dispatcher.", registry=r)
-        self.merged = Counter("healer_dispatch_merged", "Proposals merged by the dispatcher.", registry=r)
+                                        "elsewhere).", registry=dr)
+        self.launched = Counter("healer_dispatch_launched", "Agents launched by the dispatcher.", registry=dr)
+        self.merged = Counter("healer_dispatch_merged", "Proposals merged by the dispatcher.", registry=dr)
         self.last_dispatch = Gauge("healer_last_dispatch_timestamp_seconds", "When the last dispatcher pass ran.",
-                                   registry=r)
+                                   registry=dr)
         for kind in ("webhook", "command", "alertmanager"):  # a scrape sees 0, not nothing, before the first failure
             self.delivery_failures.labels(kind)
             self.rejections.labels(kind)

@@ -148,11 +148,18 @@ def _without_untried(memory: Memory, rep, now: float) -> Memory:
     """Memory minus the attempts the executor never made (refused or aborted before acting, or over the cap)."""
     tried: set[str] = set()
     untried: set[str] = set()
+    # keyed as the core keys attempts: by the finding's subject, the ticket for a ticket's actions (a stop_agent's own
+    # subject is the agent): a rule's later step aborted (requeue after stop_agent already requeued) must not erase
+    # the attempt its first step made, or `escalate_after` never counts up on such a rule
     for a, o in rep.outcomes:
         if a.action in ATTEMPT_ACTIONS:
-            (untried if o.status in ("refused", "aborted") else tried).add(a.subject)
-    untried |= {a.subject for a in rep.overflow if a.action in ATTEMPT_ACTIONS}
+            (untried if o.status in ("refused", "aborted") else tried).add(_attempt_key(a))
+    untried |= {_attempt_key(a) for a in rep.overflow if a.action in ATTEMPT_ACTIONS}
     return forget_attempts(memory, untried - tried, now)
+
+
+def _attempt_key(a) -> str:
+    return a.params.get("ticket") or a.subject
 
 
 def with_external_attempts(memory: Memory, store, policy, now: float, actor: str = ACTOR,

@@ -29,6 +29,8 @@ SWITCHES: dict[str, str] = {
     "merge_tx": "a merge's store writes are no longer one transaction (healer.fleet.dispatcher.Dispatcher.review commits "
                 "the proposal's verdict before the ticket's move to done): a connection lost between them leaves a "
                 "review ticket whose proposal is merged, which the supervisor judges a zombie",
+    "fail_open": "in doubt, main blocks (healer.fleet.dispatch_merge.Merging.check_main reads a main gate that cannot "
+                 "decide as red): the dispatcher pauses and pages on a gate that timed out or could not start",
 }
 # Features decided in the pure core are switched off through the policy instead (the core reads no environment):
 # a rule in `disable: {rules: [...]}` (e.g. wait_cycle -> notify only), `actions_off`, `fleet.wait_labels: []`,

@@ -142,7 +142,29 @@ def finish(result: Result, history: History, clock: Clock | None = None) -> Resu
     else:
         result.status = "error"
     result.stats.setdefault("events", len(history.events))
+    rules_report(result, history)
     return result
+
+
+def rules_report(result: Result, history: History) -> None:
+    """stats["rules"]: each rule in force (an engine that knows its policy better sets it first) and how many
+    actions it planned in the run (`intent.planned` events naming it): a game day that "proves" a runbook shows
+    whether the runbook's rule ever fired."""
+    rules = result.stats.get("rules")
+    if rules is None:
+        try:
+            rules = result.scenario.rules_in_force(None, result.disabled)
+        except Exception:  # noqa: BLE001 - a report detail; the policy's own problems were reported at load
+            return
+    fired: dict[str, int] = {}
+    for e in history.events:
+        if e.kind == "intent.planned":
+            rid = (e.payload.get("params") or {}).get("rule")
+            if rid:
+                fired[rid] = fired.get(rid, 0) + 1
+    for r in rules:
+        r["fired"] = fired.get(r["id"], 0)
+    result.stats["rules"] = rules
 
 
 def never_fired(result: Result) -> list[str]:

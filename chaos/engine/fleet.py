@@ -13,6 +13,7 @@ by `healer gameday clean` if this run is killed.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,22 +22,37 @@ from chaos.checkers import History
 from chaos.engine.base import Activity, Result, apply_fault, finish
 from chaos.faults.command import inject
 from chaos.faults.undo import UndoJournal, home
-from chaos.scenario import Scenario, match
+from chaos.scenario import FOR_ROOT_FAULTS, Scenario, in_force, match
 from healer.cli.common import policy_for
 from healer.clock import Clock, system
 from healer.ctk import UNDO_ENV, actions
-from healer.errors import InvalidInput
+from healer.errors import InvalidInput, UsageError
 from healer.store import open_store
 
-SUPPORTED = ("command", "kill_supervisor", "kill_dispatcher", "frozen_dispatch", "thaw_dispatch")
+SUPPORTED = FOR_ROOT_FAULTS
+TICKET_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_]*-\d+$")  # a board id (T-1, S-12): what an expectation about a ticket names
 
 
 def refuse_unsupported(sc: Scenario) -> None:
-    bad = [f"{sc.source or sc.name}: faults[{i}]: expected one of {', '.join(SUPPORTED)} at a time (`at:`) against your own "
-           f"fleet, got {f.fault}" + (" on an event" if f.at is None else "")
-           for i, f in enumerate(sc.faults) if f.fault not in SUPPORTED or f.at is None]
-    if bad:
-        raise InvalidInput(bad[0], bad)
+    """A scenario not meant for your fleet is refused (64) with one line; one meant for it was validated at load."""
+    if not sc.for_root:
+        raise UsageError(f"{sc.source or sc.name}: not meant for --root: it judges a fleet of its own making (its "
+                         "tickets, its faults); a game day for your fleet says `for_root: true` (shipped: "
+                         "`healer gameday list chaos/scenarios/root`)")
+
+
+def unknown_tickets(sc: Scenario, tickets: set[str]) -> list[str]:
+    """Expectations naming a ticket your fleet does not have: judged against it, they would pass or fail for a
+    ticket that is not there. Globs (`*`, `T-*`) apply to all that match."""
+    out = []
+    for section, checks in (("expect", sc.expect),):
+        for i, c in enumerate(checks):
+            for path, sel in c.selectors():
+                subj = getattr(sel, "subject", None)
+                if isinstance(subj, str) and TICKET_ID.match(subj) and subj not in tickets:
+                    out.append(f"{sc.source or sc.name}: {section}[{i}].{'.'.join((*path[:-1], 'subject'))}: names ticket {subj}, which the "
+                               f"fleet has not got (expected one of its tickets or a glob)")
+    return out
 
 
 class FleetEngine:
@@ -68,10 +84,15 @@ class FleetEngine:
     def run(self) -> Result:
         refuse_unsupported(self.sc)
         store = open_store(self.root, use_env=False)
+        missing = unknown_tickets(self.sc, {t.id for t in store.tickets()})
+        if missing:  # before any fault touches the fleet
+            store.close()
+            raise InvalidInput(missing[0], missing)
         pol = policy_for(self.root, None)
         tick = float(self.sc.tick or pol.supervisor.tick)
         journal = UndoJournal(home() / f"fleet-{os.getpid()}-{self.sc.name}", self.clock)
         result = Result(self.sc, "passed", seed=self.sc.seed, workdir=str(self.root))
+        result.stats["rules"] = in_force(pol)  # your fleet's policy (and its runbooks), not the scenario's
         first = store.last_event_id()
         start = self.clock.now()
         cap = min(float(self.sc.duration), float(self.sc.timeout))

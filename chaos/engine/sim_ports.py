@@ -17,7 +17,7 @@ from typing import Any
 from chaos.agents.behaviours import Run
 from healer import conventions as cv
 from healer.errors import HealerError
-from healer.fleet.gates import FAIL, PASS, GateResult
+from healer.fleet.gates import FAIL, PASS, UNKNOWN, GateResult
 from healer.fleet.ports import Found
 from healer.fleet.proposals import DEFERRED, MERGED, REJECTED, WITHHELD, Verdict
 from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, Handle, Status
@@ -170,6 +170,8 @@ class SimGates:
     def main(self, root, policy, head, clock) -> GateResult:
         if self.e.main == "red":
             return GateResult(FAIL, "tests", "$ python -m pytest  # gate tests\nE: main is red\ngate tests: exit 1")
+        if self.e.main == "unknown":  # fleet.main: unknown: the gate cannot decide (timed out, could not start)
+            return GateResult(UNKNOWN, "tests", "$ python -m pytest  # gate tests\ngate tests: timed out (no verdict)")
         return GateResult(PASS, None, "gate tests: exit 0")
 
     def proposal(self, root, policy, p, clock, *, still_wanted=None) -> Verdict:

@@ -31,14 +31,18 @@ WORLDS = (SIM, REAL)
 PARAM_TYPES = ("str", "int", "bool", "duration", "argv")
 
 
-def check_param(kind: str, v: Any) -> Any:
-    """The value of a fault param of type `kind`, normalised; ValueError naming what was expected."""
+def check_param(kind: str, v: Any, *, written: bool = False) -> Any:
+    """The value of a fault param of type `kind`, normalised; ValueError naming what was expected. `written`: the
+    value is what a person wrote in a scenario (a duration needs its unit there: `after: 90` is refused)."""
     if kind == "argv":  # a `command` fault's argv: a list of strings (no shell), or one string split like a shell would
         ok = isinstance(v, str) and v.strip() or isinstance(v, list) and v and all(isinstance(x, str | int | float) for x in v)
         if not ok:
             raise ValueError(f"expected an argv (a list of strings), got {v!r}")
         return v
     if kind == "duration":
+        why = durations.needs_unit(v) if written else None
+        if why:
+            raise ValueError(why)
         return durations.parse(v)
     if kind == "int":
         if isinstance(v, bool) or not isinstance(v, int):
@@ -81,7 +85,7 @@ class FaultSpec:
             raise ValueError(f"fault {self.name}: params types {bad or 'ok'}, required {sorted(self.required)} among "
                              f"{sorted(self.params)}, worlds {sorted(self.inject)} among {WORLDS}")
 
-    def check(self, params: dict[str, Any]) -> dict[str, Any]:
+    def check(self, params: dict[str, Any], *, written: bool = False) -> dict[str, Any]:
         """`params` validated and normalised against this spec; ValueError ending in `@params` (its place)."""
         out = dict(params)
         for k, v in params.items():
@@ -90,7 +94,7 @@ class FaultSpec:
                 names = ", ".join(self.params) or "none"
                 raise ValueError(f"expected a parameter of {self.name} ({names}), got {k!r}{did_you_mean(k, self.params)} @params")
             try:
-                out[k] = check_param(kind, v)
+                out[k] = check_param(kind, v, written=written)
             except ValueError as e:
                 raise ValueError(f"expected a valid params.{k}: {e} @params") from None
         for k, why in self.required.items():

@@ -10,7 +10,7 @@ import yaml
 from rich.table import Table
 
 from healer.cli.common import JsonOpt, console, print_json, require_fleet
-from healer.errors import UsageError
+from healer.errors import STOPPED, UsageError
 from healer.files import ensure_folder
 
 gameday_app = typer.Typer(help="Chaos game days: break the fleet on purpose and check that healer heals it.",
@@ -138,7 +138,7 @@ def run_cmd(
 ) -> None:
     """Run scenarios or Chaos Toolkit experiments (.json/.yaml with title and method); exit 0 when every
     expectation (steady state) holds, 1 otherwise."""
-    from chaos.runner import outcome, run_all  # lazy: pulls pydantic, chaos…: 439 ms of `healer --help`
+    from chaos.runner import interrupted, outcome, run_all  # lazy: pulls pydantic, chaos…: 439 ms of `healer --help`
 
     _check_outputs(report_dir, junit)
     if paths and _experiments(paths):
@@ -163,6 +163,9 @@ def run_cmd(
             raise UsageError(f"--disable: {', '.join(bare)} has no `disable:` (nothing to switch off)")
     if root is not None:
         raise typer.Exit(_against_fleet(scs, root, report_dir, junit, quiet))
+    mine = [s.source or s.name for s in scs if s.for_root]
+    if mine:  # a game day for your fleet builds none: without --root it has nothing to act on
+        raise UsageError(f"{mine[0]}: meant for your own fleet (for_root: true); run it with --root FLEET")
     extra = _overrides(override)
     if extra:  # a bad --override is bad input (65), not a game day that failed (1)
         for sc in scs:
@@ -170,6 +173,10 @@ def run_cmd(
     workroot = _check_workdir(workdir, scs)
     results = run_all(scs, seed=seed, disabled=disable, overrides=extra, live=not quiet, workroot=workroot, keep=keep)
     code, _ = outcome(results, report_dir, junit, console)
+    if interrupted(results):  # Ctrl-C: the report above is partial (what ran, and where it stopped): exit 4
+        done = sum(not r.stats.get("interrupted") for r in results)
+        typer.echo(f"healer gameday: interrupted: a partial report of {done} finished scenario(s) of {len(scs)}", err=True)
+        raise typer.Exit(STOPPED)
     if disable:  # did each fail for the right reason? (exit 1 either way: expectations broke)
         for r in results:
             broken, want = {c.name for c in r.failures}, set(r.scenario.disable_breaks)

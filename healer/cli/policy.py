@@ -52,6 +52,8 @@ def policy_warnings(pol) -> list[str]:
 def show(
     file: Path = typer.Argument(None, help="Policy file (default: the fleet's healer.yaml, else the embedded default)."),
     as_json: bool = typer.Option(False, "--json", help="JSON instead of YAML."),
+    effective: bool = typer.Option(False, "--effective", help="`rules:` as in force: the policy's own, then its "
+                                                              "include_runbooks' rules, then the defaults for the rest."),
 ) -> None:
     """Print the effective policy, defaults filled in."""
     from healer.policy import load_policy  # lazy: pulls pydantic: 114 ms of `healer --help`
@@ -60,7 +62,15 @@ def show(
         root = find_root(None)
         if (root / ".healer").is_dir() and (root / "healer.yaml").is_file():
             file = root / "healer.yaml"
-    data = load_policy(file).model_dump(mode="json", by_alias=True)
+    pol = load_policy(file)
+    if effective:
+        from healer.core.rules import DEFAULT_RULES  # lazy: pulls the planner: 60 ms of `healer --help`
+
+        # the runbooks read from the policy's folder, as `supervise` reads them (healer/cli/common.policy_for)
+        pol = policy_with_runbooks(pol, file.resolve().parent if file is not None else Path.cwd())
+        covered = {r.when for r in pol.rules if not r.labels}
+        pol = pol.model_copy(update={"rules": [*pol.rules, *(r for r in DEFAULT_RULES if r.when not in covered)]})
+    data = pol.model_dump(mode="json", by_alias=True)
     if as_json:
         typer.echo(json.dumps(data, indent=2))
     else:

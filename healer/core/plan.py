@@ -178,10 +178,15 @@ def decide(snapshot: Snapshot, policy, memory: Memory, *, found: list[Finding] |
             debounce = f"debounce: firing for {durations.format(max(age, 0))} of {durations.format(rule.for_)}"
         do, why = list(rule.do), f"rule {rule.id}"
         n_att = sum(1 for t in memory.attempts.get(f.subject) or () if now - t < window)
+        escalating = False
         if f.evidence.get("budget_spent"):
-            do, why = ["escalate"], f"launch budget spent: {f.evidence['budget_spent']}"
+            do, why, escalating = ["escalate"], f"launch budget spent: {f.evidence['budget_spent']}", True
         elif rule.escalate_after is not None and n_att >= rule.escalate_after:
-            do, why = ["escalate"], f"{n_att} remediation attempts >= escalate_after {rule.escalate_after}"
+            do, why, escalating = ["escalate"], f"{n_att} remediation attempts >= escalate_after {rule.escalate_after}", True
+        if escalating and "stop_agent" in APPLICABLE[f.kind] and f.evidence.get("agent_live"):
+            # an escalation stops the work (a live agent's tree) before the ticket goes to needs_human, whatever rule
+            # escalates (a default or an inline one): the next agent must not start on what a human now holds
+            do = ["stop_agent", "escalate"]
         # sentinels are alarms whatever their rule says; a rule's notify obeys the whitelist; both obey `for`
         if f.kind in SENTINELS or "notify" in do:
             if debounce or (clock_hold and f.severity != "info"):
@@ -219,8 +224,10 @@ def decide(snapshot: Snapshot, policy, memory: Memory, *, found: list[Finding] |
         elif f.evidence.get("busy_pids") and any(a.action in ("remove_worktree", "quarantine_file") for a in seq):
             reason = f"busy: pids {f.evidence['busy_pids']} have their cwd or an open file inside"
         else:
-            reason = glob.why_not(seq, f.subject, rule.id, tally) or limits.for_rule(rule, policy).why_not(
-                seq, f.subject, rule.id, tally)
+            # an escalation ends the rule's remediation: its own caps (max_per_ticket, reached by the very attempts
+            # that escalate) do not hold it back; the global limits (whitelist, quiet period, rates) still do
+            reason = glob.why_not(seq, f.subject, rule.id, tally) or (None if escalating else limits.for_rule(
+                rule, policy).why_not(seq, f.subject, rule.id, tally))
         if reason:
             deferred.extend((a, reason) for a in seq)
         else:

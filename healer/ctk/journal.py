@@ -34,10 +34,31 @@ def ok(journal: dict[str, Any]) -> bool:
     return journal.get("status") == "completed" and not journal.get("deviated") and not unmet and not errors(journal)
 
 
+def not_steady(journal: dict[str, Any]) -> str | None:
+    """Why the steady state failed before the method, or None: chaostoolkit-lib then stops (`completed`, not
+    deviated) without running the method, so nothing was tested; the console and JUnit say which probe and what
+    it gave against its tolerance (issue 41)."""
+    before = (journal.get("steady_states") or {}).get("before") or {}
+    if before.get("steady_state_met") is not False:
+        return None
+    bad = [p for p in before.get("probes") or [] if not p.get("tolerance_met")]
+    if not bad:
+        return "steady state not met before the method; the method never ran"
+    p = bad[0]
+    act = p.get("activity") or {}
+    out = p.get("output")
+    shown = str(out if not isinstance(out, dict) else {k: out[k] for k in list(out)[:4]})[:200]
+    return (f"steady state not met before the method: probe {act.get('name', '?')!r} gave {shown}, its tolerance is "
+            f"{act.get('tolerance')!r}; the method never ran (the fleet was not steady to begin with)")
+
+
 def verdict(journal: dict[str, Any]) -> str:
-    """PASS, ERRORED (an activity failed), DEVIATED, or chaostoolkit-lib's status."""
+    """PASS, ERRORED (an activity failed), NOT STEADY (the hypothesis failed before the method), DEVIATED, or
+    chaostoolkit-lib's status."""
     if ok(journal):
         return "PASS"
     if errors(journal):
         return "ERRORED"
+    if not_steady(journal):
+        return "NOT STEADY"
     return "DEVIATED" if journal.get("deviated") else str(journal.get("status")).upper()

@@ -26,7 +26,7 @@ from chaoslib.loader import load_experiment
 from chaos import report_ctk
 from chaos.faults.undo import UndoJournal, home
 from healer.ctk import UNDO_ENV
-from healer.ctk.journal import errors, ok, verdict  # noqa: F401 - the verdict of a run, re-exported
+from healer.ctk.journal import errors, not_steady, ok, verdict  # noqa: F401 - the verdict of a run, re-exported
 from healer.errors import InvalidInput
 
 CTK_KEYS = {"title", "method"}
@@ -141,6 +141,9 @@ def run(paths: list[Path], *, root: Path | None, report_dir: Path | None, junit:
                       highlight=False)
         for line in errors(j):
             console.print(f"  error: {line}", highlight=False, markup=False)
+        why = not_steady(j)
+        if why:
+            console.print(f"  {why}", highlight=False, markup=False, soft_wrap=True)
         for u in j["healer"]["undo"]:
             console.print(f"  undone: {u['kind']}: {u['result']}", highlight=False, markup=False)
     for name, path in report_ctk.write(journals, report_dir, junit).items():

@@ -43,6 +43,8 @@ class Merging:
         else:
             res = self.ports.gates.main(self.root, self.policy, head, self.real)
             verdict, log = res.outcome, res.tail(self.policy.fleet.evidence_lines)
+            if verdict == "unknown" and not switches.enabled("fail_open"):  # a game day's --disable only
+                verdict = "fail"
         status = fleet_rules.main_status(prev, verdict, bool(fleet.main_gates))
         if head != checked:  # red (gates run every pass) or no gates: the same commit is not written again
             self.store.set_setting(keys.MAIN_CHECKED, head)

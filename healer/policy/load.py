@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from healer.errors import InvalidInput
-from healer.policy.schema import Policy
+from healer.policy.schema import WRITTEN, Policy
 from healer.policy.yamlpos import MAX_BYTES, Problem, YamlProblem, dotted, key_text, load_one, mark_for, read_text
 
 _EXPECT = {
@@ -59,7 +59,7 @@ def _describe(err: dict, model: type[BaseModel]) -> str:
         return f"expected at most {bound} (the maximum), got {_short(inp)}"
     if t == "value_error":
         msg = str(ctx.get("error", err.get("msg", "")))
-        return msg if msg.startswith("expected") else f"expected a valid value, got a problem: {msg}"
+        return msg if msg.startswith(("expected", "a duration needs a unit")) else f"expected a valid value, got a problem: {msg}"
     if t == "missing":
         return "expected this key to be set, got nothing"
     if t == "too_short":
@@ -103,17 +103,19 @@ def _loc_path(loc: tuple) -> tuple:
 
 
 def problems_for(data: Any, marks: dict, model: type[BaseModel]) -> list[Problem]:
+    """What a person wrote (a file, an --override), validated: durations need their unit (schema.WRITTEN)."""
     try:
-        model.model_validate(data)
+        model.model_validate(data, context=WRITTEN)
     except ValidationError as e:
         out = []
         for err in e.errors(include_url=False):
             loc = _loc_path(tuple(err["loc"]))
             message = _describe(err, model)
-            # a model-level check names the key it is about with a trailing "@key"
-            if " @" in message and message.rsplit(" @", 1)[1].isidentifier():
-                message, key = message.rsplit(" @", 1)
-                loc = loc + (key,)
+            # a model-level check names the key it is about with a trailing "@key" (or "@key.N": an item of it)
+            tail = message.rsplit(" @", 1)[1] if " @" in message else ""
+            if tail and all(p.isidentifier() or p.isdigit() for p in tail.split(".")):
+                message = message.rsplit(" @", 1)[0]
+                loc = loc + tuple(int(p) if p.isdigit() else p for p in tail.split("."))
             line, col = mark_for(marks, loc)
             out.append(Problem(line, col, dotted(loc), message))
         return out

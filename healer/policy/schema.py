@@ -17,6 +17,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    ValidationInfo,
     WithJsonSchema,
     model_validator,
 )
@@ -26,9 +27,21 @@ from healer.errors import InvalidInput
 
 HARD_MAX_ITERATIONS = 1000  # no policy may raise absolute_max above this
 
+WRITTEN = {"written": True}  # the validation context of what a person wrote (a file, --override): see _duration
+
+
+def _duration(v: object, info: ValidationInfo) -> float:
+    # what a file says must carry a unit (`90` is refused, issue 41); python callers pass seconds as numbers
+    if info.context and info.context.get("written"):
+        why = durations.needs_unit(v)
+        if why:
+            raise ValueError(why)
+    return durations.parse(v)
+
+
 Duration = Annotated[
     float,
-    BeforeValidator(durations.parse),
+    BeforeValidator(_duration),
     PlainSerializer(durations.format, return_type=str),
     WithJsonSchema({"type": "string", "pattern": durations.PATTERN, "examples": ["90s", "30m", "1h30m"]}),
 ]
@@ -368,6 +381,9 @@ class Notify(Strict):
                                                "(event notify.expired)")
 
 
+_ANSWERS = actions.ByFinding(FINDINGS)  # finding kind -> the actions that can mean anything for it (live)
+
+
 class RuleLimits(Strict):
     max_per_hour: PosInt | None = None
     max_per_ticket: PosInt | None = None
@@ -384,6 +400,16 @@ class Rule(Strict):
                               "labels (for stale_label: one of the stale labels); other findings keep the rule without labels")
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, validate_default=True)
+
+    @model_validator(mode="after")
+    def _applicable(self) -> Rule:
+        # one validation for a policy's `rules:` and a runbook's front matter (`healer runbook check`, issue 41): a step
+        # that can mean nothing for `when` is refused, not skipped at run time
+        ok = _ANSWERS[self.when]
+        for i, a in enumerate(self.do):
+            if a not in ok:
+                raise ValueError(f"expected an action that applies to {self.when} ({', '.join(sorted(ok))}), got {a} @do.{i}")
+        return self
 
 
 class Fleet(Strict):

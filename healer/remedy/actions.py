@@ -197,6 +197,8 @@ def execute(ctx: Context, action: PlannedAction) -> Outcome:
         return _record(ctx, Outcome(REFUSED, why), name, subject, params)
 
     journal = {"subject": subject, "params": params, "ticket": target.ticket, "_batch": ctx.batch, "_host": ctx.host, **_me()}
+    if action.rule:  # which rule acted: a game day's report counts each rule's firings from it (issue 41)
+        journal["rule"] = action.rule
     # a ticket's attempts are journaled under the ticket, so its lease is one indexed look-up
     on_ticket = target.ticket if (target.ticket and (name in limiter.ATTEMPT_ACTIONS or name == "escalate")) else None
     intent = ctx.store.plan_intent(name, on_ticket or subject, journal, actor=ctx.actor,

@@ -248,3 +248,28 @@ def test_ctrl_c_on_a_game_day_exits_4_and_leaves_no_work_folder(tmp_path):
     assert p.returncode == 4, err
     assert "interrupted" in err
     assert not list(tmp_path.glob("gameday-*"))
+
+
+def test_ctrl_c_writes_a_partial_report_and_exits_4(tmp_path, monkeypatch):
+    """Ctrl-C of a game day (issue 41): what finished is reported, the interrupted scenario says so, exit 4."""
+    import chaos.engine as eng
+    from healer.cli import main
+
+    calls: list[str] = []
+
+    def fake(sc, wd=None, **kw):
+        calls.append(sc.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return eng.Result(sc, "passed", seed=sc.seed)
+
+    monkeypatch.setattr(eng, "run", fake)
+    rep = tmp_path / "rep"
+    code = main(["gameday", "run", str(SCENARIO_DIR / "red-main.yaml"), str(SCENARIO_DIR / "zombie-ticket.yaml"),
+                 str(SCENARIO_DIR / "stuck-agent.yaml"), "--quiet", "--report", str(rep), "--junit", str(tmp_path / "j.xml")])
+    assert code == 4 and calls == ["red-main", "zombie-ticket"]  # the third never ran
+    md = (rep / "report.md").read_text()
+    assert "| red-main | simulated | PASS |" in md and "| zombie-ticket | simulated | ERROR |" in md
+    assert "interrupted (Ctrl-C)" in md and "stuck-agent" not in md
+    assert json.loads((rep / "journal.json").read_text())
+    assert 'errors="1"' in (tmp_path / "j.xml").read_text()

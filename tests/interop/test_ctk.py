@@ -214,7 +214,7 @@ def test_a_game_day_against_your_own_fleet_with_a_command_fault_and_probe(tmp_pa
     assert not any((tmp_path / "gd-home").glob("fleet-*"))
     # a fault that cannot act on a fleet healer did not build is refused before anything runs
     bad = tmp_path / "bad.yaml"
-    bad.write_text("name: not-on-your-fleet\nmode: real\nfaults: [{at: 0s, fault: red_main}]\n"
+    bad.write_text("name: not-on-your-fleet\nmode: real\nfor_root: true\nfaults: [{at: 0s, fault: red_main}]\n"
                    "expect: [{count: {kind: chaos.fault, equals: 1}}]\n")
     r = healer("gameday", "run", str(bad), "--root", str(root))
-    assert r.returncode == 65 and "faults[0]: expected one of command" in r.stderr
+    assert r.returncode == 65 and "faults[0].fault: expected one of command" in r.stderr

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from pydantic import ValidationError
+
 from healer.core import decide
 from healer.core import memory as memmod
 from healer.core.limits import BlastRadius, First, Halt, QuietPeriod, RateLimit, Tally
 from healer.core.model import Memory, PlannedAction, Snapshot
-from healer.policy.schema import Policy
+from healer.policy.schema import Policy, Rule, RuleLimits
 from tests.synth import T0, agent, ticket
 
 FROZEN_AT = T0 + 600  # frozen_in_progress is due 10 min after T0
@@ -100,7 +103,12 @@ def test_rule_override_debounce_escalate_after_and_limits():
 
 
 def test_inapplicable_steps_are_reported_not_done():
-    p = Policy.model_validate({"rules": [{"id": "x", "when": "frozen_in_progress", "do": ["remove_worktree", "requeue_ticket"]}]})
+    rule = {"id": "x", "when": "frozen_in_progress", "do": ["remove_worktree", "requeue_ticket"]}
+    with pytest.raises(ValidationError, match="expected an action that applies to frozen_in_progress"):
+        Policy.model_validate({"rules": [rule]})  # a policy refuses it, as `healer runbook check` does (issue 41)
+    # the core still defends against one that reached it unvalidated
+    p = Policy().model_copy(update={"rules": [Rule.model_construct(**{**rule, "for_": 0.0, "limits": RuleLimits(),
+                                                                       "escalate_after": None, "labels": []})]})
     d = decide(frozen(1), p, Memory())
     assert acted(d) == [("requeue_ticket", "T-1")]
     assert reasons(d) == {"not applicable"}
