@@ -139,10 +139,10 @@ def _lock(path: Path, how: int, wait: float, clock: Clock) -> int | None:
             return None
 
 
-def run_lock(top: Path, clock: Clock | None = None) -> int:
-    """The run lock of a group taken exclusively now (one try): a descriptor, or -1 when a runner (or a sweep)
-    holds it or the folder is gone. For whoever cleans up after a dead runner (its watchdog, `sweep`)."""
-    fd = _lock(top, fcntl.LOCK_EX, 0, clock or system())
+def run_lock(top: Path, clock: Clock | None = None, wait: float = 0.0) -> int:
+    """The run lock of a group taken exclusively within `wait` seconds: a descriptor, or -1 when a runner (or a
+    sweep) holds it or the folder is gone. For whoever cleans up after a dead runner (its watchdog, `sweep`)."""
+    fd = _lock(top, fcntl.LOCK_EX, wait, clock or system())
     return -1 if fd is None else fd
 
 
@@ -218,38 +218,38 @@ class Group:
                 self.thaw_stale(clock)
             return []
         end = clock.monotonic() + wait
-        self._kill_once(clock, end, keep)
+        killed = self._kill_once(clock, end, keep)
         while clock.monotonic() < end:
             if not [p for p in self.pids() if p not in keep]:
                 break
-            self._kill_once(clock, end, keep)
+            killed += [p for p in self._kill_once(clock, end, keep) if p not in killed]
             clock.sleep(0.005)
         for p in found:
             _reap(p)
-        return found
+        return killed
 
-    def _kill_once(self, clock: Clock, end: float, keep: set[int]) -> None:
-        step = _lock(self.top / "cgroup.procs", fcntl.LOCK_EX, max(0.0, min(STEP_WAIT, end - clock.monotonic())), clock)
+    def _kill_once(self, clock: Clock, end: float, keep: set[int]) -> list[int]:
+        """One round; returns the pids it killed."""
+        procs = self.top / "cgroup.procs"
+        if keep & set(_pids(procs)):
+            return _kill_each(_pids(procs), keep)  # we (or our parent) are in it, in `holding`: never freeze it
+        step = _lock(procs, fcntl.LOCK_EX, max(0.0, min(STEP_WAIT, end - clock.monotonic())), clock)
         try:
-            inside = _pids(self.top / "cgroup.procs")
+            inside = _pids(procs)
             if step is None or keep & set(inside):
                 # a runner in `holding` past STEP_WAIT, or one of `keep` inside: no freeze, no cgroup.kill (they
                 # would take it along); every other process gets its SIGKILL
-                for p in inside:
-                    if p not in keep:
-                        with contextlib.suppress(ProcessLookupError, PermissionError):
-                            os.kill(p, signal.SIGKILL)
-                return
+                return _kill_each(inside, keep)
             if self.kind == "v2":
                 _write(self.top / "cgroup.kill", "1")
                 if self.frozen():
                     self._thaw()  # stale: a frozen v2 task dies of SIGKILL anyway; leave the group usable
-            else:
-                self._freeze_kill_thaw(clock, end, keep)
+                return inside
+            return self._freeze_kill_thaw(clock, end, keep)
         finally:
             _close(step)
 
-    def _freeze_kill_thaw(self, clock: Clock, end: float, keep: set[int]) -> None:
+    def _freeze_kill_thaw(self, clock: Clock, end: float, keep: set[int]) -> list[int]:
         state = self.top / "freezer.state"
         _write(state, "FROZEN")
         give_up = min(end, clock.monotonic() + 2.0)
@@ -258,12 +258,13 @@ class Group:
                 clock.sleep(0.002)  # a task in uninterruptible sleep freezes when it wakes; kill what froze anyway
             listed = _pids(self.top / "cgroup.procs")  # frozen: this list cannot grow while we go through it
             if keep & set(listed):
-                return  # (cannot happen under the step lock; if it does, thawed at once below, killed by the next round)
+                return []  # (cannot happen under the step lock; if it does, thawed at once below, killed by the next round)
             for p in listed:
                 try:
                     os.kill(p, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+            return listed
         finally:
             _write(state, "THAWED")  # a SIGKILLed frozen task dies once thawed; on every path, an exception's too
 
@@ -278,6 +279,16 @@ class Group:
                 pass
         _close(self.alive)
         self.alive = -1
+
+
+def _kill_each(pids: list[int], keep: set[int]) -> list[int]:
+    out = []
+    for p in pids:
+        if p not in keep:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, signal.SIGKILL)
+                out.append(p)
+    return out
 
 
 class _Holding:
@@ -329,9 +340,10 @@ def name_for(workdir: Path, run_id: str) -> str:
 def _mkdir(path: Path, made: list[Path]) -> None:
     try:
         os.mkdir(path)
-        made.append(path)
     except FileExistsError:
-        pass  # a group a SIGKILLed runner of this run left: reused, and killed empty first by the caller
+        pass  # a group a SIGKILLed runner of this run left: reused, killed empty first by the caller, ours to remove
+    if path not in made:
+        made.append(path)
 
 
 def _claim(d: Path, made: list[Path], clock: Clock) -> int:
@@ -495,11 +507,8 @@ def sweep(clock: Clock | None = None) -> list[Swept]:
     out: list[Swept] = []
     for name, where in sorted(found.items()):
         tops = [("v1" if k == "freezer" else "v2", d) for k, d in where.items() if k in ("freezer", "")]
-        if not tops:  # only limit folders (a runner makes its top first): removed if empty and still top-less
-            for d in where.values():
-                with contextlib.suppress(OSError):
-                    os.rmdir(d)
-            continue
+        if not tops:
+            continue  # only limit folders here: their top may sit elsewhere (our own groups differ per hierarchy)
         locks: list[int] = []
         try:
             for _kind, d in tops:

@@ -162,7 +162,8 @@ def _remove_group(spec: str, clock) -> None:
     if not dirs:
         return
     g = cgroups.Group(kind, dirs, list(dirs))
-    g.alive = cgroups.run_lock(dirs[0], clock) if dirs[0].exists() else -1
+    # waited for a little: the runner's pipe may close before its lock does, both in its exit
+    g.alive = cgroups.run_lock(dirs[0], clock, wait=3.0) if dirs[0].exists() else -1
     if g.alive < 0:
         return
     with contextlib.suppress(OSError):
