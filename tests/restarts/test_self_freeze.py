@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from healer import cgroups, procs
-from healer.loop import leftovers
 from tests.conftest import PY, wait_until
 from tests.loop.conftest import carrying, events, loop_repo, write_policy
 
