@@ -411,3 +411,44 @@ def test_a_sweep_touches_no_group_of_another_name(tmp_path, kind, pen):
 
 if sys.platform != "linux":  # pragma: no cover
     pytest.skip("cgroups and /proc are Linux's", allow_module_level=True)
+
+
+def test_a_dispatch_start_ends_a_killed_runs_group_and_agent_tree(tmp_path, kind, pen, fleet_factory):
+    """`healer dispatch` (as `up` and `supervise`) ends what killed runs left before anything else: a stale run
+    group left FROZEN with its agent inside, and, in a ticket's worktree, the agent tree of a run whose runner is
+    gone (recorded pid + start mark + tree marker), while a process that only looks alike stays."""
+    import json
+
+    s = Stand(tmp_path, f"{cgroups.PREFIX}00000000-disp-{os.urandom(4).hex()}", "crash-frozen", kind, pen)
+    f = fleet_factory(sub="fleet")
+    wt = f.root / ".healer" / "worktrees" / "T-9"
+    run = wt / ".healer" / "runs" / "T-9-01"
+    run.mkdir(parents=True)
+    token = f"dsp-{os.urandom(6).hex()}"
+    marker = os.urandom(16).hex()
+    agent = subprocess.Popen([PY, "-c", "import time; time.sleep(600)", token], env={**os.environ, procs.MARKER: marker},
+                             start_new_session=True)
+    look_alike = subprocess.Popen([PY, "-c", "import time; time.sleep(600)", token], start_new_session=True)
+    dead = subprocess.Popen([PY, "-c", "pass"])
+    dead.wait()
+    try:
+        wait_until(lambda: procs.mark(agent.pid) and len(carrying(token)) == 2, 30, "the agents started")
+        run.joinpath("state.json").write_text(json.dumps({
+            "run_id": "T-9-01", "workdir": str(wt), "task": "t", "task_file": "t", "policy_file": None, "loop": {},
+            "heartbeat_every": 30, "agent_argv": [], "preset": "command", "max_iterations": 1, "started_at": 0,
+            "status": "running", "pid": dead.pid, "pid_started": "0:0"}))
+        run.joinpath("agent.json").write_text(json.dumps({"n": 1, "marker": marker, "pid": agent.pid,
+                                                          "pid_start": procs.mark(agent.pid)}))
+        env = {k: v for k, v in os.environ.items() if k not in ("HEALER_ROOT", "HEALER_AGENT_ID", "HEALER_FAILPOINTS")}
+        env[cgroups.ENV] = kind
+        r = subprocess.run([PY, "-m", "healer", "dispatch", "--once", "--root", str(f.root)], capture_output=True,
+                           text=True, env=env, timeout=120, preexec_fn=pen.enter)
+        assert "leftovers of killed runs" in r.stderr, (r.returncode, r.stdout, r.stderr)
+        assert agent.wait(timeout=30) in (-signal.SIGTERM, -signal.SIGKILL)
+        assert look_alike.poll() is None, "a process healer did not start was killed"
+        assert not s.top.exists() and s.sleeper not in carrying(s.token)
+    finally:
+        for p in (agent, look_alike):
+            p.kill()
+            p.wait()
+        s.cleanup()
