@@ -10,9 +10,7 @@ import os
 import socket
 from pathlib import Path
 
-from healer import digest
-
-from healer import lifecycle
+from healer import digest, lifecycle
 from healer.core import hosts as host_rules
 from healer.core.dispatch import INTERRUPTED
 
