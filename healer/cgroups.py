@@ -309,6 +309,9 @@ class _Holding:
                     _write(d / "cgroup.procs", "0")
                 except FileNotFoundError:  # removed under the run (by hand, by a sweep): made again, limits lost
                     os.makedirs(d, exist_ok=True)
+                    if d == g.top and g.alive >= 0:  # the run lock on the new folder: no sweep takes it for stale
+                        _close(g.alive)
+                        g.alive = _lock(d, fcntl.LOCK_SH, 0, clock) or -1
                     _write(d / "cgroup.procs", "0")
         except BaseException:
             self.__exit__()

@@ -97,6 +97,9 @@ class Watchdog:
         return [ln.decode(errors="replace") for ln in lines if ln]
 
     def close(self) -> None:
+        """The runner's own end: it ends its group itself, so the watchdog just goes (without "done" it would take
+        the closed pipe for the runner's death, and wait on the run lock the runner still holds)."""
+        self._say("done")
         for fd in (self._w, self._r):
             if fd >= 0:
                 with contextlib.suppress(OSError):
@@ -239,6 +242,10 @@ def _main(cmd: int, rep: int) -> None:
                 elif parts[0] == "disarm":
                     drop(armed)
                     armed = None
+                elif parts[0] == "done":  # the runner ends and empties its group itself
+                    if armed is not None:  # (ended by an exception mid-program: that program goes now)
+                        kill(armed, group=False)
+                    return
         if armed is None:
             continue
         if _state(runner) in ("T", "t"):
