@@ -82,20 +82,26 @@ def end_trees(workdir: Path, grace: float, clock: Clock | None = None, skip: str
     return out
 
 
-def _loop_locked(workdir: Path) -> bool:
-    """Whether a runner holds this tree's loop lock (its flock, read from /proc/locks: asking for it ourselves,
-    even for a moment, could turn away a runner starting there)."""
+def _flocked() -> set[str] | None:
+    """The files someone holds a flock on now ("MAJ:MIN:INODE" as /proc/locks writes them), or None when that
+    cannot be read. Read, never taken: asking for a tree's loop lock ourselves, even for a moment, could turn
+    away a runner starting there."""
+    try:
+        with open("/proc/locks") as f:
+            return {parts[5] for line in f if len(parts := line.split()) > 5 and parts[1] == "FLOCK"}
+    except OSError:
+        return None
+
+
+def _loop_locked(workdir: Path, held: set[str] | None) -> bool:
+    """Whether a runner holds this tree's loop lock."""
+    if held is None:
+        return True  # cannot tell: leave it to the runs' own resume
     try:
         st = os.stat(workdir / ".healer" / "loop.lock")
     except OSError:
         return False
-    want = f":{st.st_ino}"
-    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}{want}"
-    try:
-        with open("/proc/locks") as f:
-            return any(dev in line.split() and "FLOCK" in line for line in f)
-    except OSError:
-        return True  # cannot tell: leave it to the runs' own resume
+    return f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}" in held
 
 
 def fleet_workdirs(root: Path) -> list[Path]:
@@ -115,8 +121,10 @@ def at_start(workdirs: Iterable[Path] = (), grace: float = 2.0, clock: Clock | N
         ended.groups = cgroups.sweep(clock)
     except Exception:  # noqa: BLE001 - best effort; a run's own resume still ends its leftovers
         pass
+    workdirs = list(workdirs)
+    held = _flocked() if workdirs else set()
     for wd in workdirs:
-        if _loop_locked(wd):
+        if _loop_locked(wd, held):
             continue
         try:
             ended.trees += end_trees(wd, grace, clock)

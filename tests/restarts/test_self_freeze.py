@@ -9,6 +9,7 @@ resumes, a killed run without any cgroup; then assert no process of the test is 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -417,8 +418,6 @@ def test_a_dispatch_start_ends_a_killed_runs_group_and_agent_tree(tmp_path, kind
     """`healer dispatch` (as `up` and `supervise`) ends what killed runs left before anything else: a stale run
     group left FROZEN with its agent inside, and, in a ticket's worktree, the agent tree of a run whose runner is
     gone (recorded pid + start mark + tree marker), while a process that only looks alike stays."""
-    import json
-
     s = Stand(tmp_path, f"{cgroups.PREFIX}00000000-disp-{os.urandom(4).hex()}", "crash-frozen", kind, pen)
     f = fleet_factory(sub="fleet")
     wt = f.root / ".healer" / "worktrees" / "T-9"
@@ -433,12 +432,7 @@ def test_a_dispatch_start_ends_a_killed_runs_group_and_agent_tree(tmp_path, kind
     dead.wait()
     try:
         wait_until(lambda: procs.mark(agent.pid) and len(carrying(token)) == 2, 30, "the agents started")
-        run.joinpath("state.json").write_text(json.dumps({
-            "run_id": "T-9-01", "workdir": str(wt), "task": "t", "task_file": "t", "policy_file": None, "loop": {},
-            "heartbeat_every": 30, "agent_argv": [], "preset": "command", "max_iterations": 1, "started_at": 0,
-            "status": "running", "pid": dead.pid, "pid_started": "0:0"}))
-        run.joinpath("agent.json").write_text(json.dumps({"n": 1, "marker": marker, "pid": agent.pid,
-                                                          "pid_start": procs.mark(agent.pid)}))
+        dead_run(run, dead.pid, marker, agent.pid)
         env = {k: v for k, v in os.environ.items() if k not in ("HEALER_ROOT", "HEALER_AGENT_ID", "HEALER_FAILPOINTS")}
         env[cgroups.ENV] = kind
         r = subprocess.run([PY, "-m", "healer", "dispatch", "--once", "--root", str(f.root)], capture_output=True,
@@ -452,3 +446,44 @@ def test_a_dispatch_start_ends_a_killed_runs_group_and_agent_tree(tmp_path, kind
             p.kill()
             p.wait()
         s.cleanup()
+
+
+def dead_run(run: Path, runner_pid: int, marker: str, agent_pid: int) -> None:
+    """A run folder as a SIGKILLed runner leaves it: not ended, its runner gone, its agent's record written."""
+    run.mkdir(parents=True, exist_ok=True)
+    run.joinpath("state.json").write_text(json.dumps({
+        "run_id": run.name, "workdir": str(run.parents[2]), "task": "t", "task_file": "t", "policy_file": None,
+        "loop": {}, "heartbeat_every": 30, "agent_argv": [], "preset": "command", "max_iterations": 1, "started_at": 0,
+        "status": "running", "pid": runner_pid, "pid_started": "0:0"}))
+    run.joinpath("agent.json").write_text(json.dumps({"n": 1, "marker": marker, "pid": agent_pid,
+                                                      "pid_start": procs.mark(agent_pid)}))
+
+
+def test_a_daemon_start_leaves_a_tree_whose_loop_lock_is_held(tmp_path, monkeypatch):
+    """A worktree whose loop lock someone holds has a live runner (a resume may be starting there): the daemons'
+    start leaves its runs alone; once the lock is free, the dead run's agent is ended."""
+    import fcntl
+
+    from healer.loop import leftovers
+
+    monkeypatch.setenv(cgroups.ENV, "off")
+    wt = tmp_path / "wt"
+    marker = os.urandom(16).hex()
+    agent = subprocess.Popen([PY, "-c", "import time; time.sleep(600)"], env={**os.environ, procs.MARKER: marker},
+                             start_new_session=True)
+    dead = subprocess.Popen([PY, "-c", "pass"])
+    dead.wait()
+    try:
+        wait_until(lambda: procs.mark(agent.pid), 30, "the agent started")
+        dead_run(wt / ".healer" / "runs" / "R-1", dead.pid, marker, agent.pid)
+        fd = os.open(wt / ".healer" / "loop.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        assert leftovers.at_start([wt], grace=0.2).trees == []
+        assert agent.poll() is None
+        os.close(fd)
+        ended = leftovers.at_start([wt], grace=0.2).trees
+        assert [(t["run_id"], agent.pid in t["killed"]) for t in ended] == [("R-1", True)]
+        assert not procs.alive(agent.pid)  # (reaped by the kill itself: this test is its parent)
+    finally:
+        agent.kill()
+        agent.wait()
