@@ -388,6 +388,22 @@ class ProcessTree:
     def kill(self, grace: float, clock: Clock | None = None, poll: float = 0.05) -> list[int]:
         """SIGTERM the whole tree, SIGKILL what is left after `grace`. Returns the pids that were alive."""
         clock = clock or system()
+        try:
+            return self._kill(grace, clock, poll)
+        finally:
+            self._resume_survivors()
+
+    def _resume_survivors(self) -> None:
+        """Nothing is left stopped by us: a member that outlived the SIGKILLs (not ours to kill after all: another
+        user's; or an exception came between the SIGSTOP and the SIGKILL) gets its SIGCONT back."""
+        for m in list(self._members.values()):
+            st = _stat(m.pid)
+            if st is None or st is GONE or abs(st[1] - m.start) > 0.01 or st[0] not in ("T", "t"):
+                continue
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(m.pid, signal.SIGCONT)
+
+    def _kill(self, grace: float, clock: Clock, poll: float) -> list[int]:
         victims = self._stop_all()  # a tree that hops pids is caught standing still, SIGTERM then wakes it
         if not victims:
             return []

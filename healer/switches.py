@@ -17,6 +17,9 @@ ENV = "HEALER_SWITCHES_OFF"
 
 # name -> what switching it off does (the feature it removes)
 SWITCHES: dict[str, str] = {
+    "host_takeback": "a dispatcher restarted under a new host id no longer takes back what its earlier id ran on this "
+                     "machine (healer.fleet.dispatch_reap.Reaping.take_back does nothing): those agents stay `running` "
+                     "under a host id nobody dispatches as, their tickets in progress",
     "intent_recovery": "the supervisor no longer finishes or rolls back half-done intents after a crash "
                        "(healer.remedy.actions.recover is a no-op)",
     "busy_check": "a worktree is removed even while a process has its cwd or an open file inside "

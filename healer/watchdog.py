@@ -97,6 +97,9 @@ class Watchdog:
         return [ln.decode(errors="replace") for ln in lines if ln]
 
     def close(self) -> None:
+        """The runner's own end: it ends its group itself, so the watchdog just goes (without "done" it would take
+        the closed pipe for the runner's death, and wait on the run lock the runner still holds)."""
+        self._say("done")
         for fd in (self._w, self._r):
             if fd >= 0:
                 with contextlib.suppress(OSError):
@@ -154,12 +157,21 @@ def _unlike_the_runner() -> None:
 
 
 def _remove_group(spec: str, clock) -> None:
+    """The runner is gone: empty its group and remove it, under the group's run lock (taken, never waited for): a
+    group whose lock is held again belongs to a new runner of the same run (a resume), whose programs are not
+    ours to end; it emptied the group of our runner's leftovers when it took it."""
     kind, *hexdirs = spec.split()
-    dirs = [os.fsdecode(bytes.fromhex(h)) for h in hexdirs]
-    g = cgroups.Group(kind, [Path(d) for d in dirs], [Path(d) for d in dirs])
+    dirs = [Path(os.fsdecode(bytes.fromhex(h))) for h in hexdirs]
+    if not dirs:
+        return
+    g = cgroups.Group(kind, dirs, list(dirs))
+    # waited for a little: the runner's pipe may close before its lock does, both in its exit
+    g.alive = cgroups.run_lock(dirs[0], clock, wait=3.0) if dirs[0].exists() else -1
+    if g.alive < 0:
+        return
     with contextlib.suppress(OSError):
         g.kill(clock)
-    g.remove()
+    g.remove()  # lets the lock go too
 
 
 def _main(cmd: int, rep: int) -> None:
@@ -176,9 +188,9 @@ def _main(cmd: int, rep: int) -> None:
         with contextlib.suppress(OSError):
             os.write(rep, line.encode() + b"\n")
 
-    def kill(a: tuple[int, int, float, str]) -> None:
+    def kill(a: tuple[int, int, float, str], group: bool = True) -> None:
         pid, pidfd, _deadline, grp = a
-        if grp:
+        if grp and group:  # (the runner lives: Group.kill spares it, our parent, and waits out its `holding`)
             kind, hexdir = grp.split()
             with contextlib.suppress(OSError):
                 cgroups.Group(kind, [Path(os.fsdecode(bytes.fromhex(hexdir)))]).kill(clock)
@@ -207,9 +219,10 @@ def _main(cmd: int, rep: int) -> None:
             data = os.read(cmd, 4096)
             if not data:  # the runner is gone (or done): what it started goes with it, and so does its cgroup
                 if armed is not None:
-                    kill(armed)
-                if owned:
-                    _remove_group(owned[0], clock)
+                    kill(armed, group=False)
+                spec = owned[0] if owned else (armed[3] if armed is not None else "")
+                if spec:
+                    _remove_group(spec, clock)
                 return
             buf += data
             *lines, buf = buf.split(b"\n")
@@ -229,6 +242,10 @@ def _main(cmd: int, rep: int) -> None:
                 elif parts[0] == "disarm":
                     drop(armed)
                     armed = None
+                elif parts[0] == "done":  # the runner ends and empties its group itself
+                    if armed is not None:  # (ended by an exception mid-program: that program goes now)
+                        kill(armed, group=False)
+                    return
         if armed is None:
             continue
         if _state(runner) in ("T", "t"):

@@ -124,6 +124,7 @@ class RealEngine:
         self.next_sup = 0.0
         self.restart_next = False
         self.disp_restart_at: float | None = None
+        self.disp_host: str | None = None  # kill_dispatcher's params.host: the dispatcher comes back under that id
         self.fp_queue: list[tuple[str, str, int]] = []
         self.fp_total = 0
         self.fp_missed: list[str] = []
@@ -340,7 +341,8 @@ class RealEngine:
         self.next_sup = self.elapsed() + (min(self.tick, 0.2) if crashed else self.tick)
 
     def start_dispatcher(self) -> None:
-        self.disp = self.spawn("dispatcher", [sys.executable, "-m", "healer", "dispatch", "--root", str(self.root)])
+        self.disp = self.spawn("dispatcher", [sys.executable, "-m", "healer", "dispatch", "--root", str(self.root)],
+                               {"HEALER_HOST_ID": self.disp_host} if self.disp_host else None)
         self.disp_restart_at = None
 
     def watch(self) -> None:

@@ -115,6 +115,8 @@ class SimEngine:
         self.dispatcher_up = True
         self.dispatcher_paused = False
         self.dispatcher_pid: int | None = None  # the dispatcher's holder pid (a restart storm numbers its incarnations)
+        self.dispatcher_host = HOST  # its host id: kill_dispatcher's params.host restarts it under another (issue 40)
+        self.next_dispatcher_host: str | None = None
         self.hooks = Hooks()
         self.holder_n = 1
         self.repair_n = 0
@@ -355,7 +357,7 @@ class SimEngine:
 
     def _new_dispatcher(self, pid: int | None = None):
         return Dispatcher(self.root, self.policy, self.store, self.clock, self.runtime, policy_path=self.policy_file,
-                          ports=self.ports, host=HOST, pid=self.dispatcher_pid if pid is None else pid)
+                          ports=self.ports, host=self.dispatcher_host, pid=self.dispatcher_pid if pid is None else pid)
 
     def _new_supervisor(self, standby: bool = False):
         # a virtual pid (never a live process) on a host of its own: a crashed holder's lease is taken over
@@ -436,6 +438,10 @@ class SimEngine:
             self.store.append("chaos.restart", "supervisor", {"holder": f"sim-supervisor-{self.holder_n}"})
         elif what == "restart_dispatcher":
             self.dispatcher_up = True
+            if self.next_dispatcher_host:  # the same machine and fleet root, come back under another host id
+                self.dispatcher_host, self.next_dispatcher_host = self.next_dispatcher_host, None
+                self.dispatcher = self._new_dispatcher(pid=PID_BASE - 2000 - self.holder_n)
+                self.store.append("chaos.restart", "dispatcher", {"host": self.dispatcher_host})
 
     def run(self) -> Result:
         self.begin()

@@ -63,6 +63,7 @@ def kill_dispatcher(e: RealWorld, f: Fault) -> str:
     c.faulted = f.fault  # the dispatcher only: its agents live in their own sessions and survive it
     if f.params.get("restart_after") is not None:
         e.disp_restart_at = e.elapsed() + float(f.params["restart_after"])
+        e.disp_host = f.params.get("host") or e.disp_host  # back under another HEALER_HOST_ID (issue 40)
     return f"SIGKILL {pfault.kill(c.proc.pid, tree=False)}"
 
 

@@ -133,7 +133,8 @@ _SPECS = (
     FaultSpec("stop_supervisor", "SIGSTOP the supervisor", "continue_supervisor / SIGCONT at the end",
               undone_by="continue_supervisor", explore=Explore()),
     FaultSpec("continue_supervisor", "SIGCONT the supervisor", "-", explore=Explore()),
-    FaultSpec("kill_dispatcher", "SIGKILL the dispatcher (its agents live on)", "restart", params=_RESTART,
+    FaultSpec("kill_dispatcher", "SIGKILL the dispatcher (its agents live on); params.host: it comes back under that "
+              "HEALER_HOST_ID", "restart", params={**_RESTART, "host": "str"},
               explore=Explore(size=lambda n: {"params": {"restart_after": 60 * n}})),
     FaultSpec("stop_dispatcher", "SIGSTOP the dispatcher", "continue_dispatcher / SIGCONT at the end",
               undone_by="continue_dispatcher", explore=Explore()),

@@ -109,7 +109,8 @@ def kill_dispatcher(e: SimWorld, f: Fault) -> str:
     e.dispatcher_paused = False
     if f.params.get("restart_after"):
         e.at(e.sim_now() + float(f.params["restart_after"]), "restart_dispatcher")
-    return "kill_dispatcher"
+        e.next_dispatcher_host = f.params.get("host") or None
+    return "kill_dispatcher" + (f" (back as host {f.params['host']})" if f.params.get("host") else "")
 
 
 def stop_dispatcher(e: SimWorld, f: Fault) -> str:

@@ -71,6 +71,7 @@ class SimWorld(World, Protocol):
     supervisor_paused: bool
     dispatcher_up: bool
     dispatcher_paused: bool
+    next_dispatcher_host: str | None  # kill_dispatcher's params.host: the restart comes back under that host id
     frozen: bool  # the dispatcher is alive and launches nothing (frozen_dispatch)
     main_red_since: float | None
     offset: float  # wall-clock jumps so far
@@ -128,6 +129,7 @@ class RealChild(Protocol):
 
 class RealWorld(World, Protocol):
     disp_restart_at: float | None  # seconds since the start: a killed dispatcher's restart
+    disp_host: str | None  # kill_dispatcher's params.host: the restarted dispatcher's HEALER_HOST_ID
 
     @property
     def sup(self) -> RealChild | None: ...

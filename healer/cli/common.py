@@ -165,3 +165,13 @@ def store_awaited(root: Path, who: str, early: list[int], tolerance: float):
         typer.echo(f"healer {who}: stopped before the store came back" + (" (interrupted)" if ctrl_c else ""))
         raise typer.Exit(STOPPED if ctrl_c else 0)
     return store
+
+
+def end_leftovers(root: Path, policy) -> None:
+    """Every daemon's start (dispatch, up, supervise): end what killed runs left on this machine (stale run cgroups)
+    and in this fleet's worktrees (agent trees whose runner is gone): healer/loop/leftovers.py. One line if any."""
+    from healer.loop import leftovers  # lazy: healer.loop.state and procs: 7 ms, for the daemons only
+
+    line = leftovers.at_start(leftovers.fleet_workdirs(root), policy.loop.kill_grace).line()
+    if line:
+        typer.echo(line, err=True)

@@ -14,6 +14,7 @@ from healer.cli.common import (
     PolicyOpt,
     RootOpt,
     console,
+    end_leftovers,
     exit_if_interrupted,
     on_ctrl_c,
     policy_for,
@@ -53,6 +54,7 @@ def dispatch(
     from healer.metrics import start as start_metrics  # lazy: pulls pydantic, prometheus_client: 137 ms of `healer --help`
 
     metrics, server = start_metrics(metrics_port, "dispatch")
+    end_leftovers(r, pol)  # before anything starts: what killed runs left (frozen groups included) is ended first
     store = _store_or_stopped(r, pol.store.outage_tolerance, server)  # away at start: ridden out as one lost later
     d = Dispatcher(r, pol, store, policy_path=_policy_path(r, policy))
     preflight(pol)

@@ -16,6 +16,7 @@ from healer.cli.common import (
     JsonOpt,
     PolicyOpt,
     RootOpt,
+    end_leftovers,
     exit_if_interrupted,
     on_ctrl_c,
     policy_for,
@@ -137,6 +138,8 @@ def _supervisor(root: Path, policy_path: Path | None, *, dry_run: bool = False, 
     from healer.supervisor import Supervisor  # lazy: pulls pydantic, networkx…: 351 ms of `healer --help`
 
     pol = policy_for(root, policy_path)
+    if not dry_run:
+        end_leftovers(root, pol)  # what killed runs left (frozen groups included) is ended first
     if dry_run:
         store = store_for(root, readonly=True)  # a dry run writes nothing: it works on a read-only .healer/
     else:  # a store away at start is ridden out for up to store.outage_tolerance, as one lost later
@@ -281,6 +284,7 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
         if early:
             raise typer.Exit(STOPPED)
         return
+    end_leftovers(r, pol)  # before anything starts: what killed runs left (frozen groups included) is ended first
     disp = Dispatcher(r, pol, d_store, clock, policy_path=policy)
     preflight(pol)
     sup = Supervisor(r, pol, s_store, clock, repair_async=True, metrics=metrics)

@@ -70,3 +70,27 @@ def reclaims(dead: frozenset[str], tickets: Iterable, agents: Iterable, open_att
         out.append(Reclaim(t.id, sorted(hosts)[0], tuple(sorted(a.id for a in ags)),
                            tuple(sorted(open_attempts.get(t.id, ())))))
     return out
+
+
+@dataclass(frozen=True)
+class TakeBack:
+    agents: tuple[str, ...]  # agents (running, or ended and still owed their attempt) recorded under an earlier id
+    tickets: tuple[str, ...]  # in-progress claims made under an earlier id
+
+
+def taken_back(agents: Iterable, tickets: Iterable, me: str, machine: str | None, live_hosts: Iterable[str] = ()) -> TakeBack:
+    """This host under a new id (HEALER_HOST_ID changed across a restart, issue 40): what its earlier id recorded on
+    this very machine is its own again, adopted or ended like anything it ran before a restart. `machine` is the
+    identity healer can trust for that (healer/fleet/lost_hosts.py machine_id: this boot and this fleet root, so a
+    recorded pid means the same process here); a row without one, or of another machine, is the lost-host rule's.
+    A host id in `live_hosts` (another dispatcher holds its lease now, alive) keeps its rows."""
+    if not machine:
+        return TakeBack((), ())
+    keep = set(live_hosts) | {me}
+
+    def ours(data: dict | None, host: str | None) -> bool:
+        return bool(host) and host not in keep and (data or {}).get("machine") == machine
+
+    return TakeBack(tuple(sorted({a.id for a in agents if ours(a.data, a.host)})),
+                    tuple(sorted(t.id for t in tickets if t.state == lifecycle.IN_PROGRESS
+                                 and ours(t.data, (t.data or {}).get("host")))))

@@ -106,7 +106,7 @@ class Launching:
                 id=agent_id, ticket_id=t.id, state="running", kind=h.kind, pid=h.pid, host=self.host, container=h.container,
                 run_id=run_id, worktree=str(wt), started_at=now, heartbeat_at=now, progress_at=now,
                 data={"launched_by": ACTOR, "attempt": att.id, "marker": h.marker, "launch": launch.kind, "log": str(log),
-                      "head": att.head, "argv": list(argv), "dispatcher": self.holder},
+                      "head": att.head, "argv": list(argv), "dispatcher": self.holder, "machine": self.machine},
             ))
         except StaleLease:  # this host was given up while it launched: the ticket is another host's now
             self.runtime.stop(h, self.policy.loop.kill_grace)
@@ -132,7 +132,7 @@ class Launching:
             elif not self._move(t.id, lifecycle.IN_PROGRESS, launch.kind, expect=t.state):
                 return None
             run_id = launch.run_id if launch.kind == core.RESUME else f"{t.id}-{len(self.store.attempts(t.id)) + 1:02d}"
-            self.store.set_ticket_data(t.id, host=self.host)
+            self.store.set_ticket_data(t.id, host=self.host, machine=self.machine)
             att = self.store.add_attempt(t.id, launch.kind, run_id=run_id, head=head, host=self.host)
         return att, run_id
 

@@ -12,16 +12,18 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from healer import conventions as cv
-from healer import lifecycle
+from healer import lifecycle, switches
 from healer.core import dispatch as core
 from healer.core import endings
 from healer.core import fleet as fleet_rules
+from healer.core import hosts as host_rules
 from healer.fleet import shared_main
 from healer.fleet.dispatch_launch import ACTOR, agent_id_for, ours
 from healer.fleet.results import read_result as _read_result
 from healer.fleet.runtime import EXITED, GONE, RUNNING, Handle
 from healer.records import Agent, Attempt, Ticket
 from healer.store import keys
+from healer.store.sqlite import pid_alive
 
 branch_for, worktree_for = cv.branch_for, cv.worktree_for
 
@@ -60,6 +62,40 @@ class Reaping:
         if orphans:  # not from the reaper thread: a launch in flight would look like an orphan
             self._reconcile_orphans()
         return done
+
+    def take_back(self) -> list[str]:
+        """This host restarted under a new id (HEALER_HOST_ID changed): the agents and claims its earlier id
+        recorded on this machine (same boot, same fleet root: healer/core/hosts.py taken_back) become this id's, so
+        the reaping below adopts the running ones and closes the exited ones with their result (read from their
+        run folder), once. Without it they stayed `running` under a host id nobody dispatches as: in progress for
+        good, or until a lease expiry requeued work that had already committed."""
+        if not self.machine or not switches.enabled("host_takeback"):
+            return []
+        rows = [a for a in self.store.agents(states=["running"]) + self.store.agents_to_reap(None) if ours(a)]
+        tickets = self.store.tickets(states=[lifecycle.IN_PROGRESS])
+        olds = {a.host for a in rows} | {(t.data or {}).get("host") for t in tickets}
+        tb = host_rules.taken_back(rows, tickets, self.host, self.machine,
+                                   [h for h in olds if h and h != self.host and self._host_alive(h)])
+        if not tb.agents and not tb.tickets:
+            return []
+        by_id = {a.id: a for a in rows}
+        with self.store.tx():
+            for aid in tb.agents:
+                a = by_id[aid]
+                self.store.update_agent(aid, host=self.host, data={**a.data, "host_before": a.host, "machine": self.machine})
+                self.store.append("dispatch.host_taken_back", a.ticket_id or aid, {
+                    "agent": aid, "from": a.host, "to": self.host, "state": a.state})
+            for tid in tb.tickets:
+                self.store.set_ticket_data(tid, host=self.host)
+        return list(tb.agents)
+
+    def _host_alive(self, host: str) -> bool:
+        """Whether another dispatcher holds that host's lease now (several hosts on one root and machine): its rows
+        stay its own. A lease never taken (one host) or expired, fenced, or held by a dead pid is no one's."""
+        lease = self.store.lease(host_rules.lease_name(host))
+        if lease is None or lease.holder.startswith(host_rules.FENCED) or lease.expires_at <= self.clock.now():
+            return False
+        return pid_alive(lease.pid)
 
     def _stop_reclaimed(self, a: Agent) -> None:
         """This host was given up (lost, its lease expired) and its tickets requeued: an agent of it that still runs
@@ -104,7 +140,7 @@ class Reaping:
             run_id=att.run_id, worktree=str(wt), started_at=now, heartbeat_at=now, progress_at=now,
             data={"launched_by": ACTOR, "attempt": att.id, "marker": p.marker, "launch": att.kind,
                   "log": str(self.root / ".healer" / "logs" / "agents" / f"{agent_id}.log"), "head": att.head,
-                  "dispatcher": self.holder, "adopted": True, "process_started": p.started},
+                  "dispatcher": self.holder, "adopted": True, "process_started": p.started, "machine": self.machine},
         ))
         self.store.append("dispatch.adopted", t.id, {"agent": agent_id, "pid": p.pid, "attempt": att.id})
         return True

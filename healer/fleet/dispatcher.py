@@ -45,7 +45,7 @@ from healer.fleet.dispatch_merge import Merging
 from healer.fleet.dispatch_reap import Reaping
 from healer.fleet.dispatch_stop import Stopping
 from healer.fleet.failed_pass import host_trouble_or_corrupt, raise_if_lost, report_failed_pass
-from healer.fleet.lost_hosts import host_id
+from healer.fleet.lost_hosts import host_id, machine_id
 from healer.fleet.ports import REAL, Ports
 from healer.fleet.runtime import EXITED, GONE, RUNNING, Runtime
 from healer.fleet.runtimes import runtime_for
@@ -145,6 +145,7 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
             runtime.on_exit(lambda _who: self._wake.set())
         self.rules = core.RetryRules.of(policy)
         self.host = host or host_id()
+        self.machine = machine_id(self.root)  # this boot and root: rows an earlier host id wrote here are ours (issue 40)
         self.pid = pid or os.getpid()  # whose lease it is (the simulated world gives each incarnation a virtual pid)
         self.holder = f"dispatch@{self.host}:{self.pid}"
         self.policy_path = Path(policy_path).resolve() if policy_path else None
@@ -204,6 +205,7 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
             self.store.append("dispatch.scratch_swept", "", {"paths": left})
         low = self.check_disk()
         with self._reap_lock:
+            self.take_back()
             rep.reaped = self.reap()
         self.heartbeat()
         if board and not low:  # a low disk holds main's gates and the merges too: a gate failing for want of space

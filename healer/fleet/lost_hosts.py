@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
 
-from healer import lifecycle
+from healer import digest, lifecycle
 from healer.core import hosts as host_rules
 from healer.core.dispatch import INTERRUPTED
 
@@ -18,6 +19,21 @@ ACTOR = "supervisor"
 
 def host_id() -> str:
     return os.environ.get("HEALER_HOST_ID") or socket.gethostname()
+
+
+def machine_id(root: str | Path) -> str:
+    """Who this host is besides its id (which a restart may change: issue 40): this boot of this machine (the
+    kernel's boot id: a reboot, or another machine, gives another) and this fleet root. Rows recorded with the
+    same machine id name processes of this boot, seen from this root: a new host id takes them back. "" where
+    the boot id cannot be read (nothing is taken back then)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        return ""
+    if not boot:
+        return ""
+    return "m-" + digest.sha256(f"{boot}\0{Path(root).resolve()}".encode()).hexdigest()[:16]
 
 
 def known_hosts(store) -> set[str]:

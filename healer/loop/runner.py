@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from healer import cgroups, early, errors, failpoints, git, procs, sandbox, watchdog
 from healer.clock import Clock, day_of, stamp, system
 from healer.errors import InvalidInput, UsageError
-from healer.loop import agenthome, agents, decide, gitops, guard, loose, worktree
+from healer.loop import agenthome, agents, decide, gitops, guard, leftovers, loose, worktree
 from healer.loop.decide import EXIT_WORDS, Facts, Limits
 from healer.loop.iteration import Iteration, _Interrupted, _read_tail
 from healer.loop.state import RunPaths, RunState, bump_daily, check_run_id, daily_count, load, save, write_json_atomic
@@ -330,6 +330,7 @@ class Runner(Iteration):
         self.store = self._open_store()
         self._open_group(st)
         self._kill_leftovers(st)
+        self._end_killed_runs(st)
         save(self.paths, st, self.clock.now())
         self._event("loop.started", {
             "workdir": str(self.workdir), "policy": st.policy_file, "task": st.task_file, "preset": st.preset,
@@ -419,6 +420,20 @@ class Runner(Iteration):
         st.inflight = None
         if killed or gone:
             self._event("loop.leftovers_killed", {"iteration": inf.get("n"), "killed": killed, "containers": gone})
+
+    def _end_killed_runs(self, st: RunState) -> None:
+        """Every start, not only a resume (issue 40): the stale run cgroups of this machine (their runner gone:
+        thawed, emptied, removed) and the agent trees of this working tree's other runs whose runner is gone (we
+        hold the tree's loop lock: no other runner lives here). healer/loop/leftovers.py."""
+        ended = leftovers.at_start((), self.loop_policy.kill_grace, self.clock)
+        ended.trees = leftovers.end_trees(self.workdir, self.loop_policy.kill_grace, self.clock, skip=st.run_id)
+        for g in ended.groups:
+            self._event("loop.leftovers_killed", {"iteration": None, "killed": g.killed, "containers": [],
+                                                  "cgroup": g.name, "thawed": g.thawed, "stale": True})
+        for t in ended.trees:
+            if t["killed"]:
+                self._event("loop.leftovers_killed", {"iteration": None, "killed": t["killed"], "containers": [],
+                                                      "run": t["run_id"]})
 
     # -- helpers ---------------------------------------------------------------------
     def _event(self, kind: str, payload: dict) -> None:
