@@ -31,7 +31,7 @@ from chaos.checkers import STANDARD
 from chaos.faults import registry, worlds
 from chaos.scenario import Scenario, load
 from healer.errors import InvalidInput
-from healer.policy.yamlpos import YamlProblem, load_one, read_text
+from healer.policy.yamlpos import YamlProblem, load_one, read_capped, read_text
 from healer.store import open_store
 
 # the issue's invariants: one live agent per ticket, no user file deleted, every intent settled,
@@ -139,7 +139,7 @@ def load_schedule(path: str | Path) -> Scenario:
     """`--schedule FILE`: a schedule (JSON or YAML, as printed by a failing exploration) or a whole scenario file."""
     p = Path(path)
     try:
-        data = load_one(read_text(p.read_bytes())).data  # JSON is YAML: one located line for either
+        data = load_one(read_text(read_capped(p))).data  # JSON is YAML: one located line for either
     except FileNotFoundError:
         raise InvalidInput(f"{p}: no such schedule file") from None
     except OSError as e:

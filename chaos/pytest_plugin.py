@@ -48,9 +48,11 @@ def _is_scenario(path: Path, config: pytest.Config | None = None) -> bool:
         return False
     if path.parent.name != "scenarios" and not (config is not None and _named(config, path)):
         return False
+    from healer.policy.yamlpos import YamlProblem, load_path  # lazy: 40 ms (-X importtime, sqlite3 via healer.errors), as below
+
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
+        data = load_path(path).data
+    except (OSError, YamlProblem):
         return True  # let the item report the located error
     return isinstance(data, dict) and "expect" in data and "name" in data
 

@@ -20,7 +20,6 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, model_validator
 
 from chaos import event_catalogue
@@ -32,7 +31,7 @@ from healer.cli.common import policy_with_runbooks
 from healer.errors import InvalidInput
 from healer.policy.load import load_policy, problems_for
 from healer.policy.schema import ACTIONS, Duration, Policy
-from healer.policy.yamlpos import Problem, YamlProblem, load_one, mark_for, read_text
+from healer.policy.yamlpos import Problem, YamlProblem, load_one, load_path, mark_for
 from healer.switches import SWITCHES
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
@@ -292,8 +291,8 @@ def parse_override(text: str) -> dict[str, Any]:
     if not key.strip():
         raise InvalidInput(f"--override {text!r}: expected key.path=value")
     try:
-        value = yaml.safe_load(raw)
-    except yaml.YAMLError:
+        value = load_one(raw).data
+    except YamlProblem:
         value = raw
     out: dict[str, Any] = {}
     cur = out
@@ -308,15 +307,15 @@ def load(path: str | Path) -> Scenario:
     """Read and validate a scenario file: every problem is one `FILE:LINE:COL: key: expected …, got …` line
     (InvalidInput, exit 65); doubtful event kinds become `sc.warnings` (same shape, with a "did you mean")."""
     p = Path(path)
+    src = str(path)
     try:
-        raw = p.read_bytes()
+        located = load_path(p)
     except FileNotFoundError:
         raise InvalidInput(f"{path}: no such scenario file") from None
     except IsADirectoryError:
         raise InvalidInput(f"{path}: is a directory, expected a scenario file") from None
-    src = str(path)
-    try:
-        located = load_one(read_text(raw))
+    except OSError as e:
+        raise InvalidInput(f"{path}: cannot read: {e.strerror or e}") from None
     except YamlProblem as yp:
         raise InvalidInput(_line(src, yp.problem), [_line(src, yp.problem)]) from None
     data, marks = located.data, located.marks

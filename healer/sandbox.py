@@ -597,7 +597,7 @@ def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind:
                  pid_namespace: bool = True, objects: Path | None = None,
                  allow: list[tuple[str, int]] | None = None, unix_sockets: bool = False) -> Profile:
     """The loop's agent and gates: the worktree, its branch in git, a private temp dir, `writable`.
-    `network` None: the mode's default (bwrap on, container off). `gp`: the worktree's git paths
+    `network` None: off (network_on). `gp`: the worktree's git paths
     when the caller already knows them (the loop asks once per run: its guard puts back any change
     to HEAD, so the branch cannot move under it). `objects`: the run's own object folder, where the
     programs' git writes (healer/loop/objects.py); the repository's `objects/` is then read-only.
@@ -654,10 +654,10 @@ def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind:
 
 
 def network_on(network: bool | None, kind: str, allow: list[tuple[str, int]] | None) -> bool:
-    """Network on or off: null is the mode's default, off when there is an allow-list (the list is what
-    the programs may reach; network on would be everything)."""
+    """Network on or off: null is off in every mode (issue 39: on, an agent reached the store's PostgreSQL and
+    healer's metrics on the host's 127.0.0.1); what the programs may reach is the allow-list's, and on is true."""
     if network is None:
-        network = kind != "container" and not allow
+        network = False
     if allow and not network:
         if kind == "container":
             raise InvalidInput("loop.sandbox_network_allow: the container sandbox has no allow-list (bwrap has): "

@@ -29,6 +29,10 @@ writes a wrong answer and then tries to make the check pass anyway, or to escape
                                           in every way HTTP knows, for another host: CONNECT, an absolute URL, a Host
                                           header), flood=HOST:PORT:N (N connections held open at once), and always
                                           socket(AF_UNIX), socket(AF_VSOCK), socketpair, io_uring_setup, pidfd_getfd
+    python hostile.py board ROOT ID REPORT  rewrites the fleet's board from inside its loop as the issue-39 agent did:
+                                          `healer board move ID closed` and `board comment` with --root ROOT (the
+                                          store found from ROOT/.healer/config.yaml), and a raw TCP connect to the
+                                          store's server when its URL names one; writes what each did to REPORT (JSON)
     python hostile.py tmp NAME            writes $TMPDIR/NAME and /tmp/NAME
     python hostile.py filelink TARGET     tests/test_check.py becomes a symlink to TARGET (outside), TARGET gutted
     python hostile.py wipe                deletes the loop's own folder (.healer/) in the worktree
@@ -317,6 +321,26 @@ def net(port: str, report: str) -> None:
         Path(report).write_text(f"refused: {e}\n")
 
 
+def board(root: str, ticket: str, report: str) -> None:
+    out: dict[str, str] = {}
+    for name, cmd in (("move", ["move", ticket, "closed", "--reason", "closed by the agent of another ticket"]),
+                      ("comment", ["comment", ticket, "closed by the agent of another ticket"])):
+        r = subprocess.run([sys.executable, "-m", "healer", "board", *cmd, "--root", root], capture_output=True,
+                           text=True, timeout=60)
+        out[name] = f"exit {r.returncode}: {(r.stderr or r.stdout).strip()[-300:]}"
+    try:  # a program of its own: the server itself, when the store's URL names one
+        url = next((ln.split(":", 1)[1].strip().strip("'\"") for ln in (Path(root) / ".healer" / "config.yaml").read_text().splitlines()
+                    if ln.startswith("store:")), "")
+        hostport = url.split("@", 1)[-1].split("/", 1)[0] if url.startswith("postgres") else ""
+        if hostport:
+            host, _, port = hostport.rpartition(":")
+            with socket.create_connection((host, int(port)), timeout=3):
+                out["server"] = "connected"
+    except OSError as e:
+        out["server"] = f"refused: {e}"
+    Path(report).write_text(json.dumps(out))
+
+
 def sockets(report: str, specs: list[str]) -> None:
     import urllib.request  # lazy: 21 ms (-X importtime) of a ~40 ms start, only `sockets` needs it; run once per iteration
 
@@ -580,7 +604,7 @@ def main(argv: list[str]) -> int:
     {"hook": lambda: hook(args[0]), "config": lambda: config(args[0]), "symlink": lambda: symlink(args[0]),
      "outside": lambda: outside(args), "refs": refs, "blob": lambda: blob(float(args[0])), "gate": gate,
      "commit": commit, "manifest": lambda: manifest(args[0]), "net": lambda: net(args[0], args[1]),
-     "tmp": lambda: tmp(args[0]), "wipe": wipe, "sockets": lambda: sockets(args[0], args[1:]),
+     "tmp": lambda: tmp(args[0]), "board": lambda: board(*args[:3]), "wipe": wipe, "sockets": lambda: sockets(args[0], args[1:]),
      "filelink": lambda: filelink(args[0]), "ownlink": lambda: ownlink(args[0], args[1]),
      "ignored": ignored, "ignored_once": ignored_once, "privileged": lambda: privileged(args[0]),
      "symref": lambda: symref(*args[:2]), "flagged": lambda: flagged(*args[:2]),

@@ -23,6 +23,9 @@ it writes a wrong answer and then:
     python hostile_procs.py forks N REPORT
         starts N children that wait for ever (a fork bomb's first steps); REPORT: how many forks succeeded.
         Under `loop.limits.pids` the cgroup refuses the rest (EAGAIN); the children are stragglers the loop ends.
+    python hostile_procs.py hog MB REPORT
+        touches memory 64 MiB at a time up to MB mebibytes, REPORT (JSON) rewritten after each step with how many
+        it holds: under `loop.limits.memory` the kernel's OOM killer ends it at the limit.
 
 Deliberately free of healer imports.
 """
@@ -174,6 +177,14 @@ def forks(n: str, report: str) -> None:
     Path(report).write_text(json.dumps({"forks": made}))
 
 
+def hog(mb: str, report: str) -> None:
+    wrong()
+    held: list[bytearray] = []
+    while len(held) * 64 < int(mb):
+        held.append(bytearray(b"\x01" * (64 << 20)))  # written, so every page is the process's own
+        Path(report).write_text(json.dumps({"mb": len(held) * 64}))
+
+
 def main(argv: list[str]) -> int:
     mode, args = argv[1], argv[2:]
     if mode == "magic":
@@ -184,6 +195,8 @@ def main(argv: list[str]) -> int:
         stop(*args)
     elif mode == "forks":
         forks(*args)
+    elif mode == "hog":
+        hog(*args)
     elif mode == "fleet":
         fleet(*args)
     else:

@@ -3,6 +3,9 @@
 Everything a person does here is recorded twice: by the store with `actor="human"`, and
 as a `human.action` event whose subject is the ticket. The supervisor counts the latter
 as remediation attempts, so a ticket a human just touched gets its quiet period.
+
+A write from inside a loop run (an agent, a gate, what they started) is no person's: it is refused before the
+store is opened, on evidence the kernel keeps (healer/insider.py), never recorded as `actor=human` (issue 39).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from healer import lifecycle
+from healer import insider, lifecycle
 from healer.cli.common import JsonOpt, RootOpt, console, print_json, require_fleet, state, utf8
 from healer.clock import iso
 from healer.conventions import ticket_id_problem
@@ -39,6 +42,11 @@ def _bad(line: str) -> HealerError:
 def _open(root: Path | None, *, readonly: bool = False):
     from healer import log  # lazy: pulls loguru: 35 ms of `healer --help`
 
+    if not readonly:
+        why = insider.evidence()
+        if why is not None:
+            raise UsageError(f"board: refused: this process runs inside a loop run ({why}); the board's writes are "
+                             "a person's (an agent's work reaches the board through its loop's events)")
     r = require_fleet(root)
     if root is not None:
         log.setup(r, bool(state["debug"]))

@@ -67,6 +67,9 @@ def read_texts(paths: list[str | Path], base: str | Path | None = None) -> list[
 
     Relative paths are taken from `base` (the fleet root). An unreadable path is one clear error (65).
     """
+    from healer.policy.yamlpos import YamlProblem, read_capped  # lazy: pulls yaml: 13 ms every command would pay
+    from healer.policy.yamlpos import line as yaml_line  # lazy: pulls yaml: the same 13 ms
+
     out: list[tuple[str, str]] = []
     for raw in paths:
         p = Path(raw)
@@ -80,7 +83,9 @@ def read_texts(paths: list[str | Path], base: str | Path | None = None) -> list[
             raise InvalidInput(f"{raw}: no such runbook file or folder")
         for f in files:
             try:
-                out.append((str(f), f.read_bytes().decode("utf-8-sig")))
+                out.append((str(f), read_capped(f).decode("utf-8-sig")))  # its front matter goes to yamlpos.load_one
+            except YamlProblem as yp:
+                raise InvalidInput(yaml_line(str(f), yp.problem)) from None
             except UnicodeDecodeError:
                 raise InvalidInput(f"{f}:1:1: (file): expected UTF-8 text, got undecodable bytes") from None
             except OSError as e:

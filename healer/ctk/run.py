@@ -18,16 +18,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import yaml
 from chaoslib.exceptions import ChaosException
 from chaoslib.experiment import ensure_experiment_is_valid, run_experiment
-from chaoslib.loader import load_experiment
 
 from chaos import report_ctk
 from chaos.faults.undo import UndoJournal, home
 from healer.ctk import UNDO_ENV
 from healer.ctk.journal import errors, not_steady, ok, verdict  # noqa: F401 - the verdict of a run, re-exported
 from healer.errors import InvalidInput
+from healer.policy.yamlpos import YamlProblem, load_data, load_path
 
 CTK_KEYS = {"title", "method"}
 
@@ -38,21 +37,25 @@ def is_experiment(path: str | Path) -> bool:
     if not p.is_file() or p.suffix.lower() not in (".json", ".yaml", ".yml"):
         return False
     try:
-        text = p.read_text(errors="replace")
-        data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError):
-        return p.suffix.lower() == ".json"  # a broken .json is reported by the experiment loader
+        data = load_path(p).data
+    except OSError:
+        return False
+    except YamlProblem:
+        return p.suffix.lower() == ".json"  # a broken .json is reported by load (a broken .yaml by the scenario loader)
     return isinstance(data, dict) and CTK_KEYS <= set(data) and "expect" not in data
 
 
 def load(path: str | Path) -> dict[str, Any]:
+    """Read through healer's guarded loader (chaostoolkit-lib's own is an unbounded yaml.safe_load: an alias bomb
+    took 111 s to a MemoryError), then validated by chaostoolkit-lib."""
+    exp = load_data(path, "experiment file")
+    if not isinstance(exp, dict):
+        raise InvalidInput(f"{path}: invalid Chaos Toolkit experiment: expected a mapping with title and method, got "
+                           f"{'an empty document' if exp is None else type(exp).__name__}")
     try:
-        exp = load_experiment(str(path))
         ensure_experiment_is_valid(exp)
     except ChaosException as e:
         raise InvalidInput(f"{path}: invalid Chaos Toolkit experiment: {e}") from None
-    except (OSError, ValueError, yaml.YAMLError) as e:
-        raise InvalidInput(f"{path}: cannot read the experiment: {e}") from None
     return exp
 
 

@@ -83,12 +83,10 @@ def host_port(host: str, port: int) -> str:
 
 
 def network_off(network: bool | None, allow: list[str] | None, sandbox_mode: str) -> bool:
-    """The sandbox's network is off: explicitly, or by default (container), or because an allow-list is given
-    (healer/netbox.py: with one, null means off but for the list)."""
+    """The sandbox's network is off: explicitly or by default (null, every sandbox: sandbox.network_on), but for
+    the allow-list (healer/netbox.py)."""
     if sandbox_mode == "none":
         return False
-    if network is None:
-        return sandbox_mode == "container" or bool(allow)
     return not network
 
 

@@ -21,6 +21,7 @@ from healer.errors import InvalidInput
 from healer.policy import demerzel_bounds as db
 from healer.policy.load import validate_text
 from healer.policy.schema import HARD_MAX_ITERATIONS, Loop
+from healer.policy.yamlpos import OverLimit, YamlProblem, load_one
 
 _DOC_SEP = re.compile(r"^---[ \t]*$")
 # Demerzel keys are snake_case; "Note: ..." prose at column 0 must not pass for a key
@@ -88,7 +89,7 @@ def _blocks(lines: list[str], first: int) -> list[tuple[int, str]]:
     return out
 
 
-def read_lenient(text: str) -> Lenient:
+def read_lenient(text: str, source: str = "-") -> Lenient:
     """Every top-level YAML block of a YAML/Markdown mixture; later documents win on repeats."""
     result = Lenient()
     lines = text.splitlines()
@@ -101,8 +102,11 @@ def read_lenient(text: str) -> Lenient:
     for first, doc in docs:
         for start, block in _blocks(doc, first):
             try:
-                value = yaml.safe_load(block)
-            except (yaml.YAMLError, ValueError, ArithmeticError, TypeError, RecursionError):
+                value = load_one(block).data
+            except OverLimit as e:  # a bomb is refused, not skipped
+                x = e.problem
+                raise InvalidInput(f"{source}:{x.line + start - 1}:{x.col}: {x.path}: {x.message}") from None
+            except YamlProblem:
                 result.skipped.append(f"line {start}: {_one_line(block.splitlines()[0], 60)} (not YAML)")
                 continue
             if not isinstance(value, dict):
@@ -166,7 +170,7 @@ def convert(raw: bytes, source: str) -> str:
     """Convert a Demerzel autonomous-loop policy to a commented healer policy (YAML text)."""
     text = raw.decode("utf-8", errors="replace").replace("\x00", "")
     lines = db.unfenced(text)  # fenced code is an example (a GitHub Actions snippet), never policy
-    src = read_lenient("\n".join(lines))
+    src = read_lenient("\n".join(lines), source)
     bounds = db.find(lines, src.data, src.lines)
     il = src.data.get("iteration_limits")
     if il is None and not bounds:

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ValidationError
 
 from healer.errors import InvalidInput
 from healer.policy.schema import WRITTEN, Policy
-from healer.policy.yamlpos import MAX_BYTES, Problem, YamlProblem, dotted, key_text, load_one, mark_for, read_text
+from healer.policy.yamlpos import Problem, YamlProblem, dotted, key_text, load_one, mark_for, read_capped, read_text
 
 _EXPECT = {
     "int_parsing": "an integer",
@@ -152,13 +152,10 @@ def load_policy(path: str | FsPath | None = None) -> Policy:
     """Load a policy file; None means the embedded default."""
     if path is None:
         return Policy()
-    fp = FsPath(path)
     try:
-        with fp.open("rb") as f:
-            raw = f.read(MAX_BYTES + 1)  # a 10 GB file is refused without being read
-        if len(raw) > MAX_BYTES:
-            p = Problem(1, 1, "(file)", f"expected at most {MAX_BYTES} bytes, got {fp.stat().st_size}")
-            raise InvalidInput(_line(str(path), p), [_line(str(path), p)])
+        raw = read_capped(path)  # a 10 GB file is refused without being read
+    except YamlProblem as yp:
+        raise InvalidInput(_line(str(path), yp.problem)) from None
     except FileNotFoundError:
         raise InvalidInput(f"{path}: no such policy file") from None
     except IsADirectoryError:

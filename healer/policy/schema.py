@@ -127,10 +127,12 @@ class Memory(Strict):
 
 
 class ProcLimits(Strict):
-    pids: PosInt | None = Field(None, description="most processes (and threads) the agent or a gate may have at once, "
-                                                  "through the run's cgroup (healer/cgroups.py); null: no limit")
-    memory: PosInt | None = Field(None, description="bytes of memory the agent or a gate may use, through the run's "
-                                                    "cgroup; null: no limit")
+    # sized for the real CLIs with room to spare (policies/default.yaml says why), small enough that a fork bomb or a
+    # memory hog of the agent's ends in its own cgroup, not the machine's (issue 39)
+    pids: PosInt | None = Field(512, description="most processes (and threads) the agent or a gate may have at once, "
+                                                 "through the run's cgroup (healer/cgroups.py); null: no limit")
+    memory: PosInt | None = Field(4 << 30, description="bytes of memory the agent or a gate may use, through the run's "
+                                                       "cgroup (4 GiB); null: no limit")
 
 
 class Agent(Strict):
@@ -189,8 +191,10 @@ class Loop(Strict):
                             "capabilities, no network by default), none (unconfined; writes outside the worktree are "
                             "reported as loop.outside_write), auto (bwrap when it works here, else none with one "
                             "warning). A sandbox that fails to start ends the loop: exit 69, loop.sandbox_failed")
-    sandbox_network: bool | None = Field(None, description="network inside the sandbox; null: the mode's default "
-                                                           "(bwrap: on, container: none)")
+    sandbox_network: bool | None = Field(None, description="network inside the sandbox; null: off (bwrap: a network "
+                                                           "namespace of its own, container: none) but for "
+                                                           "sandbox_network_allow, where the claude/codex presets' model "
+                                                           "endpoint is added by itself; true: the host's network")
     sandbox_network_allow: list[str] = Field(default_factory=list, description="bwrap: the host:port endpoints the "
                                              "sandboxed programs may reach (e.g. api.anthropic.com:443, "
                                              "127.0.0.1:8080); with it the network is off but for these (null "

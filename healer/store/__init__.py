@@ -34,12 +34,12 @@ def read_config(root: str | Path) -> dict:
     p = config_path(root)
     if not p.exists():
         return {}
-    import yaml  # lazy: pulls yaml: 13 ms of `loop run`'s start
+    from healer.policy.yamlpos import YamlProblem, line, load_path  # lazy: pulls yaml: 13 ms of `loop run`'s start
 
     try:
-        data = yaml.safe_load(p.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise UsageError(f"{p}: not valid YAML ({str(e).splitlines()[0]})") from None
+        data = load_path(p).data or {}
+    except YamlProblem as yp:
+        raise UsageError(line(str(p), yp.problem)) from None
     if not isinstance(data, dict):
         raise UsageError(f"{p}: expected a mapping such as `store: postgresql://...`")
     return data

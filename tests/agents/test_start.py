@@ -145,10 +145,13 @@ def test_the_endpoint_joins_the_allow_list_only_when_the_network_is_off():
     from healer.policy.schema import Loop
 
     env = {"ANTHROPIC_BASE_URL": "http://127.0.0.1:8123"}
-    on = Loop()
+    on = Loop(sandbox_network=True)
     assert agenthome.allow_endpoint("claude", env, on, "bwrap") is on  # network on: nothing to add
-    assert agenthome.network_off(False, None, "bwrap") and not agenthome.network_off(None, None, "bwrap")
+    # null is off in every sandbox (issue 39): the default policy gets the endpoint by itself
+    assert agenthome.network_off(False, None, "bwrap") and agenthome.network_off(None, None, "bwrap")
     assert agenthome.network_off(None, ["x:1"], "bwrap") and agenthome.network_off(None, None, "container")
+    assert not agenthome.network_off(True, None, "bwrap")
+    assert agenthome.allow_endpoint("claude", env, Loop(), "bwrap").sandbox_network_allow == ["127.0.0.1:8123"]
     assert not agenthome.network_off(False, None, "none")
     assert agenthome.host_port("::1", 8) == "[::1]:8"
     if "sandbox_network_allow" in Loop.model_fields:

@@ -272,6 +272,33 @@ def test_the_pids_limit_holds_through_the_runs_cgroup(tmp_path, mode):
     assert carrying(report) == []
 
 
+def test_the_default_limits_stop_a_fork_bomb_and_a_memory_hog(tmp_path):
+    """No `loop.limits` in the policy (issue 39: 1,500 forks and 2 GiB were allowed): the defaults, 512 pids and
+    4 GiB, hold through the run's cgroup in the default sandbox. A real CLI runs under them:
+    tests/agents/test_loop.py (the default policy)."""
+    need_bwrap()
+    probe, why = cgroups.make(f"healer-test-{os.getpid()}", {"pids": 512, "memory": 4 << 30})
+    if probe is None or why is not None:
+        if probe is not None:
+            probe.remove()
+        pytest.skip(reason=f"no writable pids and memory controllers here: {why}")
+    probe.remove()
+    assert Policy().loop.limits.pids == 512 and Policy().loop.limits.memory == 4 << 30
+    repo = target_repo(tmp_path / "repo")
+    report = f"forks-{os.urandom(6).hex()}.json"
+    r = _cli(tmp_path, repo, _policy("bwrap", "forks", "1500", report), "bomb")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    made = json.loads((repo / report).read_text())["forks"]
+    assert 400 < made < 512, made  # the limit, less bwrap's monitor and init and the agent itself
+    assert carrying(report) == []
+    report = f"hog-{os.urandom(6).hex()}.json"
+    repo = target_repo(tmp_path / "repo2")
+    r = _cli(tmp_path, repo, _policy("bwrap", "hog", "6144", report), "hog")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    held = json.loads((repo / report).read_text())["mb"]
+    assert 1024 <= held <= 4096, held  # ended by the OOM killer at the 4 GiB limit, not at 6 GiB
+
+
 # -- a fleet of two tickets --------------------------------------------------------------------------------
 
 def test_a_fleet_of_two_tickets_neither_sandbox_reaches_the_other(tmp_path):

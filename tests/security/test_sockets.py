@@ -148,11 +148,23 @@ def test_network_off_with_an_allow_list_reaches_that_endpoint_and_nothing_else(t
     assert bait.touched() == []
 
 
+def test_network_is_off_by_default(tmp_path, world):
+    """Issue 39: `sandbox_network: null` (the default) is off under bwrap: the host's 127.0.0.1 (the store's
+    PostgreSQL, healer's metrics, any server) is out of reach; only an allow-list opens an endpoint."""
+    need_bwrap()
+    up, bait = world
+    repo = target_repo(tmp_path / "repo")
+    got = attack(repo, "bwrap", up, bait)
+    for k in ("tcp", "allowed", "unix", "abstract", "af_unix"):
+        assert got[k].startswith("refused"), (k, got[k])
+    assert bait.touched() == [] and up.requests == []
+
+
 def test_network_on_still_closes_the_hosts_unix_and_abstract_sockets(tmp_path, world):
     need_bwrap()
     up, bait = world
     repo = target_repo(tmp_path / "repo")
-    got = attack(repo, "bwrap", up, bait)  # sandbox_network: null is on under bwrap
+    got = attack(repo, "bwrap", up, bait, sandbox_network=True)  # on only when the policy says so
     for k in ("unix", "abstract", "af_unix", "af_vsock"):
         assert got[k].startswith("refused") and "Operation not permitted" in got[k], (k, got[k])
     assert got["socketpair"] == "ok x"
