@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import psutil
@@ -132,6 +133,24 @@ class Cluster:
             raise RuntimeError(f"pg_ctl {args[0]} failed: {r.stderr.strip()[-400:]} {self.tail_log()}")
         pidfile = self.data / "postmaster.pid"
         self.pid = int(pidfile.read_text().split()[0]) if pidfile.exists() else None
+
+    def read_only(self, on: bool = True) -> None:
+        """The whole server takes no writes (`default_transaction_read_only = on` for every session, the ones open
+        included: ALTER SYSTEM and a reload), as an operator's maintenance switch or a standby not promoted yet does;
+        `read_only(False)` takes it back. Returns once a fresh session sees the new value."""
+        import psycopg  # lazy: only a read-only game day or test needs the driver here: 50 ms
+
+        with psycopg.connect(self.url, autocommit=True, connect_timeout=10) as c:
+            c.execute("SET default_transaction_read_only = off")  # this session's own: it may still write the setting
+            c.execute("ALTER SYSTEM SET default_transaction_read_only = " + ("on" if on else "off"))
+            c.execute("SELECT pg_reload_conf()")
+        want = "on" if on else "off"
+        for _ in range(200):
+            with psycopg.connect(self.url, autocommit=True, connect_timeout=10) as c:
+                if c.execute("SHOW default_transaction_read_only").fetchone()[0] == want:
+                    return
+            time.sleep(0.05)  # the reload is asynchronous: the postmaster signals its backends
+        raise RuntimeError(f"default_transaction_read_only did not become {want}")
 
     def tail_log(self, n: int = 20) -> str:
         try:

@@ -421,6 +421,14 @@ class Iteration:
         if self.stop_signal:
             raise _Interrupted
         out_text, err_text = _read_tail(out_p), _read_tail(err_p)
+        meter = tap.meter
+        if st.preset in agents.CLI_PRESETS and meter.endpoint_down and worktree.snapshot(self.workdir) == before:
+            # the model never answered, so nothing the agent decided ran: the CLI's own stream (no tool of the
+            # agent's wrote it) and an unchanged tree are the evidence; counted by no stall or same-failure rule
+            self._model_down = {"n": n, "preset": st.preset, "errors": meter.api_errors, "last": meter.api_error,
+                                "timed_out": res.timed_out, "stopped": self._agent_stopped, "agent_exit": res.exit_code}
+            raise agenthome.ModelUnavailable(f"{st.preset}: model endpoint unavailable ({meter.api_errors} failed "
+                                             f"requests, last: {meter.api_error or '?'})")
         why = None if res.timed_out else agents.start_failure(st.preset, res.exit_code, out_text, err_text)
         if why is not None:
             raise agenthome.AgentUnavailable(f"{st.preset} did not start: {why}")

@@ -32,6 +32,7 @@ cap always applies). Claude's own `total_cost_usd` is used when it is higher tha
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -120,6 +121,13 @@ class Tokens:
                       self.cache_write + o.cache_write)
 
 
+# Codex's words for a failed request (codex-rs: "unexpected status 529 ...", "exceeded retry limit, last status:
+# 429 Too Many Requests", "stream disconnected before completion: error sending request ...")
+_STATUS = re.compile(r"\b(?:status:?|status code)\s*(\d{3})\b", re.IGNORECASE)
+_CONNECT = re.compile(r"error sending request|connection refused|stream disconnected|connection reset|timed out|"
+                      r"dns error|tcp connect error", re.IGNORECASE)
+
+
 def _int(v: object) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 or v > 1e12:
         return 0
@@ -172,6 +180,11 @@ class Meter:
         self._streaming: dict[str, str] = {}  # Claude partial messages: the message in flight per (sub)agent
         self.lines = 0
         self.events = 0  # lines that parsed as one of the CLI's events
+        # the model endpoint's answers (see `endpoint_down`): failures the CLI reported, and whether the model ever
+        # answered (a streamed message, a tool call, a completed turn)
+        self.api_errors = 0
+        self.api_error = ""  # the last one, for the evidence
+        self.answered = False
 
     # -- what it knows ------------------------------------------------------------------
     @property
@@ -194,6 +207,29 @@ class Meter:
         for t in self.turns.values():
             out = out.plus(t.tokens)
         return out
+
+    @property
+    def endpoint_down(self) -> bool:
+        """The CLI only ever got 5xx / 429 / connection errors from its model endpoint: it reported at least one and
+        the model never answered (no message streamed, no tool called, no turn completed). With no answer the model
+        did nothing this iteration: the iteration says nothing of the agent (healer/core/endings.py MODEL_UNAVAILABLE)."""
+        return self.api_errors > 0 and not self.answered
+
+    def _api_error(self, status: object, what: object) -> None:
+        """One failed request the CLI reported; counted when it is the endpoint's (5xx, 429, 408, no answer at all)."""
+        code = status if isinstance(status, int) and not isinstance(status, bool) else None
+        if code is not None and not (code >= 500 or code in (408, 429)):
+            return  # 4xx: a request the endpoint refused (a bad key, a bad model): not an outage
+        self.api_errors += 1
+        self.api_error = (f"{code} " if code else "") + str(what or "")[:200]
+
+    def _codex_error(self, msg: object) -> None:
+        text = str(msg or "")
+        m = _STATUS.search(text)
+        if m is not None:
+            self._api_error(int(m.group(1)), text)
+        elif _CONNECT.search(text):
+            self._api_error(None, text)
 
     def said(self) -> str:
         """The agent's own words, without the stream's ids, usage and timings (what output de-duplication hashes)."""
@@ -224,12 +260,20 @@ class Meter:
                                                        if isinstance(msg.get("info"), dict) else msg))
             return []
         self.events += 1
+        if typ == "system" and obj.get("subtype") == "api_retry":  # Claude Code retries a failed request
+            self._api_error(obj.get("error_status"), obj.get("error"))
+            return []
         if typ == "system" and isinstance(obj.get("model"), str):
             self.model = obj["model"]
             return []
         if typ == "assistant":
             m = obj.get("message")
+            if obj.get("is_api_error_message"):  # Claude Code's own message after its retries ran out
+                self._api_error(obj.get("api_error_status"), obj.get("api_error_type") or obj.get("error"))
+                return []
             if isinstance(m, dict):
+                if m.get("model") != "<synthetic>":
+                    self.answered = True
                 return self._claude_turn(m.get("id"), m.get("model"), anthropic_tokens(m.get("usage")))
             return []
         if typ == "stream_event":
@@ -238,6 +282,7 @@ class Meter:
             who = str(obj.get("parent_tool_use_id"))
             if isinstance(ev, dict):
                 if ev.get("type") == "message_start" and isinstance(ev.get("message"), dict):
+                    self.answered = True
                     m = ev["message"]
                     self._streaming[who] = m.get("id") if isinstance(m.get("id"), str) else f"anon-{len(self.turns)}"
                     return self._claude_turn(self._streaming[who], m.get("model"), anthropic_tokens(m.get("usage")))
@@ -246,6 +291,8 @@ class Meter:
                     return self._claude_turn(self._streaming[who], None, anthropic_tokens(ev.get("usage")))
             return []
         if typ == "result":
+            if obj.get("is_error") and (obj.get("api_error_status") is not None or obj.get("terminal_reason") == "api_error"):
+                self._api_error(obj.get("api_error_status"), obj.get("api_error_type") or obj.get("result"))
             cost = obj.get("total_cost_usd", obj.get("cost_usd"))
             if not isinstance(cost, bool) and isinstance(cost, (int, float)) and cost == cost and 0 <= cost < 1e6:
                 self.reported_usd = max(float(cost), self.reported_usd or 0.0)
@@ -253,7 +300,15 @@ class Meter:
                 self.result_text = obj["result"]
             return []
         if typ == "turn.completed":
+            self.answered = True
             return self._codex_total(openai_tokens(obj.get("usage")))
+        if typ == "error":  # Codex: a request that failed (its retries included)
+            self._codex_error(obj.get("message"))
+            return []
+        if typ == "turn.failed":
+            e = obj.get("error")
+            self._codex_error(e.get("message") if isinstance(e, dict) else e)
+            return []
         if typ == "event_msg":  # a line of Codex's session file
             p = obj.get("payload")
             if isinstance(p, dict) and p.get("type") == "token_count" and isinstance(p.get("info"), dict):
@@ -264,9 +319,12 @@ class Meter:
             if isinstance(p, dict) and isinstance(p.get("model"), str):
                 self.model = p["model"]
             return []
-        if typ == "item.completed":
+        if typ in ("item.started", "item.completed"):
             it = obj.get("item")
-            if isinstance(it, dict) and it.get("type") == "agent_message" and isinstance(it.get("text"), str):
+            if isinstance(it, dict) and it.get("type") not in (None, "error"):  # Codex's own notices are no answer
+                self.answered = True
+            if typ == "item.completed" and isinstance(it, dict) and it.get("type") == "agent_message" \
+                    and isinstance(it.get("text"), str):
                 self.text.append(it["text"])
         return []
 
