@@ -180,8 +180,9 @@ class Runner(Iteration):
                     raise self._cut_short(e) from e
                 if _store_away(e):  # never the agent's failure: exit 69, the run kept for a resume
                     self._store_gone = True
-                    return self._finish(errors.UNAVAILABLE, f"the store is unavailable ({_first_line(e)}); the run is kept:"
-                                        f" `healer loop run --resume {self.st.run_id}` once it is back",
+                    why = str(e) if isinstance(e, errors.StoreUnavailable) else f"the store is unavailable ({_first_line(e)})"
+                    return self._finish(errors.UNAVAILABLE, f"{why}; the run is kept: `healer loop run --resume "
+                                        f"{self.st.run_id}` once it is back",
                                         "store_unavailable")  # healer/core/endings.py STORE_UNAVAILABLE
                 cause = _cause_of(e)  # the infrastructure's, said so for the dispatcher
                 if isinstance(e, errors.HealerError):

@@ -10,6 +10,7 @@ PostgreSQL cluster of this module's own, real `healer up` and `healer loop run` 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -74,7 +75,6 @@ def test_up_rides_out_a_read_only_database_with_one_line(pg, url, tmp_path):
         wait_until(lambda: store.agents(states=["running"]) or up.poll() is not None, 60, "an agent running")
         pg.read_only(True)
         wait_until(lambda: "store unavailable (" in log.read_text() or up.poll() is not None, 30, "the outage's line")
-        wait_until(lambda: log.read_text().count("dispatch") > 0, 5, "")
         pg.read_only(False)
         wait_until(lambda: store.events(kinds=["store.back"]) or up.poll() is not None, 60, lambda: log.read_text()[-3000:])
         wait_until(lambda: all(t.state == lifecycle.DONE for t in store.tickets()) or up.poll() is not None, 120,
@@ -113,7 +113,7 @@ def test_up_left_read_only_past_the_tolerance_ends_with_69(pg, url, tmp_path):
 
 
 def _loop(repo: Path, root: Path, url: str, *more: str) -> subprocess.Popen:
-    env = {**__import__("os").environ, "HEALER_STORE_URL": url}
+    env = {**os.environ, "HEALER_STORE_URL": url}
     env.pop("HEALER_AGENT_ID", None)
     args = [sys.executable, "-m", "healer", "loop", "run", "--policy", str(root / "healer.yaml"), "--workdir", str(repo),
             "--root", str(root), *more]
@@ -142,15 +142,13 @@ def test_the_loop_runner_rides_out_a_read_only_store_or_ends_69_for_the_infrastr
     monkeypatch.setenv("GO", str(go))
     p = _loop(repo, root, url, "--task", str(repo / "task.md"))
     try:
-        wait_until(lambda: list((repo / ".healer" / "runs").glob("*/iterations")) or p.poll() is not None, 60,
-                   "the first iteration")
+        wait_until(lambda: list((repo / ".healer" / "runs").glob("*/iter-001/agent.out")) or p.poll() is not None, 60,
+                   "the agent running")
         pg.read_only(True)
         go.write_text("go")  # the agent ends, the gates pass: the run's next writes meet a read-only store
         if code == 0:
-            wait_until(lambda: p.poll() is not None, 4, "") if False else None
-            import time
-            time.sleep(3)  # a read-only stretch the runner must ride out (no condition to wait on: it must not end)
-            assert p.poll() is None
+            with pytest.raises(subprocess.TimeoutExpired):  # 3 s of a read-only store: the runner must not end
+                p.wait(3)
             pg.read_only(False)
         out, _ = p.communicate(timeout=120)
     finally:
@@ -170,7 +168,7 @@ def test_the_loop_runner_rides_out_a_read_only_store_or_ends_69_for_the_infrastr
         # the store is back: the same run goes on and ends green (its gates pass again, then it commits)
         cp = subprocess.run([sys.executable, "-m", "healer", "loop", "run", "--workdir", str(repo), "--root", str(root),
                              "--resume", run.name], capture_output=True, text=True, timeout=120,
-                            env={**__import__("os").environ, "HEALER_STORE_URL": url})
+                            env={**os.environ, "HEALER_STORE_URL": url})
         assert cp.returncode == 0, cp.stdout + cp.stderr
     else:
         assert "the store is back after" in out, out[-3000:]
