@@ -142,9 +142,10 @@ UNAVAILABLE = 69
 
 def died(a: Attempt) -> bool:
     """Interrupted rather than finished: killed by a signal, vanished, stopped (exit 4), cut short by its
-    host (exit 74) or by a service it needs (exit 69); such a run is resumed."""
-    return a.ended_at is not None and (a.exit_code is None or a.exit_code < 0
-                                       or a.exit_code in (STOPPED, HOST_TROUBLE, UNAVAILABLE))
+    host (exit 74) or by a service it needs that was away (exit 69 of the infrastructure's: its store, its model
+    endpoint, its sandbox; an agent's setup problem, also 69, starts afresh); such a run is resumed."""
+    return a.ended_at is not None and (a.exit_code is None or a.exit_code < 0 or a.exit_code in (STOPPED, HOST_TROUBLE)
+                                       or (a.exit_code == UNAVAILABLE and infra(a)))
 
 
 INTERRUPTED = "interrupted"  # failure-signature prefix: the agent vanished while healer itself was down
