@@ -159,6 +159,7 @@ class Turn:
     tokens: Tokens
     usd: float
     model: str
+    estimated: bool = False  # tokens estimated from what streamed (`Meter.estimate_open`), not reported by the API
 
 
 class Meter:
@@ -185,6 +186,12 @@ class Meter:
         self.api_errors = 0
         self.api_error = ""  # the last one, for the evidence
         self.answered = False
+        # what streamed in calls whose usage is not final yet (`estimate_open`): Claude's messages started and not
+        # ended (message_delta), with the characters of their content deltas; Codex's turn started and not completed
+        self._open: dict[str, int] = {}
+        self._codex_open = False
+        self._codex_base = Tokens()  # the running total when the open turn started
+        self._codex_chars: dict[str, int] = {}  # item id -> characters of the model's words (message, reasoning)
 
     # -- what it knows ------------------------------------------------------------------
     @property
@@ -200,6 +207,48 @@ class Meter:
     def usd(self) -> float:
         est = self.estimated_usd
         return max(est, self.reported_usd) if self.reported_usd is not None else est
+
+    @property
+    def estimated(self) -> int:
+        """How many of the turns were estimated (0: every token was reported by the API)."""
+        return sum(1 for t in self.turns.values() if t.estimated)
+
+    def estimate_open(self, prompt_chars: int = 0) -> list[Turn]:
+        """The calls a kill (a deadline, a cap, the idle timeout) or an endless stream left without their final usage,
+        estimated from what streamed, at about 4 characters a token (a floor: tokenizers give 3 to 4.5 for English and
+        code), priced by the table like any turn and marked `estimated`:
+
+        - Claude (Anthropic Messages): the input is message_start's own count; the output, message_delta's count that
+          never came, is the characters of the content deltas streamed (text, tool input, thinking) / 4;
+        - Codex (Responses API, usage only at response.completed): a turn started and not completed is billed at least
+          its request, the prompt (`prompt_chars` / 4) as input, and the words it streamed (agent messages, reasoning)
+          / 4 as output, less what its calls already reported (the session file's token counts).
+        Called once the stream has ended; the turns it added or raised."""
+        out: list[Turn] = []
+        for key, chars in list(self._open.items()):
+            t = self.turns.get(key)
+            if t is None:
+                continue
+            est = chars // 4
+            if est > t.tokens.output:
+                tok = Tokens(t.tokens.input, est, t.tokens.cached, t.tokens.cache_write)
+                t = Turn(key, tok, tok.cost(self._price(t.model)[1]), t.model, True)
+                self.turns[key] = t
+                out.append(t)
+        self._open.clear()
+        if self._codex_open:
+            got = self.codex_total
+            base = self._codex_base
+            rin = (got.input - base.input) + (got.cached - base.cached)
+            rout = got.output - base.output
+            tok = Tokens(max(0, prompt_chars // 4 - rin), max(0, sum(self._codex_chars.values()) // 4 - rout))
+            if tok.total:
+                name = self.model or ""
+                t = Turn(f"codex-estimated-{len(self.turns) + 1}", tok, tok.cost(self._price(name)[1]), name, True)
+                self.turns[t.key] = t
+                out.append(t)
+            self._codex_open = False
+        return out
 
     @property
     def tokens(self) -> Tokens:
@@ -285,10 +334,18 @@ class Meter:
                     self.answered = True
                     m = ev["message"]
                     self._streaming[who] = m.get("id") if isinstance(m.get("id"), str) else f"anon-{len(self.turns)}"
+                    self._open.setdefault(self._streaming[who], 0)
                     return self._claude_turn(self._streaming[who], m.get("model"), anthropic_tokens(m.get("usage")))
                 if ev.get("type") == "message_delta" and who in self._streaming:
                     # cumulative (Anthropic's streaming docs); fields it leaves out keep their message_start value
+                    self._open.pop(self._streaming[who], None)  # its output count is final now
                     return self._claude_turn(self._streaming[who], None, anthropic_tokens(ev.get("usage")))
+                if ev.get("type") == "content_block_delta" and who in self._streaming and isinstance(ev.get("delta"), dict):
+                    d = ev["delta"]
+                    n = sum(len(v) for k in ("text", "partial_json", "thinking") if isinstance(v := d.get(k), str))
+                    key = self._streaming[who]
+                    if key in self._open:
+                        self._open[key] += n
             return []
         if typ == "result":
             if obj.get("is_error") and (obj.get("api_error_status") is not None or obj.get("terminal_reason") == "api_error"):
@@ -299,13 +356,18 @@ class Meter:
             if isinstance(obj.get("result"), str):
                 self.result_text = obj["result"]
             return []
+        if typ == "turn.started":
+            self._codex_open, self._codex_base, self._codex_chars = True, self.codex_total, {}
+            return []
         if typ == "turn.completed":
             self.answered = True
+            self._codex_open = False
             return self._codex_total(openai_tokens(obj.get("usage")))
         if typ == "error":  # Codex: a request that failed (its retries included)
             self._codex_error(obj.get("message"))
             return []
         if typ == "turn.failed":
+            self._codex_open = False  # nothing was billed beyond what its calls reported
             e = obj.get("error")
             self._codex_error(e.get("message") if isinstance(e, dict) else e)
             return []
@@ -319,10 +381,13 @@ class Meter:
             if isinstance(p, dict) and isinstance(p.get("model"), str):
                 self.model = p["model"]
             return []
-        if typ in ("item.started", "item.completed"):
+        if typ in ("item.started", "item.updated", "item.completed"):
             it = obj.get("item")
             if isinstance(it, dict) and it.get("type") not in (None, "error"):  # Codex's own notices are no answer
                 self.answered = True
+                if it.get("type") in ("agent_message", "reasoning") and isinstance(it.get("text"), str):
+                    k = str(it.get("id"))
+                    self._codex_chars[k] = max(self._codex_chars.get(k, 0), len(it["text"]))
             if typ == "item.completed" and isinstance(it, dict) and it.get("type") == "agent_message" \
                     and isinstance(it.get("text"), str):
                 self.text.append(it["text"])
