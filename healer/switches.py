@@ -29,6 +29,9 @@ SWITCHES: dict[str, str] = {
     "merge_tx": "a merge's store writes are no longer one transaction (healer.fleet.dispatcher.Dispatcher.review commits "
                 "the proposal's verdict before the ticket's move to done): a connection lost between them leaves a "
                 "review ticket whose proposal is merged, which the supervisor judges a zombie",
+    "infra_endings": "the dispatcher no longer reads an attempt's end as the infrastructure's (healer.fleet.dispatch_reap."
+                     "ending_of answers `agent`): a store or model endpoint that was away is charged to the agent, "
+                     "counted by the launch budget and the escalations",
 }
 # Features decided in the pure core are switched off through the policy instead (the core reads no environment):
 # a rule in `disable: {rules: [...]}` (e.g. wait_cycle -> notify only), `actions_off`, `fleet.wait_labels: []`,
