@@ -38,7 +38,7 @@ from healer.loop import agenthome, agents, decide, gitops, guard, loose, worktre
 from healer.loop.decide import EXIT_WORDS, Facts, Limits
 from healer.loop.iteration import Iteration, _Interrupted, _read_tail
 from healer.loop.state import RunPaths, RunState, bump_daily, check_run_id, daily_count, load, save, write_json_atomic
-from healer.store import open_store, outage
+from healer.store import open_store
 
 FP_BEFORE_COMMIT = failpoints.declare("loop.before_commit", "healer/loop/runner.py: gates green and persisted as pending commit, not committed")
 FP_AFTER_PERSIST = failpoints.declare("loop.after_persist", "healer/loop/runner.py: iteration record persisted (state.json renamed into place)")
@@ -96,9 +96,21 @@ def _say(line: str, stream_name: str = "stdout") -> None:
             pass
 
 
+DEFAULT_TOLERANCE = 180.0  # store.outage_tolerance's default (policies/default.yaml), for a run resumed without a policy
+
+
+def _outage():
+    # the outage rules pull loguru and prometheus_client (~40 ms): only a run that meets a store error, or a PostgreSQL
+    # store (which loads them itself), needs them; a run on a cached policy never does (tests/loop/test_policy_cache.py)
+    from healer.store import outage  # lazy: pulls loguru, prometheus_client: ~40 ms of `loop run`'s start
+
+    return outage
+
+
 def _store_away(e: BaseException) -> bool:
     """A store error of the infrastructure's (unreachable, restarting, read-only, failed over, locked), not a full
     disk (the run is cut short, exit 74) nor a damaged store."""
+    outage = _outage()
     if isinstance(e, outage.StoreGone):  # the store's own connection gave up past the tolerance
         return True
     return outage.unavailable(e) and not errors.host_trouble(e) and not errors.corrupt(e)
@@ -147,9 +159,8 @@ class Runner(Iteration):
         self._usage: dict = {}  # the iteration's usage, for its event
         self._price_scale = 1.0  # the table's prices raised to the CLI's own bill (usage.calibrate), this process
         # how long the run's store writes wait for a store that is away (the policy's store.outage_tolerance)
-        self._tolerance = float(req.policy.store.outage_tolerance) if req.policy is not None else outage.tolerance()
+        self._tolerance = float(req.policy.store.outage_tolerance) if req.policy is not None else DEFAULT_TOLERANCE
         self._store_gone = False  # a ride-out gave up: the run ends (69) and its last events are best effort
-        outage.set_tolerance(self._tolerance)  # the store's own reconnects (PostgreSQL) give up at the same bound
 
     # -- setup ---------------------------------------------------------------------
     def run(self) -> Outcome:
@@ -258,7 +269,10 @@ class Runner(Iteration):
         self._old_handlers.clear()
 
     def _open_store(self):
-        return open_store(self.req.fleet_root or self.workdir, self.clock)
+        store = open_store(self.req.fleet_root or self.workdir, self.clock)
+        if "healer.store.outage" in sys.modules:  # a store that rides out outages itself (PostgreSQL) loaded it:
+            _outage().set_tolerance(self._tolerance)  # its own reconnects give up at the run's bound
+        return store
 
     def _prepare(self) -> RunState | Outcome:
         req = self.req
@@ -475,7 +489,7 @@ class Runner(Iteration):
                     self._store_gone = True
                     raise errors.StoreUnavailable(f"the store stayed unavailable for {now - first:.0f}s (writing {what}):"
                                                   f" {_first_line(e)}") from e
-                self.clock.sleep(outage.backoff(tries, random.random()))
+                self.clock.sleep(_outage().backoff(tries, random.random()))
                 continue
             if first is not None:
                 self.echo(f"loop {self.paths.run_id}: the store is back after {self.clock.monotonic() - first:.1f}s")
