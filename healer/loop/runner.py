@@ -704,8 +704,11 @@ class Runner(Iteration):
             "commit": st.commit, "workdir": str(self.workdir), "ended_at": self.clock.now(), "cause": cause,
         }
         write_json_atomic(self.paths.result, result)
-        self._event("loop.ended", {"exit_code": code, "reason": reason, "iterations": len(st.history),
-                                   "committed": st.committed, "cost_usd": round(st.cost_usd, 6)})
+        try:
+            self._event("loop.ended", {"exit_code": code, "reason": reason, "iterations": len(st.history),
+                                       "committed": st.committed, "cost_usd": round(st.cost_usd, 6)})
+        except errors.StoreUnavailable as e:  # ridden out to the tolerance: the result file is the run's word, its end
+            self.echo(f"loop {st.run_id}: loop.ended not recorded in the store ({e})")  # stands (a commit made stays 0)
         self._beat(progress=False)
         self.echo(f"loop {st.run_id}: exit {code} ({EXIT_WORDS.get(code, '?')}): {reason}")
         return Outcome(st.run_id, code, reason, len(st.history), st.committed, self.paths.result)
