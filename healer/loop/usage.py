@@ -125,7 +125,7 @@ class Tokens:
 # 429 Too Many Requests", "stream disconnected before completion: error sending request ...")
 _STATUS = re.compile(r"\b(?:status:?|status code)\s*(\d{3})\b", re.IGNORECASE)
 _CONNECT = re.compile(r"error sending request|connection refused|stream disconnected|connection reset|timed out|"
-                      r"dns error|tcp connect error", re.IGNORECASE)
+                      r"dns error|tcp connect error|connection_failed|connection error|econnrefused", re.IGNORECASE)
 
 
 def _int(v: object) -> int:
@@ -264,11 +264,15 @@ class Meter:
         did nothing this iteration: the iteration says nothing of the agent (healer/core/endings.py MODEL_UNAVAILABLE)."""
         return self.api_errors > 0 and not self.answered
 
-    def _api_error(self, status: object, what: object) -> None:
-        """One failed request the CLI reported; counted when it is the endpoint's (5xx, 429, 408, no answer at all)."""
+    def _api_error(self, status: object, what: object, retried: bool = False) -> None:
+        """One failed request the CLI reported; counted when it is the endpoint's (5xx, 429, 408, no answer at all).
+        Without a status only a request the CLI retried (it retries only those) or one whose words say the connection
+        failed counts: "Not logged in" is a setup problem of the agent's, not an outage."""
         code = status if isinstance(status, int) and not isinstance(status, bool) else None
         if code is not None and not (code >= 500 or code in (408, 429)):
             return  # 4xx: a request the endpoint refused (a bad key, a bad model): not an outage
+        if code is None and not retried and not _CONNECT.search(str(what or "")):
+            return
         self.api_errors += 1
         self.api_error = (f"{code} " if code else "") + str(what or "")[:200]
 
@@ -310,7 +314,7 @@ class Meter:
             return []
         self.events += 1
         if typ == "system" and obj.get("subtype") == "api_retry":  # Claude Code retries a failed request
-            self._api_error(obj.get("error_status"), obj.get("error"))
+            self._api_error(obj.get("error_status"), obj.get("error"), retried=True)
             return []
         if typ == "system" and isinstance(obj.get("model"), str):
             self.model = obj["model"]
@@ -318,7 +322,8 @@ class Meter:
         if typ == "assistant":
             m = obj.get("message")
             if obj.get("is_api_error_message"):  # Claude Code's own message after its retries ran out
-                self._api_error(obj.get("api_error_status"), obj.get("api_error_type") or obj.get("error"))
+                self._api_error(obj.get("api_error_status"), obj.get("api_error_type") or obj.get("api_error")
+                                or obj.get("error"))
                 return []
             if isinstance(m, dict):
                 if m.get("model") != "<synthetic>":

@@ -321,6 +321,17 @@ def test_an_endpoint_that_only_failed_is_told_from_one_that_answered_after_retri
     refused = usage.Meter("claude")  # a 401 is a refusal (a bad key), not an outage
     refused.feed(_j.dumps({"type": "system", "subtype": "api_retry", "error_status": 401, "error": "auth"}))
     assert not refused.endpoint_down
+    login = usage.Meter("claude")  # not logged in: no status, no connection words: the agent's setup, not an outage
+    login.feed(_j.dumps({"type": "assistant", "is_api_error_message": True, "error": "authentication_failed",
+                         "message": {"id": "x", "model": "<synthetic>", "content": []}}))
+    login.feed(_j.dumps({"type": "result", "is_error": True, "terminal_reason": "api_error",
+                         "result": "Not logged in · Please run /login"}))
+    assert not login.endpoint_down
+    refused_port = usage.Meter("claude")  # connection refused, as Claude Code 2.1.332 says it
+    for o in ({"type": "system", "subtype": "api_retry", "error_status": None, "error": "unknown"},
+              {"type": "assistant", "is_api_error_message": True, "error": "server_error", "api_error": "connection_failed"}):
+        refused_port.feed(_j.dumps(o))
+    assert refused_port.endpoint_down and refused_port.api_errors == 2
     cx = usage.Meter("codex")
     for o in ({"type": "item.completed", "item": {"id": "0", "type": "error", "message": "Model metadata not found"}},
               {"type": "turn.started"},
