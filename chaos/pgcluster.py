@@ -133,6 +133,26 @@ class Cluster:
         pidfile = self.data / "postmaster.pid"
         self.pid = int(pidfile.read_text().split()[0]) if pidfile.exists() else None
 
+    def read_only(self, on: bool = True) -> None:
+        """The whole server takes no writes (`default_transaction_read_only = on` for every session, the ones open
+        included: ALTER SYSTEM and a reload), as an operator's maintenance switch or a standby not promoted yet does;
+        `read_only(False)` takes it back. Through psql (no driver outside healer's store); returns once a fresh
+        session sees the new value."""
+        want = "on" if on else "off"
+        psql = [find_bin("psql") or "psql", "-X", "-q", "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user,
+                "-d", "postgres", "-v", "ON_ERROR_STOP=1"]
+        r = self._run([*psql, "-c", "SET default_transaction_read_only = off",  # this session may write the setting
+                       "-c", f"ALTER SYSTEM SET default_transaction_read_only = {want}", "-c", "SELECT pg_reload_conf()"])
+        if r.returncode:
+            raise RuntimeError(f"psql failed: {r.stderr.strip()[-400:]}")
+        clock = system()
+        deadline = clock.monotonic() + 30
+        while clock.monotonic() < deadline:  # the reload is asynchronous: the postmaster signals its backends
+            if self._run([*psql, "-At", "-c", "SHOW default_transaction_read_only"]).stdout.strip() == want:
+                return
+            clock.sleep(0.05)
+        raise RuntimeError(f"default_transaction_read_only did not become {want} within 30s")
+
     def tail_log(self, n: int = 20) -> str:
         try:
             return "\n".join(self.log.read_text().splitlines()[-n:])

@@ -34,6 +34,9 @@ SWITCHES: dict[str, str] = {
                 "review ticket whose proposal is merged, which the supervisor judges a zombie",
     "fail_open": "in doubt, main blocks (healer.fleet.dispatch_merge.Merging.check_main reads a main gate that cannot "
                  "decide as red): the dispatcher pauses and pages on a gate that timed out or could not start",
+    "infra_endings": "the dispatcher no longer reads an attempt's end as the infrastructure's (healer.fleet.dispatch_reap."
+                     "ending_of answers `agent`): a store or model endpoint that was away is charged to the agent, "
+                     "counted by the launch budget and the escalations",
 }
 # Features decided in the pure core are switched off through the policy instead (the core reads no environment):
 # a rule in `disable: {rules: [...]}` (e.g. wait_cycle -> notify only), `actions_off`, `fleet.wait_labels: []`,

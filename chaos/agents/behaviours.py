@@ -24,6 +24,7 @@ class Run:
     commit: bool = True  # produced a new commit
     signature: str | None = None  # failure signature when it fails
     heartbeats: bool = True  # a hung agent stops heart-beating
+    cause: str | None = None  # outcome `infra`: the runner's own cause in its result file (healer/core/endings.py)
 
 
 def _d(params: dict[str, Any], key: str, default: str) -> float:
@@ -118,6 +119,20 @@ class CannotStart(Behaviour):
         return Run(_d(self.params, "duration", "10m"), "success")
 
 
+class InfraDown(Behaviour):
+    """Simulated mode: runs `first` .. `first + times - 1` (0-based) meet a service that is away and end as the loop
+    runner ends then: exit 69 with its `cause` in the result file (`model_unavailable`: the model endpoint only
+    answered 5xx; `store_unavailable`: the store stayed read-only past the tolerance), after `after` (default 2m);
+    the others succeed after `duration`. The faults model_down and store_read_only put it on a ticket."""
+
+    def plan(self, n, rng):
+        first, times = int(self.params.get("first", 0)), int(self.params.get("times", 10**6))
+        if first <= n < first + times:
+            return Run(_d(self.params, "after", "2m"), "infra", commit=False,
+                       cause=str(self.params.get("cause", "model_unavailable")))
+        return Run(_d(self.params, "duration", "10m"), "success")
+
+
 class Random(Behaviour):
     """Drawn from the seed: mostly successes, some failures, deaths and broken proposals."""
 
@@ -145,6 +160,7 @@ BEHAVIOURS: dict[str, type[Behaviour]] = {
     "noop": Noop,
     "merge_stalls": MergeStalls,
     "cannot_start": CannotStart,
+    "infra_down": InfraDown,
     "random": Random,
 }
 

@@ -288,7 +288,14 @@ class SimEngine:
         tid = p.ticket
         if p.run.commit:
             self.heads[tid] = hashlib.sha1(f"{tid}:{self.runs.get(tid, 0)}:{self.seed}".encode()).hexdigest()[:12]
-        if p.run.outcome != "die":
+        if p.run.outcome == "infra":  # the runner's own end for a service that was away: 69 and its cause
+            p.exit_code = 69
+            if p.worktree and p.run_id and Path(p.worktree).is_dir():
+                res = cv.result_path(p.worktree, p.run_id)
+                res.parent.mkdir(parents=True, exist_ok=True)
+                res.write_text(json.dumps({"run_id": p.run_id, "exit_code": 69, "cause": p.run.cause,
+                                           "reason": "a service the run needed was away (simulated)"}))
+        elif p.run.outcome != "die":
             p.exit_code = 0 if p.run.outcome in ("success", "broken", "noop") else 1
             if p.exit_code and p.run.signature and p.worktree and p.run_id and Path(p.worktree).is_dir():
                 # what the governed loop leaves for the dispatcher: its own failure signature

@@ -160,6 +160,10 @@ _SPECS = (
               explore=Explore(size=lambda n: {"seconds": f"{15 * n}m"})),
     # not explored: `delete_worktree` is the chaos itself deleting files, which `no_user_file_deleted` would (rightly)
     # blame on nobody but us; the others need the real world, or a process or a human the explorer does not play
+    FaultSpec("model_down", "the target's model endpoint answers only 5xx/429 for its next `count` runs (default 3): "
+              "each ends 69 model_unavailable (simulated)", "-", ("target", "count")),
+    FaultSpec("store_read_only", "the store takes no writes past the target's runners' store.outage_tolerance for its "
+              "next `count` runs (default 3): each ends 69 store_unavailable (simulated)", "-", ("target", "count")),
     FaultSpec("delete_worktree", "the target's worktree vanishes under a running ticket", "kept in the game day's trash (real)", T),
     FaultSpec("busy_worktree", "a live process with its cwd inside the target's worktree", "release_worktree / killed at the end",
               T, "release_worktree"),

@@ -190,6 +190,23 @@ def same_commit_repush(e: SimWorld, f: Fault) -> str:
     return "agents push the same commit"
 
 
+def _infra_down(e: SimWorld, f: Fault, cause: str, what: str) -> str:
+    """The target's next `count` runs (default 3) end for the infrastructure (chaos/agents/behaviours.py InfraDown)."""
+    ids = tickets(e, f)
+    n = int(f.count or 3)
+    for tid in ids:
+        e.behaviours[tid] = make("infra_down", {"first": e.runs.get(tid, 0), "times": n, "cause": cause})
+    return f"{what} for the next {n} run(s) of {len(ids)} ticket(s)"
+
+
+def model_down(e: SimWorld, f: Fault) -> str:
+    return _infra_down(e, f, "model_unavailable", "the model endpoint answers only 529")
+
+
+def store_read_only(e: SimWorld, f: Fault) -> str:
+    return _infra_down(e, f, "store_unavailable", "the store takes no writes (read-only) past the runners' tolerance")
+
+
 def clock_jump(e: SimWorld, f: Fault) -> str:
     s = float(f.seconds or 3600) * (-1 if (f.params or {}).get("back") else 1)  # params.back: a step back
     e.clock.jump(s)
@@ -235,4 +252,5 @@ INJECT = {fn.__name__: fn for fn in (
     command, failpoint, kill_agent, stop_agent, continue_agent, hung_agent, kill_supervisor, stop_supervisor,
     continue_supervisor, kill_dispatcher, stop_dispatcher, continue_dispatcher, frozen_dispatch, thaw_dispatch,
     red_main, green_main, move_ticket, stale_labels, unknown_files, delete_worktree, zombie_ticket, broken_proposal,
-    same_commit_repush, alert_flood, clock_jump, orphan_worktree, busy_worktree, release_worktree)}
+    same_commit_repush, alert_flood, clock_jump, orphan_worktree, busy_worktree, release_worktree, model_down,
+    store_read_only)}

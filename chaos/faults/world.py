@@ -96,6 +96,9 @@ class SimWorld(World, Protocol):
     def behaviours(self) -> dict[str, Behaviour]: ...
 
     @property
+    def runs(self) -> dict[str, int]: ...  # ticket -> runs started so far (a behaviour's `n`)
+
+    @property
     def busy_procs(self) -> list[tuple[Any, ProcessTree]]: ...  # real holder processes (busy_worktree)
 
     def sim_now(self) -> float: ...  # seconds since the start, the event queue's time

@@ -139,12 +139,17 @@ STOPPED = 4  # the loop's "stopped" exit (SIGTERM, kill switch, pause): interrup
 # resumed; an infrastructure ending (healer/core/endings.py): no budget counts it, `retry.infra_backoff` spaces
 # the retries, and `fleet.min_free` holds every launch while the disk stays low
 HOST_TROUBLE = 74
+# the loop's exit when a service it needs was away (its store, its model endpoint, its sandbox): the run is kept
+# (its iteration in flight discarded, nothing judged) and resumed, and no budget counts the attempt
+UNAVAILABLE = 69
 
 
 def died(a: Attempt) -> bool:
-    """Interrupted rather than finished: killed by a signal, vanished, stopped (exit 4) or cut short by its
-    host (exit 74); such a run is resumed."""
-    return a.ended_at is not None and (a.exit_code is None or a.exit_code < 0 or a.exit_code in (STOPPED, HOST_TROUBLE))
+    """Interrupted rather than finished: killed by a signal, vanished, stopped (exit 4), cut short by its
+    host (exit 74) or by a service it needs that was away (exit 69 of the infrastructure's: its store, its model
+    endpoint, its sandbox; an agent's setup problem, also 69, starts afresh); such a run is resumed."""
+    return a.ended_at is not None and (a.exit_code is None or a.exit_code < 0 or a.exit_code in (STOPPED, HOST_TROUBLE)
+                                       or (a.exit_code == UNAVAILABLE and infra(a)))
 
 
 INTERRUPTED = "interrupted"  # failure-signature prefix: the agent vanished while healer itself was down
@@ -162,7 +167,8 @@ def interrupted_signature(code: int | None, *, stopped: bool, launcher_died: boo
     """The signature of an attempt whose agent vanished without an exit status or a result while the
     dispatcher that launched it was dead (it never released its lease); None when that is not the case.
     An agent the supervisor stopped on purpose (`stopped`) was judged, not interrupted."""
-    if code is None and not stopped and launcher_died:
+    # a runner killed by a signal while its dispatcher was dead went with it (healer's own restart took it along)
+    if (code is None or code < 0) and not stopped and launcher_died:
         return f"{INTERRUPTED}: its dispatcher died before it ended (no exit status, no result)"
     return None
 

@@ -37,6 +37,7 @@ STORE_BUSY = "store_busy"
 SANDBOX_START = "sandbox_start"
 GIT_LOCK = "git_lock"
 HOST_EVENT = "host_event"
+MODEL_UNAVAILABLE = "model_unavailable"
 WORKTREE_BUSY = "worktree_busy"
 
 # the runner's own exits (healer/errors.py): only these can carry an infrastructure cause
@@ -56,13 +57,18 @@ CAUSES: tuple[Cause, ...] = (
     Cause(DISK_FULL, "the disk took no more writes (full, over quota, read-only)",
           (r"no space left on device", r"database or disk is full", r"disk quota exceeded", r"read-only file system",
            r"\benospc\b", r"\bedquot\b", r"the host took no more writes"), ("HostTrouble",)),
-    Cause(STORE_UNAVAILABLE, "the store's server did not answer (restart, failover, network blip)",
+    Cause(STORE_UNAVAILABLE, "the store's server did not answer or took no writes (restart, failover, read-only, "
+                             "network blip)",
           (r"the database system is (shutting down|starting up|in recovery mode)", r"connection refused",
            r"server closed the connection", r"terminating connection due to administrator command",
            r"could not connect to server", r"cannot connect", r"connection (to server )?.*(lost|failed|timed out)",
-           r"consuming input failed", r"store is unavailable"), ("StoreUnavailable",)),
+           r"consuming input failed", r"store is unavailable", r"read-only transaction", r"readonlysqltransaction",
+           r"the store (stayed|has been) unavailable"), ("StoreUnavailable", "StoreGone", "ReadOnlySqlTransaction")),
     Cause(STORE_BUSY, "the store was locked by another process or its file could not be read or written",
           (r"database is locked", r"database table is locked", r"disk i/o error"), ()),
+    Cause(MODEL_UNAVAILABLE, "the agent CLI's model endpoint only ever answered 5xx, 429 or connection errors "
+                             "(read from the CLI's stream; the model never answered and nothing changed)",
+          (r"model endpoint unavailable", r"its model endpoint \S+ \([^)]*\) does not answer"), ("ModelUnavailable",)),
     Cause(SANDBOX_START, "the sandbox (bubblewrap, a container) failed to start the program",
           (r"sandbox \S+ failed to start", r"bwrap: "), ("SandboxFailed",)),
     Cause(GIT_LOCK, "a git lock file was held by another process",

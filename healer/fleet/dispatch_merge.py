@@ -103,14 +103,14 @@ class Merging:
             # transaction: a store lost between them (a PostgreSQL restart) left a review ticket whose work was on main
             # and whose proposal was no longer open, which the supervisor judged a zombie and closed (pg-restarts-real)
             with self.store.tx() if switches.enabled("merge_tx") else contextlib.nullcontext():
-                self.store.decide_proposal(last.id, v.outcome, v.log)
+                held = self.store.decide_proposal(last.id, v.outcome, v.log)  # a retried pass: its first decision
                 if v.conflict is not None:  # the reason in the event, not only in the proposal's log
                     c = v.conflict
                     self.store.append("proposal.conflict", t.id, {"proposal": last.id, "main": c.get("main"),
                                                                   "files": c.get("files"), "with": c.get("with")})
-                if v.outcome == MERGED:
+                if held == MERGED:
                     self._done(t, last, v.main_after)
-            if v.outcome == MERGED:
+            if held == MERGED:
                 merged.append(t.id)
             else:
                 rejected.append(t.id)

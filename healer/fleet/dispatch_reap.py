@@ -202,6 +202,8 @@ class Reaping:
 def ending_of(code: int | None, res: dict | None, log_tail: str, sig: str | None) -> endings.Ending:
     """How a reaped agent's attempt ended (healer/core/endings.py): with a result file, the runner's own `cause`
     says it; without one (it could not write it, or never got that far), its last `healer:` line does."""
+    if not switches.enabled("infra_endings"):  # a game day proving infra endings matter (chaos: model-endpoint-down)
+        return endings.classify(code) if code in (0, None) else endings.Ending(endings.AGENT, None, "")
     if sig and sig.startswith(core.INTERRUPTED):
         return endings.classify(code, text=sig, interrupted=True)
     if res is not None:

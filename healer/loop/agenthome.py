@@ -29,6 +29,12 @@ class AgentUnavailable(Unavailable):
     """The CLI cannot start or cannot reach its model: exit 69, one line naming the cause."""
 
 
+class ModelUnavailable(AgentUnavailable):
+    """The CLI started but its model endpoint only ever answered 5xx / 429 / connection errors (its stream says so,
+    usage.Meter.endpoint_down) and nothing changed: the iteration is discarded, the run ends with 69, kept for a
+    resume; the fleet counts the attempt against no budget (healer/core/endings.py MODEL_UNAVAILABLE)."""
+
+
 def home(preset: str, run_dir: Path) -> Path | None:
     return run_dir / f"{preset}-home" if preset in agents.CLI_PRESETS else None
 

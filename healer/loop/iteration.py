@@ -332,13 +332,15 @@ class Iteration:
         buf = usage.LineBuffer()
         for ln in buf.push(_read_tail(p, 64 << 20).encode()) + buf.flush():
             meter.feed(ln)
+        meter.estimate_open(len(_read_tail(self.paths.iteration(n) / "prompt.md")))
         with contextlib.suppress(OSError):
             os.replace(p, p.with_name("agent.out.counted"))
         if meter.usd > 0:
             self.st.cost_usd += meter.usd
             self._save()
             self._event("loop.spend_counted", {"n": n, "usd": round(meter.usd, 6), "turns": len(meter.turns),
-                                               "why": "iteration discarded", "total_cost_usd": round(self.st.cost_usd, 6)})
+                                               "why": "iteration discarded", "total_cost_usd": round(self.st.cost_usd, 6),
+                                               "estimated": meter.estimated > 0, "estimated_turns": meter.estimated})
 
     def _spend_events(self, n: int, meter: usage.Meter, stopped: str, res: procs.Completed) -> None:
         L, st = self.loop_policy, self.st
@@ -347,6 +349,8 @@ class Iteration:
         self._usage = {"usd": round(meter.usd, 6), "estimated_usd": round(meter.estimated_usd, 6),
                        "reported_usd": meter.reported_usd, "turns": len(meter.turns), "model": meter.model,
                        "price_scale": round(self._price_scale, 4),
+                       # turns whose tokens were estimated from what streamed (usage.Meter.estimate_open): a kill mid-call
+                       "estimated": meter.estimated > 0, "estimated_turns": meter.estimated,
                        "tokens": {"input": tok.input, "output": tok.output, "cached": tok.cached,
                                   "cache_write": tok.cache_write}}
         if stopped == "spend_cap":
@@ -445,6 +449,15 @@ class Iteration:
         if self.stop_signal:
             raise _Interrupted
         out_text, err_text = _read_tail(out_p), _read_tail(err_p)
+        meter = tap.meter
+        meter.estimate_open(len(prompt))  # a call killed mid-stream (or never ending) counts what streamed, not $0
+        if st.preset in agents.CLI_PRESETS and meter.endpoint_down and worktree.snapshot(self.workdir) == before:
+            # the model never answered, so nothing the agent decided ran: the CLI's own stream (no tool of the
+            # agent's wrote it) and an unchanged tree are the evidence; counted by no stall or same-failure rule
+            self._model_down = {"n": n, "preset": st.preset, "errors": meter.api_errors, "last": meter.api_error,
+                                "timed_out": res.timed_out, "stopped": self._agent_stopped, "agent_exit": res.exit_code}
+            raise agenthome.ModelUnavailable(f"{st.preset}: model endpoint unavailable ({meter.api_errors} failed "
+                                             f"requests, last: {meter.api_error or '?'})")
         why = None if res.timed_out else agents.start_failure(st.preset, res.exit_code, out_text, err_text)
         if why is not None:
             raise agenthome.AgentUnavailable(f"{st.preset} did not start: {why}")

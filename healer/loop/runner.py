@@ -22,6 +22,7 @@ import contextlib
 import fcntl
 import json
 import os
+import random
 import signal
 import sys
 import threading
@@ -95,6 +96,31 @@ def _say(line: str, stream_name: str = "stdout") -> None:
             pass
 
 
+DEFAULT_TOLERANCE = 180.0  # store.outage_tolerance's default (policies/default.yaml), for a run resumed without a policy
+
+
+def _outage():
+    # the outage rules pull loguru and prometheus_client (~40 ms): only a run that meets a store error, or a PostgreSQL
+    # store (which loads them itself), needs them; a run on a cached policy never does (tests/loop/test_policy_cache.py)
+    from healer.store import outage  # lazy: pulls loguru, prometheus_client: ~40 ms of `loop run`'s start
+
+    return outage
+
+
+def _store_away(e: BaseException) -> bool:
+    """A store error of the infrastructure's (unreachable, restarting, read-only, failed over, locked), not a full
+    disk (the run is cut short, exit 74) nor a damaged store."""
+    outage = _outage()
+    if isinstance(e, outage.StoreGone):  # the store's own connection gave up past the tolerance
+        return True
+    return outage.unavailable(e) and not errors.host_trouble(e) and not errors.corrupt(e)
+
+
+def _first_line(e: BaseException) -> str:
+    s = str(e).strip()
+    return f"{type(e).__name__}: " + ((s.splitlines()[0] if s else "-")[:300])
+
+
 def _cause_of(e: BaseException) -> str | None:
     """The infrastructure's cause of an error that ends the run, or None."""
     # imported here: healer.core (its planner, the policy schema, pydantic) added +360 ms of CPU to the loop's
@@ -132,6 +158,9 @@ class Runner(Iteration):
         self._agent_stopped = ""  # why the runner stopped the iteration's agent early: spend_cap | idle
         self._usage: dict = {}  # the iteration's usage, for its event
         self._price_scale = 1.0  # the table's prices raised to the CLI's own bill (usage.calibrate), this process
+        # how long the run's store writes wait for a store that is away (the policy's store.outage_tolerance)
+        self._tolerance = float(req.policy.store.outage_tolerance) if req.policy is not None else DEFAULT_TOLERANCE
+        self._store_gone = False  # a ride-out gave up: the run ends (69) and its last events are best effort
 
     # -- setup ---------------------------------------------------------------------
     def run(self) -> Outcome:
@@ -160,6 +189,12 @@ class Runner(Iteration):
             except Exception as e:  # noqa: BLE001 - recorded as exit 70 with the run's evidence kept
                 if errors.host_trouble(e):
                     raise self._cut_short(e) from e
+                if _store_away(e):  # never the agent's failure: exit 69, the run kept for a resume
+                    self._store_gone = True
+                    why = str(e) if isinstance(e, errors.StoreUnavailable) else f"the store is unavailable ({_first_line(e)})"
+                    return self._finish(errors.UNAVAILABLE, f"{why}; the run is kept: `healer loop run --resume "
+                                        f"{self.st.run_id}` once it is back",
+                                        "store_unavailable")  # healer/core/endings.py STORE_UNAVAILABLE
                 cause = _cause_of(e)  # the infrastructure's, said so for the dispatcher
                 if isinstance(e, errors.HealerError):
                     return self._finish(e.exit_code, str(e), cause)
@@ -234,7 +269,10 @@ class Runner(Iteration):
         self._old_handlers.clear()
 
     def _open_store(self):
-        return open_store(self.req.fleet_root or self.workdir, self.clock)
+        store = open_store(self.req.fleet_root or self.workdir, self.clock)
+        if "healer.store.outage" in sys.modules:  # a store that rides out outages itself (PostgreSQL) loaded it:
+            _outage().set_tolerance(self._tolerance)  # its own reconnects give up at the run's bound
+        return store
 
     def _prepare(self) -> RunState | Outcome:
         req = self.req
@@ -243,7 +281,9 @@ class Runner(Iteration):
                 raise UsageError("--resume needs a run id")
             self.paths = RunPaths(self.workdir, check_run_id(req.run_id))
             st = load(self.paths)
-            if st.status == "ended" and st.exit_code != errors.STOPPED:
+            # stopped (4) and unavailable (69: a store, model endpoint or sandbox that was away; nothing of the
+            # agent's was judged) are interruptions: the run goes on from its last recorded iteration
+            if st.status == "ended" and st.exit_code not in (errors.STOPPED, errors.UNAVAILABLE):
                 word = EXIT_WORDS.get(st.exit_code, "?")
                 self.echo(f"loop {st.run_id}: already ended: exit {st.exit_code} ({word}): {st.reason}")
                 return Outcome(st.run_id, int(st.exit_code or 0), st.reason, len(st.history), st.committed, self.paths.result)
@@ -438,7 +478,37 @@ class Runner(Iteration):
     # -- helpers ---------------------------------------------------------------------
     def _event(self, kind: str, payload: dict) -> None:
         if self.store is not None:
-            self.store.append(kind, self.paths.run_id, payload)
+            self._store_call(lambda: self.store.append(kind, self.paths.run_id, payload), kind)
+
+    def _store_call(self, fn: Callable[[], object], what: str) -> object:
+        """A store write of the run, riding out a store that is away (unreachable, restarting, read-only, failed over):
+        one line when it starts and one when it ends, capped and jittered backoff, and StoreUnavailable (the run ends
+        with 69, healer/core/endings.py STORE_UNAVAILABLE, never the agent's failure) past store.outage_tolerance.
+        Once a ride-out gave up, the run's last writes (its end) are tried once."""
+        first, tries = None, 0
+        while True:
+            try:
+                got = fn()
+            except Exception as e:
+                if not _store_away(e):
+                    raise
+                if self._store_gone:
+                    return None
+                now = self.clock.monotonic()
+                if first is None:
+                    first = now
+                    self.echo(f"loop {self.paths.run_id}: the store is unavailable ({_first_line(e)}); riding it out for "
+                              f"up to {self._tolerance:.0f}s (store.outage_tolerance)")
+                tries += 1
+                if now - first > self._tolerance or self.stop_signal:
+                    self._store_gone = True
+                    raise errors.StoreUnavailable(f"the store stayed unavailable for {now - first:.0f}s (writing {what}):"
+                                                  f" {_first_line(e)}") from e
+                self.clock.sleep(_outage().backoff(tries, random.random()))
+                continue
+            if first is not None:
+                self.echo(f"loop {self.paths.run_id}: the store is back after {self.clock.monotonic() - first:.1f}s")
+            return got
 
     def _beat(self, progress: bool | None = None) -> None:
         if not self.agent_id or self.store is None:
@@ -514,6 +584,13 @@ class Runner(Iteration):
                 self._count_discarded(n)
                 self._guard_protected(self._before, f"iteration {n}: sandbox failed", self._on_disk)
                 return self._sandbox_failed(e, n)
+            except agenthome.ModelUnavailable as e:  # the CLI's endpoint never answered: no iteration recorded
+                st.inflight = None
+                self._count_discarded(n)
+                self._guard_protected(self._before, f"iteration {n}: model endpoint unavailable", self._on_disk)
+                self._event("loop.model_unavailable", getattr(self, "_model_down", {"n": n, "preset": st.preset}))
+                return self._finish(e.exit_code, f"{e} (iteration {n} discarded; the run is kept: --resume {st.run_id})",
+                                    "model_unavailable")  # healer/core/endings.py MODEL_UNAVAILABLE
             except agenthome.AgentUnavailable as e:  # the CLI never started: no iteration recorded
                 st.inflight = None
                 self._guard_protected(self._before, f"iteration {n}: agent did not start", self._on_disk)
@@ -642,8 +719,11 @@ class Runner(Iteration):
             "commit": st.commit, "workdir": str(self.workdir), "ended_at": self.clock.now(), "cause": cause,
         }
         write_json_atomic(self.paths.result, result)
-        self._event("loop.ended", {"exit_code": code, "reason": reason, "iterations": len(st.history),
-                                   "committed": st.committed, "cost_usd": round(st.cost_usd, 6)})
+        try:
+            self._event("loop.ended", {"exit_code": code, "reason": reason, "iterations": len(st.history),
+                                       "committed": st.committed, "cost_usd": round(st.cost_usd, 6)})
+        except errors.StoreUnavailable as e:  # ridden out to the tolerance: the result file is the run's word, its end
+            self.echo(f"loop {st.run_id}: loop.ended not recorded in the store ({e})")  # stands (a commit made stays 0)
         self._beat(progress=False)
         self.echo(f"loop {st.run_id}: exit {code} ({EXIT_WORDS.get(code, '?')}): {reason}")
         return Outcome(st.run_id, code, reason, len(st.history), st.committed, self.paths.result)

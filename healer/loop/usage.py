@@ -32,6 +32,7 @@ cap always applies). Claude's own `total_cost_usd` is used when it is higher tha
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -127,6 +128,13 @@ class Tokens:
                       self.cache_write + o.cache_write)
 
 
+# Codex's words for a failed request (codex-rs: "unexpected status 529 ...", "exceeded retry limit, last status:
+# 429 Too Many Requests", "stream disconnected before completion: error sending request ...")
+_STATUS = re.compile(r"\b(?:status:?|status code)\s*(\d{3})\b", re.IGNORECASE)
+_CONNECT = re.compile(r"error sending request|connection refused|stream disconnected|connection reset|timed out|"
+                      r"dns error|tcp connect error|connection_failed|connection error|econnrefused", re.IGNORECASE)
+
+
 def _int(v: object) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v < 0 or v > 1e12:
         return 0
@@ -158,6 +166,7 @@ class Turn:
     tokens: Tokens
     usd: float
     model: str
+    estimated: bool = False  # tokens estimated from what streamed (`Meter.estimate_open`), not reported by the API
 
 
 class Meter:
@@ -180,6 +189,17 @@ class Meter:
         self.lines = 0
         self.events = 0  # lines that parsed as one of the CLI's events
         self.results = 0  # final events seen (FINAL): the CLI said its run is over (it may still not exit)
+        # the model endpoint's answers (see `endpoint_down`): failures the CLI reported, and whether the model ever
+        # answered (a streamed message, a tool call, a completed turn)
+        self.api_errors = 0
+        self.api_error = ""  # the last one, for the evidence
+        self.answered = False
+        # what streamed in calls whose usage is not final yet (`estimate_open`): Claude's messages started and not
+        # ended (message_delta), with the characters of their content deltas; Codex's turn started and not completed
+        self._open: dict[str, int] = {}
+        self._codex_open = False
+        self._codex_base = Tokens()  # the running total when the open turn started
+        self._codex_chars: dict[str, int] = {}  # item id -> characters of the model's words (message, reasoning)
 
     # -- what it knows ------------------------------------------------------------------
     @property
@@ -197,11 +217,80 @@ class Meter:
         return max(est, self.reported_usd) if self.reported_usd is not None else est
 
     @property
+    def estimated(self) -> int:
+        """How many of the turns were estimated (0: every token was reported by the API)."""
+        return sum(1 for t in self.turns.values() if t.estimated)
+
+    def estimate_open(self, prompt_chars: int = 0) -> list[Turn]:
+        """The calls a kill (a deadline, a cap, the idle timeout) or an endless stream left without their final usage,
+        estimated from what streamed, at about 4 characters a token (a floor: tokenizers give 3 to 4.5 for English and
+        code), priced by the table like any turn and marked `estimated`:
+
+        - Claude (Anthropic Messages): the input is message_start's own count; the output, message_delta's count that
+          never came, is the characters of the content deltas streamed (text, tool input, thinking) / 4;
+        - Codex (Responses API, usage only at response.completed): a turn started and not completed is billed at least
+          its request, the prompt (`prompt_chars` / 4) as input, and the words it streamed (agent messages, reasoning)
+          / 4 as output, less what its calls already reported (the session file's token counts).
+        Called once the stream has ended; the turns it added or raised."""
+        out: list[Turn] = []
+        for key, chars in list(self._open.items()):
+            t = self.turns.get(key)
+            if t is None:
+                continue
+            est = chars // 4
+            if est > t.tokens.output:
+                tok = Tokens(t.tokens.input, est, t.tokens.cached, t.tokens.cache_write)
+                t = Turn(key, tok, tok.cost(self._price(t.model)[1]), t.model, True)
+                self.turns[key] = t
+                out.append(t)
+        self._open.clear()
+        if self._codex_open:
+            got = self.codex_total
+            base = self._codex_base
+            rin = (got.input - base.input) + (got.cached - base.cached)
+            rout = got.output - base.output
+            tok = Tokens(max(0, prompt_chars // 4 - rin), max(0, sum(self._codex_chars.values()) // 4 - rout))
+            if tok.total:
+                name = self.model or ""
+                t = Turn(f"codex-estimated-{len(self.turns) + 1}", tok, tok.cost(self._price(name)[1]), name, True)
+                self.turns[t.key] = t
+                out.append(t)
+            self._codex_open = False
+        return out
+
+    @property
     def tokens(self) -> Tokens:
         out = Tokens()
         for t in self.turns.values():
             out = out.plus(t.tokens)
         return out
+
+    @property
+    def endpoint_down(self) -> bool:
+        """The CLI only ever got 5xx / 429 / connection errors from its model endpoint: it reported at least one and
+        the model never answered (no message streamed, no tool called, no turn completed). With no answer the model
+        did nothing this iteration: the iteration says nothing of the agent (healer/core/endings.py MODEL_UNAVAILABLE)."""
+        return self.api_errors > 0 and not self.answered
+
+    def _api_error(self, status: object, what: object, retried: bool = False) -> None:
+        """One failed request the CLI reported; counted when it is the endpoint's (5xx, 429, 408, no answer at all).
+        Without a status only a request the CLI retried (it retries only those) or one whose words say the connection
+        failed counts: "Not logged in" is a setup problem of the agent's, not an outage."""
+        code = status if isinstance(status, int) and not isinstance(status, bool) else None
+        if code is not None and not (code >= 500 or code in (408, 429)):
+            return  # 4xx: a request the endpoint refused (a bad key, a bad model): not an outage
+        if code is None and not retried and not _CONNECT.search(str(what or "")):
+            return
+        self.api_errors += 1
+        self.api_error = (f"{code} " if code else "") + str(what or "")[:200]
+
+    def _codex_error(self, msg: object) -> None:
+        text = str(msg or "")
+        m = _STATUS.search(text)
+        if m is not None:
+            self._api_error(int(m.group(1)), text)
+        elif _CONNECT.search(text):
+            self._api_error(None, text)
 
     def said(self) -> str:
         """The agent's own words, without the stream's ids, usage and timings (what output de-duplication hashes)."""
@@ -234,12 +323,21 @@ class Meter:
                                                        if isinstance(msg.get("info"), dict) else msg))
             return []
         self.events += 1
+        if typ == "system" and obj.get("subtype") == "api_retry":  # Claude Code retries a failed request
+            self._api_error(obj.get("error_status"), obj.get("error"), retried=True)
+            return []
         if typ == "system" and isinstance(obj.get("model"), str):
             self.model = obj["model"]
             return []
         if typ == "assistant":
             m = obj.get("message")
+            if obj.get("is_api_error_message"):  # Claude Code's own message after its retries ran out
+                self._api_error(obj.get("api_error_status"), obj.get("api_error_type") or obj.get("api_error")
+                                or obj.get("error"))
+                return []
             if isinstance(m, dict):
+                if m.get("model") != "<synthetic>":
+                    self.answered = True
                 return self._claude_turn(m.get("id"), m.get("model"), anthropic_tokens(m.get("usage")))
             return []
         if typ == "stream_event":
@@ -248,24 +346,48 @@ class Meter:
             who = str(obj.get("parent_tool_use_id"))
             if isinstance(ev, dict):
                 if ev.get("type") == "message_start" and isinstance(ev.get("message"), dict):
+                    self.answered = True
                     m = ev["message"]
                     self._streaming[who] = m.get("id") if isinstance(m.get("id"), str) else f"anon-{len(self.turns)}"
+                    self._open.setdefault(self._streaming[who], 0)
                     return self._claude_turn(self._streaming[who], m.get("model"), anthropic_tokens(m.get("usage")))
                 if ev.get("type") == "message_delta" and who in self._streaming:
                     # cumulative (Anthropic's streaming docs); fields it leaves out keep their message_start value
+                    self._open.pop(self._streaming[who], None)  # its output count is final now
                     return self._claude_turn(self._streaming[who], None, anthropic_tokens(ev.get("usage")))
+                if ev.get("type") == "content_block_delta" and who in self._streaming and isinstance(ev.get("delta"), dict):
+                    d = ev["delta"]
+                    n = sum(len(v) for k in ("text", "partial_json", "thinking") if isinstance(v := d.get(k), str))
+                    key = self._streaming[who]
+                    if key in self._open:
+                        self._open[key] += n
             return []
         if typ in FINAL.get(self.preset, ()):
             self.results += 1
         if typ == "result":
+            if obj.get("is_error") and (obj.get("api_error_status") is not None or obj.get("terminal_reason") == "api_error"):
+                self._api_error(obj.get("api_error_status"), obj.get("api_error_type") or obj.get("result"))
             cost = obj.get("total_cost_usd", obj.get("cost_usd"))
             if not isinstance(cost, bool) and isinstance(cost, (int, float)) and cost == cost and 0 <= cost < 1e6:
                 self.reported_usd = max(float(cost), self.reported_usd or 0.0)
             if isinstance(obj.get("result"), str):
                 self.result_text = obj["result"]
             return []
+        if typ == "turn.started":
+            self._codex_open, self._codex_base, self._codex_chars = True, self.codex_total, {}
+            return []
         if typ == "turn.completed":
+            self.answered = True
+            self._codex_open = False
             return self._codex_total(openai_tokens(obj.get("usage")))
+        if typ == "error":  # Codex: a request that failed (its retries included)
+            self._codex_error(obj.get("message"))
+            return []
+        if typ == "turn.failed":
+            self._codex_open = False  # nothing was billed beyond what its calls reported
+            e = obj.get("error")
+            self._codex_error(e.get("message") if isinstance(e, dict) else e)
+            return []
         if typ == "event_msg":  # a line of Codex's session file
             p = obj.get("payload")
             if isinstance(p, dict) and p.get("type") == "token_count" and isinstance(p.get("info"), dict):
@@ -276,9 +398,15 @@ class Meter:
             if isinstance(p, dict) and isinstance(p.get("model"), str):
                 self.model = p["model"]
             return []
-        if typ == "item.completed":
+        if typ in ("item.started", "item.updated", "item.completed"):
             it = obj.get("item")
-            if isinstance(it, dict) and it.get("type") == "agent_message" and isinstance(it.get("text"), str):
+            if isinstance(it, dict) and it.get("type") not in (None, "error"):  # Codex's own notices are no answer
+                self.answered = True
+                if it.get("type") in ("agent_message", "reasoning") and isinstance(it.get("text"), str):
+                    k = str(it.get("id"))
+                    self._codex_chars[k] = max(self._codex_chars.get(k, 0), len(it["text"]))
+            if typ == "item.completed" and isinstance(it, dict) and it.get("type") == "agent_message" \
+                    and isinstance(it.get("text"), str):
                 self.text.append(it["text"])
         return []
 

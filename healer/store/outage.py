@@ -48,8 +48,20 @@ _SQLITE_AWAY = ("database is locked", "database table is locked", "database is b
                 "unable to open database file")
 
 
+# PostgreSQL's own refusals that say the server cannot take this work now, not that the work is wrong (SQLSTATE
+# classes and codes, https://www.postgresql.org/docs/current/errcodes-appendix.html): 08 connection, 25006 read-only
+# transaction (`default_transaction_read_only`, a standby not promoted yet after a failover), 40 rollback
+# (serialization, deadlock), 53 insufficient resources (disk full, out of memory, too many connections), 57 operator
+# intervention (admin shutdown, crash shutdown, cannot connect now), 58 system error (I/O), XX internal error
+_PG_AWAY_CODES = ("25006", "25P04")  # read-only transaction; transaction timeout
+_PG_AWAY_CLASSES = ("08", "40", "53", "57", "58", "XX")
+
+
 def unavailable(e: BaseException) -> bool:
-    """Is `e` the store being away for a while (worth riding out), not a bug, a corrupt store or a refusal?"""
+    """Is `e` the store being away for a while (worth riding out), not a bug, a corrupt store or a refusal?
+
+    A server that is up but takes no writes (read-only, a failover's standby, out of disk or connections) is away
+    as much as one that does not answer: its daemons ride it out and count it against store.outage_tolerance."""
     if isinstance(e, StoreUnavailable):
         return True
     if isinstance(e, sqlite3.OperationalError):
@@ -59,7 +71,16 @@ def unavailable(e: BaseException) -> bool:
         import psycopg  # lazy: pulls psycopg: 51 ms of the daemons' start (an SQLite fleet never loads it)
     except ImportError:  # pragma: no cover - psycopg is a dependency
         return False
-    return isinstance(e, (psycopg.OperationalError, psycopg.InterfaceError))
+    if isinstance(e, (psycopg.OperationalError, psycopg.InterfaceError)):
+        return True
+    if isinstance(e, psycopg.Error):
+        return pg_away_code(getattr(e, "sqlstate", None))
+    return False
+
+
+def pg_away_code(sqlstate: str | None) -> bool:
+    """A PostgreSQL SQLSTATE that says the server cannot take the work now (see _PG_AWAY_CLASSES)."""
+    return bool(sqlstate) and (sqlstate in _PG_AWAY_CODES or sqlstate[:2] in _PG_AWAY_CLASSES)
 
 
 def backoff(tries: int, u: float, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP) -> float:
@@ -80,6 +101,7 @@ class Outage:
     next_try: float = 0.0
     count: int = 0  # outages seen by this process
     down_seconds: float = 0.0  # of outages that ended
+    closing: bool = False  # a connection is writing the outage's pair of events (`ok`)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -160,23 +182,37 @@ def ok(store, *, who: str = "") -> float | None:
     if t.since is None:
         return None
     with t.lock:
-        if t.since is None:
+        if t.since is None or t.closing:
             return None
         since, wall_since, why, tries = t.since, t.wall_since, t.why, t.tries
-        t.since = t.wall_since = None
-        t.tries = 0
-    seconds = max(0.0, store.clock.monotonic() - since)
-    t.down_seconds += seconds
-    _log("store back after {:.1f}s ({} failed tries)", seconds, tries)
+        t.closing = True  # one connection of the process writes the pair
     try:
+        return _close(store, t, since, wall_since, why, tries, who)
+    finally:
+        t.closing = False
 
+
+def _close(store, t: Outage, since: float, wall_since: float | None, why: str, tries: int, who: str) -> float | None:
+    seconds = max(0.0, store.clock.monotonic() - since)
+    # the outage ends when the store takes a write, not when a pass that only read got through: a read-only server
+    # answers reads all along, and ending (then starting) the outage at each such pass would be a line per pass
+    try:
         base = {"host": os.environ.get("HEALER_HOST_ID") or socket.gethostname(), "pid": os.getpid(), "who": who}
         with store.tx(fenced=False) as db:  # about the store itself: no lease has a say in it
             store._event(db, "store.unavailable", "store", {**base, "why": why}, at=wall_since)
             store._event(db, "store.back", "store", {**base, "seconds": round(seconds, 3), "tries": tries, "why": why})
-    except Exception as e:  # noqa: BLE001 - the store went away again: the next outage says so
-        note(store, e)
-        return seconds
+    except Exception as e:  # noqa: BLE001 - still away (or away again): the same outage goes on, no new line
+        if unavailable(e):
+            failed(store, e)  # StoreGone past store.outage_tolerance
+            return None
+        # anything else (not the store being away): the outage is over all the same, its pair unwritten
+    with t.lock:
+        if t.since != since:
+            return None  # another connection of this process ended it meanwhile
+        t.since = t.wall_since = None
+        t.tries = 0
+    t.down_seconds += seconds
+    _log("store back after {:.1f}s ({} failed tries)", seconds, tries)
     return seconds
 
 

@@ -28,13 +28,23 @@ class AttemptsSql:
             self._event(db, "proposal.opened", ticket_id, {"proposal": pid, "branch": branch, "commit": commit})
         return self._prop(self._q("SELECT * FROM proposals WHERE id=?", (pid,))[0])
 
-    def decide_proposal(self, id: int, state: str, gate_log: str = "") -> None:
+    def decide_proposal(self, id: int, state: str, gate_log: str = "") -> str:
+        """Merge or reject an open proposal; the state it holds afterwards. A proposal decided already keeps its first
+        decision: a pass retried after a store failover (its first write took effect, its answer was lost) asks again
+        (`merged -> merged`, or `merged -> rejected` once the merge it made is seen as a change on main), and that is
+        recognised (`proposal.already_decided`), not a failed pass."""
         with self.tx() as db:
             r = db.execute(self._for_update("SELECT ticket_id, state FROM proposals WHERE id=?"), (id,)).fetchone()
             if r is not None:
+                if r["state"] != lifecycle.OPEN and state in lifecycle.PROPOSAL.states \
+                        and state != lifecycle.OPEN:
+                    self._event(db, "proposal.already_decided", r["ticket_id"], {"proposal": id, "held": r["state"],
+                                                                                 "asked": state})
+                    return str(r["state"])
                 lifecycle.PROPOSAL.check(id, r["state"], state)
             db.execute("UPDATE proposals SET state=?, decided_at=?, gate_log=? WHERE id=?", (state, self.now(), gate_log, id))
             self._event(db, f"proposal.{state}", r["ticket_id"] if r else "", {"proposal": id})
+        return state
 
     def proposals(self, ticket_id: str | None = None) -> list[Proposal]:
         if ticket_id is None:

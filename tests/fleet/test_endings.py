@@ -46,6 +46,15 @@ TABLE = [
     ((None, None, "", False), (en.AGENT, None)),
     ((None, None, "", True), (en.INFRA, en.HOST_EVENT)),  # lost with its dispatcher or host
     ((69, "made-up", "", False), (en.AGENT, None)),  # an unknown cause is not trusted
+    # issue 40: a read-only or failed-over database, a model endpoint that only failed
+    ((70, None, "healer: internal error: ReadOnlySqlTransaction: cannot execute INSERT in a read-only transaction",
+      False), (en.INFRA, en.STORE_UNAVAILABLE)),
+    ((69, None, "healer: loop x: the store stayed unavailable for 61s (writing loop.ended): ...", False),
+     (en.INFRA, en.STORE_UNAVAILABLE)),
+    ((69, en.MODEL_UNAVAILABLE, "", False), (en.INFRA, en.MODEL_UNAVAILABLE)),
+    ((69, None, "healer: claude: model endpoint unavailable (7 failed requests, last: 529 overloaded)", False),
+     (en.INFRA, en.MODEL_UNAVAILABLE)),
+    ((3, en.MODEL_UNAVAILABLE, "model endpoint unavailable", False), (en.AGENT, None)),  # the loop's own verdict
 ]
 
 
@@ -72,6 +81,11 @@ def test_the_runner_names_the_cause_of_the_errors_it_ends_on():
     assert _cause_of(HostTrouble("the host took no more writes")) == en.DISK_FULL
     assert _cause_of(GitError("fatal: Unable to create '/w/.git/index.lock': File exists.")) == en.GIT_LOCK
     assert _cause_of(KeyError("x")) is None and _cause_of(ValueError("malformed")) is None
+    from healer.loop.agenthome import ModelUnavailable
+    from healer.store.outage import StoreGone
+
+    assert _cause_of(ModelUnavailable("claude: model endpoint unavailable")) == en.MODEL_UNAVAILABLE
+    assert _cause_of(StoreGone("the store has been unavailable for 200s")) == en.STORE_UNAVAILABLE
 
 
 codes = st.one_of(st.none(), st.integers(-64, 255))
@@ -126,9 +140,26 @@ def test_many_infra_endings_from_one_commit_wait_and_retry_but_never_stop():
     p = _plan(atts, now=last_end + 299)
     assert not p.stops and [w.reason for w in p.waiting] == [core.BACKOFF] and p.waiting[0].eligible_at == last_end + 300
     p = _plan(atts, now=last_end + 300)
-    assert [(x.ticket_id, x.kind) for x in p.launches] == [("T-1", core.LAUNCH)]  # a fresh run: the ended one would not go on
+    # exit 69 (a service the run needed was away) keeps the run: it goes on where it was, inside the session window
+    assert [(x.ticket_id, x.kind, x.run_id) for x in p.launches] == [("T-1", core.RESUME, "T-1-08")]
     assert core.infra_backoff_until(atts[:1], (30.0, 60.0)) == atts[0].ended_at + 30
     assert core.infra_backoff_until([*atts, _att(9, 1, "exit 1")], (30.0,)) is None
+
+
+def test_a_model_or_store_outage_ending_is_resumed_and_not_counted():
+    for cause in (en.MODEL_UNAVAILABLE, en.STORE_UNAVAILABLE):
+        a = _att(1, 69, en.classify(69, cause=cause).signature())
+        assert core.died(a) and core.infra(a) and core.counted([a]) == []
+        assert core.resumable([a], now=20.0, ttl=3600.0) == "T-1-01"
+
+
+def test_a_runner_killed_with_its_dispatcher_is_interrupted_not_the_agents():
+    # healer's own restart took the runner along (SIGKILL of its process group, its dispatcher dead meanwhile)
+    for code in (None, -9, -15):
+        sig = core.interrupted_signature(code, stopped=False, launcher_died=True)
+        assert sig and sig.startswith(core.INTERRUPTED) and core.counted([_att(1, code, sig)]) == []
+    assert core.interrupted_signature(-9, stopped=False, launcher_died=False) is None  # an agent may kill itself
+    assert core.interrupted_signature(-9, stopped=True, launcher_died=True) is None  # the supervisor stopped it
 
 
 def test_a_disk_full_ending_is_resumed_and_not_counted():
@@ -213,7 +244,7 @@ def test_the_backoff_is_waited_between_infra_retries(runner_fleet):
     _cycle(f, 29)
     assert f.d.tick().launched == []  # one second early
     f.clock.advance(1)
-    assert f.d.tick().launched == [("T-1", "launch")]
+    assert f.d.tick().launched == [("T-1", "resume")]  # the run kept by its 69 goes on
     f.settle()
 
 

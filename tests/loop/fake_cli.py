@@ -4,7 +4,8 @@ at a pace the test controls. Installed as `claude` / `codex` on PATH by tests/lo
 
 FAKE_CLI (JSON) says what to do: turns (API turns to report), tokens (input tokens per turn), then
 ("exit": a final result and exit 0; "hang": print nothing more and sleep; "silent": print nothing at all
-and sleep), argv_log (a file the argv is appended to, one JSON list a line).
+and sleep), argv_log (a file the argv is appended to, one JSON list a line), streaming (words of one more call
+that streams and never ends: Claude's message_start and a text delta, Codex's reasoning item).
 """
 
 from __future__ import annotations
@@ -50,6 +51,14 @@ def claude(cfg: dict) -> None:
                  "parent_tool_use_id": None, "session_id": "s-1"})
         out({"type": "user", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}",
                                                                       "content": "", "is_error": False}]}})
+    if cfg.get("streaming"):  # one more call, killed mid-stream: started, its words streamed, never ended
+        out({"type": "stream_event", "event": {"type": "message_start", "message": {"id": "msg_open", "model": model,
+                                                                                    "usage": {"input_tokens": cfg["tokens"],
+                                                                                              "output_tokens": 1}}},
+             "parent_tool_use_id": None, "session_id": "s-1"})
+        out({"type": "stream_event", "event": {"type": "content_block_delta", "index": 0,
+                                               "delta": {"type": "text_delta", "text": cfg["streaming"]}},
+             "parent_tool_use_id": None, "session_id": "s-1"})
     if cfg.get("then") == "exit":
         out({"type": "result", "subtype": "success", "is_error": False, "num_turns": cfg["turns"],
              "result": cfg.get("say", "one step taken"), "session_id": "s-1",
@@ -76,6 +85,8 @@ def codex(cfg: dict) -> None:
         log.flush()
         out({"type": "item.completed", "item": {"id": f"item_{i}", "type": "command_execution", "command": "true",
                                                 "aggregated_output": "", "exit_code": 0, "status": "completed"}})
+    if cfg.get("streaming"):  # the model's words of a call still in flight (the Responses API bills it at its end)
+        out({"type": "item.updated", "item": {"id": "item_r", "type": "reasoning", "text": cfg["streaming"]}})
     if cfg.get("then") == "exit":
         out({"type": "item.completed", "item": {"id": "item_x", "type": "agent_message", "text": cfg.get("say", "ok")}})
         out({"type": "turn.completed", "usage": {"input_tokens": total, "cached_input_tokens": 0, "output_tokens": 0}})

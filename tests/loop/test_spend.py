@@ -198,3 +198,49 @@ def test_codex_session_files_are_read_only_as_plain_files_never_through_links(tm
         tap.follow_codex(str(tmp_path / "home"), 0.0)  # read again: nothing new, nothing counted twice
         assert tap.spent() == pytest.approx(1.25)  # a million input tokens at gpt-5's price
         tap.finish()
+
+
+# -- a call killed mid-stream (or never ending) is estimated from what streamed, never $0 (issue 40) ----------------
+
+
+def test_a_claude_call_killed_mid_stream_is_estimated_from_its_streamed_words(lrepo, tmp_path):
+    env = cli_env(tmp_path, "claude", turns=1, tokens=100_000, then="hang", streaming="x" * 40_000)
+    pol = write_policy(tmp_path / "p.yaml", agent={"preset": "claude"}, iteration_timeout="3s", idle_timeout=None,
+                       max_iterations=1, gates=[solved_gate()])
+    cp = run_loop_cli(lrepo, pol, "--run-id", "est", env=env)
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    (h,) = iterations(lrepo, "est")
+    # the finished call as reported; the open one: message_start's input, 40,000 characters / 4 = 10,000 output tokens
+    open_call = 100_000 * 3.0 / 1e6 + 10_000 * 15.0 / 1e6
+    assert h["timed_out"] and h["cost_usd"] == pytest.approx(TURN_USD + open_call)
+    (ev,) = events(lrepo, "loop.iteration")
+    assert ev.payload["usage"]["estimated"] is True and ev.payload["usage"]["estimated_turns"] == 1
+
+
+def test_a_codex_turn_killed_before_response_completed_is_estimated_not_zero(lrepo, tmp_path):
+    env = cli_env(tmp_path, "codex", turns=0, tokens=0, then="hang", streaming="y" * 8_000)  # stdout only, no usage ever
+    pol = write_policy(tmp_path / "p.yaml", agent={"preset": "codex"}, iteration_timeout="3s", idle_timeout=None,
+                       max_iterations=1, gates=[solved_gate()])
+    cp = run_loop_cli(lrepo, pol, "--run-id", "cx-est", env=env)
+    assert cp.returncode == 2, cp.stdout + cp.stderr
+    (h,) = iterations(lrepo, "cx-est")
+    prompt = (lrepo / ".healer" / "runs" / "cx-est" / "iter-001" / "prompt.md").read_text()
+    want = (len(prompt) // 4) * 1.25 / 1e6 + 2_000 * 10.0 / 1e6  # gpt-5's price: the prompt in, the words out
+    assert h["timed_out"] and h["cost_usd"] == pytest.approx(want) and h["cost_usd"] > 0
+    (ev,) = events(lrepo, "loop.iteration")
+    assert ev.payload["usage"]["estimated"] is True
+
+
+def test_finished_calls_are_never_estimated():
+    m = usage.Meter("claude")
+    for ln in (json.dumps({"type": "stream_event", "event": {"type": "message_start", "message": {
+                   "id": "m1", "model": "claude-sonnet-4-5", "usage": {"input_tokens": 10, "output_tokens": 1}}}}),
+               json.dumps({"type": "stream_event", "event": {"type": "content_block_delta", "delta": {"text": "z" * 400}}}),
+               json.dumps({"type": "stream_event", "event": {"type": "message_delta", "usage": {"output_tokens": 30}}})):
+        m.feed(ln)
+    assert m.estimate_open(10_000) == [] and m.estimated == 0 and m.tokens.output == 30
+    c = usage.Meter("codex")
+    for ln in ('{"type":"turn.started"}', '{"type":"item.completed","item":{"id":"a","type":"agent_message","text":"hi"}}',
+               '{"type":"turn.completed","usage":{"input_tokens":5000,"output_tokens":7}}'):
+        c.feed(ln)
+    assert c.estimate_open(10_000) == [] and c.estimated == 0

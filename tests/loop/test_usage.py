@@ -299,3 +299,43 @@ def test_the_clis_own_bill_raises_later_estimates_never_lowers_them():
     cheaper.feed(line)
     cheaper.feed(json.dumps({"type": "result", "total_cost_usd": 0.01}))
     assert usage.calibrate(cheaper, scale) == scale and usage.calibrate(usage.Meter("codex"), 2.0) == 2.0
+
+
+def test_an_endpoint_that_only_failed_is_told_from_one_that_answered_after_retries():
+    """Claude Code's api_retry events and its synthetic error message, Codex's error / turn.failed (issue 40)."""
+    import json as _j
+
+    down = usage.Meter("claude")
+    for o in ({"type": "system", "subtype": "api_retry", "attempt": 1, "error_status": 529, "error": "overloaded"},
+              {"type": "system", "subtype": "api_retry", "attempt": 2, "error_status": None, "error": "connection_error"},
+              {"type": "assistant", "is_api_error_message": True, "api_error_status": 529,
+               "message": {"id": "x", "model": "<synthetic>", "usage": {"input_tokens": 0, "output_tokens": 0}}},
+              {"type": "result", "is_error": True, "api_error_status": 529, "terminal_reason": "api_error"}):
+        down.feed(_j.dumps(o))
+    assert down.endpoint_down and down.api_errors == 4
+    back = usage.Meter("claude")
+    back.feed(_j.dumps({"type": "system", "subtype": "api_retry", "error_status": 500, "error": "api_error"}))
+    back.feed(_j.dumps({"type": "stream_event", "event": {"type": "message_start", "message": {
+        "id": "m", "model": "claude-sonnet-4-5", "usage": {"input_tokens": 9, "output_tokens": 1}}}}))
+    assert back.api_errors == 1 and not back.endpoint_down
+    refused = usage.Meter("claude")  # a 401 is a refusal (a bad key), not an outage
+    refused.feed(_j.dumps({"type": "system", "subtype": "api_retry", "error_status": 401, "error": "auth"}))
+    assert not refused.endpoint_down
+    login = usage.Meter("claude")  # not logged in: no status, no connection words: the agent's setup, not an outage
+    login.feed(_j.dumps({"type": "assistant", "is_api_error_message": True, "error": "authentication_failed",
+                         "message": {"id": "x", "model": "<synthetic>", "content": []}}))
+    login.feed(_j.dumps({"type": "result", "is_error": True, "terminal_reason": "api_error",
+                         "result": "Not logged in · Please run /login"}))
+    assert not login.endpoint_down
+    refused_port = usage.Meter("claude")  # connection refused, as Claude Code 2.1.332 says it
+    for o in ({"type": "system", "subtype": "api_retry", "error_status": None, "error": "unknown"},
+              {"type": "assistant", "is_api_error_message": True, "error": "server_error", "api_error": "connection_failed"}):
+        refused_port.feed(_j.dumps(o))
+    assert refused_port.endpoint_down and refused_port.api_errors == 2
+    cx = usage.Meter("codex")
+    for o in ({"type": "item.completed", "item": {"id": "0", "type": "error", "message": "Model metadata not found"}},
+              {"type": "turn.started"},
+              {"type": "error", "message": "exceeded retry limit, last status: 429 Too Many Requests"},
+              {"type": "turn.failed", "error": {"message": "stream disconnected before completion: error sending request"}}):
+        cx.feed(_j.dumps(o))
+    assert cx.endpoint_down and cx.api_errors == 2 and cx.estimate_open(4000) == []

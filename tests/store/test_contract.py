@@ -137,6 +137,23 @@ def test_worktrees_proposals_attempts(store):
     assert set(store.all_attempts(skip_ticket_states=[lifecycle.CLOSED])) == {t1.id}
 
 
+def test_a_decided_proposal_keeps_its_first_decision(store):
+    """A merge verdict asked again (a pass retried after a failover: its first write took effect, the answer was lost)
+    is recognised, not an InvalidTransition that fails the pass (issue 40)."""
+    t = store.add_ticket("a")
+    p = store.add_proposal(t.id, "healer/T-1", "abc123")
+    assert store.decide_proposal(p.id, "merged", gate_log="ok") == "merged"
+    assert store.decide_proposal(p.id, "merged", gate_log="again") == "merged"
+    assert store.decide_proposal(p.id, "rejected", gate_log="main moved") == "merged"
+    got = store.proposals(t.id)[0]
+    assert (got.state, got.gate_log) == ("merged", "ok")
+    again = store.events(kinds=["proposal.already_decided"])
+    assert [(e.payload["held"], e.payload["asked"]) for e in again] == [("merged", "merged"), ("merged", "rejected")]
+    assert len(store.events(kinds=["proposal.merged"])) == 1
+    with pytest.raises(lifecycle.InvalidTransition):
+        store.decide_proposal(store.add_proposal(t.id, "healer/T-1", "def").id, "bogus")
+
+
 # -- intents -----------------------------------------------------------------------------------------
 
 

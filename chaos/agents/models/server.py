@@ -39,8 +39,12 @@ def _id(prefix: str) -> str:
 class ModelServer:
     """One scripted model. `with ModelServer(script) as m:` then m.anthropic_url / m.openai_url."""
 
-    def __init__(self, script: Script | str, host: str = "127.0.0.1", port: int = 0, **params) -> None:
+    def __init__(self, script: Script | str, host: str = "127.0.0.1", port: int = 0, *, fail: int | None = 0,
+                 fail_status: int = 529, **params) -> None:
         self.script = build(script, **params) if isinstance(script, str) else script
+        # an endpoint that is down: the first `fail` model requests (None: every one) answer `fail_status`
+        # (529 overloaded, 500, 429 ...) with the API's error body, as an overloaded or failing provider does
+        self.fail, self.fail_status, self.failed = fail, fail_status, 0
         self.requests: list[dict] = []
         self.stopping = threading.Event()
         self.lock = threading.Lock()
@@ -85,6 +89,14 @@ class ModelServer:
         with self.lock:
             self.requests.append(entry)
 
+    def failing(self) -> bool:
+        """This model request is one the endpoint fails (counted)."""
+        with self.lock:
+            if self.fail is not None and self.failed >= self.fail:
+                return False
+            self.failed += 1
+            return True
+
 
 def _handler(model: ModelServer):
     class Handler(BaseHTTPRequestHandler):
@@ -127,6 +139,11 @@ def _handler(model: ModelServer):
         def do_POST(self) -> None:
             path = self.path.split("?")[0]
             body = self._body()
+            if path.endswith(("/messages", "/responses")) and model.failing():
+                model.record({"method": "POST", "path": path, "wire": "", "scripted": False, "failed": model.fail_status})
+                kind = {529: "overloaded_error", 429: "rate_limit_error"}.get(model.fail_status, "api_error")
+                self._json(model.fail_status, {"type": "error", "error": {"type": kind, "message": "scripted outage"}})
+                return
             if path.endswith("/messages/count_tokens"):
                 model.record({"method": "POST", "path": path, "wire": "anthropic", "scripted": False})
                 self._json(200, {"input_tokens": 100})
