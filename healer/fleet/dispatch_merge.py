@@ -104,6 +104,9 @@ class Merging:
                     c = v.conflict
                     self.store.append("proposal.conflict", t.id, {"proposal": last.id, "main": c.get("main"),
                                                                   "files": c.get("files"), "with": c.get("with")})
+                if v.guarded is not None:  # what its commits change that is never a proposal's: named in the event
+                    self.store.append("proposal.guarded_change", t.id, {"proposal": last.id, "commit": last.commit,
+                                                                        "why": v.guarded})
                 if v.outcome == MERGED:
                     self._done(t, last, v.main_after)
             if v.outcome == MERGED:
