@@ -92,7 +92,8 @@ class Iteration:
         self._prot = [*L.protected_paths, *st.guarded]
         self._instr = guarded.instruction_patterns(list(getattr(L, "instruction_files", None) or []))
         self._allow = list(getattr(L, "instruction_files_allow", None) or [])
-        top = [e for e in guarded.top_entries(self._instr) if guarded.instruction_file(e, self._instr, self._allow)]
+        self._instr_pats, self._allow_pats = guarded.at_any_depth(self._instr), guarded.at_any_depth(self._allow)
+        top = [e for e in guarded.top_entries(self._instr) if self._instruction(e)]
         # on disk: never the loop's own folder (.healer/ is the loop's state; git never sees it, the merge refuses it)
         self._disk_pats = [p for p in [*self._prot, *top] if not worktree.is_loop_file(p.rstrip("/"))]
         self._instr_top = top
@@ -103,7 +104,7 @@ class Iteration:
         return protect.protected(path, self._prot) or self._instruction(path)
 
     def _instruction(self, path: str) -> bool:
-        return guarded.instruction_file(path, self._instr, self._allow)
+        return protect.protected(path, self._instr_pats) and not protect.protected(path, self._allow_pats)
 
     def _instruction_event(self, n: int | None, phase: str, moves) -> None:
         got = [m for m in moves if self._instruction(m.path)]
