@@ -205,3 +205,43 @@ def test_the_guarded_set_is_derived_from_the_policy():
     assert guarded.command_paths(["/usr/bin/true"], "/work/fleet") == []
     assert guarded.command_paths(["python", "-P", "-m", "pytest"]) == []
     assert guarded.command_paths(["python", "-m", "pytest"]) == ["pytest.py", "pytest/"]
+
+
+RESUME_AGENT = """import sys
+from pathlib import Path
+Path("solution.txt").write_text("41\\n")
+Path("healer.yaml").write_text({taken!r})
+Path(".healer/STOP").write_text("")  # the run stops after this iteration (exit 4), resumable
+"""
+
+
+def test_a_resume_never_reads_the_policy_its_agent_wrote(tmp_path):
+    """The agent rewrites healer.yaml and the run stops (exit 4); the tree's healer.yaml is then the agent's (as a
+    runner killed before its check would leave it). `--resume` without --policy keeps the run's own rules (its
+    gate `check`, not the agent's `true`) and puts the file back on resume."""
+    agent = tmp_path / "agent.py"
+    agent.write_text(RESUME_AGENT.format(taken=TAKEN))
+    pol = _operator_policy("none", [PY, str(agent)])
+    pol["loop"]["max_iterations"] = 3
+    repo = _fleet_repo(tmp_path / "repo", pol)
+    task = tmp_path / "task.md"
+    task.write_text("solution.txt = 42\n")
+    r = healer("loop", "run", "--task", str(task), "--workdir", str(repo), "--run-id", "r")
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert (repo / "healer.yaml").read_text() == yaml.safe_dump(pol)  # put back after the agent's step
+    (repo / "healer.yaml").write_text(TAKEN)
+    (repo / ".healer" / "STOP").unlink()
+    r = healer("loop", "run", "--resume", "r", "--workdir", str(repo))
+    assert r.returncode == 4, r.stdout + r.stderr  # the gate still fails on 41: the agent's `true` never judged
+    from healer.store import open_store
+
+    s = open_store(repo)
+    try:
+        evs = s.events(prefix="loop.")
+    finally:
+        s.close()
+    started = [e for e in evs if e.kind == "loop.started"]
+    assert [e.payload["gates"] for e in started] == [["check"], ["check"]]
+    resumed = [e for e in evs if e.kind == "loop.protected_reverted" and e.payload.get("why") == "resume"]
+    assert resumed and "healer.yaml" in resumed[0].payload["paths"], evs
+    assert (repo / "healer.yaml").read_text() == yaml.safe_dump(pol)
