@@ -4,8 +4,9 @@ Two classes of files the agent writes and something later reads, runs or merges:
 
 - **The fleet's configuration** (`config_paths`): `healer.yaml`, `.healer/`, the policy file and the runbooks it
   includes, and every file the policy names as a command (a gate's script, a `make` gate's Makefile, a `python -m
-  MODULE` gate's module, `fleet.loop_command`'s and a `command` notifier's programs). A loop puts them back like any
-  protected path, its commit refuses them and the fleet's merge refuses a proposal that changes one.
+  MODULE` gate's module, the agent's own program, `fleet.loop_command`'s and a `command` notifier's programs). A loop
+  puts them back like any protected path, its commit refuses them and the fleet's merge refuses a proposal that
+  changes one.
 - **Agent-instruction and tool-config files** (`INSTRUCTION_FILES`, extended by `loop.instruction_files`, excepted by
   `loop.instruction_files_allow`): what steers the next program that opens the tree (an agent CLI's settings and
   hooks, AGENTS.md, an editor's tasks, direnv, CI workflows). Quarantined after every agent step and before the
@@ -54,6 +55,7 @@ def config_paths(policy: Mapping, base: str = "", root: str | None = None) -> li
     out: list[str] = list(OWN)
     loop, fleet = policy.get("loop") or {}, policy.get("fleet") or {}
     argvs: list[Sequence[str]] = [g.get("run") or [] for g in loop.get("gates") or []]
+    argvs.append((loop.get("agent") or {}).get("command") or [])
     argvs += [g.get("run") or [] for key in ("merge_gates", "main_gates") for g in fleet.get(key) or []]
     argvs.append(fleet.get("loop_command") or [])
     argvs += [n.get("command") or [] for n in (policy.get("notify") or {}).get("notifiers") or []]
