@@ -435,7 +435,8 @@ class Iteration:
             task=st.task, progress=_read_tail(self.workdir / "progress.md", 256 * 1024),
             gate_log=prev_log, lessons=_read_tail(self.workdir / "lessons.md", 64 * 1024), iteration=n,
             max_iterations=st.max_iterations, gates=[g.name for g in L.gates], protected=L.protected_paths,
-            max_diff_lines=L.max_diff_lines, progress_lines=L.memory.progress_lines, gate_log_lines=L.memory.gate_log_lines)
+            max_diff_lines=L.max_diff_lines, progress_lines=L.memory.progress_lines, gate_log_lines=L.memory.gate_log_lines,
+            guarded=(st.guarded or [])[:12])
         pf = idir / "prompt.md"
         pf.write_text(prompt)
         remaining_usd = (L.spend_cap_usd - st.cost_usd) if L.spend_cap_usd is not None else None
