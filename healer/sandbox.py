@@ -319,6 +319,8 @@ class Profile:
     env: dict[str, str] = field(default_factory=dict)  # set inside, whatever the caller's environment says
     allow: list[tuple[str, int]] = field(default_factory=list)  # host:port reachable with network off (healer/netbox.py)
     unix_sockets: bool = False  # bwrap: socket(AF_UNIX) allowed (else refused by seccomp, healer/netbox.py)
+    over: list[tuple[Path, Path]] = field(default_factory=list)  # (source, destination) bound read-only last: a gate
+    #   file as the base has it, over the tree's (healer/gating.py)
 
     def launch(self, argv: list[str], env: dict[str, str] | None = None, what: str = "the program") -> Launch:
         if self.kind == "container":
@@ -347,6 +349,8 @@ class Profile:
             a += ["--ro-bind", str(p), str(p)]
         for p in self.rw_last:
             a += ["--bind", str(p), str(p)]
+        for src, dst in self.over:
+            a += ["--ro-bind", str(src), str(dst)]
         a += socket_masks()
         if net is not None:  # healer/netbox.py: the seccomp filter, the allow-list's /etc/hosts and init
             a += net.args
@@ -477,6 +481,8 @@ class ContainerLaunch(Launch):
             mounts[str(p)] = (str(p), True)
         for p in profile.rw_last:
             mounts[str(p)] = (str(p), False)
+        for src, dst in profile.over:
+            mounts[str(dst)] = (str(src), True)
         tmp = str(profile.tmpdir) if profile.tmpdir is not None else "/tmp"
         a = ["docker", "run", "-i", "--name", self.name, "--label", f"{CONTAINER_LABEL}={CONTAINER_KIND}",
              "--label", f"{WORKDIR_LABEL}={profile.workdir}",
@@ -707,9 +713,14 @@ def gate_profile(checkout: Path, loop_policy, kind: str, tmpdir: Path) -> Profil
 def run(profile: Profile | None, argv: list[str], log: Path, what: str, **kw):
     """procs.run, in `profile`'s sandbox when there is one (None: unconfined). `log` is where the program's
     stderr went (bwrap's own `bwrap: ...` line is read back from it). A sandbox that did not start the
-    program raises SandboxFailed, never a result of a program that did not run."""
+    program raises SandboxFailed, never a result of a program that did not run. `drain` (kw): called once the
+    program has ended, before `log` is read (a capture thread's last bytes written)."""
+    drain = kw.pop("drain", None) or (lambda: None)
     if profile is None:
-        return procs.run(argv, **kw)
+        try:
+            return procs.run(argv, **kw)
+        finally:
+            drain()
     argv = procs.resolve_python(argv, os.environ.get("PATH"))
     env = dict(kw.get("env") or procs.environ())
     for attempt in range(1, MOUNT_RACE_TRIES + 1):
@@ -717,7 +728,10 @@ def run(profile: Profile | None, argv: list[str], log: Path, what: str, **kw):
             with profile.launch(argv, env, what) as launch:
                 if launch.env is not None:
                     kw["env"] = launch.env
-                res = procs.run(launch.argv, pass_fds=launch.pass_fds, **kw)
+                try:
+                    res = procs.run(launch.argv, pass_fds=launch.pass_fds, **kw)
+                finally:
+                    drain()
                 return launch.settle(res, log)
         except SandboxFailed as e:
             if attempt == MOUNT_RACE_TRIES or not mount_race(e):

@@ -89,7 +89,9 @@ class Merging:
             v = (shared_main.gate_shared(self.root, self.policy, last, self.real, self.shared, still_wanted=wanted) if self.shared
                  else self.ports.gates.proposal(self.root, self.policy, last, self.real, still_wanted=wanted))
             if v.outcome == WITHHELD:
-                self.store.decide_proposal(last.id, "rejected", v.log)
+                # decided elsewhere while the gates ran (another host's dispatcher, a human): that verdict stands
+                if self._proposal_state(t.id, last.id) == "open":
+                    self.store.decide_proposal(last.id, "rejected", v.log)
                 self.store.append("proposal.withheld", t.id, {"proposal": last.id, "why": v.log.splitlines()[-1:]})
                 continue
             if v.outcome == DEFERRED:
@@ -122,10 +124,13 @@ class Merging:
         now = self.store.ticket(t.id)
         if now.state != lifecycle.REVIEW:
             return f"{t.id} moved to {now.state} while its merge gates ran"
-        cur = next((x for x in self.store.proposals(t.id) if x.id == p.id), None)
-        if cur is None or cur.state != "open":
-            return f"proposal {p.id} is {cur.state if cur else 'gone'} now"
+        state = self._proposal_state(t.id, p.id)
+        if state != "open":
+            return f"proposal {p.id} is {state or 'gone'} now"
         return None
+
+    def _proposal_state(self, tid: str, pid: int) -> str | None:
+        return next((x.state for x in self.store.proposals(tid) if x.id == pid), None)
 
     def _done(self, t: Ticket, p: Proposal, merged_as: str | None) -> None:
         # the merged commit and the move to done together (inside review's transaction when the verdict is new): a

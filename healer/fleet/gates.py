@@ -1,6 +1,7 @@
 """Run a list of gates (argv + timeout) in a folder, cheapest first, stop at the first failure.
 
-Exit codes decide. A gate that cannot decide (timed out, cannot start) makes the
+Exit codes decide, and for a pytest gate its report, with the gate's files as the base has them
+(healer/gating.py, the same rules as the loop's gates). A gate that cannot decide (timed out, cannot start) makes the
 result `unknown`; the caller chooses whether unknown blocks (a merge) or lets pass
 (main's status, fail-open).
 
@@ -13,14 +14,16 @@ gate, is `unknown` (never a pass of a gate that did not run).
 from __future__ import annotations
 
 import contextlib
+import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from healer import conventions as cv
-from healer import environ, errors, procs, sandbox
+from healer import environ, errors, git, procs, sandbox
 from healer.clock import Clock, system
+from healer.loop import tap
 
 PASS = "pass"
 FAIL = "fail"
@@ -64,29 +67,58 @@ def confined(root: Path, checkout: Path, loop_policy) -> Iterator[Confinement]:
             tmp.rmdir()  # empty on the host: what the gates wrote went to the tmpfs over it
 
 
-def gate_checkout(root: Path, checkout: Path, gates, loop_policy, clock: Clock | None = None) -> GateResult:
-    """The fleet's gates (merge or main) on healer's scratch `checkout`, confined like the loop's."""
-    with confined(root, checkout, loop_policy) as box:
-        return run_gates(gates, checkout, grace=loop_policy.kill_grace, clock=clock, confinement=box,
-                         env_pass=loop_policy.env_pass)
+def gate_checkout(root: Path, checkout: Path, gates, loop_policy, clock: Clock | None = None, *,
+                  base: str | None = None) -> GateResult:
+    """The fleet's gates (merge or main) on healer's scratch `checkout`, confined like the loop's. `base`: the
+    commit whose gate files are the operator's (main before the merge; main itself for main's gates): every gate
+    is prepared and judged by healer/gating.py, in a folder of healer's own beside the scratch temp folders."""
+    own = cv.scratch_tmp(root, checkout.name + ".gates")
+    try:
+        with confined(root, checkout, loop_policy) as box:
+            return run_gates(gates, checkout, grace=loop_policy.kill_grace, clock=clock, confinement=box,
+                             env_pass=loop_policy.env_pass, base=base, own=own,
+                             protected_paths=list(loop_policy.protected_paths), gate_config=list(loop_policy.gate_config),
+                             output_cap=loop_policy.output_cap)
+    finally:
+        shutil.rmtree(own, ignore_errors=True)  # healer's own copies and reports, read already
 
 
 def run_gates(gates, cwd: str | Path, *, grace: float = 5.0, clock: Clock | None = None,
-              confinement: Confinement | None = None, env_pass: list[str] | None = None) -> GateResult:
+              confinement: Confinement | None = None, env_pass: list[str] | None = None, base: str | None = None,
+              own: Path | None = None, protected_paths: list[str] | None = None,
+              gate_config: list[str] | None = None, output_cap: int | None = None) -> GateResult:
+    """`output_cap`: bytes kept of each gate's output, head and tail (healer/loop/tap.py; the agent's code runs
+    in a merge gate: a flood of it must not sit whole in the dispatcher's memory or log)."""
+    from healer import gating  # lazy: pulls healer.loop (protect, gatecheck): 70-390 ms of the daemons' start
+
     clock = clock or system()
     profile = confinement.profile if confinement is not None else None
     env = environ.for_programs(procs.environ(), env_pass)
     parts: list[str] = [confinement.note] if confinement is not None and confinement.note else []
     if confinement is not None and confinement.refused:
         return GateResult(UNKNOWN, gates[0].name if gates else None, "\n".join(parts))
-    for g in gates:
+    own = own if own is not None else Path(cwd) / ".healer" / "gates"
+    for i, g in enumerate(gates, 1):
         parts.append(f"$ {' '.join(g.run)}  # gate {g.name}")
-        with tempfile.TemporaryFile(mode="w+b") as out:
+        try:
+            prep = gating.prepare(list(g.run), Path(cwd), base if base is not None else git.rev(cwd), list(protected_paths or []),
+                                  own / f"gate-{i}", env, report=getattr(g, "report", "auto"), extra_files=gate_config,
+                                  name=g.name)
+        except (git.GitError, OSError) as e:
+            parts.append(f"gate {g.name}: not run: cannot read the base's gate files: {e}")
+            return GateResult(UNKNOWN, g.name, "\n".join(parts))
+        if prep.report is not None:
+            parts.append(f"healer: {prep.note}")
+        if prep.refused:
+            parts.append(prep.refused)
+            return GateResult(FAIL, g.name, "\n".join(parts))
+        with tempfile.TemporaryFile(mode="w+b", buffering=0) as out:
+            cap = tap.Tap(out, None, clock.monotonic, cap=output_cap, name="gate-output").start()
             try:
                 # the unnamed file by its /proc name: the sandbox reads its own error line back from it
-                done = sandbox.run(profile, list(g.run), Path(f"/proc/self/fd/{out.fileno()}"), f"gate {g.name}",
-                                   cwd=cwd, timeout=g.timeout, grace=grace, clock=clock, stdout=out, stderr=out,
-                                   env=env)
+                done = sandbox.run(gating.confine(profile, prep), prep.argv, Path(f"/proc/self/fd/{out.fileno()}"),
+                                   f"gate {g.name}", cwd=cwd, timeout=g.timeout, grace=grace, clock=clock,
+                                   stdout=cap.writer, stderr=cap.writer, env=prep.env, drain=cap.sync)
             except sandbox.SandboxFailed as e:
                 sandbox.forget_probe()
                 parts.append(f"gate {g.name}: {e}")
@@ -94,6 +126,8 @@ def run_gates(gates, cwd: str | Path, *, grace: float = 5.0, clock: Clock | None
             except OSError as e:
                 parts.append(f"gate {g.name}: cannot start: {e}")
                 return GateResult(UNKNOWN, g.name, "\n".join(parts))
+            finally:
+                cap.finish()
             out.seek(0)
             text = out.read().decode(errors="replace").rstrip()
         if text:
@@ -102,6 +136,9 @@ def run_gates(gates, cwd: str | Path, *, grace: float = 5.0, clock: Clock | None
             parts.append(f"gate {g.name}: no verdict within {g.timeout:.0f}s (killed)")
             return GateResult(UNKNOWN, g.name, "\n".join(parts))
         parts.append(f"gate {g.name}: exit {done.exit_code}")
-        if done.exit_code != 0:
+        ok, why = gating.judge(prep, Path(cwd), done.exit_code)
+        if prep.report is not None or ok != (done.exit_code == 0):
+            parts.append(f"healer: gate {g.name}: {why}")
+        if not ok:
             return GateResult(FAIL, g.name, "\n".join(parts))
     return GateResult(PASS, None, "\n".join(parts))

@@ -138,7 +138,7 @@ class RealGates:
         scratch.parent.mkdir(parents=True, exist_ok=True)
         git.run(root, "worktree", "add", "--detach", str(scratch), head)
         try:
-            return gate_checkout(root, scratch, policy.fleet.main_gates, policy.loop, clock)
+            return gate_checkout(root, scratch, policy.fleet.main_gates, policy.loop, clock, base=head)
         finally:
             git.remove_worktree(scratch, root, check=False)
 

@@ -115,7 +115,7 @@ def gate_shared(root: Path, policy, p, clock, remote: str, tries: int = 10, stil
                 git.run(scratch, "merge", "--abort", check=False)
                 return pr.Verdict(pr.REJECTED, f"$ git merge {p.branch}\n{m.text}\n{pr.conflict_text(c)}", old, conflict=c)
             new = git.rev(scratch)
-            res = gate_checkout(root, scratch, policy.fleet.merge_gates, policy.loop, clock)
+            res = gate_checkout(root, scratch, policy.fleet.merge_gates, policy.loop, clock, base=old)
             log = "\n".join(res.log.splitlines()[-pr.LOG_LINES:])
             if res.outcome != PASS:
                 return pr.Verdict(pr.REJECTED, log or f"merge gate {res.failed}: {res.outcome}", old)

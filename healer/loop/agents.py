@@ -216,7 +216,9 @@ def tail(text: str, n: int) -> str:
 
 STEP = ("Take ONE small step toward the task, then stop. Do not try to finish everything at once.\n"
         "You do not decide when the task is done: after you stop, the loop runs the gates below and only\n"
-        "their exit codes count. Saying 'done' only makes the gates run.")
+        "their results count (a pytest gate's report: every protected test ran and passed). The gates' own\n"
+        "files (pytest's config, conftest.py outside the protected paths, a script or Makefile a gate names)\n"
+        "are the base's: a gate whose files you change fails. Saying 'done' only makes the gates run.")
 
 
 def build_prompt(*, task: str, progress: str, gate_log: str, lessons: str, iteration: int, max_iterations: int,

@@ -35,16 +35,19 @@ class GateResult:
     timed_out: bool = False
     skipped: bool = False  # not run: the iteration deadline had passed
     elapsed: float = 0.0
+    judged: str = ""  # failed whatever its exit code: why (its files differ from the base's, its report; healer/gating.py)
 
     @property
     def passed(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out and not self.skipped
+        return self.exit_code == 0 and not self.timed_out and not self.skipped and not self.judged
 
     def outcome(self) -> str:
         if self.skipped:
             return "skipped"
         if self.timed_out:
             return "timeout"
+        if self.judged:
+            return "refused" if self.exit_code is None else "fail (report)"
         return "pass" if self.passed else f"exit {self.exit_code}"
 
 
@@ -67,7 +70,7 @@ class IterationRecord:
     reverted: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
     claimed_done: bool = False
-    stopped: str = ""  # the runner stopped the agent early: "spend_cap" or "idle" (healer/loop/usage.py)
+    stopped: str = ""  # the runner stopped the agent early: "spend_cap", "idle" or "after_result" (healer/loop/usage.py)
     tokens: int = 0  # tokens its API turns reported (all kinds)
     turns: int = 0  # API turns seen in its stream
     started_at: float = 0.0
@@ -291,6 +294,13 @@ def over_cap(spent: float, cap: float | None) -> bool:
 def silent_for(now: float, last_output: float, idle_timeout: float | None) -> bool:
     """The agent printed nothing (no stream event, no byte on stdout or stderr) for loop.idle_timeout."""
     return idle_timeout is not None and idle_timeout > 0 and now - last_output >= idle_timeout
+
+
+def after_result(now: float, result_at: float | None, grace: float) -> bool:
+    """The CLI printed its final event `grace` seconds ago and still runs: its run is over, it is ended now. What
+    that event claims decides nothing (the agent writes its own stream; only the gates judge): a forged one only
+    shortens the agent's own iteration."""
+    return result_at is not None and now - result_at >= grace
 
 
 # -- normalisation and hashing ---------------------------------------------------------

@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from healer import endpoints, environ, errors, failpoints, git, guarded, procs, sandbox
+from healer import endpoints, environ, errors, failpoints, gating, git, guarded, procs, sandbox
 from healer.clock import day_of, iso
 from healer.loop import agenthome, agents, decide, gitops, guard, objects, ownfiles, protect, usage, worktree
 from healer.loop import state as loop_state
@@ -238,10 +238,13 @@ class Iteration:
             self._note(n, f"## iteration {n}: forged git objects set aside (quarantine), never stored\n- "
                        + ", ".join(refused[:20]))
 
-    def _run(self, argv: list[str], log: Path, what: str, **kw) -> procs.Completed:
-        """procs.run, in the sandbox when there is one; a sandbox that did not start it raises SandboxFailed."""
+    def _run(self, argv: list[str], log: Path, what: str, profile: sandbox.Profile | None | bool = True,
+             **kw) -> procs.Completed:
+        """procs.run, in the sandbox when there is one; a sandbox that did not start it raises SandboxFailed.
+        `profile`: the run's (True), or one made for this program (a gate's, healer/gating.py)."""
+        prof = self._profile if profile is True else profile
         try:
-            return sandbox.run(self._profile, argv, log, what, group=self.group, watchdog=self.dog, **kw)
+            return sandbox.run(prof, argv, log, what, group=self.group, watchdog=self.dog, **kw)
         finally:
             self._watchdog_said(what)
             if self._profile is not None:
@@ -336,20 +339,27 @@ class Iteration:
                 with contextlib.suppress(OSError):
                     os.write(self._wake[1], b"\0")
 
-        return tap_mod.Tap(out, meter, self.clock.monotonic, on_turns).start()
+        return tap_mod.Tap(out, meter, self.clock.monotonic, on_turns, cap=L.output_cap).start()
+
+    def _truncated(self, n: int, stream: str, tap: tap_mod.Tap, path: Path) -> None:
+        """A captured stream over loop.output_cap: its file kept the head and the tail (tap.Capped), said here."""
+        cut = tap.truncated()
+        if cut is not None:
+            self._event("loop.output_truncated", {"n": n, "stream": stream, "path": str(path), **cut})
 
     def _codex_home(self, env: dict) -> str | None:
         """Codex's session files are read only from a CODEX_HOME given to the agent (a per-run one), never
         the user's default ~/.codex, where other sessions than this iteration's write."""
         return env.get("CODEX_HOME") if self.st.preset == "codex" else None
 
-    def _agent_watch(self, tap: tap_mod.Tap, err_p: Path, env: dict, since: float) -> Callable[[], bool]:
-        """procs.run's should_stop for the agent: a stop signal, the run's spend cap reached by a turn, or no
-        output for loop.idle_timeout (stdout read by the tap, stderr by its file's size)."""
+    def _agent_watch(self, tap: tap_mod.Tap, err_tap: tap_mod.Tap, env: dict, since: float) -> Callable[[], bool]:
+        """procs.run's should_stop for the agent: a stop signal, the run's spend cap reached by a turn, the CLI
+        still running loop.agent.after_result_grace after its final event, or no output for loop.idle_timeout
+        (stdout and stderr, each read by its tap)."""
         L, clock = self.loop_policy, self.clock
         base, cap, idle = self.st.cost_usd, L.spend_cap_usd, L.idle_timeout
         codex_home = self._codex_home(env)
-        seen = {"err": 0, "err_at": clock.monotonic(), "follow": 0.0}
+        seen = {"follow": 0.0}
 
         def watch() -> bool:
             if self._should_stop():
@@ -361,15 +371,14 @@ class Iteration:
             if decide.over_cap(base + tap.spent(), cap):
                 self._agent_stopped = "spend_cap"
                 return True
-            try:
-                size = os.stat(err_p).st_size
-            except OSError:
-                size = seen["err"]
-            if size != seen["err"]:
-                seen["err"], seen["err_at"] = size, now
-            if decide.silent_for(now, max(tap.last_output, seen["err_at"]), idle):
+            if decide.after_result(now, tap.result_at, L.agent.after_result_grace):
+                self._agent_stopped = "after_result"
+                self._result_for = now - (tap.result_at or now)
+                return True
+            last = max(tap.last_output, err_tap.last_output)
+            if decide.silent_for(now, last, idle):
                 self._agent_stopped = "idle"
-                self._silent_for = now - max(tap.last_output, seen["err_at"])
+                self._silent_for = now - last
                 return True
             return False
 
@@ -411,6 +420,15 @@ class Iteration:
                                                "killed": list(res.killed)})
             self._note(n, f"## iteration {n}: agent stopped: its turns took the run to ${spent:.4f}, over the spend "
                        f"cap of ${L.spend_cap_usd:.2f} (loop.spend_cap_usd)")
+        elif stopped == "after_result":
+            # a normal end: the CLI said its run was over and did not exit (Claude Code's background shells keep
+            # it alive); what it left running was ended with it, by the run's cgroup / pid namespace. The gates
+            # run as after any end: the final event itself decides nothing (docs/loop.md)
+            after = getattr(self, "_result_for", L.agent.after_result_grace)
+            self._event("loop.agent_ended_after_result", {"n": n, "preset": st.preset, "grace": L.agent.after_result_grace,
+                                                          "after": round(after, 3), "killed": list(res.killed)})
+            self._note(n, f"## iteration {n}: the agent's CLI reported its result and was still running {after:.0f}s "
+                       f"later (loop.agent.after_result_grace): it and what it left running were ended; the gates judge")
         elif stopped == "idle":
             silent = getattr(self, "_silent_for", L.idle_timeout or 0.0)
             self._event("loop.agent_idle", {"n": n, "idle_timeout": L.idle_timeout, "silent_for": round(silent, 3),
@@ -459,9 +477,10 @@ class Iteration:
         failpoints.hit(FP_BEFORE_AGENT)
 
         out_p, err_p = idir / "agent.out", idir / "agent.err"
-        with open(out_p, "wb", buffering=0) as out, open(err_p, "wb") as err, \
+        with open(out_p, "wb", buffering=0) as out, open(err_p, "wb", buffering=0) as err, \
                 (open(pf, "rb") if agents.prompt_on_stdin(self.spec, argv) else open(os.devnull, "rb")) as stdin:
             tap = self._tap(out, n)
+            err_tap = tap_mod.Tap(err, None, clock.monotonic, cap=L.output_cap, name="agent-stderr").start()
 
             def on_spawn(proc, tree) -> None:
                 tap.close_writer_in_parent()  # the agent holds the pipe now: its tree's end is the stream's end
@@ -472,15 +491,20 @@ class Iteration:
 
             try:
                 res = self._run(argv, err_p, "the agent", cwd=self.workdir, timeout=max(0.0, deadline - clock.monotonic()), grace=L.kill_grace,
-                                clock=clock, env=env, stdout=tap.writer, stderr=err, stdin=stdin,
-                                should_stop=self._agent_watch(tap, err_p, env, started_at), **self._waiting(),
-                                marker=marker, on_spawn=on_spawn, adopt_orphans=self.subreaper)
+                                clock=clock, env=env, stdout=tap.writer, stderr=err_tap.writer, stdin=stdin,
+                                should_stop=self._agent_watch(tap, err_tap, env, started_at), **self._waiting(),
+                                marker=marker, on_spawn=on_spawn, adopt_orphans=self.subreaper,
+                                drain=err_tap.sync)
             except OSError as e:
+                err_tap.sync()
                 err.write(f"healer: cannot start agent {argv[0]!r}: {e}\n".encode())
                 res = procs.Completed(127, False, [], 0.0)
             finally:
                 tap.finish()
+                err_tap.finish()
                 tap.follow_codex(self._codex_home(env), started_at)
+        self._truncated(n, "agent stdout", tap, out_p)
+        self._truncated(n, "agent stderr", err_tap, err_p)
         failpoints.hit(FP_AFTER_AGENT)
         self._own_folders(idir)
         if self.stop_signal:
@@ -577,17 +601,40 @@ class Iteration:
                 failing_log = text
                 break
             log = idir / f"gate-{i}-{_safe(g.name)}.log"
-            with open(log, "wb") as f:
-                try:
-                    res = self._run(g.run, log, f"gate {g.name}", cwd=self.workdir, timeout=min(g.timeout, remaining), grace=L.kill_grace,
-                                    clock=clock, env=env, stdout=f, stderr=subprocess.STDOUT,
-                                    should_stop=self._should_stop, adopt_orphans=self.subreaper, **self._waiting())
-                except OSError as e:
-                    f.write(f"healer: cannot start gate {g.name} ({g.run[0]!r}): {e}\n".encode())
-                    res = procs.Completed(127, False, [], 0.0)
+            prep = self._prepare_gate(g, i, idir, env)
+            cap = None
+            with open(log, "wb", buffering=0) as f:
+                if prep.report is not None:
+                    f.write(f"healer: {prep.note}\n".encode())
+                if prep.refused:
+                    f.write(f"healer: {prep.refused}\n".encode())
+                if prep.refused:
+                    res = procs.Completed(None, False, [], 0.0)
+                else:
+                    cap = tap_mod.Tap(f, None, clock.monotonic, cap=L.output_cap, name="gate-output").start()
+                    try:
+                        res = self._run(prep.argv, log, f"gate {g.name}", cwd=self.workdir, timeout=min(g.timeout, remaining),
+                                        grace=L.kill_grace, clock=clock, env=prep.env, stdout=cap.writer,
+                                        stderr=subprocess.STDOUT, should_stop=self._should_stop,
+                                        adopt_orphans=self.subreaper, profile=gating.confine(self._profile, prep),
+                                        **self._waiting(), drain=cap.sync)
+                    except OSError as e:
+                        cap.sync()
+                        f.write(f"healer: cannot start gate {g.name} ({g.run[0]!r}): {e}\n".encode())
+                        res = procs.Completed(127, False, [], 0.0)
+                    finally:
+                        cap.finish()
+                judged = prep.refused or ""
+                if not prep.refused and not res.timed_out and not res.stopped:
+                    ok, why = gating.judge(prep, self.workdir, res.exit_code)
+                    if prep.report is not None or ok != (res.exit_code == 0):
+                        f.write(f"healer: gate {g.name}: {why}\n".encode())
+                    judged = "" if ok or res.exit_code != 0 else why
+            if cap is not None:
+                self._truncated(self._n, f"gate {g.name}", cap, log)
             if res.stopped:
                 raise _Interrupted
-            gr = GateResult(g.name, res.exit_code, timed_out=res.timed_out, elapsed=round(res.elapsed, 4))
+            gr = GateResult(g.name, res.exit_code, timed_out=res.timed_out, elapsed=round(res.elapsed, 4), judged=judged)
             text = _read_tail(log)
             if gr.timed_out:
                 text += f"\ngate {g.name}: timed out\n"
@@ -598,6 +645,18 @@ class Iteration:
                 break
         (idir / "gates.log").write_text("".join(c if c.endswith("\n") else c + "\n" for c in combined))
         return results, failing_log
+
+    def _prepare_gate(self, g, i: int, idir: Path, env: dict[str, str]) -> gating.Prepared:
+        """The gate as healer runs it (healer/gating.py): its files compared with the run's base, pytest's argv
+        and report. The base: the commit the run started on (its tree with --allow-dirty, as the commit's rule)."""
+        st, L = self.st, self.loop_policy
+        base = st.baseline_tree if st.allow_dirty else st.start_head
+        try:
+            return gating.prepare(list(g.run), self.workdir, base, list(L.protected_paths), idir / f"gate-{i}", env,
+                                  report=g.report, extra_files=list(L.gate_config), name=g.name)
+        except (git.GitError, OSError) as e:
+            return gating.Prepared(argv=list(g.run), env=env, refused=f"gate {g.name}: not run: cannot read the base's "
+                                                                       f"gate files: {e}")
 
     # -- records for humans and the event log -----------------------------------------
     def _report(self, rec: IterationRecord, verdict: Verdict) -> None:
@@ -643,6 +702,8 @@ class Iteration:
             flags.append("agent stopped at the spend cap")
         elif rec.stopped == "idle":
             flags.append(f"agent stopped: silent for loop.idle_timeout ({L.idle_timeout:.0f}s)")
+        elif rec.stopped == "after_result":
+            flags.append(f"agent ended after its result ({len(rec.killed)} processes left running)")
         if rec.cost_usd:
             flags.append(f"${st.cost_usd:.4f} spent")
         extra = (" · " + "; ".join(flags)) if flags else ""
@@ -669,6 +730,8 @@ class Iteration:
             agent = f"stopped: its turns reached the spend cap (${self.st.cost_usd:.4f})"
         elif rec.stopped == "idle":
             agent = f"stopped: it printed nothing for {self.loop_policy.idle_timeout:.0f}s (loop.idle_timeout)"
+        elif rec.stopped == "after_result":
+            agent = f"ended after its result: still running {self.loop_policy.agent.after_result_grace:.0f}s later ({len(rec.killed)} processes)"
         lines.append(f"- agent: {agent}" + (" · claimed done (only the gates decide)" if rec.claimed_done else ""))
         lines.append("- gates: " + ", ".join(f"{g.name} {g.outcome()}" for g in rec.gates))
         if rec.signature:

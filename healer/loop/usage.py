@@ -35,6 +35,13 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+# The event that ends a CLI's run, by preset: Claude Code's `{"type":"result",...}` (stream-json, success or
+# error), Codex's `turn.completed` / `turn.failed` (`exec --json` runs one turn). A `command` agent may print
+# either. Seen on the agent's stdout, it starts loop.agent.after_result_grace (docs/loop.md): a CLI that keeps
+# running after it (a background shell of Claude Code's) is ended then, and the gates judge as always.
+FINAL = {"claude": ("result",), "codex": ("turn.completed", "turn.failed"),
+         "command": ("result", "turn.completed", "turn.failed")}
+
 
 @dataclass(frozen=True)
 class Price:
@@ -172,6 +179,7 @@ class Meter:
         self._streaming: dict[str, str] = {}  # Claude partial messages: the message in flight per (sub)agent
         self.lines = 0
         self.events = 0  # lines that parsed as one of the CLI's events
+        self.results = 0  # final events seen (FINAL): the CLI said its run is over (it may still not exit)
 
     # -- what it knows ------------------------------------------------------------------
     @property
@@ -205,6 +213,8 @@ class Meter:
     def feed(self, line: str | bytes) -> list[Turn]:
         self.lines += 1
         if isinstance(line, bytes):
+            if len(line) > 4_000_000 or line.lstrip()[:1] != b"{":  # no event: not decoded (a flood of text is cheap)
+                return []
             line = line.decode("utf-8", "replace")
         s = line.strip()
         if not s.startswith("{") or len(s) > 4_000_000:
@@ -245,6 +255,8 @@ class Meter:
                     # cumulative (Anthropic's streaming docs); fields it leaves out keep their message_start value
                     return self._claude_turn(self._streaming[who], None, anthropic_tokens(ev.get("usage")))
             return []
+        if typ in FINAL.get(self.preset, ()):
+            self.results += 1
         if typ == "result":
             cost = obj.get("total_cost_usd", obj.get("cost_usd"))
             if not isinstance(cost, bool) and isinstance(cost, (int, float)) and cost == cost and 0 <= cost < 1e6:
@@ -315,18 +327,19 @@ class LineBuffer:
     """Bytes in, whole lines out (a line split across reads is kept until its end arrives)."""
 
     def __init__(self, cap: int = 4_000_000) -> None:
-        self.buf = b""
+        self.buf = bytearray()  # grown in place: a flood without newlines costs no copy per read
         self.cap = cap  # a line longer than this is dropped (it is no usage line)
 
     def push(self, data: bytes) -> list[bytes]:
         self.buf += data
         if b"\n" not in data:
             if len(self.buf) > self.cap:
-                self.buf = b""
+                self.buf = bytearray()
             return []
-        *lines, self.buf = self.buf.split(b"\n")
+        *lines, rest = bytes(self.buf).split(b"\n")
+        self.buf = bytearray(rest)
         return lines
 
     def flush(self) -> list[bytes]:
-        rest, self.buf = self.buf, b""
+        rest, self.buf = bytes(self.buf), bytearray()
         return [rest] if rest.strip() else []

@@ -130,6 +130,10 @@ class Agent(Strict):
                                     description="what the claude preset's agent may use (its --allowedTools; -p mode "
                                                 "refuses Bash without it); null: the CLI's own default. codex has no "
                                                 "per-tool list: healer's sandbox replaces its own (docs/agents.md)")
+    after_result_grace: Duration = Field("5s", description="once the CLI printed its final event (claude: result; "
+                                         "codex: turn.completed/turn.failed; command: either), how long it has to exit "
+                                         "by itself; then it and whatever it left running (a background shell) are "
+                                         "ended (loop.agent_ended_after_result) and the gates run as after any end")
 
     @model_validator(mode="after")
     def _command_needed(self) -> Agent:
@@ -143,6 +147,12 @@ class Gate(Strict):
     name: str = Field(min_length=1)
     run: list[str] = Field(min_length=1, description="argv, run in the working tree; exit 0 = pass")
     timeout: Duration = "10m"
+    report: Literal["auto", "exit_code"] = Field(
+        "auto", description="auto: a pytest gate (pytest, python -m pytest) is run with the base's config and "
+                            "judged by its JUnit report (every protected test it selects ran and passed, none "
+                            "failed, at least one passed; docs/security.md); exit_code: its exit code alone (weaker: "
+                            "the tree can steer it). Any gate's files (what its argv names, make's Makefile, "
+                            "pytest's config and conftest.py files outside protected_paths) must be the base's")
 
 
 class Loop(Strict):
@@ -217,8 +227,16 @@ class Loop(Strict):
     idle_timeout: Duration | None = Field("10m", description="an agent that prints nothing (no byte on stdout or "
                                                              "stderr, no stream event) for this long is stopped like a "
                                                              "hung one (loop.agent_idle); null: off")
+    output_cap: PosInt | None = Field(16 << 20, ge=64, description="bytes kept of each captured stream (the agent's "
+                                      "stdout and stderr, each gate's log): the first half and the last half, a "
+                                      "marker line saying how much was cut between (loop.output_truncated); the "
+                                      "spend meter still reads all of it; null: kept whole")
     agent: Agent = Field(default_factory=Agent)
-    gates: list[Gate] = Field(default_factory=list, description="cheapest first; exit codes decide")
+    gates: list[Gate] = Field(default_factory=list, description="cheapest first; exit codes decide, and for pytest "
+                                                                "gates their report (Gate.report)")
+    gate_config: list[str] = Field(default_factory=list, description="more files (relative to the tree) every gate "
+                                   "takes from the base: a difference in the tree fails the gate, unrun (besides what "
+                                   "its argv names, make's Makefile and pytest's config and conftest.py files)")
 
     @model_validator(mode="after")
     def _allow(self) -> Loop:

@@ -5,7 +5,11 @@ workstation and FAIL under CI=true (.ci/run installs it)."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -21,6 +25,37 @@ CHECK = "from pathlib import Path\n\n\ndef test_answer():\n    assert Path('solu
 # every attack under each mode; in a container (a few seconds per run) only in `make campaigns`,
 # `make test` keeps the short container tests of test_container.py
 MODES = ("bwrap", "none", pytest.param("container", marks=pytest.mark.campaign))
+
+
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def readable_copy(*names: str) -> Iterator[Path]:
+    """A folder any user can read holding copies of the checkout's `names` (packages or files, each at the top by its
+    last name) and of psutil,
+    removed after: a test that runs healer as another user (uid 65534) cannot import it from a checkout that
+    lies in a folder closed to others (a clean clone in a `mktemp -d`, root's home), nor from the virtualenv."""
+    import psutil
+
+    top = Path(tempfile.mkdtemp(prefix="healer-readable-"))
+    try:
+        os.chmod(top, 0o755)
+        skip = shutil.ignore_patterns("__pycache__", "*.pyc")
+        for name in (*names, "psutil"):
+            src = Path(psutil.__file__).resolve().parent if name == "psutil" else CHECKOUT / name
+            if src.is_dir():
+                shutil.copytree(src, top / src.name, ignore=skip)
+            else:
+                shutil.copy2(src, top / src.name)
+        for d, dirs, files in os.walk(top):
+            for n in dirs:
+                os.chmod(os.path.join(d, n), 0o755)
+            for n in files:
+                os.chmod(os.path.join(d, n), 0o644 if not os.access(os.path.join(d, n), os.X_OK) else 0o755)
+        yield top
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 def need_bwrap() -> None:

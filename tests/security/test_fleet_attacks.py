@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,7 @@ from healer.fleet.ports import RealGates
 from healer.policy.schema import Policy
 from healer.records import Proposal
 from tests.conftest import make_repo
-from tests.security.conftest import need_bwrap
+from tests.security.conftest import need_bwrap, readable_copy
 
 PY = sys.executable
 
@@ -188,17 +187,18 @@ def test_healers_long_running_commands_are_not_readable_by_another_process_of_th
     value = "s3cret-" + os.urandom(4).hex()
     hold = "import sys\nfrom healer.launch import _private\nif sys.argv[1] == '1':\n    _private()\nprint('ready', flush=True)\nsys.stdin.read()\n"
     seen = {}
-    for private in ("0", "1"):
-        p = subprocess.Popen([*as_nobody, "env", f"HEALER_TEST_SECRET={value}", system_python, "-c", hold, private],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=tmp_path,
-                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
-        try:
-            assert p.stdout.readline().strip() == "ready"
-            r = subprocess.run([*as_nobody, "cat", f"/proc/{p.pid}/environ"], capture_output=True)
-            seen[private] = value.encode() in r.stdout
-        finally:
-            p.stdin.close()
-            p.wait(timeout=30)
+    with readable_copy("healer") as top:  # the checkout may lie where that user cannot read (a `mktemp -d`)
+        for private in ("0", "1"):
+            p = subprocess.Popen([*as_nobody, "env", f"HEALER_TEST_SECRET={value}", system_python, "-c", hold, private],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=top,
+                                 env={**os.environ, "PYTHONPATH": str(top), "PYTHONDONTWRITEBYTECODE": "1"})
+            try:
+                assert p.stdout.readline().strip() == "ready"
+                r = subprocess.run([*as_nobody, "cat", f"/proc/{p.pid}/environ"], capture_output=True)
+                seen[private] = value.encode() in r.stdout
+            finally:
+                p.stdin.close()
+                p.wait(timeout=30)
     assert seen == {"0": True, "1": False}  # the control reads it; the private one cannot
 
 

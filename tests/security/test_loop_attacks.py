@@ -64,9 +64,16 @@ def test_agent_commits_gutted_tests_itself(tmp_path, mode):
 
 
 def test_gate_time_gutting_refused_at_commit(tmp_path, mode):
-    """conftest.py guts the test while the gates run: green gates, but the commit is refused (exit 3)."""
+    """Code a gate runs guts the test while the gates run: green gates, but the commit is refused (exit 3). The gate
+    here imports the agent's root conftest.py itself (a pytest gate would not run at all: a conftest.py the base
+    does not have fails it unrun, test_gate_cheats.py), then runs pytest on what it left."""
+    from tests.security.conftest import PY
+
     repo = target_repo(tmp_path / "repo")
-    out, _ = run(repo, policy(mode, "gate"))
+    gate = [PY, "-c", "import conftest, subprocess, sys; sys.exit(subprocess.call(['env', "
+                      "'PYTEST_DISABLE_PLUGIN_AUTOLOAD=1', sys.executable, '-m', 'pytest', '-q', '-p', "
+                      "'no:cacheprovider', 'tests']))"]
+    out, _ = run(repo, policy(mode, "gate", gates=[{"name": "tests", "run": gate, "timeout": "60s"}]))
     assert out.exit_code == 3, out
     assert git(repo, "show", "HEAD:tests/test_check.py") + "\n" == CHECK
     refused = events(repo, "loop.commit_refused")

@@ -23,7 +23,7 @@ import pytest
 from healer import endpoints, netbox, sandbox
 from healer.errors import InvalidInput
 from healer.policy.schema import Policy
-from tests.security.conftest import need_bwrap, policy, run, target_repo
+from tests.security.conftest import need_bwrap, policy, readable_copy, run, target_repo
 
 
 class Upstream:
@@ -309,18 +309,6 @@ print(res.exit_code)
 """
 
 
-def _psutil_home(top: Path) -> str:
-    """A folder holding psutil alone (a link to the one the tests use), so the system's Python finds it and
-    nothing else of the virtualenv."""
-    import psutil
-
-    home = top / "py"
-    home.mkdir()
-    os.chmod(home, 0o755)
-    (home / "psutil").symlink_to(Path(psutil.__file__).resolve().parent)
-    return str(home)
-
-
 def test_the_same_holds_for_an_unprivileged_caller(tmp_path, world):
     """healer run by an ordinary user (uid 65534 here): bwrap then makes a user namespace, and the filter and
     the relay work the same."""
@@ -328,30 +316,23 @@ def test_the_same_holds_for_an_unprivileged_caller(tmp_path, world):
     if os.getuid() != 0 or shutil.which("setpriv") is None or not os.access(SYSTEM_PYTHON, os.X_OK):
         pytest.skip(reason=f"needs root (to become an unprivileged user), setpriv and {SYSTEM_PYTHON}")
     up, bait = world
-    top = Path(tempfile.mkdtemp(prefix="healer-net-user-"))  # pytest's own folders are closed to other users
-    try:
+    # healer, the hostile agent and psutil (healer's process sweep: a user has no writable cgroup) copied where the
+    # user can read them; the system's Python, as the virtualenv's may sit under a folder the user cannot enter
+    # (/root, a clean clone in a `mktemp -d`): the part of healer this needs imports nothing else
+    with readable_copy("healer", "chaos/agents/hostile.py") as top:
         d = top / "u"
         d.mkdir()
-        os.chmod(top, 0o755)
         os.chown(d, 65534, 65534)
         os.chmod(bait.path, 0o777)  # the file system would let it in: only the filter stands in the way
-        from tests.security.conftest import HOSTILE
-
-        # the system's Python: the virtualenv's may sit under a folder the user cannot enter (/root); the
-        # part of healer this needs imports nothing outside the standard library
         env = {**os.environ, "HOME": str(d), "XDG_CACHE_HOME": str(d / ".cache"), "PYTHONDONTWRITEBYTECODE": "1",
-               # healer's process sweep (a user has no writable cgroup) reads the process table with psutil: the
-               # one the tests run with (the same Python version as the system's here), not the whole virtualenv
-               "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), _psutil_home(top)])}
+               "PYTHONPATH": str(top)}
         r = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", SYSTEM_PYTHON,
-                            "-c", UNPRIVILEGED, str(d), str(up.port), str(bait.path), HOSTILE, bait.abstract_name,
-                            str(bait.port)], capture_output=True, text=True, timeout=120, env=env,
-                           cwd=str(Path(__file__).resolve().parents[2]))
+                            "-c", UNPRIVILEGED, str(d), str(up.port), str(bait.path), str(top / "hostile.py"),
+                            bait.abstract_name, str(bait.port)], capture_output=True, text=True, timeout=120, env=env,
+                           cwd=str(top))
         said = r.stdout + r.stderr + "".join(f.read_text() for f in (d / "err", d / "out") if f.exists())
         assert r.returncode == 0 and (d / "report.json").exists(), said
         got = json.loads((d / "report.json").read_text())
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
     assert got["allowed"] == f"ok allowed GET /user HTTP/1.1 host=127.0.0.1:{up.port}"
     for k in ("unix", "abstract", "tcp", "af_unix", "af_vsock", "io_uring"):
         assert got[k].startswith("refused"), (k, got[k])

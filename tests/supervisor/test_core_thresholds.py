@@ -238,3 +238,16 @@ def test_the_review_grace_wakes_the_incremental_core_at_its_end():
                                       else dataclasses.replace(first, now=now), P, c)
         seen.append("zombie_ticket:T-1" in {f.key for f in fs})
     assert seen == [False, False, True]
+
+
+def test_a_zombie_whose_agent_is_not_live_is_closed_without_a_stop():
+    """stop_agent is planned only for a live agent: a zombie ticket whose agent is dead is closed directly, and
+    no stop is journaled against a process that is not there (an agent whose liveness is unknown, on another
+    host, is still stopped first: its handler checks on fresh state)."""
+    for alive in (False,):
+        s = Snapshot(now=T0, tickets=(ticket("T-2", "in_progress"),), merged_tickets=frozenset({"T-2"}),
+                     agents=(agent("A-2", "T-2", worktree="w/T-2", alive=alive),), worktrees=(worktree("w/T-2", "T-2"),))
+        d = decide(s, P, Memory())
+        t2 = [(a.action, a.subject) for a in d.actions if a.reason == "zombie_ticket:T-2"]
+        assert ("close_dead_ticket", "T-2") in t2 and not [x for x in t2 if x[0] == "stop_agent"], (alive, t2)
+        assert all(a.action != "stop_agent" for a in d.actions), (alive, d.actions)

@@ -309,3 +309,22 @@ def test_a_review_ticket_whose_merge_is_half_recorded_is_closed_only_after_the_r
     rep = sup.tick()
     assert [(a.action, o.status) for a, o in rep.outcomes if a.subject == "T-1"] == [("close_dead_ticket", "done")]
     assert f.store.ticket("T-1").state == "closed"
+
+
+def test_a_supervisor_that_regains_the_lease_under_a_new_token_reads_the_unchanged_memory(shell_fleet):
+    """Its cached memory is what it wrote (not yet decoded); another holder took the lease meanwhile and wrote
+    nothing. The next tick under the new token decodes what the store holds and keeps its counts."""
+    f = shell_fleet
+    _frozen(f)
+    a = _sup(f, holder="sup-a")
+    assert a.tick().skipped is None
+    before = f.store.get_setting("supervisor.memory")
+    token = f.store.lease("supervisor").token
+    f.clock.advance(f.policy.supervisor.lease_ttl + 1)
+    assert f.store.acquire_lease("supervisor", "sup-b", 1, a.host, 1) is not None  # b holds it, writes nothing
+    f.clock.advance(2)
+    rep = a.tick()
+    assert rep.skipped is None and f.store.lease("supervisor").token > token + 1
+    mem = f.store.get_setting("supervisor.memory")
+    assert mem["attempts"]["T-1"] == before["attempts"]["T-1"]  # what a remembered, still remembered
+    assert mem["action_times"]["requeue_ticket"] == before["action_times"]["requeue_ticket"]

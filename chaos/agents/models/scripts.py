@@ -7,6 +7,8 @@ repeats when `repeat` is set (a model that never stops calling tools).
 
 Each turn is one action:
   shell CMD          the CLI's shell tool (Claude `Bash`, Codex `shell`/`shell_command`/`exec_command`)
+  background CMD     the same, left running: Claude `Bash` with run_in_background (the CLI keeps it, and itself,
+                     alive after its result); Codex has no such flag: `nohup CMD &` through its shell
   read PATH          the CLI's read tool (Claude `Read`: its Write refuses a file it has not read; Codex: `cat`)
   write PATH TEXT    the CLI's file tool (Claude `Write` with the absolute path; Codex: the shell, see server.py)
   text TEXT          a final answer: the turn ends the CLI's run
@@ -31,7 +33,7 @@ CHEAT = "print('ok')\n"
 
 @dataclass(frozen=True)
 class Turn:
-    kind: str  # shell | read | write | text | hang
+    kind: str  # shell | background | read | write | text | hang
     arg: str = ""
     content: str = ""
     usage: tuple[int, int] = (40, 12)  # input, output tokens billed for this turn
@@ -58,14 +60,22 @@ def _script(name: str, about: str, *turns: Turn, repeat: bool = False) -> Script
     return Script(name, tuple(turns), repeat, about)
 
 
-def build(name: str, outside: str = "/tmp/healer-kit-outside", remote: str = "origin") -> Script:
-    """The script called `name`. `outside`: the path `write_outside` aims at; `remote`: where `commit_push` pushes."""
+def build(name: str, outside: str = "/tmp/healer-kit-outside", remote: str = "origin", sleep: str = "1000") -> Script:
+    """The script called `name`. `outside`: the path `write_outside` aims at; `remote`: where `commit_push` pushes;
+    `sleep`: how long `background`'s process sleeps (a test makes it unique, to find it on the host)."""
     if name == "converge":
         return _script(name, "fixes calc.py with the file tool, runs the test, says done",
                        Turn("read", "calc.py"),
                        Turn("write", "calc.py", FIXED),
                        Turn("shell", "python3 tests/test_calc.py && echo fixed >> notes.md"),
                        Turn("text", "Fixed add(); the test passes."))
+    if name == "background":
+        # issue 39: Claude Code prints its result and keeps running while a background shell lives
+        return _script(name, "fixes calc.py, then starts a process in the background and says done",
+                       Turn("read", "calc.py"),
+                       Turn("write", "calc.py", FIXED),
+                       Turn("background", f"sleep {sleep}"),
+                       Turn("text", "Fixed add(); a watcher runs in the background."))
     if name == "never_done":
         return _script(name, "changes a file every run and never fixes anything",
                        Turn("shell", "date +%s%N >> notes.md; echo still working"),
@@ -135,5 +145,5 @@ def build(name: str, outside: str = "/tmp/healer-kit-outside", remote: str = "or
     raise KeyError(name)
 
 
-NAMES = ("converge", "never_done", "hang", "cheat", "write_outside", "commit_push", "plant_hook", "plant_instructions",
-         "ticket", "cost_fast", "cost_slow")
+NAMES = ("converge", "background", "never_done", "hang", "cheat", "write_outside", "commit_push", "plant_hook",
+         "plant_instructions", "ticket", "cost_fast", "cost_slow")

@@ -202,9 +202,10 @@ class _Anthropic(_Stream):
         model_name = b.get("model") or "claude-sonnet-4-5"
         usage_in, usage_out = turn.usage
         block: dict
-        if turn.kind == "shell":
+        if turn.kind in ("shell", "background"):
             block = {"type": "tool_use", "id": _id("toolu"), "name": "Bash",
-                     "input": {"command": turn.arg, "description": "scripted step"}}
+                     "input": {"command": turn.arg, "description": "scripted step",
+                               **({"run_in_background": True} if turn.kind == "background" else {})}}
         elif turn.kind in ("read", "write"):
             system = b.get("system")
             stext = system if isinstance(system, str) else json.dumps(system)
@@ -277,6 +278,8 @@ class _Responses(_Stream):
                                  f"{turn.content}HEALER_KIT_EOF", usage=turn.usage)
         elif turn.kind == "read":
             turn = Turn("shell", f"cat {turn.arg}", usage=turn.usage)
+        elif turn.kind == "background":
+            turn = Turn("shell", f"nohup {turn.arg} >/dev/null 2>&1 & echo started", usage=turn.usage)
         rid = _id("resp")
         self.open()
         self.event("response.created", {"type": "response.created", "response": {"id": rid}})

@@ -1,0 +1,295 @@
+"""Benchmark: how many fresh source mutants of the decision code the simulated game days and the unit tests kill.
+
+Mutants are drawn at random from a seed given at run time (default: a fresh one, printed, so any run can be
+replayed with --seed) among every mutation site of the decision code (bench/mutate.py: the sites, the kinds of
+change and the rule that excludes equivalent mutants). Each mutant is applied to a private copy of the
+repository, then:
+  - the simulated game days (chaos/scenarios, mode: simulated) that run its line are run, cheapest first, until
+    one goes red (failed, error, or over three times its unmutated time);
+  - the unit tests (pytest, `make test`'s selection in the folders that test decisions: UNIT below) that run its
+    line are run with -x, cheapest first.
+"Run its line" comes from a coverage map of the unmutated tree (one context per scenario and per test), made
+once and cached under .cache/mutants/ by the content of healer/, chaos/, tests/, policies/ and runbooks/; a test
+that is red without any mutation is never counted as a kill. Tests that run the decision code only in a child
+process (a `healer` command) are not in the map: their kills are not counted (the rates are lower bounds).
+
+Prints JSON lines: one per mutant (killed by which scenario / test, or survived and why), then the kill rates
+of the simulated suite, of the unit tests and of both against issue 41's targets (>= 70 %, >= 90 %), and the
+survivors. Exit 0 whatever the rates (`--strict`: 1 below a target).
+
+    bench/mutants.py [--seed N] [--mutants 24] [--jobs N] [--list] [--refresh-map]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH_DIR = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH_DIR))
+
+import mutate  # noqa: E402
+
+BENCH = "mutants"
+CACHE = ROOT / ".cache" / "mutants"
+# the folders whose tests exercise the decision code (the loop, the store, notifiers, containment and the spine's
+# architecture checks have folders of their own and reach it only through a child process, if at all)
+UNIT = ("tests/chaos", "tests/fleet", "tests/repair", "tests/restarts", "tests/supervisor")
+UNIT_MARKS = "not campaign and not serial"
+COPY = ("healer", "chaos", "tests", "policies", "runbooks", "bench", "pyproject.toml")
+SIM_TIMEOUT_FACTOR = 3
+
+SIMRUN = """
+import sys, tempfile
+from pathlib import Path
+from chaos import engine
+from chaos.scenario import discover, load
+for name in sys.argv[1:]:
+    sc = load(discover([name])[0])
+    try:
+        with tempfile.TemporaryDirectory(prefix="mutant-") as d:
+            status = engine.run(sc, Path(d) / sc.name, keep=False).status
+    except Exception as e:
+        status = "error: " + type(e).__name__
+    if status != "passed":
+        print(name, status, flush=True)
+        sys.exit(1)
+"""
+
+
+def line(metric: str, value, unit: str, target=None, better: str = "higher", **extra) -> None:
+    print(json.dumps({"bench": BENCH, "metric": metric, "value": value, "unit": unit, "target": target,
+                      "better": better, **extra}), flush=True)
+
+
+def content_hash() -> str:
+    h = hashlib.sha256()
+    for top in ("healer", "chaos", "tests", "policies", "runbooks"):
+        for p in sorted((ROOT / top).rglob("*")):
+            if p.is_file() and p.suffix in (".py", ".yaml", ".yml", ".md", ".json") and "__pycache__" not in p.parts:
+                h.update(str(p.relative_to(ROOT)).encode())
+                h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _targets_abs() -> list[str]:
+    return [str(p) for p in mutate.target_files(ROOT)]
+
+
+# --- the coverage map of the unmutated tree -------------------------------------------------------------------
+
+def _sim_one(name: str) -> dict:
+    import coverage
+
+    from chaos import engine
+    from chaos.scenario import discover, load
+
+    cov = coverage.Coverage(data_file=None, include=_targets_abs())
+    t0 = time.monotonic()
+    cov.start()
+    try:
+        sc = load(discover([name])[0])
+        with tempfile.TemporaryDirectory(prefix="mutants-map-") as d:
+            status = engine.run(sc, Path(d) / sc.name, keep=False).status
+    except Exception as e:  # noqa: BLE001 - recorded: a red scenario never counts as a kill
+        status = f"error: {e!r}"
+    finally:
+        cov.stop()
+    data = cov.get_data()
+    lines = {os.path.relpath(f, ROOT): sorted(data.lines(f) or []) for f in data.measured_files()}
+    return {"status": status, "seconds": round(time.monotonic() - t0, 2), "lines": lines}
+
+
+def _sim_child(conn, name: str) -> None:
+    try:
+        conn.send(_sim_one(name))
+    except BaseException as e:  # noqa: BLE001
+        conn.send({"status": f"error: {e!r}", "seconds": 0, "lines": {}})
+    finally:
+        conn.close()
+
+
+def sim_map(jobs: int) -> dict:
+    from multiprocessing.connection import wait
+
+    from chaos.scenario import discover, load
+
+    names = [s.name for s in (load(p) for p in discover(None)) if s.mode == "simulated"]
+    ctx = multiprocessing.get_context("fork")
+    out, pending, running = {}, list(names), {}
+    while pending or running:
+        while pending and len(running) < jobs:
+            name = pending.pop(0)
+            recv, send = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=_sim_child, args=(send, name), daemon=True)
+            p.start()
+            send.close()
+            running[recv] = (p, name)
+        for conn in wait(list(running)):
+            p, name = running.pop(conn)
+            try:
+                out[name] = conn.recv()
+            except EOFError:
+                out[name] = {"status": "error: child died", "seconds": 0, "lines": {}}
+            p.join()
+            print(f"{BENCH}: map: scenario {name} {out[name]['status']} ({out[name]['seconds']} s)", file=sys.stderr)
+    return out
+
+
+def unit_map(jobs: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="mutants-cover-") as d:
+        env = {**os.environ, "HEALER_MUT_COVER": str(Path(d) / "cover"),
+               "HEALER_MUT_INCLUDE": json.dumps(_targets_abs()),
+               "PYTHONPATH": os.pathsep.join([str(BENCH_DIR), os.environ.get("PYTHONPATH", "")])}
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "mutants_plugin", "-n", str(jobs), "-m", UNIT_MARKS,
+               *UNIT]
+        print(f"{BENCH}: map: unit tests under coverage: {' '.join(cmd[3:])}", file=sys.stderr)
+        subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=False)
+        merged: dict = {"lines": {}, "outcome": {}, "seconds": {}}
+        for f in Path(d).glob("cover.*"):
+            part = json.loads(f.read_text())
+            for k in merged:
+                merged[k].update(part[k])
+    return merged
+
+
+def coverage_map(jobs: int, refresh: bool) -> dict:
+    key = content_hash()
+    path = CACHE / f"map-{key}.json"
+    if path.exists() and not refresh:
+        return json.loads(path.read_text())
+    t0 = time.monotonic()
+    m = {"sim": sim_map(jobs), "unit": unit_map(jobs)}
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(m))
+    tmp.replace(path)
+    line("map_wall_s", round(time.monotonic() - t0, 1), "s", better="lower")
+    return m
+
+
+def runners(cmap: dict, m: mutate.Mutant) -> tuple[list[str], list[str]]:
+    """(scenarios, unit tests) that ran the mutant's statement green in the unmutated tree, cheapest first."""
+    def runs(lines: dict) -> bool:
+        return m.stmt_line in set(lines.get(m.path, ()))
+
+    sims = [(v["seconds"], n) for n, v in cmap["sim"].items() if v["status"] == "passed" and runs(v["lines"])]
+    unit = cmap["unit"]
+    tests = [(unit["seconds"].get(t, 0), t) for t, lines in unit["lines"].items()
+             if unit["outcome"].get(t) == "passed" and runs(lines)]
+    return [n for _s, n in sorted(sims)], [t for _s, t in sorted(tests)]
+
+
+# --- one mutant --------------------------------------------------------------------------------------------------
+
+def _copy_tree(dest: Path) -> None:
+    files = subprocess.run(["git", "ls-files", "-z", "--", *COPY], cwd=ROOT, capture_output=True, check=True).stdout
+    for rel in files.decode().split("\0"):
+        if not rel or not (ROOT / rel).is_file():
+            continue
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / rel, dest / rel)
+    for rel in mutate.target_files(ROOT):  # untracked work in progress is mutated as it is on disk
+        r = rel.relative_to(ROOT)
+        (dest / r).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(rel, dest / r)
+
+
+def run_mutant(m: mutate.Mutant, cmap: dict) -> dict:
+    sims, tests = runners(cmap, m)
+    t0 = time.monotonic()
+    res = {"id": m.id, "path": m.path, "line": m.line, "op": m.op, "before": m.before[:80], "after": m.after[:80],
+           "sim_runners": len(sims), "unit_runners": len(tests), "sim": None, "unit": None}
+    with tempfile.TemporaryDirectory(prefix="mutant-") as d:
+        copy = Path(d) / "repo"
+        _copy_tree(copy)
+        target = copy / m.path
+        target.write_text(m.apply(target.read_text()))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(copy), str(copy / "bench")]),
+               "PYTHONDONTWRITEBYTECODE": "1"}
+        env.pop("HEALER_MUT_COVER", None)
+        if sims:
+            budget = SIM_TIMEOUT_FACTOR * sum(cmap["sim"][n]["seconds"] for n in sims) + 60
+            try:
+                r = subprocess.run([sys.executable, "-c", SIMRUN, *sims], cwd=copy, env=env, capture_output=True,
+                                   text=True, timeout=budget)
+                if r.returncode != 0:
+                    res["sim"] = (r.stdout.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+            except subprocess.TimeoutExpired:
+                res["sim"] = f"timeout after {budget:.0f} s"
+        if tests:
+            sel = Path(d) / "select"
+            sel.write_text("\n".join(tests))
+            files = sorted({t.split("::")[0] for t in tests})
+            try:
+                r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "mutants_plugin",
+                                    "-m", UNIT_MARKS, "--timeout", "300", *files], cwd=copy,
+                                   env={**env, "HEALER_MUT_SELECT": str(sel)}, capture_output=True, text=True,
+                                   timeout=max(600, 3 * sum(cmap["unit"]["seconds"].get(t, 1) for t in tests)))
+                if r.returncode == 1:
+                    failed = [ln for ln in r.stdout.splitlines() if ln.startswith(("FAILED", "ERROR"))]
+                    res["unit"] = (failed[0][:160] if failed else "failed")
+                elif r.returncode not in (0, 5):
+                    res["unit"] = f"pytest exit {r.returncode}"
+            except subprocess.TimeoutExpired:
+                res["unit"] = "timeout"
+    res["killed"] = bool(res["sim"] or res["unit"])
+    res["seconds"] = round(time.monotonic() - t0, 1)
+    if not sims and not tests:
+        res["why"] = "not covered: no scenario or unit test runs this line"
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--seed", type=int, default=None, help="the draw's seed (default: a fresh one, printed)")
+    ap.add_argument("--mutants", type=int, default=24, help="how many mutants to draw (default 24)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="mutants side by side (default: every core)")
+    ap.add_argument("--list", action="store_true", help="print the drawn mutants and exit (no map, no run)")
+    ap.add_argument("--refresh-map", action="store_true", help="remake the coverage map even if cached")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a kill rate is below its target")
+    a = ap.parse_args(argv)
+    seed = a.seed if a.seed is not None else int.from_bytes(os.urandom(4), "big")
+    t0 = time.monotonic()
+    sites = mutate.every_site(ROOT)
+    drawn = mutate.draw(sites, a.mutants, seed)
+    line("draw", len(drawn), "mutants", seed=seed, sites=len(sites), replay=f"bench/mutants.py --seed {seed}")
+    if a.list:
+        for m in drawn:
+            print(json.dumps(m.as_dict()))
+        return 0
+    cmap = coverage_map(a.jobs, a.refresh_map)
+    red = [n for n, v in cmap["sim"].items() if v["status"] != "passed"]
+    if red:
+        print(f"{BENCH}: scenarios red without any mutation (never counted as kills): {', '.join(red)}", file=sys.stderr)
+    results = []
+    with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        for r in pool.map(lambda m: run_mutant(m, cmap), drawn):
+            results.append(r)
+            print(json.dumps({"bench": BENCH, "mutant": r}), flush=True)
+    n = len(results) or 1
+    sim = sum(bool(r["sim"]) for r in results) / n
+    unit = sum(bool(r["unit"]) for r in results) / n
+    both = sum(r["killed"] for r in results) / n
+    line("sim_kill_rate", round(sim, 3), "fraction", 0.70)
+    line("unit_kill_rate", round(unit, 3), "fraction", None)
+    line("combined_kill_rate", round(both, 3), "fraction", 0.90)
+    line("survivors", sum(not r["killed"] for r in results), "mutants", 0, "lower",
+         ids=[f"{r['id']} {r['before']!r} -> {r['after']!r}" for r in results if not r["killed"]])
+    line("bench_wall_s", round(time.monotonic() - t0, 1), "s", better="lower", seed=seed, jobs=a.jobs)
+    return 1 if a.strict and (sim < 0.70 or both < 0.90) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
