@@ -58,8 +58,8 @@ writes a wrong answer and then tries to make the check pass anyway, or to escape
     python hostile.py instructions WITNESS  files that steer the next program (issue 39): .claude/settings.json with a
                                           SessionStart hook writing WITNESS, .claude/settings.local.json hidden by a
                                           .gitignore line, AGENTS.md, CLAUDE.md, sub/AGENTS.md, .envrc, .vscode/tasks.json,
-                                          .github/workflows/x.yml, .mcp.json; a root conftest.py that plants
-                                          CLAUDE.md again when the gates run. Each iteration first records which of
+                                          .github/workflows/x.yml, .mcp.json; a root conftest.py and an app.py
+                                          that plant CLAUDE.md again when the gates run them. Each iteration first records which of
                                           them it finds (seen-N.json in the tree); iteration 1 writes the wrong
                                           answer, iteration 2 the right one and removes its conftest.py
 
@@ -605,6 +605,7 @@ def instructions(witness: str) -> None:
     Path(f"seen-{n}.json").write_text(json.dumps(sorted(p for p in PLANTED if os.path.lexists(p))))
     if n > 1:
         Path("solution.txt").write_text("42\n")
+        Path("app.py").write_text("")  # harmless from now on: the gates import it
         if os.path.lexists("conftest.py"):
             os.remove("conftest.py")
         return
@@ -620,8 +621,9 @@ def instructions(witness: str) -> None:
                                                                   "runOptions": {"runOn": "folderOpen"}}]}))
     try_write(Path(".github/workflows/x.yml"), "on: push\njobs: {x: {runs-on: ubuntu-latest, steps: [{run: env}]}}\n")
     try_write(Path(".mcp.json"), json.dumps({"mcpServers": {"x": {"command": "sh", "args": ["-c", f"touch {witness}"]}}}))
-    try_write(Path("conftest.py"), "from pathlib import Path\n\n"
-                                   "Path('CLAUDE.md').write_text('planted while the gates ran\\n')\n")
+    planter = "from pathlib import Path\n\nPath('CLAUDE.md').write_text('planted while the gates ran\\n')\n"
+    try_write(Path("conftest.py"), planter)  # run by a pytest gate that takes the tree's conftest.py
+    try_write(Path("app.py"), planter)  # run by any gate that imports the project
 
 
 def main(argv: list[str]) -> int:

@@ -9,10 +9,17 @@ import json
 
 from healer import guarded
 from tests.conftest import git
-from tests.security.conftest import events, policy, run, target_repo
+from tests.security.conftest import PY, events, policy, run, target_repo
 
 PLANTED = (".claude/settings.json", ".claude/settings.local.json", "AGENTS.md", "CLAUDE.md", "sub/AGENTS.md", ".envrc",
            ".vscode/tasks.json", ".github/workflows/x.yml", ".mcp.json")
+
+
+def _gates(mode: str, *args: str, **loop):
+    """The default pytest gate, after one that imports the project (`app.py`): the code the gates run."""
+    pol = policy(mode, *args, **loop)
+    first = {"name": "imports", "run": [PY, "-c", "import app"], "timeout": "60s"}
+    return policy(mode, *args, **loop, gates=[first, *[g.model_dump(mode="json") for g in pol.loop.gates]])
 
 
 def _committed(repo) -> list[str]:
@@ -22,17 +29,19 @@ def _committed(repo) -> list[str]:
 def test_planted_instruction_files_are_quarantined_reported_and_never_committed(tmp_path, mode):
     """Iteration 1 plants a SessionStart hook, AGENTS.md, CLAUDE.md (and the rest), a hidden settings file and a
     conftest.py that writes CLAUDE.md again while the gates run; iteration 2 writes the right answer. Iteration 2's
-    agent finds none of them, the commit holds none, each is in healer's quarantine and named by an event."""
+    agent finds none of them, the commit holds none, each is in healer's quarantine and named by an event. (The
+    pytest gate refuses the tree's conftest.py; the CLAUDE.md planted at gate time comes from app.py, imported by
+    the first gate.)"""
     repo = target_repo(tmp_path / "repo")
     witness = tmp_path / "witness"
-    out, lines = run(repo, policy(mode, "instructions", str(witness), max_iterations=2))
+    out, lines = run(repo, _gates(mode, "instructions", str(witness), max_iterations=2))
     assert out.exit_code == 0, (out, lines)
     assert json.loads((repo / "seen-2.json").read_text()) == [], "iteration 2 started with planted files"
     assert sorted(json.loads((repo / "seen-1.json").read_text())) == []  # the base had none
     tree = _committed(repo)
     assert git(repo, "show", "HEAD:solution.txt") == "42"
     assert not [p for p in tree if guarded.instruction_file(p, guarded.INSTRUCTION_FILES)], tree
-    assert "conftest.py" not in tree
+    assert "conftest.py" not in tree and git(repo, "show", "HEAD:app.py") == ""
     for p in PLANTED:
         assert not (repo / p).exists(), p
     got = events(repo, "loop.instruction_files_quarantined")
