@@ -22,6 +22,7 @@ HALT_FILE = f"{HEALER_DIR}/HALT"  # present: every remediation is observe-only
 TASKS_DIR = f"{HEALER_DIR}/tasks"
 AGENT_LOGS_DIR = f"{HEALER_DIR}/logs/agents"
 EFFECTIVE_POLICY = f"{HEALER_DIR}/policy.effective.yaml"
+POLICIES = f"{HEALER_DIR}/policies"  # the policies a dispatcher launched loops with: <sha256>.yaml, read-only
 BRANCH_PREFIX = "healer/"
 
 

@@ -9,6 +9,7 @@ steps leaves what the next pass (healer/fleet/dispatch_reap.py: orphans, adoptio
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import uuid
@@ -17,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from healer import conventions as cv
-from healer import failpoints, git, lifecycle, procs
+from healer import digest, failpoints, git, lifecycle, procs
 from healer.core import dispatch as core
 from healer.core import endings
 from healer.errors import StaleLease, host_trouble
@@ -207,13 +208,23 @@ class Launching:
         return path
 
     def _policy_file(self) -> Path:
-        if self.policy_path is not None:
-            return self.policy_path
-        path = self.root / ".healer" / "policy.effective.yaml"
-        text = yaml.safe_dump(self.policy.model_dump(mode="json", by_alias=True), sort_keys=False)
-        if not path.exists() or path.read_text() != text:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, text)  # a loop starting now reads the old policy or the new one, never half of one
+        """The policy the operator started this dispatcher with, as a content-addressed read-only snapshot
+        (ROOT/.healer/policies/<sha256>.yaml): every loop it launches reads that, never ROOT/healer.yaml, which a
+        merge or an agent could have changed since it started (issue 39). A loop refuses a snapshot that does not
+        hash to its name. A new policy takes effect when the operator restarts the dispatcher (docs/fleet.md)."""
+        if self._snapshot is not None and self._snapshot.is_file():
+            return self._snapshot
+        data = self.policy.model_dump(mode="json", by_alias=True)
+        # runbooks as the fleet root names them (the loop derives the files it guards from these names)
+        base = (self.policy_path or self.root / "healer.yaml").parent
+        data["include_runbooks"] = [_root_relative(self.root, base, e) for e in data.get("include_runbooks") or []]
+        text = yaml.safe_dump(data, sort_keys=False)
+        path, fresh = snapshot_policy(self.root, text)
+        self._snapshot = path
+        if fresh or not self._snapshot_said:
+            self.store.append("dispatch.policy", "", {"path": str(path), "sha256": path.stem,
+                                                      "source": str(self.policy_path) if self.policy_path else None})
+        self._snapshot_said = True
         return path
 
     def _argv(self, t: Ticket, launch: core.Launch, run_id: str, task: Path, wt: Path) -> list[str]:
@@ -221,6 +232,10 @@ class Launching:
         values = dict(python=sys.executable, policy=str(self._policy_file()), task_file=str(task), workdir=str(wt),
                       root=str(self.root), run_id=run_id, ticket=t.id)
         argv = [_subst(a, values) for a in fleet.loop_command]
+        if list(fleet.loop_command[:2]) == ["{python}", "-m"]:
+            # healer's own interpreter, and the worktree off its import path: `python -m healer` run in a tree that
+            # holds a healer.py (or healer/) would run that file as the next loop, outside any sandbox (issue 39)
+            argv.insert(1, "-P")
         if launch.kind == core.RESUME:
             argv += [_subst(a, values) for a in fleet.resume_args]
         return argv
@@ -232,3 +247,31 @@ _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 def _subst(text: str, values: dict[str, str]) -> str:
     """Replace the known {placeholders} only; any other brace (a `python -c` snippet, JSON) stays as written."""
     return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), text)
+
+
+def _root_relative(root: Path, base: Path, entry: str) -> str:
+    p = (base / entry).resolve()
+    try:
+        return p.relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(p)
+
+
+def snapshot_policy(root: Path, text: str) -> tuple[Path, bool]:
+    """`text` as ROOT/.healer/policies/<its sha256>.yaml, read-only (renamed into place: whole or absent); whether
+    it was written now. A file of that name that does not hold those bytes (set aside, never deleted) is rewritten."""
+    raw = text.encode()
+    name = digest.sha256(raw).hexdigest()
+    folder = root / cv.POLICIES
+    path = folder / f"{name}.yaml"
+    try:
+        if path.is_file() and not path.is_symlink() and digest.sha256(path.read_bytes()).hexdigest() == name:
+            return path, False
+    except OSError:
+        pass
+    folder.mkdir(parents=True, exist_ok=True)
+    if os.path.lexists(path):
+        os.replace(path, folder / f"{name}.yaml.bad-{uuid.uuid4().hex[:8]}")
+    write_atomic(path, text)
+    os.chmod(path, 0o444)
+    return path, True

@@ -91,9 +91,8 @@ class Merging:
             v = (shared_main.gate_shared(self.root, self.policy, last, self.real, self.shared, still_wanted=wanted) if self.shared
                  else self.ports.gates.proposal(self.root, self.policy, last, self.real, still_wanted=wanted))
             if v.outcome == WITHHELD:
-                # decided elsewhere while the gates ran (another host's dispatcher, a human): that verdict stands
-                if self._proposal_state(t.id, last.id) == "open":
-                    self.store.decide_proposal(last.id, "rejected", v.log)
+                # decided elsewhere while the gates ran (another host's dispatcher, a human): that first verdict stands
+                self.store.decide_proposal(last.id, "rejected", v.log)
                 self.store.append("proposal.withheld", t.id, {"proposal": last.id, "why": v.log.splitlines()[-1:]})
                 continue
             if v.outcome == DEFERRED:
@@ -108,6 +107,9 @@ class Merging:
                     c = v.conflict
                     self.store.append("proposal.conflict", t.id, {"proposal": last.id, "main": c.get("main"),
                                                                   "files": c.get("files"), "with": c.get("with")})
+                if v.guarded is not None:  # what its commits change that is never a proposal's: named in the event
+                    self.store.append("proposal.guarded_change", t.id, {"proposal": last.id, "commit": last.commit,
+                                                                        "why": v.guarded})
                 if held == MERGED:
                     self._done(t, last, v.main_after)
             if held == MERGED:

@@ -149,6 +149,8 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         self.pid = pid or os.getpid()  # whose lease it is (the simulated world gives each incarnation a virtual pid)
         self.holder = f"dispatch@{self.host}:{self.pid}"
         self.policy_path = Path(policy_path).resolve() if policy_path else None
+        self._snapshot: Path | None = None  # the policy loops are launched with (dispatch_launch._policy_file)
+        self._snapshot_said = False
         self._stopping = False
         self._watching_since: float | None = None  # first pass: silence before it was our own downtime
         self.times = timewatch.for_clock(self.clock)  # wall-clock jumps and skews (healer/core/trusted_time.py)

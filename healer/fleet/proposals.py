@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from healer import conventions as cv
-from healer import failpoints, git
+from healer import failpoints, git, guarded
 from healer.clock import Clock
 from healer.errors import host_trouble
 from healer.fleet.gates import PASS, gate_checkout
@@ -38,6 +38,7 @@ class Verdict:
     main_before: str | None = None
     main_after: str | None = None
     conflict: dict | None = None  # rejected for a merge conflict: {"files": [...], "with": ["<sha> <subject>", ...], "main": name}
+    guarded: str | None = None  # rejected for what its commits change (a protected path, the fleet's configuration)
 
 
 CONFLICT = "merge: conflict with "  # the gate log's last line of a conflict: the reason an escalation quotes
@@ -99,14 +100,33 @@ def merge_message(p: Proposal) -> str:
 VET_MAX = 500  # commits of a proposal vetted one by one; more is no proposal a loop makes
 
 
-def foreign(root: Path, main: str, commit: str, patterns) -> str | None:
+def guard_of(policy, root: Path):
+    """What no proposal may change (path -> its class, or None): the fleet's configuration (healer/guarded.py,
+    derived from the dispatcher's own policy, never from the tree), the instruction files the policy does not allow,
+    and `loop.protected_paths`. The loop never commits any of them; a commit that does was not the loop's."""
+    L = policy.loop
+    config = guarded.config_paths(policy.model_dump(mode="json"), "", str(root))
+    instr = guarded.instruction_patterns(list(getattr(L, "instruction_files", None) or []))
+    allow = list(getattr(L, "instruction_files_allow", None) or [])
+    prot = list(L.protected_paths)
+
+    def guard(path: str) -> str | None:
+        if guarded.protected(path, config):
+            return "the fleet's configuration"
+        if guarded.instruction_file(path, instr, allow):
+            return "an agent-instruction or tool-config file"
+        return "a protected path" if guarded.protected(path, prot) else None
+    return guard
+
+
+def foreign(root: Path, main: str, commit: str, patterns, guard=None) -> str | None:
     """Why the commits `commit` would bring onto main (`main..commit`) are not all the loop's own, or None.
     Every one must be a commit healer's loop made: one parent (the loop never merges), the `Healer-Run:` trailer,
     and no protected path changed from its parent, so a commit an agent made (a "Security Team, Reviewed-by"
     one gutting a test) never reaches main, whatever the tree at the tip holds (issue 31). The trailer can be
     forged by an unsandboxed agent; the protected paths cannot be."""
-    from healer.loop.protect import protected  # lazy: healer.loop.protect: 69 ms of the daemons' start
-
+    if guard is None:
+        guard = lambda p: "a protected path" if guarded.protected(p, patterns) else None  # noqa: E731
     r = git.run(root, "rev-list", "--parents", f"--max-count={VET_MAX + 1}", commit, f"^{main}", check=False)
     if r.code != 0:
         return f"cannot list the commits of {commit[:12]}: {r.text[-200:]}"
@@ -122,9 +142,10 @@ def foreign(root: Path, main: str, commit: str, patterns) -> str | None:
         if not run.strip():
             return f"commit {sha[:12]} by {who} was not made by healer's loop (no Healer-Run trailer)"
         d = git.raw(root, "diff-tree", "-r", "-z", "--name-only", "--no-renames", "--no-commit-id", parents[0], sha)
-        bad = [x for x in d.decode("utf-8", "surrogateescape").split("\0") if x and protected(x, patterns)]
+        bad = [(x, why) for x in d.decode("utf-8", "surrogateescape").split("\0") if x and (why := guard(x))]
         if bad:
-            return f"commit {sha[:12]} ({who}) changes protected paths: {', '.join(bad[:10])}"
+            kinds = "; ".join(f"{p} ({why})" for p, why in bad[:10])
+            return f"commit {sha[:12]} ({who}) changes protected paths: {kinds}"
     return None
 
 
@@ -141,9 +162,9 @@ def gate_proposal(root: Path, policy, p: Proposal, clock: Clock, still_wanted=No
         return Verdict(REJECTED, f"commit {p.commit} is not in the repository", old)
     if git.is_ancestor(root, p.commit, old):
         return Verdict(MERGED, f"{p.commit[:12]} is already on {main}", old, old)
-    why = foreign(root, old, p.commit, policy.loop.protected_paths)
+    why = foreign(root, old, p.commit, policy.loop.protected_paths, guard_of(policy, root))
     if why:
-        return Verdict(REJECTED, f"not merged: {why}", old)
+        return Verdict(REJECTED, f"not merged: {why}", old, guarded=why)
 
     scratch = scratch_dir(root, f"{p.ticket_id}-p{p.id}")
     clear_scratch(scratch, root)

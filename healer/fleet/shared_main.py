@@ -100,9 +100,9 @@ def gate_shared(root: Path, policy, p, clock, remote: str, tries: int = 10, stil
             return pr.Verdict(pr.REJECTED, f"commit {p.commit} is neither in {root} nor on {remote}/{p.branch}", old)
         if git.is_ancestor(root, p.commit, old):
             return pr.Verdict(pr.MERGED, f"{p.commit[:12]} is already on {remote}/{main}", old, old)
-        why = pr.foreign(root, old, p.commit, policy.loop.protected_paths)
+        why = pr.foreign(root, old, p.commit, policy.loop.protected_paths, pr.guard_of(policy, root))
         if why:
-            return pr.Verdict(pr.REJECTED, f"not merged: {why}", old)
+            return pr.Verdict(pr.REJECTED, f"not merged: {why}", old, guarded=why)
         scratch = pr.scratch_dir(root, f"{p.ticket_id}-p{p.id}")
         git.remove_worktree(scratch, root, check=False)
         scratch.parent.mkdir(parents=True, exist_ok=True)

@@ -223,7 +223,7 @@ STEP = ("Take ONE small step toward the task, then stop. Do not try to finish ev
 
 def build_prompt(*, task: str, progress: str, gate_log: str, lessons: str, iteration: int, max_iterations: int,
                  gates: Sequence[str], protected: Sequence[str], max_diff_lines: int, progress_lines: int = 60,
-                 gate_log_lines: int = 80) -> str:
+                 gate_log_lines: int = 80, guarded: Sequence[str] = ()) -> str:
     parts = [f"# Task\n\n{task.strip()}\n"]
     if lessons.strip():
         parts.append(f"# Lessons (lessons.md)\n\n{tail(lessons, progress_lines)}\n")
@@ -235,6 +235,10 @@ def build_prompt(*, task: str, progress: str, gate_log: str, lessons: str, itera
              f"- Gates, cheapest first: {', '.join(gates) or '(none)'}."]
     if protected:
         rules.append(f"- Do not change protected paths ({', '.join(protected)}): such changes are reverted.")
+    if guarded:  # healer/guarded.py: the fleet's configuration and the instruction files, whatever protected says
+        rules.append(f"- Do not write the fleet's configuration ({', '.join(guarded)}) nor agent-instruction or "
+                     "tool-config files (.claude/, AGENTS.md, CLAUDE.md, .envrc, .vscode/, .github/workflows/, ...): "
+                     "they are set aside after your step and never committed.")
     rules.append(f"- Keep your change under {max_diff_lines} changed lines, or it is rolled back.")
     parts.append("# Instructions\n\n" + STEP + "\n\n" + "\n".join(rules) + "\n")
     return "\n".join(parts)

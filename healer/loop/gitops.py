@@ -13,7 +13,7 @@ paths, and they are never committed by the loop.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -284,7 +284,8 @@ def _refuse_symbolic_branch(cwd: Path) -> None:
 
 
 def commit_changes(cwd: str | Path, message: str, since: str, base: str | None, patterns: Sequence[str],
-                   keep_staged: Sequence[str] = (), measured: str | None = None, trailers: str = "") -> str | None:
+                   keep_staged: Sequence[str] = (), measured: str | None = None, trailers: str = "",
+                   guard: Callable[[str], bool] | None = None) -> str | None:
     """Commit exactly what changed between snapshot `since` (the tree when the run began) and the
     tree now, on top of the run's base commit `base`: never the user's pre-existing changes, never
     the loop's own files, and what is committed is what was measured (the snapshot), not a fresh
@@ -293,8 +294,11 @@ def commit_changes(cwd: str | Path, message: str, since: str, base: str | None, 
     The branch moves by compare-and-swap from the commit HEAD points at now; the index is then
     brought in line with the commit, except the paths in `keep_staged` (the user's). Returns the
     new commit, or None when there was nothing to commit. `measured`: the snapshot the gates passed
-    on, when the caller has it (it is then what is committed, without measuring again)."""
+    on, when the caller has it (it is then what is committed, without measuring again). `guard`: the paths
+    guarded beyond `patterns` (healer/guarded.py: the fleet's configuration, instruction files), refused alike."""
     cwd = Path(cwd)
+    if guard is None:
+        guard = lambda p: protected(p, patterns)  # noqa: E731
     now_tree = measured or snapshot(cwd)
     every = _diff_paths(cwd, since, now_tree)
     paths = sorted(p for p in every if not is_loop_file(p))
@@ -304,10 +308,10 @@ def commit_changes(cwd: str | Path, message: str, since: str, base: str | None, 
         # the run began on its base commit and the snapshot holds none of the loop's files: the
         # tree below would be the snapshot itself, so it is used as is (four git calls fewer)
         tree = now_tree
-        bad = [p for p in paths if protected(p, patterns)]
+        bad = [p for p in paths if guard(p)]
     else:
         tree = _overlay(cwd, base_tree, now_tree, paths)
-        bad = [p for p in changed_between(cwd, base_tree, tree) if protected(p, patterns)]
+        bad = [p for p in changed_between(cwd, base_tree, tree) if guard(p)]
     if bad:
         raise ProtectedChanged(bad, tree, base or EMPTY_TREE)
     if parent != base:

@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
-from healer import endpoints, environ, errors, failpoints, gating, git, procs, sandbox
+from healer import endpoints, environ, errors, failpoints, gating, git, guarded, procs, sandbox
 from healer.clock import day_of, iso
 from healer.loop import agenthome, agents, decide, gitops, guard, objects, ownfiles, protect, usage, worktree
 from healer.loop import state as loop_state
@@ -54,15 +54,16 @@ class Iteration:
         compared yet: what changed there where git cannot see it (ignored files) is undone too."""
         if not reference:
             return
-        wd, L = self.workdir, self.loop_policy
+        wd = self.workdir
         try:
             now = worktree.snapshot(wd)
             changed = gitops.changed_between(wd, reference, now)
         except git.GitError:  # the reference tree was pruned: nothing to compare with
             return
-        prot = [p for p in changed if protect.protected(p, L.protected_paths)]
+        prot = [p for p in changed if self._guarded(p)]
         if on_disk is not None:
-            prot += protect.hidden_changes(wd, now, on_disk, protect.protected_on_disk(wd, L.protected_paths), set(prot))
+            prot += [p for p in protect.hidden_changes(wd, now, on_disk, protect.protected_on_disk(wd, self._disk_pats),
+                                                       set(prot)) if self._guarded(p)]
         if not prot:
             return
         n = len(self.st.history) + 1
@@ -70,8 +71,71 @@ class Iteration:
                                 self.clock)
         self._last_tree = None
         self._event("loop.protected_reverted", {"n": None, "why": why, "paths": prot, "moves": [m.__dict__ for m in moves]})
+        self._instruction_event(None, why, moves)
         self._append_own("progress.md", f"## {why} · run {self.st.run_id}\n- reverted (protected paths, copies in "
                                         f"quarantine): {', '.join(prot)}\n\n", n)
+
+    # -- what healer guards whatever loop.protected_paths says (healer/guarded.py) -------------------------
+    def _guard_sets(self, st) -> None:
+        """The fleet's configuration in this tree, derived from the whole policy when the run has it (a new run, a
+        resume given one), else as the run recorded it; the instruction files in force and their allowed ones."""
+        pol, L, wd = self.req.policy, self.loop_policy, self.workdir
+        if pol is not None:
+            own, base = [], ""
+            if st.policy_file:
+                with contextlib.suppress(ValueError, OSError):
+                    rel = Path(st.policy_file).resolve().relative_to(wd)
+                    own, base = [rel.as_posix()], ("" if rel.parent == Path(".") else rel.parent.as_posix())
+            st.guarded = own + guarded.config_paths(pol.model_dump(mode="json"), base, str(wd))
+        elif st.guarded is None:  # a run recorded before healer derived it: its loop section is what it has
+            st.guarded = guarded.config_paths({"loop": st.loop}, "", str(wd))
+        self._prot = [*L.protected_paths, *st.guarded]
+        self._instr = guarded.instruction_patterns(list(getattr(L, "instruction_files", None) or []))
+        self._allow = list(getattr(L, "instruction_files_allow", None) or [])
+        self._instr_pats, self._allow_pats = guarded.at_any_depth(self._instr), guarded.at_any_depth(self._allow)
+        top = [e for e in guarded.top_entries(self._instr) if self._instruction(e)]
+        # on disk: never the loop's own folder (.healer/ is the loop's state; git never sees it, the merge refuses it)
+        self._disk_pats = [p for p in [*self._prot, *top] if not worktree.is_loop_file(p.rstrip("/"))]
+        self._instr_top = top
+        if st.instr_disk is None and not self.req.resume:
+            st.instr_disk = protect.protected_on_disk(wd, top)
+
+    def _guarded(self, path: str) -> bool:
+        return protect.protected(path, self._prot) or self._instruction(path)
+
+    def _instruction(self, path: str) -> bool:
+        return protect.protected(path, self._instr_pats) and not protect.protected(path, self._allow_pats)
+
+    def _instruction_event(self, n: int | None, phase: str, moves) -> None:
+        got = [m for m in moves if self._instruction(m.path)]
+        if got:
+            self._event("loop.instruction_files_quarantined", {"n": n, "phase": phase, "paths": [m.path for m in got],
+                                                               "moves": [m.__dict__ for m in got]})
+
+    def _sweep_instructions(self, n: int, before: str) -> str:
+        """Instruction files that differ from the run's base before the agent's step: what the gates' run wrote
+        there (the agent's code), or what a runner killed before its check left. Put back from the base (new ones
+        quarantined, nothing deleted) and reported: no agent starts with a hook or instructions planted for it.
+        Returns the tree the agent starts from."""
+        st, wd = self.st, self.workdir
+        base = st.baseline_tree
+        if not base:
+            return before
+        paths = [] if before == base else [p for p in gitops.changed_between(wd, base, before) if self._instruction(p)]
+        if st.instr_disk is not None:
+            start = {str(k): tuple(v) for k, v in st.instr_disk.items()}
+            now = protect.protected_on_disk(wd, self._instr_top)
+            if now != start:
+                paths += [p for p in protect.hidden_changes(wd, before, start, now, set(paths)) if self._instruction(p)]
+        if not paths:
+            return before
+        moves = protect.put_back(wd, base, paths, self.paths.quarantine(n),
+                                 f"loop {st.run_id}: instruction file (before iteration {n})", self.clock)
+        self._instruction_event(n, "before agent", moves)
+        self._note(n, f"## iteration {n}: instruction files set aside before the agent (copies in quarantine)\n- "
+                   + ", ".join(paths[:20]))
+        self._last_tree = None
+        return worktree.snapshot(wd)
 
     def _checked(self, idir: Path) -> None:
         """The agent's step is compared: its before-state is no longer needed to judge it (what the gates
@@ -385,7 +449,7 @@ class Iteration:
             deadline = min(deadline, t0 + max(0.0, L.run_timeout - st.active_seconds))
         idir = self.paths.iteration(n)
         idir.mkdir(parents=True, exist_ok=True)
-        before = self._last_tree or worktree.snapshot(self.workdir)
+        before = self._sweep_instructions(n, self._last_tree or worktree.snapshot(self.workdir))
         self._before = before
 
         prev_log = _read_tail(self.paths.iteration(n - 1) / "gates.log", 256 * 1024) if n > 1 else ""
@@ -393,7 +457,8 @@ class Iteration:
             task=st.task, progress=_read_tail(self.workdir / "progress.md", 256 * 1024),
             gate_log=prev_log, lessons=_read_tail(self.workdir / "lessons.md", 64 * 1024), iteration=n,
             max_iterations=st.max_iterations, gates=[g.name for g in L.gates], protected=L.protected_paths,
-            max_diff_lines=L.max_diff_lines, progress_lines=L.memory.progress_lines, gate_log_lines=L.memory.gate_log_lines)
+            max_diff_lines=L.max_diff_lines, progress_lines=L.memory.progress_lines, gate_log_lines=L.memory.gate_log_lines,
+            guarded=(st.guarded or [])[:12])
         pf = idir / "prompt.md"
         pf.write_text(prompt)
         remaining_usd = (L.spend_cap_usd - st.cost_usd) if L.spend_cap_usd is not None else None
@@ -409,7 +474,7 @@ class Iteration:
             if self._profile is not None and h.resolve() not in self._profile.rw_last:
                 self._profile.rw_last.append(h.resolve())
         marker = os.urandom(16).hex()
-        on_disk = protect.protected_on_disk(self.workdir, L.protected_paths)
+        on_disk = protect.protected_on_disk(self.workdir, self._disk_pats)
         # kept on disk until the agent's step is compared: a runner killed in between finds it on resume
         self._on_disk = on_disk
         write_json_atomic(idir / UNCHECKED, {"protected_on_disk": on_disk})
@@ -486,9 +551,10 @@ class Iteration:
             self._note(n, f"## iteration {n}: scope drift ({big.why}); {count} paths set aside unread")
         after = worktree.snapshot(wd)
         changed, lines, nbytes = gitops.diff_stat(wd, before, after)
-        prot = [p for p in changed if protect.protected(p, L.protected_paths)]
+        prot = [p for p in changed if self._guarded(p)]
         # and what git does not see there: files its ignore rules hide (the agent may write .gitignore too)
-        prot += protect.hidden_changes(wd, after, on_disk, protect.protected_on_disk(wd, L.protected_paths), set(prot))
+        prot += [p for p in protect.hidden_changes(wd, after, on_disk, protect.protected_on_disk(wd, self._disk_pats),
+                                                   set(prot)) if self._guarded(p)]
         reverted = protect.put_back(wd, before, prot, quarantine, f"loop {st.run_id} iteration {n}: protected path",
                                    clock) if prot else []
         self._checked(idir)
@@ -625,6 +691,7 @@ class Iteration:
         if rec.reverted:
             self._event("loop.protected_reverted", {"n": rec.n, "paths": list(rec.reverted),
                                                     "moves": [m.__dict__ for m in self._reverted_moves]})
+            self._instruction_event(rec.n, "agent", self._reverted_moves)
         if rec.scope_drift:
             self._event("loop.scope_drift", {"n": rec.n, "diff_lines": rec.diff_lines, "cap": L.max_diff_lines,
                                              "diff_bytes": self._diff_bytes, "cap_bytes": L.max_diff_bytes,

@@ -6,7 +6,6 @@ before is written back from the snapshot taken before the agent ran, after its c
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import os
 import shutil
@@ -19,6 +18,7 @@ from healer import digest, walk
 from healer.errors import HealerError
 from healer.files import write_atomic
 from healer.git import raw
+from healer.guarded import protected  # noqa: F401 - one matcher, re-exported for the loop's callers
 from healer.loop.loose import _blob_id
 
 PROTECTED_CAP = 50_000  # entries per walk: a huge protected folder is compared in part, never for ever
@@ -83,19 +83,6 @@ def _disk_is(cwd: Path, path: str, mode: str, blob: str) -> bool:
     # the bytes on disk, hashed as a blob: never through a filter or conversion (an attribute or config the
     # agent wrote could make `hash-object` store the intact test while the gates run the gutted one)
     return _blob_id(Path(full)) == blob
-
-
-def protected(path: str, patterns: Sequence[str]) -> bool:
-    for pat in patterns:
-        pat = pat[2:] if pat.startswith("./") else pat
-        if not pat:
-            continue
-        if pat.endswith("/"):
-            if path.startswith(pat) or path == pat.rstrip("/"):
-                return True
-        elif path == pat or path.startswith(pat + "/") or fnmatch.fnmatchcase(path, pat):
-            return True
-    return False
 
 
 @dataclass(frozen=True)

@@ -347,6 +347,7 @@ class Runner(Iteration):
             )
             self.spec = self._agent_spec(st)
             self._last_tree = st.baseline_tree
+        self._guard_sets(st)
         if not self.loop_policy.gates:
             raise InvalidInput(f"{st.policy_file or 'policy'}: loop.gates: expected at least one gate (the only judge of "
                                "success), got none")
@@ -634,6 +635,7 @@ class Runner(Iteration):
             self._put_branch_back(n, "commit")
             sha = gitops.commit_changes(self.workdir, gitops.COMMIT_SUBJECT.format(n=n), since or loose.EMPTY_TREE,
                                         st.start_head, self.loop_policy.protected_paths, keep_staged=st.user_staged,
+                                        guard=self._guarded,
                                         measured=measured, trailers=gitops.trailers(st.run_id, n, st.start_head))
         except gitops.ProtectedChanged as e:
             st.pending_commit = None

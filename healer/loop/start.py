@@ -11,10 +11,11 @@ import os
 import shlex
 from pathlib import Path
 
-from healer import sandbox
+from healer import digest, git, sandbox
 from healer.errors import InvalidInput, UsageError
 from healer.loop import LoopRequest, run_loop
 from healer.loop.state import RunPaths
+from healer.policy.cache import MAX_BYTES
 from healer.policy.cache import load as load_policy  # validated once per content, then remembered
 
 
@@ -43,6 +44,25 @@ def _read_task(task: Path) -> str:
         raise InvalidInput(f"--task {task}: cannot read: {e}") from None
 
 
+def committed_policy(wd: Path, path: Path) -> bytes:
+    """The bytes of WORKDIR/healer.yaml when they are the committed HEAD's, else exit 65 (issue 39). Without
+    `--policy` the loop reads the tree's healer.yaml, and an agent of an earlier run (killed before its loop put the
+    file back) may have written it: only the operator's committed file is taken unasked; any other is taken only when
+    named with `--policy`. Read once: the bytes compared are the bytes loaded."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_BYTES + 1)
+    except OSError as e:
+        raise InvalidInput(f"{path}: cannot read: {e.strerror}") from None
+    have = digest.sha1(b"blob %d\0" % len(raw) + raw).hexdigest()
+    r = git.run(wd, "rev-parse", "-q", "--verify", "HEAD:./healer.yaml", check=False)
+    if r.code != 0 or r.stdout.strip() != have:
+        what = "is not committed" if r.code != 0 else "differs from the one committed at HEAD"
+        raise InvalidInput(f"{path}: {what}, and without --policy the loop takes only the committed healer.yaml (an "
+                           f"agent could have written this one); commit it, or pass --policy {path} to use it as it is")
+    return raw
+
+
 def start(*, policy: Path | None, task: Path | None, workdir: Path | None, agent: str | None, agent_cmd: str | None,
           argv_after: list[str], resume: str | None, run_id: str | None, root: Path | None, max_iterations: int | None,
           allow_dirty: bool) -> int:
@@ -56,10 +76,11 @@ def start(*, policy: Path | None, task: Path | None, workdir: Path | None, agent
     if resume and run_id and resume != run_id:
         raise UsageError(f"--resume {resume} and --run-id {run_id} name different runs")
     wd = _workdir(workdir)
-    pol_file = policy
+    pol_file, raw = policy, None
     if pol_file is None and not resume and (wd / "healer.yaml").exists():
         pol_file = wd / "healer.yaml"
-    pol = load_policy(pol_file) if (pol_file is not None or not resume) else None
+        raw = committed_policy(wd, pol_file)
+    pol = load_policy(pol_file, raw) if (pol_file is not None or not resume) else None
     if pol is None or pol.loop.sandbox in ("auto", "bwrap"):
         sandbox.probe_early()  # overlaps the runner's first git calls (collected when it resolves the mode)
     rid = resume or run_id

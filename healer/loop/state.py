@@ -122,6 +122,8 @@ class RunState:
     resumes: int = 0
     allow_dirty: bool = False
     user_staged: list[str] = field(default_factory=list)  # staged by the user before the run (--allow-dirty): left staged
+    guarded: list[str] | None = None  # the fleet's configuration in this tree (healer/guarded.py), from the whole policy
+    instr_disk: dict | None = None  # the instruction files' top entries on disk at the start (ignored ones too)
     version: int = 1
 
     def to_json(self) -> dict:

@@ -19,11 +19,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from healer import digest
+from healer.errors import InvalidInput
 
 MAX_ENTRIES = 16
 MAX_BYTES = 1_000_000  # healer/policy/yamlpos.py's cap: a bigger file is never cached (load_policy refuses it)
@@ -154,15 +156,23 @@ def _read(path: Path) -> dict:
         return {}
 
 
-def load(path: str | Path | None) -> Frozen:
-    """The policy in `path` (None: the embedded default), validated once per content."""
-    raw = None
-    if path is not None:
+SNAPSHOT = re.compile(r"[0-9a-f]{64}\.yaml")  # a dispatcher's policy snapshot (healer/fleet/dispatch_launch.py)
+
+
+def load(path: str | Path | None, raw: bytes | None = None) -> Frozen:
+    """The policy in `path` (None: the embedded default), validated once per content. `raw`: its bytes, already
+    read by the caller (then the file is not opened again). A file named as a dispatcher's snapshot
+    (`<sha256>.yaml`) must hash to its name: one changed since the dispatcher wrote it is refused (exit 65)."""
+    if path is not None and raw is None:
         try:
             with open(path, "rb") as f:
                 raw = f.read(MAX_BYTES + 1)
         except OSError:
             raw = None  # load_policy words the error
+    if path is not None and raw is not None and SNAPSHOT.fullmatch(os.path.basename(path)) \
+            and digest.sha256(raw).hexdigest() != os.path.basename(path)[:64]:
+        raise InvalidInput(f"{path}: a policy snapshot that does not hash to its name: changed since the dispatcher "
+                           "wrote it; refused")
     store = cache_dir() / "policies.json"
     usable = path is None or (raw is not None and len(raw) <= MAX_BYTES)
     key = key_for(raw) if usable else None
@@ -175,7 +185,12 @@ def load(path: str | Path | None) -> Frozen:
             pass
     from healer.policy.load import load_policy  # lazy: on a miss only: pulls pydantic, yaml: 128 ms of `loop run`'s start
 
-    pol = load_policy(path)
+    if raw is not None and len(raw) <= MAX_BYTES:
+        from healer.policy.load import validate_text  # lazy: on a miss only: pulls pydantic, yaml: 128 ms of `loop run`'s start
+
+        pol = validate_text(raw, str(path))  # the bytes checked above, never read again
+    else:
+        pol = load_policy(path)
     view = Frozen(_values(pol)[_MODEL], pol.model_dump(mode="json"))
     if key:
         _remember(store, key, {"py": {_MODEL: view._py}, "js": view._js})

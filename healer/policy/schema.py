@@ -181,6 +181,14 @@ class Loop(Strict):
     memory: Memory = Field(default_factory=Memory)
     checkpoint_every: PosInt = 1
     protected_paths: list[str] = Field(default_factory=lambda: ["tests/"])
+    instruction_files: list[str] = Field(default_factory=list, description="more agent-instruction and tool-config "
+                                         "files (names at any depth, folders ending in /) on top of healer's list "
+                                         "(healer/guarded.py INSTRUCTION_FILES: .claude/, CLAUDE.md, AGENTS.md, .mcp.json, "
+                                         ".codex/, .cursor/, .envrc, .vscode/, .github/workflows/, ...): what the agent "
+                                         "writes there is quarantined after each step and never committed "
+                                         "(loop.instruction_files_quarantined)")
+    instruction_files_allow: list[str] = Field(default_factory=list, description="entries of that list (or paths "
+                                               "under them) the agent may write and the loop commits, e.g. [AGENTS.md]")
     max_diff_lines: PosInt = 400
     max_diff_bytes: PosInt = Field(4_000_000, description="bytes of changed files per iteration (binary files count by "
                                                            "size); above it the iteration is rolled back like for lines")

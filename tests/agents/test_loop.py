@@ -167,3 +167,22 @@ def test_claude_runaway_cost_stops_within_one_turn_of_the_cap(tmp_path, home):
     assert cp.returncode == 2, cp.stdout + cp.stderr
     assert "spend cap" in final_line(cp)
     assert turns <= 5  # 4 turns reach $3.60: one turn past the cap, never the next
+
+
+def test_instructions_planted_in_the_tree_never_reach_the_next_session(tmp_path, preset, home):
+    """The real CLI writes a SessionStart hook (.claude/settings.json), CLAUDE.md and AGENTS.md into the worktree at
+    iteration 1 (issue 39). They are quarantined after its step: at iteration 2 the hook does not run and no
+    request carries the planted instruction; healer's commit holds none of them."""
+    need_bwrap()
+    repo = calc_repo(tmp_path / "repo")
+    with ModelServer("plant_instructions") as m:
+        cp = loop(repo, policy(tmp_path / "p.yaml", preset, max_iterations=3), agent_env(preset, home, m))
+        firsts = [r for r in m.turns() if r["turn"] == 0]
+        planted = [r for r in m.turns() if r.get("planted")]
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    assert len(firsts) == 2 and not planted, planted  # two sessions; the second saw no planted instruction
+    tree = git(repo, "ls-tree", "-r", "--name-only", "HEAD").splitlines()
+    assert not {".claude/settings.json", "CLAUDE.md", "AGENTS.md", "hooked.txt"} & set(tree), tree
+    assert not (repo / "hooked.txt").exists() and not (repo / "CLAUDE.md").exists()
+    got = events(repo, "loop.instruction_files_quarantined")
+    assert got and {"CLAUDE.md", "AGENTS.md", ".claude/settings.json"} <= set(got[0].payload["paths"]), got

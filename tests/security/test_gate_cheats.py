@@ -92,6 +92,12 @@ def test_a_gate_file_the_agent_changed_fails_the_gate_unrun(tmp_path, mode, kind
     out, _ = run(repo, loop_policy(mode, "cheat", kind, gate=GATE_OF.get(kind)))
     assert_not_reached(repo, out)
     log = gate_log(repo)
+    if kind in ("script", "makefile"):
+        # a file the policy runs as a command is the fleet's configuration (healer/guarded.py): put back after the
+        # agent's step, so the gate runs the base's and fails on the code
+        rev = [p for e in events(repo, "loop.protected_reverted") for p in e.payload["paths"]]
+        assert set(CHEATS[kind]) <= set(rev), rev
+        return
     assert "not run: its configuration is the base's" in log, log
     assert "refused" in json.dumps([e.payload for e in events(repo, "loop.iteration")])
 

@@ -8,7 +8,8 @@ import ast
 from tests.spine.conftest import REPO
 
 PURE = sorted((REPO / "healer" / "core").glob("*.py")) + sorted((REPO / "healer" / "actions").glob("*.py")) + [
-    REPO / "healer" / "loop" / "decide.py", REPO / "healer" / "loop" / "gatecheck.py", REPO / "healer" / "digest.py"]
+    REPO / "healer" / "loop" / "decide.py", REPO / "healer" / "loop" / "gatecheck.py", REPO / "healer" / "digest.py",
+    REPO / "healer" / "guarded.py"]
 IO_MODULES = {"os", "sys", "subprocess", "socket", "sqlite3", "pathlib", "shutil", "io", "tempfile", "glob", "signal",
               "psutil", "docker", "urllib", "http", "requests", "time", "datetime", "threading", "multiprocessing"}
 HEALER_OK = ("healer.core", "healer.actions", "healer.records", "healer.lifecycle", "healer.durations", "healer.errors", "healer.policy",

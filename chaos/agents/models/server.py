@@ -27,7 +27,7 @@ import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from chaos.agents.models.scripts import Script, Turn, build
+from chaos.agents.models.scripts import PLANTED, Script, Turn, build
 
 _ids = itertools.count(1)
 
@@ -212,7 +212,8 @@ class _Anthropic(_Stream):
         scripted = "Bash" in tools
         turn = self.fill(self.model.script.turn(results)) if scripted else Turn("text", "ok", usage=(10, 1))
         self.model.record({"method": "POST", "path": self.h.path, "wire": self.wire, "scripted": scripted,
-                           "turn": results, "kind": turn.kind, "tools": tools, "model": b.get("model")})
+                           "turn": results, "kind": turn.kind, "tools": tools, "model": b.get("model"),
+                           "planted": PLANTED in json.dumps(b)})
         if not self.wait(turn):
             return
         model_name = b.get("model") or "claude-sonnet-4-5"
@@ -283,7 +284,8 @@ class _Responses(_Stream):
         scripted = any(t in SHELL_TOOLS for t in tools)
         turn = self.fill(self.model.script.turn(results)) if scripted else Turn("text", "ok", usage=(10, 1))
         self.model.record({"method": "POST", "path": self.h.path, "wire": self.wire, "scripted": scripted,
-                           "turn": results, "kind": turn.kind, "tools": tools, "model": b.get("model")})
+                           "turn": results, "kind": turn.kind, "tools": tools, "model": b.get("model"),
+                           "planted": PLANTED in json.dumps(b)})
         if not self.wait(turn):
             return
         if turn.kind == "write":
