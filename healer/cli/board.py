@@ -1,4 +1,4 @@
-"""CLI: `healer board add|list|show|label|comment|move|states` (SPEC §6, §12).
+"""CLI: `healer board add|list|show|label|comment|move|states` (docs/spine.md "Board", README "Commands").
 
 Everything a person does here is recorded twice: by the store with `actor="human"`, and
 as a `human.action` event whose subject is the ticket. The supervisor counts the latter

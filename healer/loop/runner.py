@@ -1,6 +1,6 @@
 """The governed loop's shell: processes, git and files around the pure decisions of decide.py.
 
-One iteration (SPEC §5): preconditions → prompt file → agent in its own session under
+One iteration (docs/loop.md): preconditions → prompt file → agent in its own session under
 a deadline around the whole iteration (its tree killed at the deadline, escapees
 included) → protected paths put back → diff cap → gates cheapest first, each under
 its own timeout and the iteration's deadline → record (state hash, failure

@@ -255,7 +255,7 @@ def convert(raw: bytes, source: str) -> str:
         if stall is not None:
             o.put(2, f"same_state: {stall}", "iteration_limits.stall_limit (iterations without progress -> halt, exit 3)")
         if halting:
-            # SPEC §5: a repeated output is a hint, not a reason to stop; no progress (same_state) is what stops
+            # docs/loop.md: a repeated output is a hint, not a reason to stop; no progress (same_state) is what stops
             why = next(f"{p}.failure_action: {v}" for p, v in actions if p.startswith("review_criteria.") and v in _HALTS)
             o.put(2, "duplicate_output: flag", f"repetition flagged; the source halts ({_one_line(why, 60)}), healer "
                                                "stops on no progress (same_state)")

@@ -1,4 +1,4 @@
-"""The policy schema (SPEC §4) with the field defaults of SPEC §10.
+"""The policy schema (docs/spine.md "Policies") with its field defaults (policies/default.yaml says each).
 
 Every number here is a default, overridable per policy. Unknown keys are errors.
 Durations are written as strings (`90s`, `30m`, `1h30m`) and held as seconds.
@@ -72,11 +72,11 @@ class _ActionsEnum:
         return {"enum": list(actions.names()), "type": "string"}
 
 
-# the remediation whitelist (SPEC §7): the only actions that exist, one spec each in healer/actions/
+# the remediation whitelist (docs/supervisor.md): the only actions that exist, one spec each in healer/actions/
 Action = Annotated[str, AfterValidator(_known_action), _ActionsEnum()]
 ACTIONS = actions.ACTIONS  # live: an action registered after import is in it
 
-# what the supervisor can find (SPEC §7's table, then the sentinels)
+# what the supervisor can find (docs/supervisor.md's table, then the sentinels)
 FindingKind = Literal[
     "agent_dead",
     "agent_idle",
