@@ -31,7 +31,7 @@ from healer.cli.common import policy_with_runbooks
 from healer.errors import InvalidInput
 from healer.policy.load import load_policy, problems_for
 from healer.policy.schema import ACTIONS, Duration, Policy
-from healer.policy.yamlpos import Problem, YamlProblem, load_one, load_path, mark_for
+from healer.policy.yamlpos import Problem, YamlProblem, load_one, load_path, mark_for, reading
 from healer.switches import SWITCHES
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
@@ -309,13 +309,8 @@ def load(path: str | Path) -> Scenario:
     p = Path(path)
     src = str(path)
     try:
-        located = load_path(p)
-    except FileNotFoundError:
-        raise InvalidInput(f"{path}: no such scenario file") from None
-    except IsADirectoryError:
-        raise InvalidInput(f"{path}: is a directory, expected a scenario file") from None
-    except OSError as e:
-        raise InvalidInput(f"{path}: cannot read: {e.strerror or e}") from None
+        with reading(path, "scenario file"):
+            located = load_path(p)
     except YamlProblem as yp:
         raise InvalidInput(_line(src, yp.problem), [_line(src, yp.problem)]) from None
     data, marks = located.data, located.marks

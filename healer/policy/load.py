@@ -9,7 +9,7 @@ from pydantic import BaseModel, ValidationError
 
 from healer.errors import InvalidInput
 from healer.policy.schema import WRITTEN, Policy
-from healer.policy.yamlpos import Problem, YamlProblem, dotted, key_text, load_one, mark_for, read_capped, read_text
+from healer.policy.yamlpos import Problem, YamlProblem, dotted, key_text, load_one, mark_for, read_capped, read_text, reading
 
 _EXPECT = {
     "int_parsing": "an integer",
@@ -153,15 +153,10 @@ def load_policy(path: str | FsPath | None = None) -> Policy:
     if path is None:
         return Policy()
     try:
-        raw = read_capped(path)  # a 10 GB file is refused without being read
+        with reading(path, "policy file"):
+            raw = read_capped(path)  # a 10 GB file is refused without being read
     except YamlProblem as yp:
         raise InvalidInput(_line(str(path), yp.problem)) from None
-    except FileNotFoundError:
-        raise InvalidInput(f"{path}: no such policy file") from None
-    except IsADirectoryError:
-        raise InvalidInput(f"{path}: is a directory, expected a policy file") from None
-    except OSError as e:
-        raise InvalidInput(f"{path}: cannot read: {e.strerror}") from None
     return validate_text(raw, str(path))
 
 

@@ -17,8 +17,10 @@ character; libyaml's do not).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
 
@@ -303,18 +305,26 @@ def line(source: str, p: Problem) -> str:
     return f"{source}:{p.line}:{p.col}: {p.path}: {p.message}"
 
 
-def load_data(path: str | FsPath, what: str = "file") -> object:
-    """A YAML/JSON file's data, or InvalidInput (exit 65) with one line saying where and why."""
+@contextlib.contextmanager
+def reading(path: str | FsPath, what: str = "file") -> Iterator[None]:
+    """A file that cannot be read (missing, a folder, unreadable) as InvalidInput (exit 65): one line naming it."""
     try:
-        return load_path(path).data
-    except YamlProblem as yp:
-        raise InvalidInput(line(str(path), yp.problem)) from None
+        yield
     except FileNotFoundError:
         raise InvalidInput(f"{path}: no such {what}") from None
     except IsADirectoryError:
         raise InvalidInput(f"{path}: is a directory, expected a {what}") from None
     except OSError as e:
         raise InvalidInput(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+def load_data(path: str | FsPath, what: str = "file") -> object:
+    """A YAML/JSON file's data, or InvalidInput (exit 65) with one line saying where and why."""
+    try:
+        with reading(path, what):
+            return load_path(path).data
+    except YamlProblem as yp:
+        raise InvalidInput(line(str(path), yp.problem)) from None
 
 
 def _brief(e: Exception) -> str:
