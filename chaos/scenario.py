@@ -394,7 +394,7 @@ def _missed_targets(sc: Scenario, marks: dict) -> list[Problem]:
     out = []
     for i, f in enumerate(sc.faults):
         spec = faults.FAULTS.get(f.fault)
-        if f.target is None or spec is None or "target" not in spec.uses or (f.fault == "index_lock" and f.target == "main"):
+        if f.target is None or spec is None or "target" not in spec.uses or f.target in spec.other_targets:
             continue
         if not any(match(f.target, t) for t in ids):
             line, col = mark_for(marks, ("faults", i, "target"))

@@ -76,6 +76,9 @@ class FaultSpec:
     params: Mapping[str, str] = field(default_factory=dict)  # `params.<key>` -> its type (PARAM_TYPES)
     required: Mapping[str, str] = field(default_factory=dict)  # required params -> what they are (for the message)
     explore: Explore | None = None
+    # `target` words naming something other than a ticket (index_lock: `main`, the repository itself): the scenario
+    # validator does not look for a ticket of that name
+    other_targets: tuple[str, ...] = ()
     # world -> inject(world, fault) -> one line; a built-in's are in its worlds' tables (chaos/faults/*_world.py)
     inject: Mapping[str, Callable[[Any, Any], str]] = field(default_factory=dict)
 
@@ -170,7 +173,8 @@ _SPECS = (
     FaultSpec("release_worktree", "the busy_worktree holders end", "-"),
     FaultSpec("move_ticket", "a human moves the target ticket to `params.to` (the lifecycle table allowing)", "-", T,
               params={"to": "str"}, required={"to": "the state a human moves the ticket to"}),
-    FaultSpec("index_lock", "a stale .git/index.lock in the fleet repository", "removed at the end", T),
+    FaultSpec("index_lock", "a stale .git/index.lock in the fleet repository", "removed at the end", T,
+              other_targets=("main",)),
     FaultSpec("failpoint", "arm a named failpoint (`failpoint` glob, `hit` N): the shell dies there", "disarmed at the end",
               ("failpoint", "hit", "action")),
     FaultSpec("pg_restart", "`pg_ctl restart -m fast` of the game day's own PostgreSQL server (a `hosts:` game day, "

@@ -21,5 +21,6 @@ SPEC = ActionSpec(
               # closing is terminal, so the agent's word is not enough: the core must see the ticket as a zombie now
               requires_finding="zombie_ticket",
               unfound="{subject} is not a dead ticket: no zombie_ticket finding (its work is not known to be merged); "
-                      "closing live work is a human's decision"),
+                      "closing live work is a human's decision",
+              fixes=frozenset({"zombie_ticket"}), rank=10, hint="tickets already merged"),
 )

@@ -20,5 +20,6 @@ SPEC = ActionSpec(
     handler="healer.remedy.handlers.tickets:DROP_LABEL",
     tool=Tool("Remove `label` from each ticket in the list (e.g. a stale 'to-review'). Each id is checked and journaled "
               "separately.",
-              params=(Param("label", "the label to remove", required=True, pattern=r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,63}"),)),
+              params=(Param("label", "the label to remove", required=True, pattern=r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,63}"),),
+              fixes=frozenset({"stale_label"}), rank=30, hint="stale labels"),
 )

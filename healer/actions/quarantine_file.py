@@ -19,5 +19,6 @@ SPEC = ActionSpec(
     plan=plan,
     handler="healer.remedy.handlers.files:QUARANTINE_FILE",
     tool=Tool("Move unknown files (paths inside the fleet) to the quarantine, restorable byte for byte. Nothing is "
-              "deleted.", subjects="paths"),
+              "deleted.", subjects="paths",
+              fixes=frozenset({"unknown_file"}), rank=50, hint="unknown files"),
 )

@@ -16,5 +16,6 @@ SPEC = ActionSpec(
     plan=plan,
     handler="healer.remedy.handlers.files:REMOVE_WORKTREE",
     tool=Tool("Remove orphan worktrees (their ticket done, closed or missing; nobody working inside). Unknown files are "
-              "quarantined first.", subjects="paths"),
+              "quarantined first.", subjects="paths",
+              fixes=frozenset({"orphan_worktree"}), rank=60, hint="orphan worktrees"),
 )

@@ -21,5 +21,6 @@ SPEC = ActionSpec(
     plan=plan,
     handler="healer.remedy.handlers.tickets:REQUEUE_TICKET",
     tool=Tool("Put in-progress tickets with no live agent and no worktree back in the queue. Each id is checked and "
-              "journaled separately."),
+              "journaled separately.",
+              fixes=frozenset({"frozen_in_progress"}), rank=20, hint="in-progress tickets with no live agent and no worktree"),
 )

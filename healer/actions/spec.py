@@ -124,6 +124,11 @@ class Tool:
     params: tuple[Param, ...] = (REASON,)
     requires_finding: str | None = None  # the agent may act only on subjects the core finds with this kind now
     unfound: str = "{subject}: no {kind} finding for it now; {action} acts only on what the supervisor finds"
+    # the built-in repair agent (healer/repair/builtin.py) answers these finding kinds with this tool, in `rank` order
+    # across tools (lower first: close zombies before requeueing anything, labels before unblocking, files before worktrees)
+    fixes: frozenset[str] = frozenset()
+    rank: int = 50
+    hint: str = ""  # the repair agent's prompt: when to use it, in a few words (healer/repair/launcher.py)
 
 
 # -- the record ------------------------------------------------------------------------------------
@@ -147,6 +152,8 @@ class ActionSpec:
         if self.tool is not None and self.tool.subjects not in ("ticket_ids", "paths"):
             raise ValueError(f"{self.name}: tool subjects {self.tool.subjects!r}, expected ticket_ids or paths")
         object.__setattr__(self, "answers", frozenset(self.answers))
+        if self.tool is not None:
+            object.__setattr__(self.tool, "fixes", frozenset(self.tool.fixes))
 
 
 # -- the registry ----------------------------------------------------------------------------------

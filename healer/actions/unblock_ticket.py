@@ -17,5 +17,6 @@ SPEC = ActionSpec(
     plan=plan,
     handler="healer.remedy.handlers.tickets:UNBLOCK_TICKET",
     tool=Tool("Queue blocked tickets that nothing blocks any more (every blocker done or closed, no wait label, no "
-              "rejected proposal, no live agent). Each id is checked again and journaled separately."),
+              "rejected proposal, no live agent). Each id is checked again and journaled separately.",
+              fixes=frozenset({"stale_block"}), rank=40, hint="blocked tickets nothing blocks any more (stale_block)"),
 )

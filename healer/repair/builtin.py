@@ -24,17 +24,16 @@ from healer.errors import InvalidInput
 from healer.repair import container
 from healer.repair.server import MAX_ITEMS
 
-# finding kind -> the safe tool that fixes it (everything else is left for a human)
-FIXES = {
-    "frozen_in_progress": "requeue_ticket",
-    "zombie_ticket": "close_dead_ticket",
-    "stale_label": "drop_label",
-    "unknown_file": "quarantine_file",
-    "orphan_worktree": "remove_worktree",
-    "stale_block": "unblock_ticket",
-}
-# order matters: close zombies before requeueing anything; labels before unblocking; files before worktrees
-ORDER = ("close_dead_ticket", "requeue_ticket", "drop_label", "unblock_ticket", "quarantine_file", "remove_worktree")
+
+def fixes() -> dict[str, str]:
+    """finding kind -> the safe tool that fixes it (everything else is left for a human): the action specs' `tool.fixes`."""
+    return {kind: s.name for s in registry.specs() if s.tool is not None for kind in s.tool.fixes}
+
+
+def order() -> tuple[str, ...]:
+    """The tools that fix something, in the order the agent calls them (their specs' `tool.rank`, then the registry's)."""
+    tooled = [s for s in registry.specs() if s.tool is not None and s.tool.fixes]
+    return tuple(s.name for s in sorted(tooled, key=lambda s: s.tool.rank))  # type: ignore[union-attr]
 
 
 def _chunks(items: list[str], n: int = MAX_ITEMS) -> list[list[str]]:
@@ -43,13 +42,14 @@ def _chunks(items: list[str], n: int = MAX_ITEMS) -> list[list[str]]:
 
 def plan(findings: list[dict[str, Any]]) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
     """Findings (as list_findings returns them) -> (ordered tool calls, keys left for a human). Pure."""
-    by_tool: dict[str, list[str]] = {t: [] for t in ORDER}
+    fix, tools = fixes(), order()
+    by_tool: dict[str, list[str]] = {t: [] for t in tools}
     labels: dict[str, list[str]] = {}
     left: list[str] = []
     closing = {f["subject"] for f in findings if f.get("kind") == "zombie_ticket"}
     for f in findings:
         kind, subject = f.get("kind"), str(f.get("subject", ""))
-        tool = FIXES.get(kind)
+        tool = fix.get(kind)
         if tool is None or f.get("status", "firing") != "firing":
             left.append(f"{kind}:{subject}")
             continue
@@ -68,7 +68,7 @@ def plan(findings: list[dict[str, Any]]) -> tuple[list[tuple[str, dict[str, Any]
             continue
         by_tool[tool].append(subject)
     calls: list[tuple[str, dict[str, Any]]] = []
-    for tool in ORDER:
+    for tool in tools:
         if tool == "drop_label":
             for name in sorted(labels):
                 for chunk in _chunks(sorted(set(labels[name]))):

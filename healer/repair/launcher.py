@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from healer import actions as registry
 from healer import failpoints, procs
 from healer.clock import Clock, iso, stamp, system
 from healer.errors import UsageError
@@ -39,14 +40,17 @@ FP_AFTER_START = failpoints.declare("repair.after_start", "healer/repair/launche
 PROMPT = """You are the healer's repair agent, the last resort for a fleet of autonomous coding agents that is stuck.
 You can act ONLY through the MCP tools of the server named "healer"; you have no shell and no file access.
 1. Call fleet_status and list_findings to see what is blocked (get_ticket, journal_tail, list_worktrees for detail).
-2. Fix only what the findings show, with the safe tools: requeue_ticket for in-progress tickets with no live agent
-   and no worktree; drop_label for stale labels; close_dead_ticket for tickets already merged; quarantine_file for
-   unknown files; remove_worktree for orphan worktrees; unblock_ticket for blocked tickets nothing blocks any more
-   (stale_block). Action tools take LISTS of subjects: batch them.
+2. Fix only what the findings show, with the safe tools: {safe_tools}. Action tools take LISTS of subjects: batch them.
 3. You have at most {max_calls} tool calls in total. A refusal comes with its reason: do not retry a refused item.
 4. Finish with a short summary of what you did and what you left for a human.
 Why you were launched: {reason}
 """
+
+
+def safe_tools() -> str:
+    """The prompt's list of action tools, each with its spec's `tool.hint` (an action registered later is named too)."""
+    return "; ".join(f"{s.name} for {s.tool.hint}" if s.tool.hint else s.name
+                     for s in registry.specs() if s.tool is not None)
 
 
 @dataclass
@@ -142,7 +146,7 @@ def launch(root: str | Path, policy, store, clock: Clock | None = None, *, agent
     cwd = scratch / "cwd"
     cwd.mkdir(parents=True)
     cfg = write_config(scratch, root, run_id)
-    prompt = PROMPT.format(max_calls=ra.max_tool_calls, reason=reason or "blockage persisted past every ceiling")
+    prompt = PROMPT.format(safe_tools=safe_tools(), max_calls=ra.max_tool_calls, reason=reason or "blockage persisted past every ceiling")
     (scratch / "prompt.md").write_text(prompt)
     argv = agent_argv(preset, policy, cfg=cfg, root=root, run_id=run_id, scratch=scratch, prompt=prompt)
     if ra.agent.sandbox != "docker" and not _runnable(argv[0], cwd, env):

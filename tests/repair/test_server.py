@@ -9,13 +9,17 @@ from pathlib import Path
 import anyio
 import pytest
 
-from healer import procs
+from healer import actions, procs
 from healer.records import Worktree
 from healer.remedy.limiter import record_human
 from healer.repair import launcher
-from healer.repair.server import TOOLS
+from healer.repair.server import READ_TOOLS, TOOLS
 from healer.store import open_store
 from tests.repair.conftest import PY, child_env, past_store, tree_hash, write_policy
+
+
+def by_name(tools) -> set[str]:
+    return {t.name for t in tools}
 
 
 def test_real_client_lists_exactly_the_whitelisted_tools(fleet: Path):
@@ -33,7 +37,8 @@ def test_real_client_lists_exactly_the_whitelisted_tools(fleet: Path):
 
     tools, status = anyio.run(session)
     assert sorted(t.name for t in tools) == sorted(TOOLS)
-    assert len(tools) == 11  # five that read, six actions (their specs offer a tool: unblock_ticket since issue 35)
+    # the read tools and every action whose spec offers a tool (unblock_ticket since issue 35): the registry's count
+    assert len(tools) == len(READ_TOOLS) + sum(s.tool is not None for s in actions.specs()) and "unblock_ticket" in by_name(tools)
     by = {t.name: t for t in tools}
     assert by["drop_label"].input_schema["required"] == ["ticket_ids", "label"]
     assert by["unblock_ticket"].input_schema["required"] == ["ticket_ids"] and "reason" in by["unblock_ticket"].input_schema["properties"]

@@ -11,12 +11,11 @@ from healer import lifecycle
 from healer.core import decide
 from healer.core import memory as memmod
 from healer.core.model import Memory, Snapshot
-from healer.core.rules import NON_REMEDIATING
+from healer.core.rules import NON_REMEDIATING, TICKET_LEASE
 from healer.policy.schema import ACTIONS, Policy
 from healer.records import Proposal
 from tests.synth import T0, agent, attempt, ticket, worktree
 
-TICKET_ACTIONS = {"close_dead_ticket", "drop_label", "requeue_ticket", "resume_agent", "stop_agent"}
 IDS = [f"T-{i}" for i in range(8)]
 HOURS = st.floats(min_value=-30 * 3600, max_value=0, allow_nan=False).map(lambda d: T0 + d)
 
@@ -113,7 +112,7 @@ def test_invariants(s, p, m):
             continue
         key = a.reason.partition(":")[2]
         assert not any(s.now - t < q for t in m.attempts.get(key, ())), (a, m.attempts.get(key))
-        if a.action in TICKET_ACTIONS:  # the lease is the ticket's: the shell keys its journal the same way
+        if a.action in TICKET_LEASE:  # the lease is the ticket's: the shell keys its journal the same way
             assert a.params["ticket"] == key or (a.params["ticket"] is None and a.params.get("agent") == key)
     # at most one remediating sequence per subject per tick
     subjects = [a.reason for a in d.actions if a.action not in NON_REMEDIATING]
