@@ -8,7 +8,7 @@
 - repair sandbox: the escape agent's whole run with its MCP session (target 10 s);
 - the docker test module, wall time (issue 8 acceptance: under 5 minutes).
 
-Prints SPEC §11 JSON lines.
+Prints JSON lines (README "Benchmarks").
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
 - backoff accuracy on a virtual clock: the always-failing ticket's 5 launch times
   against the policy's schedule (target 0 s of error).
 
-Prints SPEC §11 JSON lines.
+Prints JSON lines (README "Benchmarks").
 """
 
 from __future__ import annotations

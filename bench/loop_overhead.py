@@ -1,4 +1,4 @@
-"""Benchmark: the governed loop runner's own overhead per iteration (issue 3; SPEC §11 output).
+"""Benchmark: the governed loop runner's own overhead per iteration (issue 3; JSON lines, README "Benchmarks").
 
 The agent is `true` and the gate is `true` (or `false` for the steady-state figure),
 so nearly all the time measured is the runner's: preconditions, prompt file, process

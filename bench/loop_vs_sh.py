@@ -17,7 +17,7 @@ healer keeps its cache of validated policies there too (HEALER_CACHE_DIR). The f
 both and the page cache and is not counted; `healer_loop_cold_cpu_s` is that first healer run, for
 the record (a loop started with a policy it never validated, and no bytecode).
 
-Prints SPEC §11 JSON lines.
+Prints JSON lines (README "Benchmarks").
 """
 
 from __future__ import annotations

@@ -3,13 +3,13 @@
 Each mutation breaks the product on purpose, in a process of its own (a fresh child per mutation, so nothing
 leaks into the next): a behaviour mutation is pytest's MonkeyPatch on the real code path (the list of
 tests/chaos/test_mutations.py, which also proves each against its own scenario and expectation); a number
-mutation changes a SPEC §10 default of the product's policy schema by a factor of two (×2 and ÷2), as the
+mutation changes a seed default (policies/default.yaml) of the product's policy schema by a factor of two (×2 and ÷2), as the
 default policy would carry it (a scenario that sets the key itself keeps its value). Then the simulated
 scenarios of the standard suite (chaos/scenarios/, mode: simulated) run one by one, the scenario that caught it
 in the baseline first, and the mutation stops at the first scenario that goes red (failed or error). The
 children run side by side (--jobs, default every core).
 
-Prints SPEC §11 JSON lines: one per mutation (which scenario caught it), the totals against the issue 34 targets
+Prints JSON lines (README "Benchmarks"): one per mutation (which scenario caught it), the totals against the issue 34 targets
 (>= 10 of 12 behaviour mutations, every seed number) and the regression check against the committed baseline
 (bench/mutation_baseline.json): a mutation caught there and caught by no scenario now exits 1 with
 `mutation_score: REGRESSION: ...`. So does a red suite without any mutation (the score would mean nothing).
@@ -49,7 +49,7 @@ def behaviour_mutations() -> dict[str, tuple[str, object]]:
     return {name: (scenario, how) for name, (scenario, how, _exp) in MUTANTS.items()}
 
 
-# SPEC §10's seed numbers the simulated world runs (the dispatcher's and the supervisor's), each changed by a
+# the seed numbers of policies/default.yaml the simulated world runs (the dispatcher's and the supervisor's), each changed by a
 # factor of two both ways: key path -> (seed value, doubled, halved, the scenario that pins it). The governed
 # loop's own numbers (iterations, iteration timeout, kill grace, stall limits, memory tails) are the real loop's:
 # no simulated scenario runs it (hung-agent, real mode, and tests/loop pin them).

@@ -7,7 +7,7 @@
 - flood_deliveries_per_key_max: the same 10,000 alerts through `notify_all` into the outbox and the courier
   to a real receiver: deliveries per key in the cooldown window (target <= 1).
 
-Prints SPEC §11 JSON lines.
+Prints JSON lines (README "Benchmarks").
 """
 
 from __future__ import annotations

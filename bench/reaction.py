@@ -7,7 +7,7 @@ Then 20 more agents are SIGKILLed at random moments; the latency is the kill to 
 closed with `killed: SIGKILL` (the dispatcher's finding). Without the exit watch both would
 wait for the next tick: up to 30 s.
 
-Prints SPEC §11 JSON lines.
+Prints JSON lines (README "Benchmarks").
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
   (target: within the budget of 20);
 - the pure trigger deciding over 10,000 blockages (target 100 ms, median of 5).
 
-Prints SPEC §11 JSON lines.
+Prints JSON lines (README "Benchmarks").
 """
 
 from __future__ import annotations

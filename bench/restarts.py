@@ -5,7 +5,7 @@ loop runners), restarted each time, then left to finish. The numbers that must n
 (target all), tickets merged twice, escalations, processes left (target 0 each); and the wall time of
 the whole storm. The full campaign (30 tickets x 20 kills x 3 seeds) is `make campaigns`.
 
-Prints SPEC §11 JSON lines.
+Prints JSON lines (README "Benchmarks").
 """
 
 from __future__ import annotations

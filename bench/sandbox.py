@@ -1,4 +1,4 @@
-"""Benchmark: what containment costs (issue 11; SPEC §11 output).
+"""Benchmark: what containment costs (issue 11; JSON lines, README "Benchmarks").
 
 Measured in the same run, so the ratios hold on a noisy machine:
 

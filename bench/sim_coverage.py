@@ -1,7 +1,7 @@
 """Benchmark: how much of the product's real Dispatcher and Supervisor the simulated game days run.
 
 Runs every simulated scenario of the standard suite (chaos/scenarios/, mode: simulated) under
-coverage.py and prints, per file, the share of its lines executed (SPEC §11 JSON lines).
+coverage.py and prints, per file, the share of its lines executed (JSON lines, README "Benchmarks").
 Target (issue 12): at least 60% of each file that holds the real `Dispatcher` and `Supervisor`;
 before the one-engine refactor the simulated suite ran its own mirror and covered 16% / 23%.
 """

@@ -1,6 +1,6 @@
 """Benchmark: 24 simulated hours of a fleet of 100 tickets and 10 agents, with faults, on the simulated engine.
 
-Prints SPEC §11 JSON lines. Target: at most 10 s of wall time (median of 3 runs).
+Prints JSON lines (README "Benchmarks"). Target: at most 10 s of wall time (median of 3 runs).
 """
 
 from __future__ import annotations

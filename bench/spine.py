@@ -1,11 +1,11 @@
 """Benchmark: the spine (issue 2).
 
-- an unset failpoint hit: nanoseconds per call (SPEC §9.2 "inert and near-free"; target 1000 ns);
+- an unset failpoint hit: nanoseconds per call (docs/spine.md "Failpoints": inert and near-free; target 1000 ns);
 - validating the shipped default policy in process (target 50 ms, median of 5);
 - two real processes appending 2,000 events each to one store: events per second and
   "database is locked" errors reaching the caller (target 0).
 
-Prints SPEC §11 JSON lines.
+Prints JSON lines (README "Benchmarks").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Benchmark: SQLite beside PostgreSQL (issue 17). Prints SPEC §11 JSON lines.
+"""Benchmark: SQLite beside PostgreSQL (issue 17). Prints JSON lines (README "Benchmarks").
 
 - tick_ms_{10k,100k}_{sqlite,postgresql}: one supervisor tick's read and decision (the shell's own
   `snapshot.gather` then `core.decide`) on a synthetic fleet of 10,000 / 100,000 tickets (1,000 /

@@ -1,4 +1,4 @@
-"""Benchmark: the supervisor's decision (issue 5, acceptance 7). Prints SPEC §11 JSON lines.
+"""Benchmark: the supervisor's decision (issue 5, acceptance 7). Prints JSON lines (README "Benchmarks").
 
 - core_eval_ms_{1k,10k}: `healer.core.decide` alone on a synthetic fleet (tests.synth.fleet):
   1,000 / 10,000 tickets, 100 / 1,000 agents, 100 / 1,000 worktrees, about 1% of every finding kind.

@@ -1,4 +1,4 @@
-"""Exit codes (SPEC §5) and the errors that carry them.
+"""Exit codes (README "Exit codes") and the errors that carry them.
 
 A `HealerError` is a user-facing problem: the CLI prints its message as one line on
 stderr and exits with its code, never a traceback (unless --debug).

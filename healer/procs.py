@@ -519,7 +519,7 @@ def _runnable(fn: str) -> bool:
 def resolve_python(argv: Sequence[str], path: str | None = None) -> list[str]:
     """argv, with a bare `python`/`python3` that is not on PATH replaced by the interpreter running healer.
 
-    Policies say `python` (SPEC §4's own example); Debian ships only `python3`, and a venv's
+    Policies say `python` (the examples of README and docs/loop.md); Debian ships only `python3`, and a venv's
     `python` is on PATH only when the venv is activated.
     """
     argv = list(argv)

@@ -1,4 +1,4 @@
-"""The supervisor daemon: the imperative shell around the pure core (SPEC §7).
+"""The supervisor daemon: the imperative shell around the pure core (docs/supervisor.md).
 
 One tick, level-triggered (every tick rebuilds its view from the store and the
 world, so a missed event or a crash between ticks is harmless):
@@ -364,7 +364,7 @@ class Supervisor:
 
     # -- repair trigger -----------------------------------------------------------------
     def _repair_hook(self, d: Decision) -> str | None:
-        """REPAIR TRIGGER CALL SITE: launch the repair agent when the core says so (SPEC §8).
+        """REPAIR TRIGGER CALL SITE: launch the repair agent when the core says so (docs/repair.md).
 
         A run takes up to repair_agent.timeout, so the daemon runs it in a thread (one at a time) and keeps ticking; --once waits for it.
         """

@@ -1,7 +1,7 @@
 """The `healer` command. Each area registers its commands from its own module.
 
 Errors: a HealerError (user mistake, bad input) prints one line on stderr and exits
-with its code (SPEC §5); click usage errors exit 64; anything else is an internal
+with its code (README "Exit codes"); click usage errors exit 64; anything else is an internal
 error (70), with the traceback only under --debug.
 """
 

@@ -1,4 +1,4 @@
-"""CLI: the reference fleet — `healer dispatch`, `healer status`, `healer watch` (SPEC §6, §12)."""
+"""CLI: the reference fleet — `healer dispatch`, `healer status`, `healer watch` (docs/fleet.md, README "Commands")."""
 
 from __future__ import annotations
 

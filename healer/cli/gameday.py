@@ -1,4 +1,4 @@
-"""CLI: `healer gameday list|run|replay|explore|clean` (SPEC §9, §12)."""
+"""CLI: `healer gameday list|run|replay|explore|clean` (docs/chaos.md, README "Commands")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CLI: `healer loop run|status|list|pause` (SPEC §5, §12)."""
+"""CLI: `healer loop run|status|list|pause` (docs/loop.md, README "Commands")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CLI: `healer repair run|list` and `healer mcp serve` (SPEC §8, §12)."""
+"""CLI: `healer repair run|list` and `healer mcp serve` (docs/repair.md, README "Commands")."""
 
 from __future__ import annotations
 

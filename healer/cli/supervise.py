@@ -1,4 +1,4 @@
-"""CLI: supervise, plan, up, journal, quarantine list|restore (SPEC §7, §12)."""
+"""CLI: supervise, plan, up, journal, quarantine list|restore (docs/supervisor.md, README "Commands")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The pure core: `decide(snapshot, policy, memory) -> Decision` (SPEC §3, §7).
+"""The pure core: `decide(snapshot, policy, memory) -> Decision` (README "Architecture", docs/supervisor-core.md).
 
 No I/O and no clock: `snapshot.now` is the only time the core knows. Same input,
 same output. See docs/supervisor-core.md for the contract with the shell.

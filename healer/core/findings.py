@@ -1,4 +1,4 @@
-"""Findings: what is wrong with the fleet at `snapshot.now` (SPEC §7 table).
+"""Findings: what is wrong with the fleet at `snapshot.now` (docs/supervisor-core.md "Findings").
 
 Theory of operation: every detector is a pure function of the snapshot (through
 `Index`, built once, so the whole pass is O(tickets + agents + worktrees + attempts))
@@ -181,7 +181,7 @@ def agents(s: Snapshot, policy, ix: Index) -> list[Finding]:
 
 
 def _budget_spent(attempts, policy) -> str | None:
-    """Why the launch budget is spent, or None (SPEC §6: launches incl. resumes; resumes on the same state)."""
+    """Why the launch budget is spent, or None (docs/fleet.md, the rules: launches incl. resumes; resumes on the same state)."""
     if len(attempts) >= policy.retry.max_launches:
         return f"{len(attempts)} launches >= retry.max_launches {policy.retry.max_launches}"
 

@@ -1,4 +1,4 @@
-"""Rules: which actions answer which finding (SPEC §7 table), as data.
+"""Rules: which actions answer which finding (docs/supervisor-core.md "Rules"), as data.
 
 The built-in table below is the default; `policy.rules` (which the shell extends
 with the rules of `include_runbooks`) override it per finding kind: for each

@@ -1,4 +1,4 @@
-"""Sentinels: alarms on silence (SPEC §7). Silence is a symptom.
+"""Sentinels: alarms on silence (docs/supervisor-core.md). Silence is a symptom.
 
 Each sentinel reads named data sources; the shell lists in `snapshot.failed_sources`
 every source that raised while it gathered the snapshot. A sentinel whose source

@@ -1,4 +1,4 @@
-"""When to launch the repair agent (SPEC §8). Pure: no I/O, no clock reads.
+"""When to launch the repair agent (docs/repair.md). Pure: no I/O, no clock reads.
 
 The repair agent is the last resort, so every condition is a ceiling that must
 already have been reached by the dumb mechanisms first:

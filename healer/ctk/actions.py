@@ -65,7 +65,7 @@ def kill_dispatcher(root: str | None = None, configuration: dict[str, Any] | Non
 
 
 def freeze_dispatch(root: str | None = None, configuration: dict[str, Any] | None = None) -> dict[str, Any]:
-    """SIGSTOP the dispatcher (dispatch silently frozen, SPEC §1); its SIGCONT is journaled first."""
+    """SIGSTOP the dispatcher (dispatch silently frozen, README "Why"); its SIGCONT is journaled first."""
     r = fleet_root(root, configuration)
     pid = _holder_pid(r, "dispatcher")
     j = undo_journal()

@@ -1,4 +1,4 @@
-"""Launch the repair agent: confined, timed, audited (SPEC §8).
+"""Launch the repair agent: confined, timed, audited (docs/repair.md).
 
 A run gets an id, a scratch folder `ROOT/.healer/repair/<run-id>/` holding the
 generated MCP config and the agent's output, and an EMPTY working directory

@@ -1,4 +1,4 @@
-"""`healer mcp serve`: the repair agent's only hands (SPEC §8).
+"""`healer mcp serve`: the repair agent's only hands (docs/repair.md).
 
 Theory of operation. The agent sees exactly the tools of TOOLS: five that read
 (fleet status, findings, one ticket with its history, the journal tail, the

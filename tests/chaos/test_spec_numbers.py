@@ -1,4 +1,5 @@
-"""Every number of SPEC §10 is a default of the shipped policy, pinned here: changing one fails a test.
+"""Every seed number of the shipped policy (policies/default.yaml, each with its one-line comment) is pinned here:
+changing one fails a test.
 
 The game days pin the behaviour behind several of them (relaunch-storm-budget: 5 launches, backoff
 5/10/20/40 min; notification-storm: one page per 4 h; silent-dispatch: the frozen sentinel); this table
@@ -18,7 +19,7 @@ from healer.policy.schema import Policy
 
 REPO = Path(__file__).resolve().parents[2]
 
-# (dotted key, SPEC §10 value; durations in seconds)
+# (dotted key, seed value; durations in seconds)
 SPEC_10 = [
     ("loop.max_iterations", 12), ("loop.absolute_max", 25),
     ("loop.iteration_timeout", 20 * 60), ("loop.kill_grace", 10),
@@ -58,7 +59,7 @@ def _seconds(v):
 def test_spec_10_default(source, key, want):
     policy = Policy() if source == "built-in" else load_policy(REPO / "policies" / "default.yaml")
     got = _get(policy, key)
-    assert got == want, f"{source}: {key} is {got}, SPEC §10 says {want}"
+    assert got == want, f"{source}: {key} is {got}, the seed is {want}"
 
 
 def test_the_memory_tails_reach_the_prompt():

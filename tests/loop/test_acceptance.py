@@ -443,8 +443,8 @@ def test_gate_command_not_on_path_is_65_before_any_iteration(lrepo, tmp_path):
 
 
 def test_spec_example_python_argv_runs_without_python_on_path(lrepo, tmp_path):
-    # regression: SPEC §4 writes `command: [python, agent.py, ...]`; with only python3 on PATH (Debian,
-    # an unactivated venv) the run was refused with 65. A bare python/python3 falls back to healer's own.
+    # regression: the README's and docs/loop.md's examples write `command: [python, agent.py, ...]`; with only
+    # python3 on PATH (Debian, an unactivated venv) the run was refused with 65. A bare python/python3 falls back to healer's own.
     pol = write_policy(tmp_path / "p.yaml",
                        agent={"command": ["python", "-c", "open('done.txt', 'w').write('x')", "{prompt_file}"]},
                        gates=[gate("done", "python", "-c", "import os, sys; sys.exit(0 if os.path.exists('done.txt') else 1)")])

@@ -1,4 +1,4 @@
-"""Only healer/clock.py reads time (SPEC §3): an AST scan of healer/ and chaos/."""
+"""Only healer/clock.py reads time (README "Architecture"): an AST scan of healer/ and chaos/."""
 
 from __future__ import annotations
 

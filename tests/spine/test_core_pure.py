@@ -1,4 +1,4 @@
-"""The decision core stays pure (SPEC §3): healer/core/ and healer/loop/decide.py import
+"""The decision core stays pure (README "Architecture"): healer/core/ and healer/loop/decide.py import
 nothing that touches files, processes, the network, the store or the clock."""
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ def test_fixture_converts_to_a_valid_policy(tmp_path, demerzel_fixture):
     p = load_policy(out)
     assert (p.loop.max_iterations, p.loop.absolute_max, p.loop.stall.same_state) == (10, 25, 3)
     assert p.loop.iteration_timeout == 20 * 60
-    # convergence_check: halt_and_escalate; a repeated output is a hint (SPEC §5), no progress is what stops
+    # convergence_check: halt_and_escalate; a repeated output is a hint (docs/loop.md), no progress is what stops
     assert p.loop.stall.duplicate_output == "flag"
 
 
