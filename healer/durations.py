@@ -38,7 +38,7 @@ def needs_unit(value: object) -> str | None:
     an SRE who meant 90 minutes would get agents killed after 90 s. None for anything else (parse() judges it)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value != 0:  # 0 is 0 in any unit
         n = int(value) if float(value).is_integer() else value
-        return f"a duration needs a unit, e.g. {n}s or {n}m, got {value!r}"
+        return f"expected a duration with a unit (e.g. {n}s or {n}m), got {value!r}"
     return None
 
 

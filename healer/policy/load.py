@@ -59,7 +59,7 @@ def _describe(err: dict, model: type[BaseModel]) -> str:
         return f"expected at most {bound} (the maximum), got {_short(inp)}"
     if t == "value_error":
         msg = str(ctx.get("error", err.get("msg", "")))
-        return msg if msg.startswith(("expected", "a duration needs a unit")) else f"expected a valid value, got a problem: {msg}"
+        return msg if msg.startswith("expected") else f"expected a valid value, got a problem: {msg}"
     if t == "missing":
         return "expected this key to be set, got nothing"
     if t == "too_short":

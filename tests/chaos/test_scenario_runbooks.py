@@ -75,4 +75,4 @@ def test_an_invalid_runbook_fails_validation_quoting_its_own_line(tmp_path):
     with pytest.raises(InvalidInput) as e:
         load(f)
     assert "overrides.include_runbooks: expected runbooks that load, got: " in e.value.lines[0]
-    assert "stuck.md:4:1: for: a duration needs a unit, e.g. 90s or 90m, got 90" in e.value.lines[0]
+    assert "stuck.md:4:1: for: expected a duration with a unit (e.g. 90s or 90m), got 90" in e.value.lines[0]

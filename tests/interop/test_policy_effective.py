@@ -59,4 +59,4 @@ def test_a_bare_number_duration_is_one_located_line(tmp_path):
     pol.write_text("health:\n  agent_stuck: 90\n")
     r = healer("policy", "validate", str(pol))
     assert r.returncode == 65
-    assert r.stderr.strip() == f"{pol}:2:3: health.agent_stuck: a duration needs a unit, e.g. 90s or 90m, got 90"
+    assert r.stderr.strip() == f"{pol}:2:3: health.agent_stuck: expected a duration with a unit (e.g. 90s or 90m), got 90"
