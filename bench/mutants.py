@@ -74,7 +74,10 @@ def line(metric: str, value, unit: str, target=None, better: str = "higher", **e
 
 
 def content_hash() -> str:
+    """The map's cache key: the tree it was measured on, and what it measures (folders, marks, targets, plugin)."""
     h = hashlib.sha256()
+    h.update(json.dumps([UNIT, UNIT_MARKS, mutate.TARGETS]).encode())
+    h.update((BENCH_DIR / "mutants_plugin.py").read_bytes())
     for top in ("healer", "chaos", "tests", "policies", "runbooks"):
         for p in sorted((ROOT / top).rglob("*")):
             if p.is_file() and p.suffix in (".py", ".yaml", ".yml", ".md", ".json") and "__pycache__" not in p.parts:
