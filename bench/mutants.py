@@ -17,7 +17,7 @@ Prints JSON lines: one per mutant (killed by which scenario / test, or survived 
 of the simulated suite, of the unit tests and of both against issue 41's targets (>= 70 %, >= 90 %), and the
 survivors. Exit 0 whatever the rates (`--strict`: 1 below a target).
 
-    bench/mutants.py [--seed N] [--mutants 24] [--jobs N] [--list] [--refresh-map]
+    bench/mutants.py [--seed N] [--mutants 24] [--jobs N] [--list] [--only TEXT] [--refresh-map]
 """
 
 from __future__ import annotations
@@ -74,7 +74,10 @@ def line(metric: str, value, unit: str, target=None, better: str = "higher", **e
 
 
 def content_hash() -> str:
+    """The map's cache key: the tree it was measured on, and what it measures (folders, marks, targets, plugin)."""
     h = hashlib.sha256()
+    h.update(json.dumps([UNIT, UNIT_MARKS, mutate.TARGETS]).encode())
+    h.update((BENCH_DIR / "mutants_plugin.py").read_bytes())
     for top in ("healer", "chaos", "tests", "policies", "runbooks"):
         for p in sorted((ROOT / top).rglob("*")):
             if p.is_file() and p.suffix in (".py", ".yaml", ".yml", ".md", ".json") and "__pycache__" not in p.parts:
@@ -257,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mutants", type=int, default=24, help="how many mutants to draw (default 24)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="mutants side by side (default: every core)")
     ap.add_argument("--list", action="store_true", help="print the drawn mutants and exit (no map, no run)")
+    ap.add_argument("--only", action="append", default=[], metavar="TEXT",
+                    help="run only the drawn mutants whose id contains TEXT (repeatable): re-check a survivor")
     ap.add_argument("--refresh-map", action="store_true", help="remake the coverage map even if cached")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a kill rate is below its target")
     a = ap.parse_args(argv)
@@ -264,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     sites = mutate.every_site(ROOT)
     drawn = mutate.draw(sites, a.mutants, seed)
+    if a.only:
+        drawn = [m for m in drawn if any(t in m.id for t in a.only)]
     line("draw", len(drawn), "mutants", seed=seed, sites=len(sites), replay=f"bench/mutants.py --seed {seed}")
     if a.list:
         for m in drawn:

@@ -60,6 +60,7 @@ def test_a_host_back_under_a_new_id_ends_what_it_ran_before_once(fleet_factory, 
     taken = f.events("dispatch.host_taken_back")
     assert sorted((e.payload["agent"], e.payload["from"], e.payload["to"]) for e in taken) == \
         sorted((a.id, "host-a", "host-b") for a in before)
+    assert sorted(e.subject for e in taken) == sorted(a.ticket_id for a in before)  # on each ticket's timeline
     if agents == "running":
         assert {a.host for a in f.running()} == {"host-b"}  # adopted, still running: not requeued, not killed
         wait_until(lambda: not any(procs.alive(a.pid) for a in before), 60, "the agents exited")

@@ -159,6 +159,17 @@ def test_every_built_in_spec_resolves_to_a_handler_and_a_newcomer_finds_it_by_it
     for name in actions.names():
         h = HANDLERS[name]
         assert all(callable(getattr(h, part)) for part in ("resolve", "check", "apply", "verify")), name
+    # a mapping of exactly the registered actions: an unknown name is no action, a test's wrapper wins until removed
+    assert list(HANDLERS) == list(actions.names()) and len(HANDLERS) == len(files)
+    with pytest.raises(KeyError):
+        HANDLERS["no_such_action"]
+    real, wrapper = HANDLERS["drop_label"], object()
+    HANDLERS["drop_label"] = wrapper
+    try:
+        assert HANDLERS["drop_label"] is wrapper
+    finally:
+        del HANDLERS["drop_label"]
+    assert type(HANDLERS["drop_label"]) is type(real)
 
 
 def test_default_yaml_and_schema_json_name_the_registered_actions_and_their_default_limits():

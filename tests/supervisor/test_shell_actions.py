@@ -301,6 +301,10 @@ def test_recover_rolls_back_planned_and_finishes_begun(shell_fleet):
     assert f.store.ticket("T-1").state == "in_progress"  # planned never acted: rolled back
     assert f.store.ticket("T-2").state == "queued"  # begun: finished exactly once
     assert f.store.count_events("ticket.moved", subject="T-2") == 2
+    # the journal tells a recovery from a first run: each outcome and its remedy.* event say `recovered`
+    assert [o.detail.get("recovered") for o in outs] == [True, True]
+    evs = f.store.events(kinds=["remedy.aborted", "remedy.done"])
+    assert sorted((e.subject, e.payload["detail"].get("recovered")) for e in evs) == [("T-1", True), ("T-2", True)]
     assert recover(f.ctx()) == []
 
 
