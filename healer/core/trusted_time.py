@@ -188,21 +188,21 @@ def lease_expired(w: Watched, expires_at: float, ttl: float, now: float, mono: f
     """May a lease record (as watched by `w`) be taken over as expired?
 
     Yes when this process watched it unchanged for its ttl on the monotonic clock: its holder stopped renewing,
-    whatever the wall clocks say (a holder that died with its clock ahead holds it no longer than that). Before
-    that, its expiry on `now`'s clock is believed unless this process's own clock is in doubt (a jump or skew in
-    force), or the record was renewed under its eyes and already expired when it appeared: a live holder whose
-    clock is behind wrote it (no steal)."""
+    whatever the wall clocks say (a holder that died with its clock ahead holds it no longer than that). A record
+    it saw fresh is judged on that watch alone: its expiry is written on the holder's clock, and a live holder whose
+    clock is behind ours (by more than the time between its renewals) would otherwise be robbed between two
+    renewals. The wall is believed only on a first look at a record already expired (a process that just started:
+    nothing watched, nothing to doubt), unless this process's own clock is in doubt (a jump or skew in force)."""
     if mono - w.since >= ttl:
         return True
     if expires_at > now:
         return False
-    return not clock_doubt and not (w.renewed and w.born_expired)
+    return not clock_doubt and w.born_expired and not w.renewed
 
 
 def wait(w: Watched, expires_at: float, ttl: float, now: float, mono: float) -> float:
     """Seconds until `lease_expired` could say yes for this record (a standby's next look)."""
-    by_mono = max(0.0, ttl - (mono - w.since))
-    return min(by_mono, max(0.0, expires_at - now)) if expires_at > now else by_mono
+    return max(0.0, ttl - (mono - w.since))
 
 
 def in_doubt(state: TimeState | None, mono: float, ttl: float) -> bool:

@@ -78,7 +78,7 @@ MUTANTS = {
     # feature switched off                 (scenario, how, an expectation that must break)
     "dispatcher ignores wait labels": ("stuck-review-label", _no_wait_labels, "held while labelled then launched"),
     "no launch budget": ("relaunch-storm-budget", _no_budget, "exactly 5 launches"),
-    "no backoff": ("relaunch-storm-budget", lambda mp: mp.setattr(dispatch, "backoff_until", lambda a, b: None),
+    "no backoff": ("relaunch-storm-budget", lambda mp: mp.setattr(dispatch, "backoff_until", lambda *a, **k: None),
                    "launches back off 5/10/20/40 min"),
     # components: the one cycle search both the full and the incremental decision use
     "no wait-for graph": ("frozen-blocked-by-cycle", lambda mp: mp.setattr(waitfor, "components", lambda *a, **k: []),

@@ -172,9 +172,12 @@ def test_a_dead_holder_loses_its_lease_within_its_ttl_on_the_monotonic_clock(off
 
 
 def test_a_lease_is_not_taken_by_a_process_whose_own_clock_jumped():
-    w = tt.watch(None, ("leader", 1, T0 + 60), 0.0, False)
-    assert tt.lease_expired(w, T0 + 60, 90, T0 + 2 * HOUR, 10.0)  # the wall says so and nothing is in doubt
-    assert not tt.lease_expired(w, T0 + 60, 90, T0 + 2 * HOUR, 10.0, clock_doubt=True)
+    w = tt.watch(None, ("leader", 1, T0 + 60), 0.0, False)  # seen fresh: judged on the watch
+    assert not tt.lease_expired(w, T0 + 60, 90, T0 + 2 * HOUR, 10.0)  # the wall jumped 2 h in 10 s of watching
+    assert tt.lease_expired(w, T0 + 60, 90, T0 + 2 * HOUR, 90.0)  # unrenewed for its ttl
+    first = tt.watch(None, ("leader", 1, T0 + 60), 0.0, True)  # a first look at a record already expired: believed
+    assert tt.lease_expired(first, T0 + 60, 90, T0 + 2 * HOUR, 0.0)
+    assert not tt.lease_expired(first, T0 + 60, 90, T0 + 2 * HOUR, 0.0, clock_doubt=True)
 
 
 # -- backoff after a step back --------------------------------------------------------------------
