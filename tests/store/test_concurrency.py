@@ -89,8 +89,8 @@ def test_a_follower_sees_every_event_in_id_order_while_three_write(tmp_path, sto
         procs.append(subprocess.Popen([sys.executable, "-c", WORKER, store_url, "append", f"w{i}", str(go), str(out), "200"],
                                       cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     wait_until(lambda: all((tmp_path / f"append-{i}.json.ready").exists() for i in range(3)), timeout=120, what="writers ready")
+    cursor = s.last_event_id()  # before the writers go: an event they commit first is behind no cursor of ours
     go.touch()
-    cursor = s.last_event_id()
 
     def caught_up() -> bool:
         nonlocal cursor
