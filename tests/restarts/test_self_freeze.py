@@ -411,7 +411,7 @@ def test_a_sweep_touches_no_group_of_another_name(tmp_path, kind, pen):
 
 
 if sys.platform != "linux":  # pragma: no cover
-    pytest.skip("cgroups and /proc are Linux's", allow_module_level=True)
+    pytest.skip(reason="cgroups and /proc are Linux's", allow_module_level=True)
 
 
 def test_a_dispatch_start_ends_a_killed_runs_group_and_agent_tree(tmp_path, kind, pen, fleet_factory):
