@@ -28,7 +28,7 @@ from typing import Any
 
 from loguru import logger
 
-from healer import failpoints, procs
+from healer import failpoints
 from healer.clock import Clock, Every, stamp, system
 from healer.core import decide as core_decide
 from healer.core.memory import dump, forget_attempts, load
@@ -257,7 +257,7 @@ class Supervisor:
         # the clocks, read first (a standby too: its lease judgement needs to know of a jump before it leads)
         tb, times = self.times.read(self.store, self.policy.supervisor.clock_tolerance, "supervisor", self.host)
         lease = self.store.acquire_lease(LEASE, self.holder, self.pid, self.lease_host, self.policy.supervisor.lease_ttl,
-                                         pid_alive=procs.alive, expired=self.lease_judge)
+                                         pid_alive=self.ports.processes.alive, expired=self.lease_judge)
         # every write of this tick carries the lease's fencing token: a holder paused past its ttl (SIGSTOP,
         # a partition) and overtaken has its late writes refused and recorded (lease.stale_write_refused)
         self.store.hold(lease)

@@ -16,6 +16,7 @@ from typing import Any
 
 from chaos.agents.behaviours import Run
 from healer import conventions as cv
+from healer import procs
 from healer.errors import HealerError
 from healer.fleet.gates import FAIL, PASS, UNKNOWN, GateResult
 from healer.fleet.ports import Found
@@ -187,6 +188,9 @@ class SimGates:
         return Verdict(MERGED, "merge gates passed", self.e.main_commit, self.e.main_commit)
 
 
+VIRTUAL_PIDS = (1 << 22) + 1  # above Linux's largest pid_max: the world's virtual pids (chaos/engine/sim.py)
+
+
 class SimProcesses:
     """The process table: the world's real holder processes (busy_worktree) are the only ones that can hold a folder."""
 
@@ -197,6 +201,16 @@ class SimProcesses:
         if not self.e.busy_procs:
             return {p: () for p in paths}
         return busy_map(list(paths))
+
+    def alive(self, pid):
+        # the world's holders are virtual pids above any pid_max (dead to the kernel, as a crashed incarnation is),
+        # but the first dispatcher holds its lease under this process's own pid: both answered without a read of
+        # /proc, which cost a fifth of a long game day; a real holder (busy_worktree's) is asked of the machine
+        if not pid:
+            return False
+        if pid == os.getpid():
+            return True
+        return False if pid >= VIRTUAL_PIDS else procs.alive(pid)
 
     def find_agent(self, root, agent_id, run_id):
         p = self.e.procs.get(agent_id)  # a virtual process's environment is what its launch spec said

@@ -75,6 +75,8 @@ class Processes(Protocol):
     def find_agent(self, root: Path, agent_id: str, run_id: str | None) -> Found | None:
         """The live process that runs `agent_id` for this fleet and run, if any (one a crashed dispatcher started
         but never registered)."""
+    def alive(self, pid: int | None) -> bool:
+        """Is process `pid` of this host alive (a zombie is not)? Asked every tick for the leases' holders."""
 
 
 class Launcher(Protocol):
@@ -149,6 +151,9 @@ class RealGates:
 class RealProcesses:
     def busy(self, paths):
         return busy_map(list(paths))
+
+    def alive(self, pid):
+        return procs.alive(pid)
 
     def find_agent(self, root, agent_id, run_id):
         for p in procs.processes():

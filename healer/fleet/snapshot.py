@@ -71,12 +71,12 @@ def ended_with(agent, runtime=None, host: str | None = None) -> int | None:
     return result_exit(agent.worktree, agent.run_id)
 
 
-def _lease_alive(store, name: str, host: str) -> bool | None:
+def _lease_alive(store, name: str, host: str, processes) -> bool | None:
     """Is the process holding lease `name` alive? None when nobody holds it or it runs on another host."""
     lease = store.lease(name)
     if lease is None or lease.host != host or not lease.pid:
         return None
-    return procs.alive(lease.pid)
+    return processes.alive(lease.pid)
 
 
 def _pid_state(pid: int) -> tuple[bool, bool]:
@@ -497,7 +497,7 @@ def _gather(g: Gatherer, root, store, policy, clock, runtime=None, *, host: str 
         last_close_at=max(closed) if closed else None,
         last_supervisor_tick=settings.get(keys.SUPERVISOR_LAST_TICK),
         last_dispatch_tick=settings.get(keys.DISPATCH_LAST_TICK),
-        dispatcher_alive=src.get("dispatch", lambda: _lease_alive(store, "dispatcher", host), None),
+        dispatcher_alive=src.get("dispatch", lambda: _lease_alive(store, "dispatcher", host, ports.processes), None),
         unknown_files=tuple(loose),
         halted=halted,
         spend=tuple(spend),
