@@ -142,7 +142,9 @@ def scan(store, policy, clock: Clock, table: ProcTable | None = None, *, host: s
     table = table or RealProcTable()
     procs = table.scan()
     tops = {p.cwd: toplevel_of(p.cwd) for p in procs if p.cwd}
-    found = match(procs, policy.adopt.rules, tops, own_pids() if skip is None else skip)
+    rules = [r.model_copy(update={"worktrees": [os.path.realpath(os.path.expanduser(w)) for w in r.worktrees]})
+             for r in policy.adopt.rules]
+    found = match(procs, rules, tops, own_pids() if skip is None else skip)
     res = ScanResult(found=found)
     known = {a.id: a for a in store.adopted(states=None)}
     boot = table.boot_time()

@@ -88,6 +88,11 @@ def _rule_for(p: Proc, rules: Iterable[Any]) -> Any | None:
     return None
 
 
+def _inside(top: str, roots: Iterable[str]) -> bool:
+    roots = [x.rstrip("/") for x in roots]
+    return not roots or any(top == x or top.startswith(x + "/") for x in roots)
+
+
 def match(procs: Iterable[Proc], rules: Iterable[Any], toplevel: Mapping[str, str | None],
           skip: Iterable[int] = ()) -> list[Candidate]:
     """The loops to adopt among `procs`: `toplevel` maps each cwd to its git top level (None: not in a worktree);
@@ -100,7 +105,7 @@ def match(procs: Iterable[Proc], rules: Iterable[Any], toplevel: Mapping[str, st
             continue
         r = _rule_for(p, rules)
         top = toplevel.get(p.cwd)
-        if r is None or not top:
+        if r is None or not top or not _inside(top, r.worktrees):
             continue
         hits[p.pid] = (p, r, top)
     groups: dict[tuple[int, str], list[Proc]] = {}

@@ -41,6 +41,8 @@ def build(duration, posint):
         name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$", description="the rule's name (events, findings)")
         match: list[Regex] = Field(min_length=1, description="argv regular expressions: a process whose argv (joined by "
                                                              "spaces) one of them finds is a candidate")
+        worktrees: list[str] = Field(default_factory=list, description="only loops whose worktree lies under one of "
+                                                                       "these folders (~ is healer's home); empty: anywhere")
         exclude: list[Regex] = Field(default_factory=list, description="argv regular expressions that veto a match")
         cli: Literal["auto", "claude", "codex", "command"] = Field(
             "auto", description="whose session transcripts carry its spend; auto: claude or codex from the argv")

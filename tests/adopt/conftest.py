@@ -56,6 +56,8 @@ def fleet(path: Path) -> Path:
 
 def policy(root: Path, **rule) -> Policy:
     """The fleet's healer.yaml with one adopt rule (what `healer adopt` reads), and the same policy validated."""
+    # only loops under this test's folder: the machine runs other tests' loops and CLIs, never ours to adopt
+    rule.setdefault("worktrees", [str(root.parent)])
     data = {"version": 1, "adopt": {"enabled": True, "rules": [{"name": "loop", "match": [r"loop\.sh"], **rule}]},
             "remediation": {"quiet_period": "0s"}}
     (root / "healer.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
