@@ -35,11 +35,11 @@ from healer.core import decide as core_decide
 from healer.core.memory import dump, forget_attempts, load
 from healer.core.model import Decision, Memory, Snapshot
 from healer.errors import StoreLost, transient
-from healer.git import GitError
 from healer.fleet import lost_hosts, timewatch
 from healer.fleet import snapshot as snapmod
 from healer.fleet.failed_pass import host_trouble_or_corrupt, raise_if_lost, report_failed_pass
 from healer.fleet.ports import REAL as REAL_PORTS
+from healer.git import GitError
 from healer.notify import notify, resolve_cleared, secrets
 from healer.remedy import actions as remedy
 from healer.remedy import limiter

@@ -144,33 +144,38 @@ def _rules(policy) -> dict[str, Any]:
 def findings(s: Snapshot, policy) -> list[Finding]:
     rules = _rules(policy)
     out: list[Finding] = []
-    now = s.now
     for v in s.adopted:
-        a = v.adopted
-        r = rules.get(a.rule)
-        if r is None or a.state != "adopted" or v.same is False:
+        r = rules.get(v.adopted.rule)
+        if r is None or v.adopted.state != "adopted" or v.same is False:
             continue  # a rule the policy no longer has judges nothing; a gone process is judged by nobody
-        base = {"adopted": a.id, "agent": a.id, "pid": a.pid, "pgid": a.pgid, "start_ticks": a.start_ticks,
-                "worktree": a.worktree, "rule": a.rule, "cli": a.cli, "session_id": a.session_id,
-                "started_at": a.started_at, "allow_stop": r.allow_stop, "restart": bool(r.restart_command),
-                "identity_known": v.same is True}
+        out.extend(judge(v, r, s.now))
+    return out
 
-        def add(kind: str, since: float, **ev: Any) -> None:
-            out.append(Finding(kind, a.id, since, {**base, **ev}, SEVERITY[kind]))
 
-        if r.cost_cap_usd is not None and v.cost_usd is not None and v.cost_usd >= r.cost_cap_usd:
-            add("adopted_cost", a.adopted_at, cost_usd=round(v.cost_usd, 6), cap_usd=r.cost_cap_usd,
-                sessions=list(v.sessions))
-        if r.stuck is not None and now - a.started_at >= r.stuck:
-            add("adopted_stuck", a.started_at, age=now - a.started_at, threshold=r.stuck)
-        if r.max_iterations is not None and v.iterations is not None and v.iterations >= r.max_iterations:
-            add("adopted_iterations", a.adopted_at, iterations=v.iterations, max_iterations=r.max_iterations)
-        if cycling(v.states):
-            add("adopted_cycle", v.states[-1][0], states=[h for _t, h in v.states[-4:]])
-        if r.no_progress is not None and v.states and now - v.states[-1][0] >= r.no_progress:
-            add("adopted_no_progress", v.states[-1][0], state=v.states[-1][1], threshold=r.no_progress)
-        if r.idle is not None:
-            since = max(v.activity_at or 0.0, a.started_at)
-            if now - since >= r.idle:
-                add("adopted_idle", since, activity_at=v.activity_at, threshold=r.idle)
+def judge(v: AdoptedView, r, now: float) -> list[Finding]:
+    """One adopted loop against its rule's thresholds, each reported only once `now - since` reaches it."""
+    a = v.adopted
+    base = {"adopted": a.id, "agent": a.id, "pid": a.pid, "pgid": a.pgid, "start_ticks": a.start_ticks,
+            "worktree": a.worktree, "rule": a.rule, "cli": a.cli, "session_id": a.session_id,
+            "started_at": a.started_at, "allow_stop": r.allow_stop, "restart": bool(r.restart_command),
+            "identity_known": v.same is True}
+    out: list[Finding] = []
+
+    def add(kind: str, since: float, **ev: Any) -> None:
+        out.append(Finding(kind, a.id, since, {**base, **ev}, SEVERITY[kind]))
+
+    if r.cost_cap_usd is not None and v.cost_usd is not None and v.cost_usd >= r.cost_cap_usd:
+        add("adopted_cost", a.adopted_at, cost_usd=round(v.cost_usd, 6), cap_usd=r.cost_cap_usd, sessions=list(v.sessions))
+    if r.stuck is not None and now - a.started_at >= r.stuck:
+        add("adopted_stuck", a.started_at, age=now - a.started_at, threshold=r.stuck)
+    if r.max_iterations is not None and v.iterations is not None and v.iterations >= r.max_iterations:
+        add("adopted_iterations", a.adopted_at, iterations=v.iterations, max_iterations=r.max_iterations)
+    if cycling(v.states):
+        add("adopted_cycle", v.states[-1][0], states=[h for _t, h in v.states[-4:]])
+    if r.no_progress is not None and v.states and now - v.states[-1][0] >= r.no_progress:
+        add("adopted_no_progress", v.states[-1][0], state=v.states[-1][1], threshold=r.no_progress)
+    if r.idle is not None:
+        since = max(v.activity_at or 0.0, a.started_at)
+        if now - since >= r.idle:
+            add("adopted_idle", since, activity_at=v.activity_at, threshold=r.idle)
     return out

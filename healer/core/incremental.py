@@ -31,8 +31,8 @@ from typing import Any
 import networkx as nx
 
 from healer import lifecycle
-from healer.core import findings as fd
 from healer.core import adopt, plan, sentinels, waitfor
+from healer.core import findings as fd
 from healer.core.model import Decision, Finding, Memory, Snapshot
 from healer.records import Ticket
 

@@ -24,8 +24,8 @@ from dataclasses import replace
 
 from healer import actions as registry
 from healer import durations
-from healer.core import findings as fd
 from healer.core import adopt, limits, sentinels, trigger, trusted_time, waitfor
+from healer.core import findings as fd
 from healer.core.model import UNKNOWN, Alert, Decision, Finding, Memory, PlannedAction, Snapshot
 from healer.core.rules import APPLICABLE, SENTINELS, effective, select
 

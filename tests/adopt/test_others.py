@@ -4,6 +4,7 @@ process that matches no rule is left alone."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,8 +18,8 @@ from chaos.agents.models.server import ModelServer
 from healer.adopt import RealProcTable, scan
 from healer.clock import system
 from healer.conventions import RECOVERY_REFS
-from healer.remedy import actions as remedy
 from healer.core.model import PlannedAction
+from healer.remedy import actions as remedy
 from tests.adopt.conftest import adopt_json, claude_env, end, fleet, need_cli, policy, start, supervisor, until, worktree
 
 
@@ -70,7 +71,7 @@ def test_a_claude_session_left_in_tmux_is_adopted_and_not_the_tmux_server(tmp_pa
         # past the first-run screens (else it checks api.anthropic.com and exits): it waits at its API-key prompt,
         # a session left open in a pane as people leave them
         (tmp_path / "home" / ".claude.json").write_text(
-            '{"hasCompletedOnboarding": true, "projects": {"%s": {"hasTrustDialogAccepted": true}}}' % wt)
+            json.dumps({"hasCompletedOnboarding": True, "projects": {str(wt): {"hasTrustDialogAccepted": True}}}))
         exports = " ".join(f"{k}={v}" for k, v in env.items())
         subprocess.run([tmux, "-S", str(sock), "new-session", "-d", "-c", str(wt), "-x", "120", "-y", "40",
                         f"env {exports} claude --model claude-sonnet-4-5"], check=True, env={**os.environ, **env})
