@@ -40,6 +40,7 @@ class ProcTable(Protocol):
     def scan(self) -> list[Proc]: ...
     def start_ticks(self, pid: int) -> int | None: ...  # None: no such process (or a zombie)
     def boot_time(self) -> float: ...  # wall time of boot, to turn start ticks into a time
+    def kill_group(self, pgid: int, sig: int) -> None: ...  # the only way a signal reaches an adopted loop
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -63,6 +64,12 @@ class RealProcTable:
         if f is None or f[0] in ("Z", "X"):
             return None
         return int(f[19])  # field 22
+
+    def kill_group(self, pgid: int, sig: int) -> None:
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            pass  # the group ended by itself
 
     def boot_time(self) -> float:
         with open("/proc/stat") as f:

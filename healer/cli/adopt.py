@@ -11,10 +11,14 @@ from healer.cli.common import JsonOpt, PolicyOpt, RootOpt, policy_for, print_jso
 from healer.clock import system
 
 
-def _row(a, status: str) -> dict[str, Any]:
+def _row(a, status: str, views: dict) -> dict[str, Any]:
+    v = views.get(a.id)
     return {"status": status, "id": a.id, "rule": a.rule, "pid": a.pid, "pgid": a.pgid, "start_ticks": a.start_ticks,
-            "cwd": a.cwd, "worktree": a.worktree, "cli": a.cli, "session_id": a.session_id, "adopted_at": a.adopted_at,
-            "argv": (a.data or {}).get("argv", [])}
+            "started_at": a.started_at, "cwd": a.cwd, "worktree": a.worktree, "cli": a.cli,
+            "session_id": (v.adopted.session_id if v else None) or a.session_id, "adopted_at": a.adopted_at,
+            "argv": (a.data or {}).get("argv", []), "cost_usd": v.cost_usd if v else None,
+            "activity_at": v.activity_at if v else None, "iterations": v.iterations if v else None,
+            "sessions": list(v.sessions) if v else []}
 
 
 def adopt(as_json: bool = JsonOpt, root: Path = RootOpt, policy: Path = PolicyOpt,
@@ -27,8 +31,9 @@ def adopt(as_json: bool = JsonOpt, root: Path = RootOpt, policy: Path = PolicyOp
     store = store_for(r, readonly=dry_run)
     try:
         res = shell.scan(store, pol, system(), write=not dry_run)
-        rows = ([_row(a, "would adopt" if dry_run else "adopted") for a in res.registered]
-                + [_row(a, "known") for a in res.known] + [_row(a, "gone") for a in res.gone])
+        views = {} if dry_run else {v.adopted.id: v for v in shell.observe(store, pol, system())}
+        rows = ([_row(a, "would adopt" if dry_run else "adopted", views) for a in res.registered]
+                + [_row(a, "known", views) for a in res.known] + [_row(a, "gone", views) for a in res.gone])
     finally:
         store.close()
     if as_json:

@@ -137,8 +137,7 @@ def _stop_check(ctx: Context, t: Target) -> None:
 def _signal(ctx: Context, a, sig: int, table) -> bool:
     if not still_same(ctx, a, table):
         return False
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(a.pgid, sig)
+    table.kill_group(a.pgid, sig)
     return True
 
 
