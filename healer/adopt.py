@@ -210,12 +210,16 @@ def session_globs(a: Adopted, rule) -> list[str]:
     env = (a.data or {}).get("env") or {}
     if rule is not None and rule.session_files is not None:
         return [_expand(g, env) for g in rule.session_files]
+    claude = os.path.join(env.get("CLAUDE_CONFIG_DIR") or _expand("~/.claude", env), "projects", "**", "*.jsonl")
+    codex = os.path.join(env.get("CODEX_HOME") or _expand("~/.codex", env), "sessions", "**", "*.jsonl")
     if a.cli == "claude":
-        base = env.get("CLAUDE_CONFIG_DIR") or _expand("~/.claude", env)
-        return [os.path.join(base, "projects", "**", "*.jsonl")]
+        return [claude]
     if a.cli == "codex":
-        base = env.get("CODEX_HOME") or _expand("~/.codex", env)
-        return [os.path.join(base, "sessions", "**", "*.jsonl")]
+        return [codex]
+    if rule is None or rule.cli == "auto":
+        # a loop runner (loop.sh, ralph) whose CLI the argv does not name: both CLIs' transcripts, kept only when their
+        # recorded cwd lies in its worktree and they were written since it started (transcripts())
+        return [claude, codex]
     return []
 
 
@@ -227,7 +231,8 @@ def _read_transcript(path: str, cli: str, prices) -> _Read | None:
     old = _READS.get(path)
     if old is not None and old.size == st.st_size and old.mtime_ns == st.st_mtime_ns:
         return old
-    meter = usage.Meter("codex" if cli == "codex" else "claude", prices)
+    codex = cli == "codex" or os.path.basename(path).startswith("rollout-")  # Codex names its session files so
+    meter = usage.Meter("codex" if codex else "claude", prices)
     cwd = session = None
     billed = 0.0
     try:

@@ -68,7 +68,7 @@ def test_a_runaway_claude_in_loop_sh_is_stopped_at_its_cost_cap_after_its_work_i
     with ModelServer("cost_slow") as model:  # each turn bills 20k in + 2k out tokens, one every 0.3 s, until killed
         wt, p = _loop(tmp_path, model)
         try:
-            pol = policy(root, cli="claude", cost_cap_usd=0.25, idle="1h", stuck="1h", no_progress="1h",
+            pol = policy(root, cost_cap_usd=0.25, idle="1h", stuck="1h", no_progress="1h",
                          allow_stop=True, kill_grace="3s")
             until(lambda: adopt_json(root))
             (wt / "wip.txt").write_text("uncommitted work\n")
