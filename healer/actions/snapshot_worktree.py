@@ -10,6 +10,8 @@ def plan(s: Step):
     ev = s.evidence
     if not (ev.get("adopted") and ev.get("worktree")):
         return []
+    if ev.get("state") and ev.get("state") == ev.get("snapshotted"):
+        return []  # this very work is in a recovery ref already: no intent, no event, every tick it stays so
     return [s.action(ev["adopted"], adopted=ev["adopted"], worktree=ev["worktree"])]
 
 

@@ -158,7 +158,9 @@ def judge(v: AdoptedView, r, now: float) -> list[Finding]:
     base = {"adopted": a.id, "agent": a.id, "pid": a.pid, "pgid": a.pgid, "start_ticks": a.start_ticks,
             "worktree": a.worktree, "rule": a.rule, "cli": a.cli, "session_id": a.session_id,
             "started_at": a.started_at, "allow_stop": r.allow_stop, "restart": bool(r.restart_command),
-            "identity_known": v.same is True}
+            "identity_known": v.same is True,
+            # the worktree's state now and at the last recovery snapshot: equal, there is nothing new to snapshot
+            "state": v.states[-1][1] if v.states else None, "snapshotted": (a.data or {}).get("snapshotted_state")}
     out: list[Finding] = []
 
     def add(kind: str, since: float, **ev: Any) -> None:

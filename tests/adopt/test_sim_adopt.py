@@ -87,6 +87,15 @@ def test_sim_hung_cli_goes_idle_then_stuck_and_is_snapshotted_not_signalled(tmp_
     rep = sup.tick()
     assert {"adopted_idle", "adopted_stuck"} <= kinds(rep)
     assert sup.store.events(prefix="adopt.snapshot") and not sup.store.events(prefix="adopt.stopped")
+    n = len(sup.store.events(prefix="adopt.snapshot"))
+    clock.advance(60)
+    sup.tick()  # the same work: no second snapshot, no intent
+    assert len(sup.store.events(prefix="adopt.snapshot")) == n
+    (wt / "new.txt").write_text("more work\n")
+    clock.advance(60)
+    sup.tick()  # new work while it still fires: snapshotted again, to the next ref
+    snaps = sup.store.events(prefix="adopt.snapshot")
+    assert len(snaps) == n + 1 and snaps[-1].payload["ref"].endswith("/2")
 
 
 def test_sim_runaway_cost_is_stopped_only_while_the_identity_holds(tmp_path):

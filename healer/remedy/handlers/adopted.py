@@ -18,7 +18,7 @@ from pathlib import Path
 
 from healer import git
 from healer.actions.spec import Abort, Handler, Refuse, Target
-from healer.adopt import RealProcTable
+from healer.adopt import RealProcTable, worktree_state
 from healer.conventions import RECOVERY_REFS
 from healer.errors import NotFound
 from healer.remedy.actions import Context
@@ -97,11 +97,22 @@ def _snap_check(ctx: Context, t: Target) -> None:
         raise Abort(f"{t.path} is no git worktree any more")
 
 
-def _snap_apply(ctx: Context, t: Target, intent: int) -> dict:
-    out = snapshot(t.path, t.agent or t.subject, str(t.params.get("why") or ""))
-    ctx.store.append("adopt.snapshot", t.subject, {"worktree": str(t.path), **out})
-    t.params["_ref"] = out["ref"]
+def _snapshot_recorded(ctx: Context, aid: str, worktree: str | Path, why: str) -> dict:
+    """A snapshot, its event, and the worktree state it holds kept on the adopted loop (the planner skips the next
+    one while that state stays: healer/actions/snapshot_worktree.py)."""
+    state = worktree_state(str(worktree))
+    out = snapshot(worktree, aid, why)
+    if out["new"]:  # the same work again (two findings of one tick, a recovered intent) is the ref it already has
+        ctx.store.append("adopt.snapshot", aid, {"worktree": str(worktree), **out})
+    with contextlib.suppress(NotFound):
+        a = ctx.store.adopted_one(aid)
+        if state and (a.data or {}).get("snapshotted_state") != state:
+            ctx.store.update_adopted(aid, data={**(a.data or {}), "snapshotted_state": state})
     return out
+
+
+def _snap_apply(ctx: Context, t: Target, intent: int) -> dict:
+    return _snapshot_recorded(ctx, t.agent or t.subject, t.path, str(t.params.get("why") or ""))
 
 
 def _snap_verify(ctx: Context, t: Target) -> bool:
@@ -145,8 +156,7 @@ def _stop_apply(ctx: Context, t: Target, intent: int) -> dict:
     a = ctx.store.adopted_one(t.agent)
     r = _rule(ctx, a)
     table = _table(ctx)
-    snap = snapshot(a.worktree, a.id, "before stop")  # always before any signal
-    ctx.store.append("adopt.snapshot", a.id, {"worktree": a.worktree, **snap})
+    snap = _snapshot_recorded(ctx, a.id, a.worktree, "before stop")  # always before any signal
     detail: dict = {"snapshot": snap["ref"], "signals": []}
     if not _signal(ctx, a, signal.SIGTERM, table):
         raise Abort(f"pid {a.pid} is no longer adopted loop {a.id}: nothing signalled")
