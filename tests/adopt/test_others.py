@@ -4,9 +4,11 @@ process that matches no rule is left alone."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import replace
@@ -120,3 +122,33 @@ def test_a_reused_pid_is_never_signalled_and_a_stranger_is_left_alone(tmp_path):
     finally:
         end(loop)
         end(stranger)
+
+
+def test_restart_only_with_the_declared_command_and_never_over_a_live_loop(tmp_path):
+    root = fleet(tmp_path / "fleet")
+    wt = worktree(tmp_path / "wt")
+    (wt / "loop.sh").write_text("while :; do sleep 1; done\n")
+    loop = start(["bash", "loop.sh"], wt, dict(os.environ))
+    restarted = None
+    try:
+        pol = policy(root, allow_stop=True, kill_grace="1s", restart_command=["bash", "loop.sh"])
+        sup = supervisor(root, pol)
+        until(lambda: scan(sup.store, pol, system()).registered or sup.store.adopted())
+        [a] = sup.store.adopted()
+        run = lambda name: remedy.execute(sup.context(name), PlannedAction(name, a.id, {"adopted": a.id}))  # noqa: E731
+        out = run("restart_adopted")
+        assert out.status == "aborted" and "still running" in out.reason and loop.poll() is None
+        assert run("stop_adopted").ok and loop.wait(timeout=10) is not None
+        out = run("restart_adopted")
+        assert out.ok, out
+        restarted = out.detail["pid"]
+        assert RealProcTable().start_ticks(restarted) is not None  # running, in the worktree, a session of its own
+        assert os.readlink(f"/proc/{restarted}/cwd") == str(wt) and os.getpgid(restarted) == restarted
+        assert run("restart_adopted").status == "aborted"  # once per adopted loop
+        # the new process is a new adoption (another identity), judged afresh
+        until(lambda: [x for x in scan(sup.store, pol, system()).registered if x.pid == restarted])
+    finally:
+        end(loop)
+        if restarted:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(restarted, signal.SIGKILL)  # the group healer started for this test
