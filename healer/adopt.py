@@ -40,7 +40,8 @@ class ProcTable(Protocol):
     def scan(self) -> list[Proc]: ...
     def start_ticks(self, pid: int) -> int | None: ...  # None: no such process (or a zombie)
     def boot_time(self) -> float: ...  # wall time of boot, to turn start ticks into a time
-    def kill_group(self, pgid: int, sig: int) -> None: ...  # the only way a signal reaches an adopted loop
+    def kill_group(self, pgid: int, sig: int) -> None: ...  # the only ways a signal reaches an adopted loop
+    def kill(self, pid: int, sig: int) -> None: ...
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -70,6 +71,12 @@ class RealProcTable:
             os.killpg(pgid, sig)
         except ProcessLookupError:
             pass  # the group ended by itself
+
+    def kill(self, pid: int, sig: int) -> None:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
 
     def boot_time(self) -> float:
         with open("/proc/stat") as f:

@@ -34,6 +34,9 @@ class SimTable:
     def boot_time(self) -> float:
         return 0.0
 
+    def kill(self, pid: int, sig: int) -> None:
+        self.kill_group(pid, sig)
+
     def kill_group(self, pgid: int, sig: int) -> None:
         """A simulated signal: recorded; a SIGTERM ends the loop and its pid goes to another process at once."""
         self.signals.append((pgid, sig))

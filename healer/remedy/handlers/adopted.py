@@ -148,7 +148,11 @@ def _stop_check(ctx: Context, t: Target) -> None:
 def _signal(ctx: Context, a, sig: int, table) -> bool:
     if not still_same(ctx, a, table):
         return False
-    table.kill_group(a.pgid, sig)
+    if a.pgid == a.pid:
+        table.kill_group(a.pgid, sig)  # its own group: the loop and every CLI it started
+    else:
+        # a group it shares with whoever started it (a shell without job control, a script's `&`): only the loop
+        table.kill(a.pid, sig)
     return True
 
 
