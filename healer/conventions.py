@@ -107,3 +107,8 @@ SENTINEL_SUBJECT = {"dispatch_frozen": "dispatch", "pool_saturated": "pool", "no
 
 def sentinel_key(kind: str) -> str:
     return f"{kind}:{SENTINEL_SUBJECT[kind]}"
+
+# adopted loops (docs/adopt.md): the finding kinds, most severe first, and the recovery refs of their worktrees
+ADOPTED_FINDINGS = ("adopted_cost", "adopted_stuck", "adopted_iterations", "adopted_cycle", "adopted_no_progress",
+                    "adopted_idle")
+RECOVERY_REFS = "refs/healer/recovery"  # refs/healer/recovery/<adopted id>/<n>: a snapshot of uncommitted work

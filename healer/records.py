@@ -49,6 +49,28 @@ class Agent:
 
 
 @dataclass(frozen=True)
+class Adopted:
+    """An agent loop healer did not launch, adopted by a policy `adopt:` rule (docs/adopt.md). Its identity is
+    (pid, start_ticks): a pid reused by another process has another start time, and is never acted on."""
+
+    id: str
+    rule: str
+    host: str
+    pid: int
+    pgid: int
+    start_ticks: int  # /proc/PID/stat field 22: clock ticks after boot
+    started_at: float  # wall time of that start
+    cwd: str
+    worktree: str
+    cli: str  # claude | codex | command
+    session_id: str | None
+    state: str  # adopted | gone | stopped
+    adopted_at: float
+    ended_at: float | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Worktree:
     path: str
     ticket_id: str | None

@@ -28,6 +28,7 @@ from typing import Any
 
 from loguru import logger
 
+from healer import adopt as adoptmod
 from healer import failpoints
 from healer.clock import Clock, Every, stamp, system
 from healer.core import decide as core_decide
@@ -38,6 +39,7 @@ from healer.fleet import lost_hosts, timewatch
 from healer.fleet import snapshot as snapmod
 from healer.fleet.failed_pass import host_trouble_or_corrupt, raise_if_lost, report_failed_pass
 from healer.fleet.ports import REAL as REAL_PORTS
+from healer.git import GitError
 from healer.notify import notify, resolve_cleared, secrets
 from healer.remedy import actions as remedy
 from healer.remedy import limiter
@@ -182,8 +184,10 @@ def with_external_attempts(memory: Memory, store, policy, now: float, actor: str
 class Supervisor:
     def __init__(self, root: str | Path, policy, store, clock: Clock | None = None, runtime=None, *,
                  dry_run: bool = False, holder: str | None = None, metrics=None, repair_async: bool = False,
-                 ports=None, host: str | None = None, pid: int | None = None, lease_host: str | None = None) -> None:
+                 ports=None, host: str | None = None, pid: int | None = None, lease_host: str | None = None,
+                 proctable=None) -> None:
         self.ports = ports or REAL_PORTS
+        self.proctable = proctable  # adopted loops' process table (healer/adopt.py: ProcTable); None: this host's /proc
 
         outage.set_tolerance(policy.store.outage_tolerance)  # this process rides out a store outage this long
         if self.ports is REAL_PORTS and not dry_run:  # a dry run starts nothing (a Chaos Toolkit probe's process keeps its env)
@@ -229,7 +233,8 @@ class Supervisor:
         if c is None or c.policy is not self.policy or c.runtime is not self.runtime or c.store is not self.store:
             sim = self.ports is not REAL_PORTS
             c = self._ctx = remedy.Context(self.root, self.store, self.policy, self.clock, self.runtime, ACTOR, host=self.host,
-                                           processes=self.ports.processes if sim else None, git=self.ports.git if sim else None)
+                                           processes=self.ports.processes if sim else None, git=self.ports.git if sim else None,
+                                           proctable=self.proctable)
         # a copy per batch, without resolving the root again (it was resolved once, when this supervisor began)
         c = copy.copy(c)
         c.batch = batch
@@ -243,6 +248,7 @@ class Supervisor:
         tb, times = self.times.peek()  # a plan writes nothing: what this process knows of its clocks, no new reading
         rep.snapshot = snapmod.gather(self.root, self.store, self.policy, self.clock, self.runtime, host=self.host, ports=self.ports)
         rep.snapshot = replace(rep.snapshot, time=tb, clock=times)
+        rep.snapshot = self._with_adopted(rep.snapshot, write=False)
         memory = with_external_attempts(load_memory(self.store), self.store, self.policy, rep.snapshot.now)
         rep.decision = decide(rep.snapshot, self.policy, memory)
         rep.duration = self.clock.monotonic() - t0
@@ -291,6 +297,7 @@ class Supervisor:
         # this tick is a supervisor tick: the downtime before it (a restart) is no silence to page about
         # judged on the clock of the reading (PostgreSQL: the server's, one clock for every host; else this host's)
         rep.snapshot = snap = replace(snap, now=tb.now, last_supervisor_tick=tb.now, time=tb, clock=times)
+        rep.snapshot = snap = self._with_adopted(snap, write=True)
         memory = with_external_attempts(self._load_memory(lease.token), self.store, self.policy, snap.now, humans=self.humans)
         rep.decision = d = self._decide(snap, memory)
         failpoints.hit(FP_BEFORE_EXECUTE)
@@ -325,6 +332,20 @@ class Supervisor:
         failpoints.hit(FP_AFTER_TICK)
         self._observe(rep, t0)
         return rep
+
+    def _with_adopted(self, snap: Snapshot, *, write: bool) -> Snapshot:
+        """The loops healer did not launch (docs/adopt.md): scanned for and observed when the policy's adopt section
+        is enabled; a scan that breaks leaves the adopted loops unjudged this tick (fail-open), never the fleet."""
+        if not (self.policy.adopt.enabled and self.policy.adopt.rules):
+            return snap
+        try:
+            if write:
+                adoptmod.scan(self.store, self.policy, self.clock, self.proctable, host=self.host)
+            views = adoptmod.observe(self.store, self.policy, self.clock, self.proctable, host=self.host, write=write)
+        except (OSError, GitError) as e:
+            logger.warning("adopted loops not observed this tick: {}", e)
+            return replace(snap, failed_sources=snap.failed_sources | {"adopt"})
+        return replace(snap, adopted=views)
 
     def _load_memory(self, token: int) -> Memory:
         """The stored memory. Only the supervisor lease's holder writes it (fenced by the lease's token), so while

@@ -34,7 +34,8 @@ from healer.actions.spec import (
 # The order of the whitelist policies/default.yaml shows, for the actions that shipped with it; any other file of this
 # package registers after them, by name. Every file here is an action: a newcomer writes one and lists it nowhere.
 _SHOWN_FIRST = ("close_dead_ticket", "drop_label", "requeue_ticket", "unblock_ticket", "quarantine_file", "remove_worktree",
-                "resume_agent", "stop_agent", "escalate", "pause_dispatch", "resume_dispatch", "notify")
+                "resume_agent", "stop_agent", "escalate", "pause_dispatch", "resume_dispatch", "notify",
+                "snapshot_worktree", "stop_adopted", "restart_adopted")
 
 
 def _files() -> list[str]:

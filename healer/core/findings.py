@@ -21,6 +21,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from healer import lifecycle
+from healer.core import adopt
 from healer.core.dispatch import (
     counted,
     died,
@@ -33,14 +34,14 @@ from healer.records import Ticket
 KIND_ORDER = {k: i for i, k in enumerate((
     "main_red", "same_commit_repush", "zombie_ticket", "wait_cycle", "agent_dead", "agent_stuck",
     "frozen_in_progress", "stale_label", "stale_block", "orphan_worktree", "unknown_file", "agent_idle",
-    "dispatch_frozen", "pool_saturated", "no_closes", "supervisor_silent", "spend_rate",
+    "dispatch_frozen", "pool_saturated", "no_closes", "supervisor_silent", "spend_rate", *adopt.KINDS,
 ))}
 SEVERITY = {
     "main_red": "critical", "same_commit_repush": "critical", "zombie_ticket": "critical",
     "dispatch_frozen": "critical", "supervisor_silent": "critical", "wait_cycle": "warning",
     "agent_dead": "warning", "agent_stuck": "warning", "frozen_in_progress": "warning",
     "stale_label": "warning", "stale_block": "warning", "orphan_worktree": "warning", "pool_saturated": "warning",
-    "no_closes": "warning", "agent_idle": "info", "unknown_file": "info", "spend_rate": "critical",
+    "no_closes": "warning", "agent_idle": "info", "unknown_file": "info", "spend_rate": "critical", **adopt.SEVERITY,
 }
 _SEV_RANK = {"critical": 0, "warning": 1, "info": 2}
 

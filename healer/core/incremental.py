@@ -31,8 +31,8 @@ from typing import Any
 import networkx as nx
 
 from healer import lifecycle
+from healer.core import adopt, plan, sentinels, waitfor
 from healer.core import findings as fd
-from healer.core import plan, sentinels, waitfor
 from healer.core.model import Decision, Finding, Memory, Snapshot
 from healer.records import Ticket
 
@@ -96,6 +96,7 @@ def _assemble(s: Snapshot, policy, ix: fd.Index, found: dict, comps, queued: dic
     out += fd.stale_blocks(s, policy, ix)
     out += [f for _c, f in comps if f is not None]
     out += sentinels.sentinels(s, policy, ix, queued=queued.values(), dispatched=bool(dispatched))
+    out += adopt.findings(s, policy)
     return plan.ordered(out)
 
 

@@ -65,6 +65,7 @@ class Snapshot:
     # TimeState knows of jumps and skews: ages that crossed one are not acted on (healer/core/trusted_time.py)
     time: Timebase | None = None
     clock: TimeState | None = None
+    adopted: tuple[Any, ...] = ()  # healer.core.adopt.AdoptedView: loops healer did not launch (docs/adopt.md)
 
 
 @dataclass(frozen=True)

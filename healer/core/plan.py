@@ -24,8 +24,8 @@ from dataclasses import replace
 
 from healer import actions as registry
 from healer import durations
+from healer.core import adopt, limits, sentinels, trigger, trusted_time, waitfor
 from healer.core import findings as fd
-from healer.core import limits, sentinels, trigger, trusted_time, waitfor
 from healer.core.model import UNKNOWN, Alert, Decision, Finding, Memory, PlannedAction, Snapshot
 from healer.core.rules import APPLICABLE, SENTINELS, effective, select
 
@@ -37,7 +37,7 @@ def detect(snapshot: Snapshot, policy, ix: fd.Index | None = None) -> list[Findi
     ix = fd.index(snapshot) if ix is None else ix
     return ordered(fd.agents(snapshot, policy, ix) + fd.tickets(snapshot, policy, ix) + fd.worktrees(snapshot, policy, ix)
                    + fd.stale_blocks(snapshot, policy, ix) + waitfor.cycles(snapshot, policy, ix)
-                   + sentinels.sentinels(snapshot, policy, ix))
+                   + sentinels.sentinels(snapshot, policy, ix) + adopt.findings(snapshot, policy))
 
 
 def ordered(found: list[Finding]) -> list[Finding]:
@@ -82,6 +82,14 @@ def _text(f: Finding, now: float) -> str:
         "no_closes": f"{ev.get('open')} proposal(s) open, none closed",
         "main_red": "main is red" + (", dispatch paused" if ev.get("dispatch_paused") else ", pausing dispatch"),
         "supervisor_silent": "no supervisor tick",
+        "adopted_idle": f"adopted loop (pid {ev.get('pid')}, {ev.get('worktree')}) wrote nothing",
+        "adopted_stuck": f"adopted loop (pid {ev.get('pid')}, {ev.get('worktree')}) has run",
+        "adopted_cost": f"adopted loop (pid {ev.get('pid')}) spent ${ev.get('cost_usd', 0):.2f} of its "
+                        f"${ev.get('cap_usd', 0):.2f} cap in",
+        "adopted_iterations": f"adopted loop (pid {ev.get('pid')}) ran {ev.get('iterations')} iterations "
+                              f"(cap {ev.get('max_iterations')}) in",
+        "adopted_no_progress": f"adopted loop (pid {ev.get('pid')}): HEAD and diff of {ev.get('worktree')} unchanged",
+        "adopted_cycle": f"adopted loop (pid {ev.get('pid')}): worktree states A-B-A-B",
         "spend_rate": f"${ev.get('spent_usd', 0):.2f} spent by the loops within {durations.format(ev.get('window', 0))} "
                       f"(alarm at ${ev.get('threshold_usd', 0):.2f}); top: {ev.get('top_run')}",
     }.get(f.kind, f.kind.replace("_", " "))

@@ -55,6 +55,13 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     _r("pause-on-red-main", "main_red", ["notify", "pause_dispatch"]),
     _r("alert-supervisor-silent", "supervisor_silent", ["notify"]),
     _r("alert-spend-rate", "spend_rate", ["notify"]),
+    # adopted loops (docs/adopt.md): a snapshot of the worktree first; a stop only where the rule says allow_stop
+    _r("alert-adopted-idle", "adopted_idle", ["notify", "snapshot_worktree"]),
+    _r("stop-adopted-stuck", "adopted_stuck", ["notify", "snapshot_worktree", "stop_adopted"], max_per_hour=20),
+    _r("stop-adopted-cost", "adopted_cost", ["notify", "snapshot_worktree", "stop_adopted"], max_per_hour=20),
+    _r("stop-adopted-iterations", "adopted_iterations", ["notify", "snapshot_worktree", "stop_adopted"], max_per_hour=20),
+    _r("alert-adopted-no-progress", "adopted_no_progress", ["notify", "snapshot_worktree"]),
+    _r("alert-adopted-cycle", "adopted_cycle", ["notify", "snapshot_worktree"]),
 )
 assert {r.when for r in DEFAULT_RULES} == set(FINDINGS)
 

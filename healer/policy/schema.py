@@ -24,6 +24,7 @@ from pydantic import (
 
 from healer import actions, durations, endpoints
 from healer.errors import InvalidInput
+from healer.policy import adopt as adopt_models
 
 HARD_MAX_ITERATIONS = 1000  # no policy may raise absolute_max above this
 
@@ -95,6 +96,13 @@ FindingKind = Literal[
     "main_red",
     "supervisor_silent",
     "spend_rate",
+    # adopted loops (docs/adopt.md): loops healer did not launch, judged from what it can observe
+    "adopted_idle",
+    "adopted_stuck",
+    "adopted_cost",
+    "adopted_iterations",
+    "adopted_no_progress",
+    "adopted_cycle",
 ]
 FINDINGS: tuple[str, ...] = get_args(FindingKind)
 
@@ -481,6 +489,9 @@ class StoreSettings(Strict):
                           "one line and exit 69 (docs/restarts.md)")
 
 
+AdoptRule, Adopt = adopt_models.build(Duration, PosInt)
+
+
 class Policy(Strict):
     version: Literal[1] = 1
     loop: Loop = Field(default_factory=Loop)
@@ -495,6 +506,7 @@ class Policy(Strict):
     fleet: Fleet = Field(default_factory=Fleet)
     supervisor: Supervisor = Field(default_factory=Supervisor)
     store: StoreSettings = Field(default_factory=StoreSettings)
+    adopt: Adopt = Field(default_factory=Adopt)  # type: ignore[valid-type]
 
     @model_validator(mode="before")
     @classmethod

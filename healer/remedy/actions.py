@@ -65,6 +65,7 @@ class Context:
     host: str = HOST
     processes: Any = None  # healer.fleet.ports.Processes (the process table); None: this machine's
     git: Any = None  # healer.fleet.ports.Git; None: this machine's (healer.git)
+    proctable: Any = None  # healer.adopt.ProcTable (adopted loops' identities); None: this machine's /proc
 
     def __post_init__(self) -> None:
         self.root = Path(self.root).resolve()

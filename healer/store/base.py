@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from healer.clock import Clock
 
 if TYPE_CHECKING:
-    from healer.records import Agent, Attempt, Comment, Event, Intent, Lease, OutboxItem, Proposal, Ticket, Worktree
+    from healer.records import Adopted, Agent, Attempt, Comment, Event, Intent, Lease, OutboxItem, Proposal, Ticket, Worktree
 
 
 @runtime_checkable
@@ -121,6 +121,14 @@ class Store(Protocol):
                      dead: Callable[[str], bool] | None = None) -> tuple[list[OutboxItem], list[OutboxItem]]: ...
     def outbox_delivered(self, id: int) -> bool: ...
     def outbox_failed(self, id: int, *, error: str, next_at: float, final: str | None = None) -> bool: ...
+
+    # adopted loops (docs/adopt.md): loops healer did not launch; identity (pid, start_ticks)
+    def register_adopted(self, a: Adopted) -> bool: ...  # True when new (event adopt.registered)
+    def adopted(self, states: Iterable[str] | None = ("adopted",), host: str | None = None) -> list[Adopted]: ...
+    def adopted_one(self, id: str) -> Adopted: ...
+    def update_adopted(self, id: str, *, state: str | None = None, data: dict[str, Any] | None = None,
+                       session_id: str | None = None, ended_at: float | None = None, event: str | None = None,
+                       payload: dict[str, Any] | None = None) -> None: ...
 
     # the store's own health (game days check the store a storm leaves behind)
     def integrity(self, *, quick: bool = False) -> str:

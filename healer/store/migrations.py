@@ -163,7 +163,31 @@ CREATE TABLE lease_tokens (
 );
 """
 
-SCHEMA: list[str] = [V1, V2, V3, V4]
+# v5: adopted agent loops (issue 44, docs/adopt.md): loops healer did not launch, found by the policy's `adopt:` rules.
+# Their own table, not `agents`: nothing that launches, reaps, resumes or sweeps healer's own agents may ever see them.
+# (pid, start_ticks) is the identity every signal is checked against (start_ticks: /proc/PID/stat field 22).
+V5 = """
+CREATE TABLE adopted (
+    id TEXT PRIMARY KEY,
+    rule TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid $INT NOT NULL,
+    pgid $INT NOT NULL,
+    start_ticks $INT NOT NULL,
+    started_at $REAL NOT NULL,
+    cwd TEXT NOT NULL,
+    worktree TEXT NOT NULL,
+    cli TEXT NOT NULL,
+    session_id TEXT,
+    state TEXT NOT NULL,
+    adopted_at $REAL NOT NULL,
+    ended_at $REAL,
+    data TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX adopted_state ON adopted(state, host)
+"""
+
+SCHEMA: list[str] = [V1, V2, V3, V4, V5]
 CURRENT = len(SCHEMA)
 
 SQLITE_TYPES = {"ID": "INTEGER PRIMARY KEY AUTOINCREMENT", "INT": "INTEGER", "REAL": "REAL"}

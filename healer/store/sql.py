@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from healer import failpoints, lifecycle
 from healer.errors import INVALID_INPUT, HealerError, NotFound, StaleLease
 from healer.store.migrations import CURRENT
+from healer.store.sql_adopted import AdoptedSql
 from healer.store.sql_agents import AgentsSql
 from healer.store.sql_attempts import AttemptsSql
 from healer.store.sql_common import _j, _placeholders, _rec, _Where
@@ -38,11 +39,11 @@ if TYPE_CHECKING:
 FP_TX_COMMIT = failpoints.declare("store.before_commit", "healer/store/sql.py: just before a write transaction commits")
 
 
-class SqlStore(TicketsSql, AgentsSql, AttemptsSql, OutboxSql):
+class SqlStore(TicketsSql, AgentsSql, AttemptsSql, OutboxSql, AdoptedSql):
     """The rules of the store (the port, healer/store/base.py) over a connection an adapter provides.
 
     The tables' SQL is in parts beside this file, by what they hold: sql_tickets.py (tickets, labels, comments),
-    sql_agents.py (agents, worktrees), sql_attempts.py (attempts, proposals), sql_outbox.py (notifications);
+    sql_agents.py (agents, worktrees), sql_attempts.py (attempts, proposals), sql_outbox.py (notifications), sql_adopted.py (adopted loops);
     here are the adapter's hooks, fencing, events, intents, leases, cooldowns and settings."""
 
     path: str

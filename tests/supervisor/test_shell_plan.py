@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from healer.conventions import ADOPTED_FINDINGS
 from healer.policy.schema import FINDINGS
 from healer.records import Agent, Worktree
 from healer.store import open_store
@@ -164,7 +165,9 @@ def test_plan_lists_every_finding_with_evidence_and_action_and_changes_nothing(t
     _seed_red_and_saturated(b, procs_to_reap)
     pa, pb = _plan(a), _plan(b)
     found = {f["kind"] for f in pa["findings"] + pb["findings"] if f["status"] == "firing"}
-    assert set(FINDINGS) <= found, f"missing kinds: {sorted(set(FINDINGS) - found)}"
+    # the adopted_* kinds need loops healer did not launch: tests/adopt/ runs real ones through the same supervisor
+    expected = set(FINDINGS) - set(ADOPTED_FINDINGS)
+    assert expected <= found, f"missing kinds: {sorted(expected - found)}"
     for f in pa["findings"] + pb["findings"]:
         assert f["evidence"], f"{f['key']} has no evidence"
     planned = {f["kind"]: [x["action"] for x in f["planned"]] for f in pa["findings"] + pb["findings"]}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from chaos.engine.sim_ports import SimGates, SimGit, SimLauncher, SimProcesses, SimRuntime
 from chaos.engine.simstore import CachedStore
+from healer.adopt import ProcTable, RealProcTable
 from healer.clock import Clock, SystemClock, VirtualClock
 from healer.fleet.ports import Gates, Git, Launcher, Processes, RealGates, RealGit, RealLauncher, RealProcesses
 from healer.fleet.process_runtime import ProcessRuntime
@@ -15,6 +16,7 @@ from healer.fleet.runtime import Runtime
 from healer.store.base import ChangeTracking, Store
 from healer.store.postgres import PgStore
 from healer.store.sqlite import SqliteStore
+from tests.adopt.test_sim_adopt import SimTable
 
 
 def stores(a: SqliteStore, b: PgStore, c: CachedStore) -> list[Store]:
@@ -46,4 +48,9 @@ def processes(a: RealProcesses, b: SimProcesses) -> list[Processes]:
 
 
 def launchers(a: RealLauncher, b: SimLauncher) -> list[Launcher]:
+    return [a, b]
+
+
+def proctables(a: RealProcTable, b: SimTable) -> list[ProcTable]:
+    """Adopted loops' process table (healer/adopt.py): this host's /proc, and the simulated one of tests/adopt/."""
     return [a, b]
