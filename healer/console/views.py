@@ -208,11 +208,14 @@ def cost(spend_events: Iterable, started_events: Iterable, run_ticket: dict[str,
     per_day: dict[str, float] = defaultdict(float)
     per_cli: dict[str, float] = defaultdict(float)
     total = 0.0
+    spend_events = list(spend_events)
+    # a discarded iteration's spend_counted names no ticket: its run's iterations (or the attempts) do
+    run_ticket = {**run_ticket, **{e.subject: e.payload["ticket"] for e in spend_events if e.payload.get("ticket")}}
     for e in spend_events:
         usd = _usd(e.payload.get("cost_usd") if e.kind == "loop.iteration" else e.payload.get("usd"))
         if not usd:
             continue
-        tid = e.payload.get("ticket") or run_ticket.get(e.subject) or "(no ticket)"
+        tid = run_ticket.get(e.subject) or "(no ticket)"
         per_ticket[str(tid)] += usd
         per_day[day_of(e.at)] += usd
         per_cli[cli.get(e.subject, "unknown")] += usd
