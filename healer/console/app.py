@@ -25,7 +25,8 @@ from healer.store import keys
 
 STATIC = Path(__file__).resolve().parent / "static"
 RECENT_AGENTS = 200  # the agents page: every running one, then the most recent ended ones
-ACTED = 100  # the supervisor page: the newest intents
+ACTED = 100  # the supervisor page: the newest intents, newest first
+ACTED_WINDOW = 7 * 86400  # ...of the last week
 
 
 class Console:
@@ -175,7 +176,8 @@ def supervisor(c: Console, request: Request) -> Response:
         plan = views.plan_view(c.plan())
     except Exception as e:  # noqa: BLE001 - the page shows why there is no plan (a store away, a bad policy) in one line
         why = f"{type(e).__name__}: {e}"
-    acted = [views.intent_row(i) for i in c.store.intents(limit=ACTED)]
+    recent = c.store.intents(since=c.clock.now() - ACTED_WINDOW)[-ACTED:]  # the store keeps the oldest first
+    acted = [views.intent_row(i) for i in reversed(recent)]
     pages = views.pages(c.store.events(kinds=list(views.PAGE_KINDS)))
     if _wants_json(request):
         return Response(json.dumps({"plan": plan, "plan_error": why, "acted": acted, "pages": pages}, default=str),

@@ -7,7 +7,7 @@
   SameSite=Strict), and an Origin, when sent, naming this console; else 403;
 - `--read-only`: every POST is 403, no form is drawn;
 - every page: a strict Content-Security-Policy (scripts and styles from the console only, no inline code, no frames),
-  nosniff, no referrer; every value escaped (render.py).
+  nosniff, no referrer to another site (same-origin: a form POST keeps its Origin); every value escaped (render.py).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';
        "base-uri 'none'; frame-ancestors 'none'")
 # a game day's own HTML report: its inline styles and SVG, no script, in a sandbox of its own origin
 REPORT_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; sandbox"
-HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
            "X-Frame-Options": "DENY", "Cache-Control": "no-store"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")
 _HOLDER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]{0,31})=(.+)$", re.S)

@@ -62,6 +62,13 @@ class Steering:
         why = f"{self.actor} from the console"
         ctx = remedy.Context(self.root, self.store, self.policy, self.clock, self.runtime, actor=self.actor)
         with self._lock:
-            out = remedy.execute(ctx, PlannedAction(st.action, subject, st.params(subject, why), reason="console"))
+            try:
+                out = remedy.execute(ctx, PlannedAction(st.action, subject, st.params(subject, why), reason="console"))
+            except Exception as e:  # noqa: BLE001 - the store away, a lost lease: the operator gets the one line, the log the rest
+                from loguru import logger  # lazy: loaded by every daemon already (0 ms)
+
+                logger.opt(exception=e).warning("console: {} {} failed", st.action, subject)
+                return {"action": st.action, "subject": subject, "status": "failed", "reason": f"{type(e).__name__}: {e}",
+                        "actor": self.actor}
         return {"action": st.action, "subject": subject, "status": out.status, "reason": out.reason, "intent": out.intent_id,
                 "actor": self.actor}

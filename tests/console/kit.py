@@ -80,7 +80,7 @@ class SSE:
                     event = line[6:].strip()
                 elif line.startswith("data:"):
                     data.append(line[5:][1:] if line[5:].startswith(" ") else line[5:])
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):  # closed under the reader (http.client drops its fp)
             pass
 
     def wait(self, pred, timeout: float = 30.0):
@@ -99,4 +99,5 @@ class SSE:
             self.conn.sock.shutdown(2)  # type: ignore[union-attr]
         except OSError:
             pass
+        self.thread.join(10)
         self.conn.close()
