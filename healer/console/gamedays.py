@@ -81,7 +81,7 @@ class Runner:
         files = shipped_root_scenarios()
         if scenario not in files:
             raise KeyError(scenario)
-        stamp = iso(self.clock.now()).replace(":", "").replace("-", "").split(".")[0].rstrip("Z")
+        stamp = re.sub(r"[^0-9T]", "", iso(self.clock.now()))[:15]  # 20261207T081500 (UTC)
         name = f"{stamp}-{scenario}"
         out = folder(self.root) / name
         n = 1

@@ -120,3 +120,25 @@ def test_halt_refuses_every_steer_as_it_refuses_the_supervisor(fleet):
     out = _steer(tc, "pause", "dispatch", csrf(tc)).json()
     assert out["status"] == "refused" and "HALT" in out["reason"]
     assert store.get_setting(keys.DISPATCH_PAUSED, False) is False
+
+
+@pytest.mark.slow  # a real game day against the fleet: `healer gameday run stray-file --root` (20-80 s)
+def test_a_shipped_root_game_day_starts_from_the_console_as_a_child_and_its_report_is_listed(fleet):
+    from tests.conftest import wait_until
+
+    root, store, policy = fleet
+    tc, c = client(root, store, policy, operator="gd")
+    tok = csrf(tc, "/gamedays")
+    assert tc.post("/steer/gameday", data={"csrf": tok, "subject": "../../etc/passwd"}).status_code == 404
+    r = tc.post("/steer/gameday", data={"csrf": tok, "subject": "stray-file"}, headers={"Accept": "application/json"})
+    assert r.status_code == 200 and r.json()["status"] == "started", r.text
+    try:
+        [row] = c.runner.started
+        wait_until(lambda: row["state"] != "running", timeout=240, what="the game day's child to end")
+    finally:
+        c.close()
+    assert row["state"] == "exit 0", (root / ".healer" / "gamedays" / row["name"] / "output.log").read_text()[-2000:]
+    [ev] = store.events(kinds=["console.gameday_started"])
+    assert ev.payload["actor"] == "operator:gd" and ev.payload["scenario"] == "stray-file"
+    listed = tc.get("/gamedays", headers={"Accept": "application/json"}).json()["reports"]
+    assert listed[0]["name"] == row["name"] and "report.html" in listed[0]["files"] and listed[0]["status"].startswith("completed")
