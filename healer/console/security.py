@@ -74,7 +74,7 @@ def access(host: str, token: str | None, operator: str | None, read_only: bool, 
     if not is_loopback(host) and not token:
         raise UsageError(f"console: --host {host} is not loopback: refused without a token (--token or ${TOKEN_ENV})")
     m = _HOLDER.match(token or "")
-    name = m.group(1) if m and not operator else operator_name(operator, env)
+    name = m.group(1) if m else operator_name(operator, env)  # the token's holder, else --operator, else $USER
     return Access(token, name, read_only)
 
 

@@ -80,7 +80,7 @@ def test_a_non_loopback_bind_without_a_token_is_refused_in_one_line_exit_64(flee
                                              "(--token or $HEALER_CONSOLE_TOKEN)"]
     with pytest.raises(UsageError):
         security.access("::", None, None, False, env={})
-    assert security.access("0.0.0.0", "ops=abc", None, False, env={}).actor == "operator:ops"
+    assert security.access("0.0.0.0", "ops=abc", "someone", False, env={}).actor == "operator:ops"  # the holder wins
     assert security.access("127.0.0.1", None, "eve", False, env={}).token is None
     assert security.access("::1", None, None, False, env={"USER": "root"}).operator == "root"
 
