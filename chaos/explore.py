@@ -186,7 +186,7 @@ def event_log(result: engine.Result) -> list[tuple]:
 def _mask(v: Any) -> None:
     if isinstance(v, dict):
         for k in list(v):
-            if k in ("pid", "ctime", "pid_start") and isinstance(v[k], int | float | str):
+            if k in ("pid", "ctime", "pid_start", "_run") and isinstance(v[k], int | float | str):
                 v[k] = "<real>"
             else:
                 _mask(v[k])

@@ -18,7 +18,21 @@ except ImportError:  # pragma: no cover - older typer uses click itself
 import typer
 
 from healer import __version__, early, errors
-from healer.cli import adopt, board, containers, fleet, gameday, loop, misc, policy, repair, runbook, store, supervise
+from healer.cli import (
+    adopt,
+    board,
+    console,
+    containers,
+    fleet,
+    gameday,
+    loop,
+    misc,
+    policy,
+    repair,
+    runbook,
+    store,
+    supervise,
+)
 from healer.cli.common import state
 
 app = typer.Typer(
@@ -57,7 +71,7 @@ def _root(
 
 
 def _register() -> None:
-    for mod in (misc, policy, board, loop, fleet, supervise, adopt, runbook, repair, gameday, containers, store):
+    for mod in (misc, policy, board, loop, fleet, supervise, adopt, console, runbook, repair, gameday, containers, store):
         mod.register(app)
 
 

@@ -248,7 +248,9 @@ def plan(as_json: bool = JsonOpt, root: Path = RootOpt, policy: Path = PolicyOpt
 
 def up(root: Path = RootOpt, policy: Path = PolicyOpt,
        metrics_port: int = typer.Option(None, "--metrics-port", min=1, max=65535,
-                                        help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics.")) -> None:
+                                        help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics."),
+       console_port: int = typer.Option(None, "--console-port", min=0, max=65535,
+                                        help="Serve the operator console on 127.0.0.1:PORT (0: a free port; docs/console.md).")) -> None:
     """Run the dispatcher and the supervisor together until SIGTERM/SIGINT."""
     from loguru import logger  # lazy: pulls loguru: 33 ms of `healer --help`
 
@@ -291,6 +293,12 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
     from healer.notify import outbox  # lazy: pulls pydantic, networkx…: 287 ms of `healer --help`
 
     courier = outbox.start(r, pol, clock, metrics=metrics)  # alerts owed by an earlier run are delivered too
+    console = None
+    if console_port is not None:  # the console in this process, on the same store (its own connection)
+        from healer.console.serve import beside_up  # lazy: the web stack: 200 ms, only with --console-port
+
+        console = beside_up(r, pol, clock, console_port, runtime=sup.runtime)
+        typer.echo(f"healer up: console at {console.url}")
     errors: dict[str, str] = {}
     codes: dict[str, int] = {}  # a store gone past its tolerance is 69, a damaged one 74, a lost one 70
     interrupted: list[int] = list(early)
@@ -347,6 +355,8 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
                 halt()
     for t in threads:
         t.join(timeout=30)
+    if console is not None:
+        console.stop()
     try:
         outbox.finish(courier)
     except Exception:  # noqa: BLE001 - a courier on a lost store must not add a traceback to the one line

@@ -27,6 +27,7 @@ ones live in healer/remedy/handlers/, grouped by what they act on. Each action's
 from __future__ import annotations
 
 import importlib
+import itertools
 import os
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
@@ -197,15 +198,32 @@ def execute(ctx: Context, action: PlannedAction) -> Outcome:
     if why:
         return _record(ctx, Outcome(REFUSED, why), name, subject, params)
 
-    journal = {"subject": subject, "params": params, "ticket": target.ticket, "_batch": ctx.batch, "_host": ctx.host, **_me()}
+    run = next(_RUNS)
+    _IN_FLIGHT.add(run)  # before the intent exists: no moment when it is journaled but not known to be ours and live
+    journal = {"subject": subject, "params": params, "ticket": target.ticket, "_batch": ctx.batch, "_host": ctx.host,
+               "_run": run, **_me()}
     if action.rule:  # which rule acted: a game day's report counts each rule's firings from it (issue 41)
         journal["rule"] = action.rule
     # a ticket's attempts are journaled under the ticket, so its lease is one indexed look-up
     on_ticket = target.ticket if (target.ticket and (name in limiter.ATTEMPT_ACTIONS or name == "escalate")) else None
-    intent = ctx.store.plan_intent(name, on_ticket or subject, journal, actor=ctx.actor,
-                                   reason=action.reason or (action.rule or ""))
-    failpoints.hit(FP_AFTER_INTENT)
-    return _run(ctx, target, intent.id, fresh=True)
+    try:
+        intent = ctx.store.plan_intent(name, on_ticket or subject, journal, actor=ctx.actor,
+                                       reason=action.reason or (action.rule or ""))
+    except BaseException:
+        _IN_FLIGHT.discard(run)
+        raise
+    try:
+        failpoints.hit(FP_AFTER_INTENT)
+        return _run(ctx, target, intent.id, fresh=True)
+    finally:
+        _IN_FLIGHT.discard(run)
+
+
+# the executions a thread of this process is carrying out now (journal key `_run`): `recover()` in another thread of
+# the same process (the console steering beside the supervisor in `healer up`) must not take their intents for a dead
+# process's leftovers and finish them under the running thread's feet
+_IN_FLIGHT: set[int] = set()
+_RUNS = itertools.count(1)
 
 
 def _run(ctx: Context, t: Target, intent_id: int, *, fresh: bool, recovered: bool = False) -> Outcome:
@@ -261,7 +279,7 @@ def _owner_alive(it, host: str, now: float, stale_after: float) -> bool:
     if not pid:
         return False
     if pid == os.getpid():
-        return False  # our own leftover (an exception mid-action): ours to finish
+        return p.get("_run") in _IN_FLIGHT  # another thread of ours is on it; else our own leftover (an exception mid-action)
     m = p.get("pid_start") or p.get("ctime")  # ctime: a wall-clock create time written by an older healer
     return bool(m) and procs.same(int(pid), m)  # no record of who owned it: nobody to wait for
 

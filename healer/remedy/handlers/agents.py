@@ -76,8 +76,11 @@ def _stop_apply(ctx: Context, t: Target, intent: int) -> dict:
             procs.ProcessTree(a.pid, (a.data or {}).get("marker")).kill(grace, ctx.clock)
         else:
             raise HealerError(f"no runtime can stop a {a.kind} agent here")
-    if a.state == "running":
-        ctx.store.update_agent(a.id, state="stopped", ended_at=ctx.now())
+    if ctx.store.agent(a.id).state == "running":  # read again: the dispatcher may have recorded its end during the grace
+        try:
+            ctx.store.update_agent(a.id, state="stopped", ended_at=ctx.now())
+        except lifecycle.InvalidTransition:
+            pass  # it did, between that read and this write (exited, or lost): ended either way, as asked
     detail: dict[str, Any] = {"was_alive": bool(alive)}
     if _wants_resume(t) and a.ticket_id and ctx.store.ticket(a.ticket_id).state == lifecycle.IN_PROGRESS \
             and not live_agents(ctx, a.ticket_id, exclude=a.id):
