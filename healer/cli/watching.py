@@ -29,7 +29,8 @@ IntervalOpt = typer.Option("2s", "--interval", help="With --watch: how often to 
 WatchOpt = typer.Option(False, "--watch", "-w", help="Redraw when it changes (Ctrl-C ends it, exit 0).")
 
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, erase the screen
-_AGES = frozenset({"now", "age", "heartbeat_age", "age_s"})  # what only time changes: never a reason to print again
+# what only time changes (an age, when the dispatcher last passed: shown as "N s ago"): never a reason to print again
+_AGES = frozenset({"now", "age", "heartbeat_age", "age_s", "last_tick_at"})
 
 
 def interval(text: str, who: str) -> float:
@@ -43,13 +44,16 @@ def interval(text: str, who: str) -> float:
 
 
 def stable(data: Any) -> str:
-    """The content of a view without what only the clock changes: two reads with the same key show the same fleet."""
+    """The content of a view without what only the clock changes: two reads with the same key show the same fleet.
+    A value equal to the view's own `now` (a ready ticket's eligible_at) is the read's time, not the fleet's."""
+    now = data.get("now") if isinstance(data, dict) else None
+
     def strip(d: Any) -> Any:
         if isinstance(d, dict):
             return {k: strip(v) for k, v in d.items() if k not in _AGES}
         if isinstance(d, list | tuple):
             return [strip(v) for v in d]
-        return d
+        return "now" if now is not None and d == now and not isinstance(d, bool) else d
 
     return json.dumps(strip(data), sort_keys=True, default=str)
 
