@@ -117,8 +117,7 @@ def board_main(ctx: typer.Context, watch: bool = WatchOpt, interval: str = Inter
             raise UsageError(f"board: --watch goes after the command: healer board {ctx.invoked_subcommand} --watch")
         return
     if not watch:
-        typer.echo(ctx.get_help())
-        return
+        raise UsageError("board: expected a command (add, list, show, label, comment, move, states) or --watch")
     every = watching.interval(interval, "board")
     watching.redraw(lambda: _list_view(root, []), every, "healer board")
 

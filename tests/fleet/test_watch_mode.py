@@ -152,6 +152,7 @@ def test_a_store_lost_under_a_watch_ends_it_as_the_command_without_watch(tmp_pat
     (("board", "--watch", "--interval", "0s"), "board: --interval: expected a duration above 0"),
     (("board", "list", "--watch", "--json"), "board list: --watch draws a table"),
     (("status", "--watch", "--json"), "status: --watch draws tables"),
+    (("board",), "board: expected a command (add, list, show, label, comment, move, states) or --watch"),
 ])
 def test_watch_usage_errors_are_one_line_exit_64(tmp_path, args, why):
     root = _fleet(tmp_path)

@@ -85,6 +85,34 @@ def test_up_serves_spend_per_cli_day_and_top_tickets(tmp_path: Path):
             up.wait(timeout=30)
 
 
+def test_dispatch_serves_the_spend_after_its_pass(tmp_path: Path):
+    root = make_repo(tmp_path / "fleet")
+    (root / ".healer").mkdir()
+    pol = scripted_policy(pool_size=1).model_dump(mode="json", by_alias=True)
+    pol["fleet"]["dispatch_tick"] = "1s"
+    (root / "healer.yaml").write_text(yaml.safe_dump(pol, sort_keys=False))
+    s = open_store(root)
+    _spent(s, "T-1-01", "T-1", 2.5, preset="command")
+    port = _free_port()
+    p = subprocess.Popen([sys.executable, "-m", "healer", "dispatch", "--metrics-port", str(port), "-C", str(root)],
+                         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(lambda: _value(_scrape(port), "healer_spend_usd_total", cli="command") == 2.5, 90,
+                   "the spend on dispatch's /metrics")
+        _spent(s, "T-1-02", "T-1", 1.0, preset="command")
+        body = wait_until(lambda: (b := _scrape(port)) and _value(b, "healer_spend_usd_total", cli="command") == 3.5
+                          and b, 60, "the new spend after a pass")
+        assert _value(body, "healer_ticket_spend_usd", ticket="T-1") == 3.5
+        p.send_signal(signal.SIGTERM)
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err[-3000:]
+    finally:
+        s.close()
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=30)
+
+
 def test_only_the_dispatcher_exports_spend_and_its_label_sets_stay_bounded():
     assert "healer_spend_usd_total" not in Metrics("supervise").render()
     m = Metrics("dispatch")
