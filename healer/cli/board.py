@@ -132,7 +132,8 @@ def _list_view(root: Path | None, state: list[str]):
     finally:
         store.close()
     data = [{**_ticket_json(t, now), "spend_usd": round(led.by_ticket.get(t.id, 0.0), 6)} for t in tickets]
-    return data, lambda c: c.print(board_table(tickets, now, spend=led.by_ticket))
+    # the spend column once a ticket spent something: a fleet without agent costs keeps the table it had
+    return data, lambda c: c.print(board_table(tickets, now, spend=led.by_ticket or None))
 
 
 @board_app.command("list")
