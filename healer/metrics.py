@@ -13,12 +13,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from healer import spend
 from healer.errors import UsageError
 from healer.policy.schema import FINDINGS
 from healer.store.outage import register_metrics
 
 SENTINELS = ("dispatch_frozen", "pool_saturated", "no_closes", "main_red", "supervisor_silent")
 SENTINEL_STATES = ("ok", "firing", "unknown")
+SPEND_DAYS = 7  # healer_spend_day_usd keeps this many days
+SPEND_TOP = 10  # healer_ticket_spend_usd keeps this many tickets
 
 
 class Metrics:
@@ -74,6 +77,20 @@ class Metrics:
                                           "From the decision to notify to the receiver's acceptance.", registry=r,
                                           buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800))
         self._sources: set[str] = set()
+        # spend, the dispatcher's (it launches the loops that spend; one daemon exports it, so a sum over the fleet's
+        # daemons never counts a dollar twice). Bounded label sets: the agent CLI (claude, codex, command, other), the
+        # last SPEND_DAYS UTC days, the SPEND_TOP tickets that spent most (a ticket id is an unbounded label: a top-N
+        # keeps the series few; `healer board list` has every ticket's)
+        self.spend_total = Counter("healer_spend_usd", "USD the fleet's loops reported spending (streamed per API "
+                                   "turn), over the whole event log, by agent CLI.", ["cli"], registry=dr)
+        for c in (*spend.CLIS, spend.OTHER):
+            self.spend_total.labels(c)
+        self.spend_day = Gauge("healer_spend_day_usd", f"USD spent per UTC day, the last {SPEND_DAYS} days that spent.",
+                               ["day"], registry=dr)
+        self.ticket_spend = Gauge("healer_ticket_spend_usd", f"USD spent on a ticket, for the {SPEND_TOP} tickets that "
+                                  "spent most (a top-N: ticket ids are not a bounded label set).", ["ticket"], registry=dr)
+        self._days: set[str] = set()
+        self._top: set[str] = set()
 
         register_metrics(r)  # healer_store_up, healer_store_outages, healer_store_unavailable_seconds
 
@@ -137,8 +154,46 @@ class Metrics:
             if getattr(rep, "at", None) is not None:
                 self.last_dispatch.set(rep.at)
 
+    # the spend feed's hook (healer/cli/watching.py Narrator, `healer dispatch`'s pass)
+    def spent(self, ledger: spend.Ledger, charged) -> None:
+        """`charged`: the (cli, usd) the ledger took in since the last call; the gauges are set from the ledger."""
+        with self._lock:
+            for cli, usd in charged:
+                self.spend_total.labels(spend.cli_label(cli)).inc(usd)
+            self._days = _replace(self.spend_day, self._days, ledger.last_days(SPEND_DAYS))
+            self._top = _replace(self.ticket_spend, self._top, ledger.top_tickets(SPEND_TOP))
+
     def render(self) -> str:
         return generate_latest(self.registry).decode()
+
+
+def _replace(gauge: Gauge, had: set[str], rows: list[tuple[str, float]]) -> set[str]:
+    """Set `gauge` to exactly `rows` (label, value): the labels that left are removed, so the series stay bounded."""
+    now = {k for k, _ in rows}
+    for k in had - now:
+        gauge.remove(k)
+    for k, v in rows:
+        gauge.labels(k).set(round(v, 6))
+    return now
+
+
+class SpendFeed:
+    """The spend metrics of a daemon whose store is read in one thread (`healer dispatch`'s pass): the whole log at
+    the first call, then what is new by cursor."""
+
+    def __init__(self) -> None:
+        self.ledger = spend.Ledger()
+        self.seen = 0
+
+    def update(self, store, metrics: Metrics | None) -> None:
+        if metrics is None:
+            return
+        last = store.last_event_id()
+        if last <= self.seen:
+            return
+        new = [c for e in store.events(after=self.seen, kinds=spend.KINDS, until_id=last) if (c := self.ledger.add(e))]
+        self.seen = last
+        metrics.spent(self.ledger, new)
 
 
 def start(port: int | None, daemon: str) -> tuple[Metrics | None, ThreadingHTTPServer | None]:

@@ -19,8 +19,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from healer import insider, lifecycle
+from healer import insider, lifecycle, spend
+from healer.cli import watching
 from healer.cli.common import JsonOpt, RootOpt, console, print_json, require_fleet, state, utf8
+from healer.cli.watching import IntervalOpt, WatchOpt
 from healer.clock import iso
 from healer.conventions import ticket_id_problem
 from healer.errors import INVALID_INPUT, HealerError, NotFound, UsageError
@@ -107,26 +109,56 @@ def add(
         store.close()
 
 
+@board_app.callback(invoke_without_command=True)
+def board_main(ctx: typer.Context, watch: bool = WatchOpt, interval: str = IntervalOpt, root: Path = RootOpt) -> None:
+    """`healer board --watch`: the board (`board list`) redrawn when it changes."""
+    if ctx.invoked_subcommand is not None:
+        if watch:
+            raise UsageError(f"board: --watch goes after the command: healer board {ctx.invoked_subcommand} --watch")
+        return
+    if not watch:
+        raise UsageError("board: expected a command (add, list, show, label, comment, move, states) or --watch")
+    every = watching.interval(interval, "board")
+    watching.redraw(lambda: _list_view(root, []), every, "healer board")
+
+
+def _list_view(root: Path | None, state: list[str]):
+    """(data, draw) of `board list`: the tickets with their spend (healer/spend.py), as JSON data and as a table."""
+    store = _open(root, readonly=True)
+    try:
+        tickets = store.tickets(state or None)
+        now = store.now()
+        led = spend.ledger_of(store)
+    finally:
+        store.close()
+    data = [{**_ticket_json(t, now), "spend_usd": round(led.by_ticket.get(t.id, 0.0), 6)} for t in tickets]
+    # the spend column once a ticket spent something: a fleet without agent costs keeps the table it had
+    return data, lambda c: c.print(board_table(tickets, now, spend=led.by_ticket or None))
+
+
 @board_app.command("list")
 def list_(
     state: list[str] = typer.Option([], "--state", "-s", help="Only tickets in this state (repeatable)."),
     root: Path = RootOpt,
     as_json: bool = JsonOpt,
+    watch: bool = WatchOpt,
+    interval: str = IntervalOpt,
 ) -> None:
-    """Tickets in serving order (priority, then age)."""
+    """Tickets in serving order (priority, then age), with what each spent."""
     bad = [s for s in state if s not in lifecycle.STATES]
     if bad:
         raise UsageError(f"board list: --state: expected one of {', '.join(lifecycle.STATES)}, got {', '.join(bad)}")
-    store = _open(root, readonly=True)
-    try:
-        tickets = store.tickets(state or None)
-        now = store.now()
-    finally:
-        store.close()
-    if as_json:
-        print_json([_ticket_json(t, now) for t in tickets])
+    if watch:
+        if as_json:
+            raise UsageError("board list: --watch draws a table; --json prints once (use them apart)")
+        every = watching.interval(interval, "board list")
+        watching.redraw(lambda: _list_view(root, state), every, "healer board")
         return
-    console.print(board_table(tickets, now))
+    data, draw = _list_view(root, state)
+    if as_json:
+        print_json(data)
+        return
+    draw(console)
 
 
 @board_app.command("show")
@@ -146,6 +178,7 @@ def show(
         proposals = store.proposals(ticket_id)
         agents = store.agents(ticket_id=ticket_id)
         evs = store.events(subject=ticket_id)[-events:] if events > 0 else []
+        led = spend.ticket_ledger(store, ticket_id, [a.run_id for a in attempts])
         blockers = {}
         for b in t.blocked_by:
             try:
@@ -163,6 +196,7 @@ def show(
             "proposals": [asdict(p) for p in proposals],
             "agents": [asdict(a) for a in agents],
             "events": [asdict(e) for e in evs],
+            "spend": _spend_json(led, ticket_id),
         })
         return
 
@@ -170,6 +204,9 @@ def show(
     if t.body:
         console.print(t.body, markup=False, highlight=False)
     console.print(f"created {iso(t.created_at)}, updated {age(now - t.updated_at)} ago", highlight=False)
+    sp = _spend_json(led, ticket_id)
+    console.print(f"spend {spend.usd(sp['usd']) if sp['usd'] else '$0'} over {sp['iterations']} iteration(s)"
+                  + (f" ({', '.join(sp['clis'])})" if sp["clis"] else ""), highlight=False)
     if blockers:
         console.print("blocked by: " + escape(", ".join(f"{b} ({s})" for b, s in blockers.items())), highlight=False)
     if t.labels:
@@ -203,6 +240,12 @@ def show(
         for e in evs:
             et.add_row(str(e.id), age(now - e.at) + " ago", escape(e.kind), escape(_payload_text(e.payload)))
         console.print(et)
+
+
+def _spend_json(led: spend.Ledger, ticket_id: str) -> dict[str, Any]:
+    return {"usd": round(led.by_ticket.get(ticket_id, 0.0), 6), "iterations": led.iterations.get(ticket_id, 0),
+            "clis": sorted(led.clis.get(ticket_id, ())),
+            "by_day": [{"day": d, "usd": round(v, 6)} for d, v in sorted(led.by_day.items())]}
 
 
 def _payload_text(p: dict) -> str:

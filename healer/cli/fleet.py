@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from healer.cli import watching
 from healer.cli.common import (
     JsonOpt,
     PolicyOpt,
@@ -22,8 +23,10 @@ from healer.cli.common import (
     require_fleet,
     store_awaited,
 )
+from healer.cli.watching import IntervalOpt, WatchOpt
 from healer.clock import iso, system
 from healer.errors import HealerError, InvalidInput, UsageError
+from healer.spend import usd
 from healer.store import open_store
 
 
@@ -51,9 +54,11 @@ def dispatch(
 
     r = require_fleet(root)
     pol = policy_for(r, policy)
-    from healer.metrics import start as start_metrics  # lazy: pulls pydantic, prometheus_client: 137 ms of `healer --help`
+    from healer.metrics import SpendFeed  # lazy: pulls pydantic, prometheus_client: 137 ms of `healer --help`
+    from healer.metrics import start as start_metrics  # lazy: with SpendFeed above (0.1 ms more)
 
     metrics, server = start_metrics(metrics_port, "dispatch")
+    feed = SpendFeed()  # healer_spend_usd_total and its kin: read from the log after each pass
     end_leftovers(r, pol)  # before anything starts: what killed runs left (frozen groups included) is ended first
     store = _store_or_stopped(r, pol.store.outage_tolerance, server)  # away at start: ridden out as one lost later
     d = Dispatcher(r, pol, store, policy_path=_policy_path(r, policy))
@@ -89,6 +94,7 @@ def dispatch(
         def on_tick(rep) -> None:
             if metrics is not None:
                 metrics.dispatched(rep)
+                feed.update(store, metrics)
             line = rep.plan.cycle_line() if rep.plan else ""
             if line and line != seen["cycles"]:
                 sys.stderr.write(f"healer: dispatch: {line}; these tickets are not launched, the rest are served\n")
@@ -155,21 +161,37 @@ def _line(rep) -> str:
     return f"{iso(rep.at)} " + "; ".join(parts)
 
 
-def status(root: Path = RootOpt, policy: Path = PolicyOpt, as_json: bool = JsonOpt) -> None:
-    """Tickets by state, live agents, the pool, the queue and main's status."""
-    from healer import durations  # lazy: healer.durations: 2.1 ms of `healer --help`
+def status(root: Path = RootOpt, policy: Path = PolicyOpt, as_json: bool = JsonOpt, watch: bool = WatchOpt,
+           interval: str = IntervalOpt) -> None:
+    """Tickets by state, live agents, the pool, the queue, main's status and the spend (per day, per agent CLI)."""
     from healer.fleet.status import fleet_status  # lazy: pulls pydantic, networkx…: 298 ms of `healer --help`
 
     r = require_fleet(root)
     pol = policy_for(r, policy)
-    store = open_store(r, readonly=True)  # only reads: works on a read-only .healer/
-    try:
-        st = fleet_status(store, pol, system().now())
-    finally:
-        store.close()
+
+    def read():
+        store = open_store(r, readonly=True)  # only reads: works on a read-only .healer/
+        try:
+            st = fleet_status(store, pol, system().now())
+        finally:
+            store.close()
+        return st, lambda c: _print_status(st, c)
+
+    if watch:
+        if as_json:
+            raise UsageError("status: --watch draws tables; --json prints once (use them apart)")
+        every = watching.interval(interval, "status")
+        watching.redraw(read, every, "healer status")
+        return
+    st, draw = read()
     if as_json:
         print_json(st)
         return
+    draw(console)
+
+
+def _print_status(st: dict, console) -> None:
+    from healer import durations  # lazy: healer.durations: 2.1 ms of `healer --help`
 
     def ago(s: float | None) -> str:
         return "-" if s is None else durations.format(max(0, int(s)))
@@ -208,6 +230,21 @@ def status(root: Path = RootOpt, policy: Path = PolicyOpt, as_json: bool = JsonO
         console.print(f"{s['ticket']}: next pass moves it to {s['to']} ({s['detail']})")
     for c in st["cycles"]:
         console.print(f"[red]blocked_by cycle:[/] {' -> '.join([*c, c[0]])}")
+    _print_spend(st.get("spend") or {}, console)
+
+
+def _print_spend(sp: dict, console) -> None:
+    """Spend per UTC day (the last 7 that spent) and per agent CLI (healer/spend.py); `board list` has the tickets'."""
+    clis = sorted(sp.get("by_cli") or {})
+    total = sp.get("total_usd") or 0.0
+    t = Table("day", *(f"{c}" for c in clis), "total", title=f"Spend ({usd(total) if total else '$0'} in all)")
+    for x in sp.get("by_day") or []:
+        t.add_row(x["day"], *(usd(x.get("by_cli", {}).get(c, 0.0)) for c in clis), usd(x["usd"]))
+    if total:
+        t.add_row("all days", *(usd(sp["by_cli"][c]) for c in clis), usd(total))
+    else:
+        t.add_row("[dim]nothing spent yet[/]", "")
+    console.print(t)
 
 
 def watch_cmd(

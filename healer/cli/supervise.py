@@ -25,9 +25,11 @@ from healer.cli.common import (
     store_awaited,
     store_for,
 )
+from healer.cli.watching import Narrator
 from healer.clock import iso, system
 from healer.errors import INTERNAL, INVALID_INPUT, STOPPED, HealerError
 from healer.errors import HealerError as _Err
+from healer.narrate import TICKS, is_tick
 from healer.store import open_store
 from healer.store.corrupt import StoreCorrupt, raise_if_corrupt
 
@@ -250,8 +252,11 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
        metrics_port: int = typer.Option(None, "--metrics-port", min=1, max=65535,
                                         help="Serve Prometheus metrics on 127.0.0.1:PORT/metrics."),
        console_port: int = typer.Option(None, "--console-port", min=0, max=65535,
-                                        help="Serve the operator console on 127.0.0.1:PORT (0: a free port; docs/console.md).")) -> None:
-    """Run the dispatcher and the supervisor together until SIGTERM/SIGINT."""
+                                        help="Serve the operator console on 127.0.0.1:PORT (0: a free port; docs/console.md)."),
+       quiet: bool = typer.Option(False, "--quiet", "-q", help="Print only the start and stop lines, not one line "
+                                  "per transition, action and page.")) -> None:
+    """Run the dispatcher and the supervisor together until SIGTERM/SIGINT; print what they do (one line per ticket
+    transition, remediation action, page and escalation; never a tick)."""
     from loguru import logger  # lazy: pulls loguru: 33 ms of `healer --help`
 
     from healer.fleet.dispatcher import Dispatcher, preflight  # lazy: pulls pydantic, networkx…: 292 ms of `healer --help`
@@ -263,7 +268,8 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: (early.append(1), stop.set()))
     r = require_fleet(root)
-    from healer.metrics import start as start_metrics  # lazy: pulls pydantic, prometheus_client: 140 ms of `healer --help`
+    from healer.metrics import SpendFeed  # lazy: pulls pydantic, prometheus_client: 140 ms of `healer --help`
+    from healer.metrics import start as start_metrics  # lazy: with SpendFeed above (0.1 ms more)
 
     metrics, server = start_metrics(metrics_port, "up")
     _setup_logs(r, "up")
@@ -335,6 +341,8 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
         if not stop.is_set():
             sup.run_forever()
 
+    # the third reader: what the two do, said from the event log by cursor (and the spend metrics fed from it)
+    voice = _narrator(r, clock, metrics, SpendFeed() if metrics is not None else None, quiet)
     signal.signal(signal.SIGTERM, halt)
     signal.signal(signal.SIGINT, interrupt)
     threads = [] if stop.is_set() else [threading.Thread(target=runner, args=("dispatcher", lambda: disp.run_forever(lambda rep: (first_pass.set(), metrics and metrics.dispatched(rep)))),
@@ -346,6 +354,7 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
     beat = 0
     while not stop.is_set():
         stop.wait(0.2)
+        voice.step()
         beat += 1
         if beat % 5 == 0 and not stop.is_set():
             try:
@@ -355,6 +364,8 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
                 halt()
     for t in threads:
         t.join(timeout=30)
+    voice.step()  # the last transitions, before the stop line
+    voice.close()
     if console is not None:
         console.stop()
     try:
@@ -376,15 +387,56 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
         raise typer.Exit(STOPPED)
 
 
+class _Voice:
+    """`up`'s narrator on its own connection; a read that fails (the store away: the main loop's check judges that)
+    skips a beat instead of ending `up`."""
+
+    def __init__(self, store, narrator) -> None:
+        self.store, self.narrator = store, narrator
+
+    def step(self) -> None:
+        if self.narrator is None:
+            return
+        try:
+            self.narrator.step()
+        except Exception as e:  # noqa: BLE001 - a narrator never ends the daemons; the store check does
+            from loguru import logger  # lazy: loaded by `up` already (0.1 ms)
+
+            logger.debug("up: narrator skipped a beat: {}", e)
+
+    def close(self) -> None:
+        if self.store is not None:
+            try:
+                self.store.close()
+            except Exception:  # noqa: BLE001 - closing a lost store must not add a traceback to its one line
+                pass
+
+
+def _narrator(root: Path, clock, metrics, feed, quiet: bool) -> _Voice:
+    if quiet and metrics is None:
+        return _Voice(None, None)
+    store = None
+    try:
+        store = open_store(root, clock)
+        return _Voice(store, Narrator(store, metrics, feed, echo=(lambda _line: None) if quiet else typer.echo))
+    except Exception as e:  # noqa: BLE001 - the daemons run without a voice rather than not at all
+        typer.echo(f"healer up: not narrating: {e}", err=True)
+        _Voice(store, None).close()
+        return _Voice(None, None)
+
+
 def journal(
     follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new events as they come."),
     kind: str = typer.Option(None, "--kind", "-k", help="Only events whose kind starts with PREFIX (e.g. remedy., intent.)."),
     subject: str = typer.Option(None, "--subject", "-s", help="Only events about this subject (ticket id, path...)."),
     limit: int = typer.Option(50, "--limit", "-n", help="How many past events to print first (0: none, -1: all)."),
     as_json: bool = typer.Option(False, "--json", help="One JSON object per event and per line (JSON Lines)."),
+    ticks: bool = typer.Option(False, "--ticks", help="Show the daemons' ticks too (supervisor.tick, dispatch.tick, "
+                               "supervisor.skipped); hidden unless --kind names them."),
     root: Path = RootOpt,
 ) -> None:
-    """Print the event log (append-only): transitions, intents, actions, alerts, ticks."""
+    """Print the event log (append-only): transitions, intents, actions, alerts; ticks with --ticks."""
+    hide = not ticks and not (kind and any(t.startswith(kind) or kind.startswith(t) for t in TICKS))
     termed: list[int] = []
     if follow:  # from the first line: a signal while the past is printed or the store opens ends it cleanly too
         def _stop(signum: int, _frame: Any) -> None:
@@ -408,18 +460,17 @@ def journal(
         if limit == 0:
             past = []
         elif limit > 0 and not kind and not subject:
-            past = store.tail(limit)  # a long log: read only its end
+            past = _tail(store, limit, last, hide)  # a long log: read only its end
         else:
-            past = store.events(prefix=kind, subject=subject)
+            past = [e for e in store.events(prefix=kind, subject=subject, until_id=last) if not (hide and is_tick(e.kind))]
             past = past[-limit:] if limit > 0 else past
-        past = [e for e in past if e.id <= last]
         for e in past:
             _print_event(e, as_json)
         if not follow:
             return
         sys.stdout.flush()
         for e in store.follow(after=last, poll=0.5):
-            if (kind and not e.kind.startswith(kind)) or (subject and e.subject != subject):
+            if (kind and not e.kind.startswith(kind)) or (subject and e.subject != subject) or (hide and is_tick(e.kind)):
                 continue
             _print_event(e, as_json)
             sys.stdout.flush()
@@ -433,6 +484,20 @@ def journal(
     finally:
         if store is not None:
             store.close()
+
+
+def _tail(store, n: int, last: int, hide: bool) -> list:
+    """The last `n` events up to `last`, ticks left out when `hide`: read backwards in growing pages, so a log that is
+    mostly ticks still gives `n` events and a short one is read once."""
+    if not hide:
+        return [e for e in store.tail(n) if e.id <= last]
+    got: list = []
+    hi, page = last, max(2 * n, 100)
+    while hi > 0 and len(got) < n:
+        lo = max(0, hi - page)
+        got = [e for e in store.events(after=lo, until_id=hi) if not is_tick(e.kind)] + got
+        hi, page = lo, page * 2
+    return got[-n:]
 
 
 def _print_event(e, as_json: bool) -> None:

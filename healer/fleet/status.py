@@ -1,4 +1,4 @@
-"""What `healer status` shows: tickets by state, live agents, the pool, the queue, main's status.
+"""What `healer status` shows: tickets by state, live agents, the pool, the queue, main's status, the spend.
 
 Read-only: it gathers the same input as the dispatcher and asks the pure core what it
 would do, so the queue's reasons and eligibility times are the dispatcher's own.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from healer import lifecycle
+from healer import lifecycle, spend
 from healer.core import dispatch as core
 from healer.core.disk import SETTING as DISK_LOW
 from healer.fleet.dispatcher import gather
@@ -51,4 +51,6 @@ def fleet_status(store, policy, now: float) -> dict[str, Any]:
                      "last_launch_at": store.get_setting(keys.DISPATCH_LAST_LAUNCH),
                      "paused_reason": store.get_setting(keys.DISPATCH_PAUSED_REASON),
                      "disk_low": store.get_setting(DISK_LOW)},  # {since, min_free, low: {path: free}} (healer/core/disk.py)
+        # what the loops spent: total, the last 7 UTC days, per agent CLI, the 10 tickets that spent most
+        "spend": spend.summary(spend.ledger_of(store)),
     }

@@ -379,6 +379,7 @@ class Runner(Iteration):
             "resumes": st.resumes, "from_iteration": len(st.history) + 1, "pid": os.getpid(),
             "gates": [g.name for g in self.loop_policy.gates], "sandbox": self.sbx_mode,
             "sandbox_requested": self.loop_policy.sandbox,
+            "ticket": os.environ.get("HEALER_TICKET"),  # the fleet's ticket: spend per ticket (healer/spend.py)
         })
         self.echo(f"loop {st.run_id}: {'resuming at' if req.resume else 'starting'} iteration {len(st.history) + 1} "
                   f"of {st.max_iterations} in {self.workdir}")

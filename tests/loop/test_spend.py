@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from healer import spend
 from healer.clock import system
 from healer.loop import tap as tap_mod
 from healer.loop import usage
+from healer.store import open_store
 from tests.conftest import wait_until
 from tests.loop.conftest import events, final_line, run_loop_cli, solved_gate, state, write_policy
 
@@ -244,3 +246,22 @@ def test_finished_calls_are_never_estimated():
                '{"type":"turn.completed","usage":{"input_tokens":5000,"output_tokens":7}}'):
         c.feed(ln)
     assert c.estimate_open(10_000) == [] and c.estimated == 0
+
+
+def test_a_fleet_run_names_its_ticket_and_cli_so_its_spend_is_the_tickets(lrepo, tmp_path):
+    """loop.started carries the fleet's ticket (HEALER_TICKET) and the CLI: healer/spend.py folds the run's streamed
+    spend into that ticket, that day and that CLI (`board list`, `status`, the metrics; issue 43)."""
+    env = {**cli_env(tmp_path, "claude", turns=1, tokens=100_000, then="exit"), "HEALER_TICKET": "T-9"}
+    pol = write_policy(tmp_path / "p.yaml", agent={"preset": "claude"}, max_iterations=1, gates=[solved_gate()])
+    cp = run_loop_cli(lrepo, pol, "--run-id", "fleet-run", env=env)
+    [started] = [e for e in events(lrepo, subject="fleet-run") if e.kind == "loop.started"]
+    assert started.payload["ticket"] == "T-9" and started.payload["preset"] == "claude", cp.stdout + cp.stderr
+    s = open_store(lrepo)
+    try:
+        whole, alone = spend.ledger_of(s), spend.ticket_ledger(s, "T-9")
+    finally:
+        s.close()
+    spent = state(lrepo, "fleet-run")["cost_usd"]
+    assert spent > 0
+    assert whole.by_ticket == {"T-9": pytest.approx(spent)} and whole.by_cli == {"claude": pytest.approx(spent)}
+    assert alone.by_ticket == whole.by_ticket and alone.iterations == {"T-9": 1} and alone.clis == {"T-9": {"claude"}}

@@ -58,7 +58,9 @@ def test_supervise_once_then_journal(tmp_path):
     evs = [json.loads(line) for line in j.stdout.splitlines()]
     assert [(e["kind"], e["subject"], e["payload"]["action"]) for e in evs] == [("remedy.done", "T-1", "requeue_ticket")]
     human = healer("journal", "--root", str(root), "-n", "5")
-    assert human.returncode == 0 and "supervisor.tick" in human.stdout
+    assert human.returncode == 0 and "remedy.done" in human.stdout and "supervisor.tick" not in human.stdout
+    ticks = healer("journal", "--root", str(root), "-n", "5", "--ticks")  # the ticks, when asked
+    assert ticks.returncode == 0 and "supervisor.tick" in ticks.stdout
 
 
 def test_journal_follow_prints_new_events(tmp_path):
