@@ -1,6 +1,6 @@
 """The dispatcher's merge path: main's status (its gates), then each open proposal gated and merged or rejected.
 
-`Merging` is a part of `healer.fleet.dispatcher.Dispatcher`. main's gates run on main (again whenever main moves,
+`Merger` is the Dispatcher's collaborator (healer/fleet/dispatcher.py) for both. main's gates run on main (again whenever main moves,
 every pass while red); red pauses dispatch. A proposal is gated on its merge result (several hosts: pushed to the
 shared repository) and merged or rejected; the verdict, the merged commit and the ticket's move to done are one
 store transaction. Git's lock files a dispatcher killed mid-merge left are moved aside, never deleted.
@@ -9,15 +9,24 @@ store transaction. Git's lock files a dispatcher killed mid-merge left are moved
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from healer import conventions as cv
 from healer import failpoints, git, lifecycle, procs, switches
+from healer.clock import Clock
 from healer.core import fleet as fleet_rules
 from healer.fleet import shared_main
+from healer.fleet.dispatch_board import EffectApplier, MainRef, TicketMover
 from healer.fleet.gates import PASS
+from healer.fleet.ports import Gates, Git
 from healer.fleet.proposals import DEFERRED, MERGED, WITHHELD
 from healer.records import Proposal, Ticket
 from healer.store import keys
+from healer.store.base import Store
+
+if TYPE_CHECKING:
+    from healer.policy.schema import Policy
 
 FP_MERGE_RECORDED = failpoints.declare("dispatch.merge_recorded", "healer/fleet/dispatch_merge.py: proposal marked merged and its "
                                        "commit on the ticket, ticket not yet done (one transaction: a crash here "
@@ -26,13 +35,28 @@ FP_MERGE_RECORDED = failpoints.declare("dispatch.merge_recorded", "healer/fleet/
 branch_for, worktree_for = cv.branch_for, cv.worktree_for
 
 
-class Merging:
-    """main's status and the proposals of the Dispatcher (healer/fleet/dispatcher.py), which it is mixed into."""
+class Merger:
+    """main's status and the proposals: `check_main` (its gates, the pause on red) and `review` (each open proposal
+    gated on its merge result, merged or rejected)."""
+
+    def __init__(self, store: Store, git: Git, gates: Gates, policy: Policy, root: Path, *, clock: Clock, real: Clock,
+                 main_ref: MainRef, mover: TicketMover, effects: EffectApplier, shared: str | None) -> None:
+        self.store = store
+        self.git = git
+        self.gates = gates
+        self.policy = policy
+        self.root = root
+        self.clock = clock  # decisions (main's red period) on the dispatcher's clock, virtual in tests
+        self.real = real  # real processes (the gates) are waited for in real time
+        self.main_ref = main_ref
+        self.mover = mover
+        self.effects = effects
+        self.shared = shared
 
     def check_main(self) -> str:
         fleet = self.policy.fleet
         prev = self.store.get_setting(keys.MAIN_STATUS, "unknown")
-        head = self.git.rev(self.root, self._main_ref())
+        head = self.git.rev(self.root, self.main_ref())
         checked = self.store.get_setting(keys.MAIN_CHECKED)
         if not fleet.main_gates:
             verdict, log = PASS, ""
@@ -41,30 +65,19 @@ class Merging:
         elif head is None:
             verdict, log = "unknown", f"branch {fleet.main_branch} does not exist"
         else:
-            res = self.ports.gates.main(self.root, self.policy, head, self.real)
+            res = self.gates.main(self.root, self.policy, head, self.real)
             verdict, log = res.outcome, res.tail(self.policy.fleet.evidence_lines)
             if verdict == "unknown" and not switches.enabled("fail_open"):  # a game day's --disable only
                 verdict = "fail"
         status = fleet_rules.main_status(prev, verdict, bool(fleet.main_gates))
         if head != checked:  # red (gates run every pass) or no gates: the same commit is not written again
             self.store.set_setting(keys.MAIN_CHECKED, head)
-        self.apply(fleet_rules.main_changed(
+        self.effects.apply(fleet_rules.main_changed(
             prev, status, now=self.clock.now(), branch=fleet.main_branch, head=head, log=log,
             paused=bool(self.store.get_setting(keys.DISPATCH_PAUSED, False)),
             paused_reason=self.store.get_setting(keys.DISPATCH_PAUSED_REASON), red_since=self.store.get_setting(keys.MAIN_RED_SINCE),
             pause_on_red=fleet.pause_on_red_main))
         return status
-
-    def _main_ref(self) -> str:
-        """Where main is: the local branch, or (shared repository) the shared main, fetched now."""
-        main = self.policy.fleet.main_branch
-        if not self.shared:
-            return main
-        try:
-            shared_main.fetch(self.root, main, self.shared)
-        except git.GitError as e:  # the shared repository is unreachable: work from what was fetched last
-            self.store.append("dispatch.fetch_failed", "", {"remote": self.shared, "error": str(e)[-300:]})
-        return shared_main.main_ref(main, self.shared)
 
     def review(self) -> tuple[list[str], list[str]]:
         """Gate each open proposal and merge or reject it: the tickets merged and the tickets rejected."""
@@ -79,7 +92,7 @@ class Merging:
             if last is None:
                 head = self.git.rev(worktree_for(self.root, t.id)) or self.git.rev(self.root, f"refs/heads/{branch_for(t.id)}")
                 if head is None:
-                    self._move(t.id, lifecycle.QUEUED, "in review without a proposal or a branch", expect=lifecycle.REVIEW)
+                    self.mover.move(t.id, lifecycle.QUEUED, "in review without a proposal or a branch", expect=lifecycle.REVIEW)
                     continue
                 last = self.store.add_proposal(t.id, branch_for(t.id), head)
             if last.state == "merged":
@@ -87,9 +100,9 @@ class Merging:
                 continue
             if last.state != "open":
                 continue
-            wanted = lambda t=t, p=last: self._unwanted(t, p)  # noqa: E731
+            wanted = lambda t=t, p=last: self.unwanted(t, p)  # noqa: E731
             v = (shared_main.gate_shared(self.root, self.policy, last, self.real, self.shared, still_wanted=wanted) if self.shared
-                 else self.ports.gates.proposal(self.root, self.policy, last, self.real, still_wanted=wanted))
+                 else self.gates.proposal(self.root, self.policy, last, self.real, still_wanted=wanted))
             if v.outcome == WITHHELD:
                 # decided elsewhere while the gates ran (another host's dispatcher, a human): that first verdict stands
                 self.store.decide_proposal(last.id, "rejected", v.log)
@@ -118,7 +131,7 @@ class Merging:
                 rejected.append(t.id)
         return merged, rejected
 
-    def _unwanted(self, t: Ticket, p: Proposal) -> str | None:
+    def unwanted(self, t: Ticket, p: Proposal) -> str | None:
         """Compare-and-set before main advances: the ticket must still be in review with this proposal open."""
         if not switches.enabled("move_cas"):  # a game day proving the compare-and-set can fail
             return None
@@ -139,7 +152,7 @@ class Merging:
         with self.store.tx() if switches.enabled("merge_tx") else contextlib.nullcontext():
             self.store.set_ticket_data(t.id, merged_commit=p.commit, merged_as=merged_as, proposal=p.id)
             failpoints.hit(FP_MERGE_RECORDED)
-            self._move(t.id, lifecycle.DONE, f"proposal {p.id} merged", expect=lifecycle.REVIEW)
+            self.mover.move(t.id, lifecycle.DONE, f"proposal {p.id} merged", expect=lifecycle.REVIEW)
 
     def _stale_main_locks(self) -> None:
         """A dispatcher killed mid-merge (a fast-forward of the checked-out main, a ref update) leaves git's lock
