@@ -14,7 +14,7 @@ MYPY_PORTS := --follow-imports=silent --ignore-missing-imports --no-error-summar
 # the dispatcher and its collaborators (issue 42), each a class given what it needs: every def annotated, every body
 # checked, so a collaborator that reaches for an attribute nobody gave it fails here
 MYPY_DISPATCH := --follow-imports=silent --ignore-missing-imports --no-error-summary --check-untyped-defs \
-	--disallow-untyped-defs healer/fleet/dispatcher.py healer/fleet/dispatch_*.py
+	--disallow-untyped-defs healer/fleet/dispatcher.py healer/fleet/dispatch_*.py healer/core/dispatch_steps.py
 
 .PHONY: run test campaigns bench lint images clean install agents-cli
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from healer import conventions as cv
 from healer import lifecycle, switches
 from healer.clock import Clock
-from healer.core import dispatch as core
+from healer.core import dispatch_steps as steps
 from healer.core import endings
 from healer.core import fleet as fleet_rules
 from healer.core import hosts as host_rules
@@ -129,10 +129,9 @@ class Reaper:
         """An in-progress ticket this dispatcher took but that has no live agent (a crash mid-launch) goes back to the queue."""
         live = {a.ticket_id for a in self.store.agents(states=["running"])}
         for t in self.store.tickets(states=[lifecycle.IN_PROGRESS]):
-            if t.id in live:
-                continue
-            if self.shared and (t.data or {}).get("host", self.me.host) != self.me.host:
-                continue  # another host's claim (its launch may be in flight): its dispatcher, or the supervisor once it is lost
+            if not steps.orphan_candidate(t.id in live, (t.data or {}).get("host", self.me.host), self.me.host,
+                                          bool(self.shared)):
+                continue  # a live agent, or another host's claim (its launch may be in flight)
             open_atts = [x for x in self.store.attempts(t.id) if x.ended_at is None]
             moves = [] if open_atts else self.store.events(kinds=["ticket.moved"], subject=t.id)
             if not fleet_rules.owns_orphan(False, len(open_atts), moves[-1].payload.get("actor") if moves else None):
@@ -140,8 +139,7 @@ class Reaper:
             if any(self._adopt(t, x) for x in open_atts):
                 continue
             for x in open_atts:  # its dispatcher died mid-launch: the run never started, no budget counts it
-                self.store.finish_attempt(x.id, failure_signature=f"{core.INTERRUPTED}: no agent registered "
-                                                                  "(its dispatcher died mid-launch)")
+                self.store.finish_attempt(x.id, failure_signature=steps.ORPHAN_SIGNATURE)
             self.mover.move(t.id, lifecycle.QUEUED, "in progress without a live agent", expect=lifecycle.IN_PROGRESS)
 
     def _adopt(self, t: Ticket, att: Attempt) -> bool:
@@ -165,19 +163,11 @@ class Reaper:
 
     def _ended(self, a: Agent, code: int | None, record_agent: bool = True) -> None:
         res = _read_result(a.worktree, a.run_id)
-        if code is None and res is not None and isinstance(res.get("exit_code"), int):
-            code = res["exit_code"]
         head, state_hash = self.git.state(a.worktree) if a.worktree else (None, None)
-        sig = (res or {}).get("failure_signature") or fleet_rules.signature(code)
-        sig = core.interrupted_signature(code, stopped=a.state == "stopped",
-                                         launcher_died=a.data.get("dispatcher") in self._crashed()) or sig
-        if code == 0:
-            sig = None
-        log_tail = _log_tail(a.data.get("log"), self.policy.fleet.evidence_lines)
-        tail = _tail_text((res or {}).get("gate_log_tail")) or log_tail
-        ending = ending_of(code, res, log_tail, sig)
-        if ending.infra and ending.cause != endings.HOST_EVENT:  # (an interrupted one keeps its own signature)
-            sig = ending.signature()  # counted by no budget, seen by no escalation (healer/core/endings.py)
+        end = steps.attempt_end(code, res, _log_tail(a.data.get("log"), self.policy.fleet.evidence_lines),
+                                stopped=a.state == "stopped", launcher_died=a.data.get("dispatcher") in self._crashed(),
+                                infra_endings=switches.enabled("infra_endings"))
+        code, sig, ending, tail = end.exit_code, end.signature, end.ending, end.tail
         now = self.clock.now()
         att_id = a.data.get("attempt")
         # one transaction: a dispatcher killed halfway leaves the agent unreaped (reaped again), never half-recorded
@@ -208,12 +198,11 @@ class Reaper:
             t = self.store.ticket(a.ticket_id)
         except Exception:  # noqa: BLE001 - the ticket was deleted by hand; the agent is closed anyway
             return
-        if t.state != lifecycle.IN_PROGRESS:
-            return  # someone else (a human, the supervisor) took the ticket elsewhere; respect it
         att_id = a.data.get("attempt")
-        if att_id is not None and (atts := self.store.attempts(t.id)) and atts[-1].id != att_id:
-            return  # a later attempt (requeued meanwhile, maybe on another host) owns the ticket now
-        move = fleet_rules.exit_move(a.id, code, head, sig)
+        atts = self.store.attempts(t.id) if att_id is not None and t.state == lifecycle.IN_PROGRESS else []
+        move = steps.close_move(t.state, att_id, atts[-1].id if atts else None, a.id, code, head, sig)
+        if move is None:
+            return  # someone else (a human, the supervisor) took the ticket elsewhere, or a later attempt owns it
         if self.mover.move(t.id, move.to, move.reason, expect=lifecycle.IN_PROGRESS) and move.propose and head:
             if self.shared and a.worktree and not shared_main.publish(a.worktree, branch_for(t.id), head, self.shared):
                 self.store.append("dispatch.publish_failed", t.id, {"remote": self.shared, "commit": head})
@@ -221,24 +210,9 @@ class Reaper:
 
 
 def ending_of(code: int | None, res: dict | None, log_tail: str, sig: str | None) -> endings.Ending:
-    """How a reaped agent's attempt ended (healer/core/endings.py): with a result file, the runner's own `cause`
-    says it; without one (it could not write it, or never got that far), its last `healer:` line does."""
-    if not switches.enabled("infra_endings"):  # a game day proving infra endings matter (chaos: model-endpoint-down)
-        return endings.classify(code) if code in (0, None) else endings.Ending(endings.AGENT, None, "")
-    if sig and sig.startswith(core.INTERRUPTED):
-        return endings.classify(code, text=sig, interrupted=True)
-    if res is not None:
-        reason = str(res.get("reason") or "")
-        cause = res.get("cause")
-        e = endings.classify(code, cause=cause if isinstance(cause, str) else None)
-        return endings.Ending(e.kind, e.cause, reason) if e.infra else e
-    return endings.classify(code, text=endings.runner_words(None, log_tail))
-
-
-def _tail_text(v: Any) -> str:
-    if isinstance(v, list):
-        return "\n".join(str(x) for x in v)
-    return str(v) if v else ""
+    """How a reaped agent's attempt ended (healer/core/dispatch_steps.py `ending_of`), under the game day's
+    `infra_endings` switch (chaos: model-endpoint-down proves infra endings matter)."""
+    return steps.ending_of(code, res, log_tail, sig, infra_endings=switches.enabled("infra_endings"))
 
 
 def _log_tail(path: str | None, n: int) -> str:
