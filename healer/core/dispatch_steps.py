@@ -160,6 +160,40 @@ class AttemptEnd:
     tail: str  # the gate-log tail recorded with it
 
 
+STOP_RECLAIMED = "stop_reclaimed"  # this host was given up and the ticket requeued: its agent works for nobody now
+CLOSE = "close"  # an ended agent (recorded by someone else) still owes its attempt
+
+
+def ended_code(state: str, exit_code: int | None) -> tuple[bool, int | None]:
+    """Whether the runtime's view of an agent (`state`: running, paused, exited, gone, unknown) says it ended, and
+    with which exit code (None: it vanished without one). A runtime that cannot tell is not an ending (fail-open)."""
+    if state == "exited":
+        return True, exit_code
+    return state == "gone", None
+
+
+def to_reap(launched_here: bool, reaped_by: str | None, stopped_here: bool, reaped: bool) -> str | None:
+    """An agent of this host that someone else already recorded as ended (the supervisor's bookkeeping): stopped here
+    when another host reclaimed its ticket (`reaped_by`, once), else its attempt closed here (once)."""
+    if not launched_here:
+        return None
+    if reaped_by and not stopped_here:
+        return STOP_RECLAIMED
+    return CLOSE if not reaped else None
+
+
+def lease_held(holder: str, expires_at: float, now: float, fenced_prefix: str) -> bool:
+    """A host lease someone holds now, pid aside (the shell asks the process table): not expired and not fenced."""
+    return not holder.startswith(fenced_prefix) and expires_at > now
+
+
+def died_holding(before: str | None, me: str, fenced_prefix: str) -> bool:
+    """The lease's holder before this pass took it (`before`) never released it: it died (SIGKILL, a host crash), and
+    agents that vanished with it were interrupted. Not when it was this very dispatcher, or a holder the leading
+    supervisor fenced (a host given up, healer/core/hosts.py)."""
+    return before is not None and before != me and not before.startswith(fenced_prefix)
+
+
 def ending_of(code: int | None, res: Mapping[str, Any] | None, log_tail: str, sig: str | None, *,
               infra_endings: bool = True) -> endings.Ending:
     """How a reaped agent's attempt ended (healer/core/endings.py): with a result file, the runner's own `cause`

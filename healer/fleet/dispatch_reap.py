@@ -23,7 +23,7 @@ from healer.fleet import shared_main
 from healer.fleet.dispatch_board import ACTOR, Identity, TicketMover, agent_id_for, handle_of, ours
 from healer.fleet.ports import Git, Processes
 from healer.fleet.results import read_result as _read_result
-from healer.fleet.runtime import EXITED, GONE, RUNNING, Runtime
+from healer.fleet.runtime import RUNNING, Runtime
 from healer.records import Agent, Attempt, Ticket
 from healer.store import keys
 from healer.store.base import Store
@@ -60,8 +60,9 @@ class Reaper:
             if not ours(a) or a.host != self.me.host:
                 continue
             st = self.runtime.status(handle_of(a))
-            if st.state in (EXITED, GONE):
-                ended.append((a, st.exit_code if st.state == EXITED else None))
+            over, code = steps.ended_code(st.state, st.exit_code)
+            if over:
+                ended.append((a, code))
                 done.append(a.id)
         if workers > 1 and len(ended) > 1:
             with ThreadPoolExecutor(min(workers, len(ended)), thread_name_prefix="reap") as pool:
@@ -71,10 +72,11 @@ class Reaper:
                 self._ended(a, code)
         # agents someone else already recorded as lost (the supervisor's bookkeeping) still owe us their attempt
         for a in self.store.agents_to_reap(self.me.host):
-            if ours(a) and a.host == self.me.host and a.data.get("reaped_by") and not a.data.get("stopped_here"):
+            step = steps.to_reap(ours(a) and a.host == self.me.host, a.data.get("reaped_by"),
+                                 bool(a.data.get("stopped_here")), bool(a.data.get("reaped")))
+            if step == steps.STOP_RECLAIMED:
                 self._stop_reclaimed(a)
-                continue
-            if ours(a) and a.host == self.me.host and not a.data.get("reaped"):
+            elif step == steps.CLOSE:
                 self._ended(a, a.exit_code, record_agent=False)
                 done.append(a.id)
         if orphans:  # not from the reaper thread: a launch in flight would look like an orphan
@@ -111,7 +113,7 @@ class Reaper:
         """Whether another dispatcher holds that host's lease now (several hosts on one root and machine): its rows
         stay its own. A lease never taken (one host) or expired, fenced, or held by a dead pid is no one's."""
         lease = self.store.lease(host_rules.lease_name(host))
-        if lease is None or lease.holder.startswith(host_rules.FENCED) or lease.expires_at <= self.clock.now():
+        if lease is None or not steps.lease_held(lease.holder, lease.expires_at, self.clock.now(), host_rules.FENCED):
             return False
         return pid_alive(lease.pid)
 

@@ -40,6 +40,7 @@ from healer import durations, failpoints, lifecycle
 from healer.clock import Clock, Every, SystemClock, system
 from healer.core import disk, hosts, trusted_time
 from healer.core import dispatch as core
+from healer.core import dispatch_steps as steps
 from healer.core import fleet as fleet_rules
 from healer.errors import InvalidInput, StoreLost, StoreUnavailable, UsageError, transient
 from healer.fleet import budget, shared_main, timewatch
@@ -218,7 +219,7 @@ class Dispatcher:
             return rep
         if self.shared:
             self.store.hold(lease)  # fenced: once the leading supervisor has given this host up, its late writes are refused
-        if before is not None and before.holder != self.holder and not before.holder.startswith(hosts.FENCED):
+        if before is not None and steps.died_holding(before.holder, self.holder, hosts.FENCED):
             # it never released the lease: it died (SIGKILL, a host crash), and agents that vanished with it were interrupted
             crashed = list(self.store.get_setting(keys.DISPATCH_CRASHED) or [])
             self.store.set_setting(keys.DISPATCH_CRASHED, [*crashed, before.holder][-50:])

@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from healer import conventions as cv
 from healer import lifecycle
 from healer.core import dispatch_steps as steps
-from healer.core import endings
+from healer.core import endings, hosts
 from healer.core.fleet import GREEN, RED, UNKNOWN
-from healer.fleet import gates, proposals
+from healer.fleet import gates, proposals, runtime
 
 BRANCH = "main"
 
@@ -168,3 +168,31 @@ def test_an_orphan_is_never_one_with_a_live_agent_nor_another_hosts_claim(live, 
     assert not (ok and live)
     assert not (ok and shared and claim != "h1")
     assert ok == (not live and (not shared or claim == "h1"))
+
+
+def test_only_an_exit_or_a_vanished_process_is_an_ending():
+    assert steps.ended_code(runtime.EXITED, 3) == (True, 3)
+    assert steps.ended_code(runtime.GONE, 3) == (True, None)  # vanished: no exit code to believe
+    for state in (runtime.RUNNING, runtime.PAUSED, runtime.UNKNOWN):  # a runtime that cannot tell: not ended
+        assert steps.ended_code(state, None) == (False, None)
+
+
+def test_an_agent_recorded_ended_elsewhere_is_stopped_once_or_closed_once():
+    assert steps.to_reap(False, "sup", False, False) is None  # another host's, or not launched by the dispatcher
+    assert steps.to_reap(True, "sup", False, False) == steps.STOP_RECLAIMED
+    assert steps.to_reap(True, "sup", True, False) == steps.CLOSE  # stopped already; its attempt still owed
+    assert steps.to_reap(True, None, False, False) == steps.CLOSE
+    assert steps.to_reap(True, None, False, True) is None  # closed already
+
+
+def test_a_host_lease_is_held_until_it_expires_or_is_fenced():
+    assert steps.lease_held("dispatch@h1:1", 10.0, 9.0, hosts.FENCED)
+    assert not steps.lease_held("dispatch@h1:1", 10.0, 10.0, hosts.FENCED)
+    assert not steps.lease_held(f"{hosts.FENCED}sup", 10.0, 9.0, hosts.FENCED)
+
+
+def test_a_lease_left_by_another_unfenced_holder_means_it_died():
+    assert steps.died_holding("dispatch@h1:1", "dispatch@h1:2", hosts.FENCED)
+    assert not steps.died_holding("dispatch@h1:2", "dispatch@h1:2", hosts.FENCED)  # our own
+    assert not steps.died_holding(None, "dispatch@h1:2", hosts.FENCED)  # never taken
+    assert not steps.died_holding(f"{hosts.FENCED}sup", "dispatch@h1:2", hosts.FENCED)  # given up by the supervisor
