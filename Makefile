@@ -11,6 +11,11 @@ MYPY_PORTS := --follow-imports=silent --ignore-missing-imports --no-error-summar
 	chaos/faults/world.py chaos/faults/sim_world.py chaos/faults/real_world.py chaos/faults/board.py chaos/faults/worlds.py \
 	chaos/engine/base.py tests/typing/chaos_conform.py
 
+# the dispatcher and its collaborators (issue 42), each a class given what it needs: every def annotated, every body
+# checked, so a collaborator that reaches for an attribute nobody gave it fails here
+MYPY_DISPATCH := --follow-imports=silent --ignore-missing-imports --no-error-summary --check-untyped-defs \
+	--disallow-untyped-defs healer/fleet/dispatcher.py healer/fleet/dispatch_*.py healer/core/dispatch_steps.py
+
 .PHONY: run test campaigns bench lint images clean install agents-cli
 
 # the real agent CLIs for tests/agents (issue 32), pinned; into the venv, never the machine's global prefix
@@ -54,6 +59,7 @@ bench: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check healer chaos tests bench
 	$(VENV)/bin/mypy $(MYPY_PORTS)
+	$(VENV)/bin/mypy $(MYPY_DISPATCH)
 	$(VENV)/bin/lint-imports  # the layers: pyproject.toml [tool.importlinter], README "Architecture"
 
 agents-cli:

@@ -18,7 +18,7 @@ ENV = "HEALER_SWITCHES_OFF"
 # name -> what switching it off does (the feature it removes)
 SWITCHES: dict[str, str] = {
     "host_takeback": "a dispatcher restarted under a new host id no longer takes back what its earlier id ran on this "
-                     "machine (healer.fleet.dispatch_reap.Reaping.take_back does nothing): those agents stay `running` "
+                     "machine (healer.fleet.dispatch_reap.Reaper.take_back does nothing): those agents stay `running` "
                      "under a host id nobody dispatches as, their tickets in progress",
     "intent_recovery": "the supervisor no longer finishes or rolls back half-done intents after a crash "
                        "(healer.remedy.actions.recover is a no-op)",
@@ -26,13 +26,13 @@ SWITCHES: dict[str, str] = {
                   "(healer.procs.busy_pids finds nothing)",
     "quarantine": "nothing is moved into quarantine (healer.remedy.quarantine.quarantine_many moves nothing): unknown "
                   "files stay where they are, and a worktree removal takes them with it",
-    "move_cas": "the dispatcher moves tickets without its compare-and-set (healer.fleet.dispatcher.Dispatcher._move "
-                "drops `expect`, and Dispatcher._unwanted no longer looks before a merge): a ticket someone else "
+    "move_cas": "the dispatcher moves tickets without its compare-and-set (healer.fleet.dispatch_board.TicketMover.move "
+                "drops `expect`, and dispatch_merge.Merger.unwanted no longer looks before a merge): a ticket someone else "
                 "moved meanwhile is moved again, or merged",
-    "merge_tx": "a merge's store writes are no longer one transaction (healer.fleet.dispatcher.Dispatcher.review commits "
+    "merge_tx": "a merge's store writes are no longer one transaction (healer.fleet.dispatch_merge.Merger.review commits "
                 "the proposal's verdict before the ticket's move to done): a connection lost between them leaves a "
                 "review ticket whose proposal is merged, which the supervisor judges a zombie",
-    "fail_open": "in doubt, main blocks (healer.fleet.dispatch_merge.Merging.check_main reads a main gate that cannot "
+    "fail_open": "in doubt, main blocks (healer.fleet.dispatch_merge.Merger.check_main reads a main gate that cannot "
                  "decide as red): the dispatcher pauses and pages on a gate that timed out or could not start",
     "infra_endings": "the dispatcher no longer reads an attempt's end as the infrastructure's (healer.fleet.dispatch_reap."
                      "ending_of answers `agent`): a store or model endpoint that was away is charged to the agent, "

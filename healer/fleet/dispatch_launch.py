@@ -1,7 +1,7 @@
 """The dispatcher's launch path: a planned launch, resume or replay becomes a worktree, an attempt and a running agent.
 
-`Launching` is a part of `healer.fleet.dispatcher.Dispatcher` (its store, policy, git port, runtime, clock and
-host): the ticket moves to in progress (several hosts: claimed first), its worktree is made or repaired (a
+`AgentLauncher` is the Dispatcher's collaborator (healer/fleet/dispatcher.py) for it, given its store, policy, git and
+process ports, runtime, clocks and identity: the ticket moves to in progress (several hosts: claimed first), its worktree is made or repaired (a
 half-made one set aside, a stale index.lock moved aside; nothing deleted), the task file and the loop's argv are
 written, the runtime starts the agent and the agent is registered, in that order, so a crash between any two
 steps leaves what the next pass (healer/fleet/dispatch_reap.py: orphans, adoption) recognises.
@@ -14,44 +14,63 @@ import re
 import sys
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from healer import conventions as cv
 from healer import digest, failpoints, git, lifecycle, procs
+from healer.clock import Clock
 from healer.core import dispatch as core
 from healer.core import endings
 from healer.errors import StaleLease, host_trouble
 from healer.files import write_atomic
-from healer.fleet.runtime import LaunchSpec
+from healer.fleet.dispatch_board import ACTOR, Identity, MainRef, TicketMover, agent_id_for, ours
+from healer.fleet.ports import Git, Processes
+from healer.fleet.runtime import LaunchSpec, Runtime
 from healer.records import Agent, Attempt, Ticket, Worktree
 from healer.store import keys
+from healer.store.base import Store
+
+if TYPE_CHECKING:
+    from healer.policy.schema import Policy
 
 FP_AFTER_LAUNCH = failpoints.declare("dispatch.after_launch", "healer/fleet/dispatch_launch.py: agent started and registered, before the launch event")
 
-ACTOR = cv.DISPATCH_ACTOR
 branch_for, worktree_for = cv.branch_for, cv.worktree_for
+__all__ = ["ACTOR", "AgentLauncher", "agent_id_for", "ours", "snapshot_policy"]  # ACTOR, agent_id_for, ours: from here too
 
 
-def agent_id_for(ticket_id: str, attempt_id: int) -> str:
-    return f"agent-{ticket_id}-{attempt_id}"
+class AgentLauncher:
+    """Carries out one planned launch, resume or replay: claim, worktree, task file, argv, start, register."""
 
+    def __init__(self, store: Store, git: Git, processes: Processes, runtime: Runtime, policy: Policy, root: Path, *,
+                 clock: Clock, real: Clock, me: Identity, main_ref: MainRef, mover: TicketMover, shared: str | None,
+                 policy_path: Path | None) -> None:
+        self.store = store
+        self.git = git
+        self.processes = processes
+        self.runtime = runtime
+        self.policy = policy
+        self.root = root
+        self.clock = clock
+        self.real = real  # a lock set aside is named for the real time
+        self.me = me
+        self.main_ref = main_ref
+        self.mover = mover
+        self.shared = shared
+        self.policy_path = policy_path
+        self._snapshot: Path | None = None  # the policy snapshot loops are launched with (`_policy_file`)
+        self._snapshot_said = False
 
-def ours(a: Agent) -> bool:
-    return a.data.get("launched_by") == ACTOR
-
-
-class Launching:
-    """The launch path of the Dispatcher (healer/fleet/dispatcher.py), which it is mixed into."""
-
-    def _launch(self, launch: core.Launch) -> bool:
+    def launch(self, launch: core.Launch) -> bool:
         t = self.store.ticket(launch.ticket_id)
         if t.state not in (lifecycle.QUEUED, lifecycle.REVIEW):
             return False
         wt = worktree_for(self.root, t.id)
         branch = branch_for(t.id)
         now = self.clock.now()
-        run_id = launch.run_id if launch.kind == core.RESUME else f"{t.id}-{len(self.store.attempts(t.id)) + 1:02d}"
+        run_id = self._run_id(t, launch)
         att: Attempt | None = None
         if self.shared:  # several hosts: claim first (SKIP LOCKED), so a host that lost the race builds nothing
             claimed = self._claim(t, launch, wt)
@@ -64,7 +83,7 @@ class Launching:
                 if att is not None:  # claimed: back to the queue, no budget spent (the next pass tries again)
                     self._unclaim(t, att, "its half-made worktree is still in use", endings.WORKTREE_BUSY)
                 return False
-            created = self.git.add_worktree(self.root, wt, branch, self._main_ref())
+            created = self.git.add_worktree(self.root, wt, branch, self.main_ref())
         except git.GitError as e:
             cause = endings.cause_of(str(e), type(e).__name__)  # a git lock, a full disk: the infrastructure's
             if att is not None:
@@ -81,7 +100,7 @@ class Launching:
         task = self._task_file(t, launch, run_id)
         argv = self._argv(t, launch, run_id, task, wt)
         if att is None:
-            if not self._move(t.id, lifecycle.IN_PROGRESS, launch.kind, expect=t.state):
+            if not self.mover.move(t.id, lifecycle.IN_PROGRESS, launch.kind, expect=t.state):
                 return False
             att = self.store.add_attempt(t.id, launch.kind, run_id=run_id, head=self.git.rev(wt))
         agent_id = agent_id_for(t.id, att.id)
@@ -99,15 +118,15 @@ class Launching:
                 self.store.append("attempt.infra", t.id, {"attempt": att.id, "cause": cause, "exit_code": 70,
                                                           "detail": str(e)[:300]})
             self.store.finish_attempt(att.id, exit_code=70, failure_signature=sig, gate_log_tail=str(e))
-            self._move(t.id, lifecycle.QUEUED, f"launch failed: {e}", expect=lifecycle.IN_PROGRESS)
+            self.mover.move(t.id, lifecycle.QUEUED, f"launch failed: {e}", expect=lifecycle.IN_PROGRESS)
             self.store.append("dispatch.launch_failed", t.id, {"error": str(e), "argv": list(argv)})
             return False
         try:
             self.store.upsert_agent(Agent(
-                id=agent_id, ticket_id=t.id, state="running", kind=h.kind, pid=h.pid, host=self.host, container=h.container,
+                id=agent_id, ticket_id=t.id, state="running", kind=h.kind, pid=h.pid, host=self.me.host, container=h.container,
                 run_id=run_id, worktree=str(wt), started_at=now, heartbeat_at=now, progress_at=now,
                 data={"launched_by": ACTOR, "attempt": att.id, "marker": h.marker, "launch": launch.kind, "log": str(log),
-                      "head": att.head, "argv": list(argv), "dispatcher": self.holder, "machine": self.machine},
+                      "head": att.head, "argv": list(argv), "dispatcher": self.me.holder, "machine": self.me.machine},
             ))
         except StaleLease:  # this host was given up while it launched: the ticket is another host's now
             self.runtime.stop(h, self.policy.loop.kill_grace)
@@ -120,21 +139,27 @@ class Launching:
         self.store.set_setting(keys.DISPATCH_LAST_LAUNCH, now)
         return True
 
+    def _run_id(self, t: Ticket, launch: core.Launch) -> str:
+        """A resume continues its run (the plan names it); any other launch starts the ticket's next one."""
+        if launch.kind == core.RESUME and launch.run_id:
+            return launch.run_id
+        return f"{t.id}-{len(self.store.attempts(t.id)) + 1:02d}"
+
     def _claim(self, t: Ticket, launch: core.Launch, wt: Path) -> tuple[Attempt, str] | None:
         """Several hosts: take the ticket and open its attempt in one transaction, the claim skipping a ticket another
         host's claim holds (PostgreSQL: FOR UPDATE SKIP LOCKED); None when another host was first. The ticket records
         which host holds it, so no other host's dispatcher calls it an orphan, and the leading supervisor knows whose
         it is if this host is lost."""
-        head = self.git.rev(wt) if wt.is_dir() else self.git.rev(self.root, self._main_ref())
+        head = self.git.rev(wt) if wt.is_dir() else self.git.rev(self.root, self.main_ref())
         with self.store.tx():
             if t.state == lifecycle.QUEUED:
                 if self.store.claim_ticket(actor=ACTOR, among=[t.id], reason=launch.kind) is None:
                     return None
-            elif not self._move(t.id, lifecycle.IN_PROGRESS, launch.kind, expect=t.state):
+            elif not self.mover.move(t.id, lifecycle.IN_PROGRESS, launch.kind, expect=t.state):
                 return None
-            run_id = launch.run_id if launch.kind == core.RESUME else f"{t.id}-{len(self.store.attempts(t.id)) + 1:02d}"
-            self.store.set_ticket_data(t.id, host=self.host, machine=self.machine)
-            att = self.store.add_attempt(t.id, launch.kind, run_id=run_id, head=head, host=self.host)
+            run_id = self._run_id(t, launch)
+            self.store.set_ticket_data(t.id, host=self.me.host, machine=self.me.machine)
+            att = self.store.add_attempt(t.id, launch.kind, run_id=run_id, head=head, host=self.me.host)
         return att, run_id
 
     def _unclaim(self, t: Ticket, att: Attempt, why: str, cause: str | None) -> None:
@@ -147,7 +172,7 @@ class Launching:
             if cause:
                 self.store.append("attempt.infra", t.id, {"attempt": att.id, "cause": cause, "exit_code": 70,
                                                           "detail": why[:300]})
-            self._move(t.id, lifecycle.QUEUED, f"launch failed: {why}", expect=lifecycle.IN_PROGRESS)
+            self.mover.move(t.id, lifecycle.QUEUED, f"launch failed: {why}", expect=lifecycle.IN_PROGRESS)
         self.store.append("dispatch.launch_failed", t.id, {"error": why})
 
     def _repair_worktree(self, tid: str, wt: Path) -> bool:
@@ -159,7 +184,7 @@ class Launching:
         why = self.git.half_made(self.root, wt)
         if why is None:
             return True
-        if wt.exists() and any(self.ports.processes.busy([wt]).values()):
+        if wt.exists() and any(self.processes.busy([wt]).values()):
             self.store.append("dispatch.worktree_busy", tid, {"path": str(wt), "why": why})
             return False
 

@@ -1,6 +1,6 @@
 """The dispatcher's merge path: main's status (its gates), then each open proposal gated and merged or rejected.
 
-`Merging` is a part of `healer.fleet.dispatcher.Dispatcher`. main's gates run on main (again whenever main moves,
+`Merger` is the Dispatcher's collaborator (healer/fleet/dispatcher.py) for both. main's gates run on main (again whenever main moves,
 every pass while red); red pauses dispatch. A proposal is gated on its merge result (several hosts: pushed to the
 shared repository) and merged or rejected; the verdict, the merged commit and the ticket's move to done are one
 store transaction. Git's lock files a dispatcher killed mid-merge left are moved aside, never deleted.
@@ -9,15 +9,24 @@ store transaction. Git's lock files a dispatcher killed mid-merge left are moved
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from healer import conventions as cv
 from healer import failpoints, git, lifecycle, procs, switches
-from healer.core import fleet as fleet_rules
+from healer.clock import Clock
+from healer.core import dispatch_steps as steps
 from healer.fleet import shared_main
+from healer.fleet.dispatch_board import EffectApplier, MainRef, TicketMover
 from healer.fleet.gates import PASS
-from healer.fleet.proposals import DEFERRED, MERGED, WITHHELD
+from healer.fleet.ports import Gates, Git
+from healer.fleet.proposals import MERGED
 from healer.records import Proposal, Ticket
 from healer.store import keys
+from healer.store.base import Store
+
+if TYPE_CHECKING:
+    from healer.policy.schema import Policy
 
 FP_MERGE_RECORDED = failpoints.declare("dispatch.merge_recorded", "healer/fleet/dispatch_merge.py: proposal marked merged and its "
                                        "commit on the ticket, ticket not yet done (one transaction: a crash here "
@@ -26,45 +35,46 @@ FP_MERGE_RECORDED = failpoints.declare("dispatch.merge_recorded", "healer/fleet/
 branch_for, worktree_for = cv.branch_for, cv.worktree_for
 
 
-class Merging:
-    """main's status and the proposals of the Dispatcher (healer/fleet/dispatcher.py), which it is mixed into."""
+class Merger:
+    """main's status and the proposals: `check_main` (its gates, the pause on red) and `review` (each open proposal
+    gated on its merge result, merged or rejected)."""
+
+    def __init__(self, store: Store, git: Git, gates: Gates, policy: Policy, root: Path, *, clock: Clock, real: Clock,
+                 main_ref: MainRef, mover: TicketMover, effects: EffectApplier, shared: str | None) -> None:
+        self.store = store
+        self.git = git
+        self.gates = gates
+        self.policy = policy
+        self.root = root
+        self.clock = clock  # decisions (main's red period) on the dispatcher's clock, virtual in tests
+        self.real = real  # real processes (the gates) are waited for in real time
+        self.main_ref = main_ref
+        self.mover = mover
+        self.effects = effects
+        self.shared = shared
 
     def check_main(self) -> str:
+        """Gather main's view, let the core say whether its gates run (healer/core/dispatch_steps.py), run them, and
+        record what their verdict does: main's colour, the pause on red, the page."""
         fleet = self.policy.fleet
         prev = self.store.get_setting(keys.MAIN_STATUS, "unknown")
-        head = self.git.rev(self.root, self._main_ref())
-        checked = self.store.get_setting(keys.MAIN_CHECKED)
-        if not fleet.main_gates:
-            verdict, log = PASS, ""
-        elif head == checked and prev == "green":
-            return "green"  # gates already passed on this very commit
-        elif head is None:
-            verdict, log = "unknown", f"branch {fleet.main_branch} does not exist"
-        else:
-            res = self.ports.gates.main(self.root, self.policy, head, self.real)
-            verdict, log = res.outcome, res.tail(self.policy.fleet.evidence_lines)
-            if verdict == "unknown" and not switches.enabled("fail_open"):  # a game day's --disable only
-                verdict = "fail"
-        status = fleet_rules.main_status(prev, verdict, bool(fleet.main_gates))
-        if head != checked:  # red (gates run every pass) or no gates: the same commit is not written again
-            self.store.set_setting(keys.MAIN_CHECKED, head)
-        self.apply(fleet_rules.main_changed(
-            prev, status, now=self.clock.now(), branch=fleet.main_branch, head=head, log=log,
+        view = steps.MainView(prev=prev, head=self.git.rev(self.root, self.main_ref()),
+                              checked=self.store.get_setting(keys.MAIN_CHECKED), has_gates=bool(fleet.main_gates))
+        step = steps.main_step(view, fleet.main_branch)
+        if step.status is not None:
+            return step.status
+        verdict, log = step.verdict or PASS, step.log
+        if step.run_gates and view.head is not None:
+            res = self.gates.main(self.root, self.policy, view.head, self.real)
+            verdict = steps.gate_verdict(res.outcome, fail_open=switches.enabled("fail_open"))  # a game day's --disable
+            log = res.tail(fleet.evidence_lines)
+        status, effects = steps.main_decided(
+            view, verdict, log, now=self.clock.now(), branch=fleet.main_branch,
             paused=bool(self.store.get_setting(keys.DISPATCH_PAUSED, False)),
-            paused_reason=self.store.get_setting(keys.DISPATCH_PAUSED_REASON), red_since=self.store.get_setting(keys.MAIN_RED_SINCE),
-            pause_on_red=fleet.pause_on_red_main))
+            paused_reason=self.store.get_setting(keys.DISPATCH_PAUSED_REASON),
+            red_since=self.store.get_setting(keys.MAIN_RED_SINCE), pause_on_red=fleet.pause_on_red_main)
+        self.effects.apply(effects)
         return status
-
-    def _main_ref(self) -> str:
-        """Where main is: the local branch, or (shared repository) the shared main, fetched now."""
-        main = self.policy.fleet.main_branch
-        if not self.shared:
-            return main
-        try:
-            shared_main.fetch(self.root, main, self.shared)
-        except git.GitError as e:  # the shared repository is unreachable: work from what was fetched last
-            self.store.append("dispatch.fetch_failed", "", {"remote": self.shared, "error": str(e)[-300:]})
-        return shared_main.main_ref(main, self.shared)
 
     def review(self) -> tuple[list[str], list[str]]:
         """Gate each open proposal and merge or reject it: the tickets merged and the tickets rejected."""
@@ -76,59 +86,68 @@ class Merging:
         for t in reviewing:
             props = self.store.proposals(t.id)
             last = props[-1] if props else None
-            if last is None:
-                head = self.git.rev(worktree_for(self.root, t.id)) or self.git.rev(self.root, f"refs/heads/{branch_for(t.id)}")
-                if head is None:
-                    self._move(t.id, lifecycle.QUEUED, "in review without a proposal or a branch", expect=lifecycle.REVIEW)
-                    continue
+            head = None if last else self._branch_head(t.id)
+            step = steps.review_step(last.state if last else None, head)
+            if step == steps.REQUEUE:
+                self.mover.move(t.id, lifecycle.QUEUED, "in review without a proposal or a branch", expect=lifecycle.REVIEW)
+                continue
+            if step == steps.PROPOSE and head:  # from the branch's head, then gated like any open proposal
                 last = self.store.add_proposal(t.id, branch_for(t.id), head)
-            if last.state == "merged":
+                step = steps.review_step(last.state)
+            if last is None:
+                continue
+            if step == steps.FINISH:
                 self._done(t, last, last.commit)
                 continue
-            if last.state != "open":
+            if step != steps.GATE:
                 continue
-            wanted = lambda t=t, p=last: self._unwanted(t, p)  # noqa: E731
-            v = (shared_main.gate_shared(self.root, self.policy, last, self.real, self.shared, still_wanted=wanted) if self.shared
-                 else self.ports.gates.proposal(self.root, self.policy, last, self.real, still_wanted=wanted))
-            if v.outcome == WITHHELD:
-                # decided elsewhere while the gates ran (another host's dispatcher, a human): that first verdict stands
-                self.store.decide_proposal(last.id, "rejected", v.log)
-                self.store.append("proposal.withheld", t.id, {"proposal": last.id, "why": v.log.splitlines()[-1:]})
+            held = self._gate(t, last)
+            if held is None:
                 continue
-            if v.outcome == DEFERRED:
-                self.store.append("proposal.deferred", t.id, {"proposal": last.id, "why": v.log.splitlines()[-1:] })
-                continue
-            # the proposal's verdict and, when merged, the ticket's merged_commit and its move to done in ONE store
-            # transaction: a store lost between them (a PostgreSQL restart) left a review ticket whose work was on main
-            # and whose proposal was no longer open, which the supervisor judged a zombie and closed (pg-restarts-real)
-            with self.store.tx() if switches.enabled("merge_tx") else contextlib.nullcontext():
-                held = self.store.decide_proposal(last.id, v.outcome, v.log)  # a retried pass: its first decision
-                if v.conflict is not None:  # the reason in the event, not only in the proposal's log
-                    c = v.conflict
-                    self.store.append("proposal.conflict", t.id, {"proposal": last.id, "main": c.get("main"),
-                                                                  "files": c.get("files"), "with": c.get("with")})
-                if v.guarded is not None:  # what its commits change that is never a proposal's: named in the event
-                    self.store.append("proposal.guarded_change", t.id, {"proposal": last.id, "commit": last.commit,
-                                                                        "why": v.guarded})
-                if held == MERGED:
-                    self._done(t, last, v.main_after)
             if held == MERGED:
                 merged.append(t.id)
             else:
                 rejected.append(t.id)
         return merged, rejected
 
-    def _unwanted(self, t: Ticket, p: Proposal) -> str | None:
+    def _branch_head(self, tid: str) -> str | None:
+        """The commit of a ticket's work: its worktree's HEAD, else its branch's."""
+        return self.git.rev(worktree_for(self.root, tid)) or self.git.rev(self.root, f"refs/heads/{branch_for(tid)}")
+
+    def _gate(self, t: Ticket, last: Proposal) -> str | None:
+        """Gate an open proposal on its merge result and record the verdict: the proposal's state after it, None when
+        there is none this pass (deferred, or withheld: decided elsewhere while the gates ran)."""
+        wanted = lambda t=t, p=last: self.unwanted(t, p)  # noqa: E731
+        v = (shared_main.gate_shared(self.root, self.policy, last, self.real, self.shared, still_wanted=wanted) if self.shared
+             else self.gates.proposal(self.root, self.policy, last, self.real, still_wanted=wanted))
+        events = steps.verdict_events(t.id, last.id, last.commit, v.outcome, v.log, conflict=v.conflict, guarded=v.guarded)
+        step = steps.verdict_step(v.outcome)
+        if step == steps.WITHHELD:
+            # decided elsewhere while the gates ran (another host's dispatcher, a human): that first verdict stands
+            self.store.decide_proposal(last.id, "rejected", v.log)
+            self.effects.apply(events)
+            return None
+        if step == steps.DEFERRED:
+            self.effects.apply(events)
+            return None
+        # the proposal's verdict and, when merged, the ticket's merged_commit and its move to done in ONE store
+        # transaction: a store lost between them (a PostgreSQL restart) left a review ticket whose work was on main
+        # and whose proposal was no longer open, which the supervisor judged a zombie and closed (pg-restarts-real)
+        with self.store.tx() if switches.enabled("merge_tx") else contextlib.nullcontext():
+            held = self.store.decide_proposal(last.id, v.outcome, v.log)  # a retried pass: its first decision
+            self.effects.apply(events)  # a conflict's reason and a guarded change named in events, not only in the log
+            if held == MERGED:
+                self._done(t, last, v.main_after)
+        return held
+
+    def unwanted(self, t: Ticket, p: Proposal) -> str | None:
         """Compare-and-set before main advances: the ticket must still be in review with this proposal open."""
         if not switches.enabled("move_cas"):  # a game day proving the compare-and-set can fail
             return None
         now = self.store.ticket(t.id)
-        if now.state != lifecycle.REVIEW:
-            return f"{t.id} moved to {now.state} while its merge gates ran"
-        state = self._proposal_state(t.id, p.id)
-        if state != "open":
-            return f"proposal {p.id} is {state or 'gone'} now"
-        return None
+        if now.state != lifecycle.REVIEW:  # the proposal's state is read only for a ticket still in review
+            return steps.unwanted(t.id, p.id, now.state, None)
+        return steps.unwanted(t.id, p.id, now.state, self._proposal_state(t.id, p.id))
 
     def _proposal_state(self, tid: str, pid: int) -> str | None:
         return next((x.state for x in self.store.proposals(tid) if x.id == pid), None)
@@ -139,7 +158,7 @@ class Merging:
         with self.store.tx() if switches.enabled("merge_tx") else contextlib.nullcontext():
             self.store.set_ticket_data(t.id, merged_commit=p.commit, merged_as=merged_as, proposal=p.id)
             failpoints.hit(FP_MERGE_RECORDED)
-            self._move(t.id, lifecycle.DONE, f"proposal {p.id} merged", expect=lifecycle.REVIEW)
+            self.mover.move(t.id, lifecycle.DONE, f"proposal {p.id} merged", expect=lifecycle.REVIEW)
 
     def _stale_main_locks(self) -> None:
         """A dispatcher killed mid-merge (a fast-forward of the checked-out main, a ref update) leaves git's lock

@@ -1,11 +1,13 @@
 """The dispatcher's stops: a ticket out of budget (or spinning) goes to needs-human or blocked, with its evidence.
 
-`Stopping` is a part of `healer.fleet.dispatcher.Dispatcher`: the plan's stops (healer/core/dispatch.py) are
-carried out here, with a comment on the ticket giving every attempt, the rejected proposals and the last gate
+`Stopper` is the Dispatcher's collaborator (healer/fleet/dispatcher.py) for the plan's stops (healer/core/dispatch.py),
+carried out with a comment on the ticket giving every attempt, the rejected proposals and the last gate
 log lines, and (needs-human) a notification carrying the last run's failure signature.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from healer import conventions as cv
 from healer import lifecycle
@@ -13,26 +15,36 @@ from healer.clock import iso
 from healer.core import dispatch as core
 from healer.core import fleet as fleet_rules
 from healer.fleet import budget
+from healer.fleet.dispatch_board import TicketMover
 from healer.fleet.proposals import rejection_reason
 from healer.notify import notify
 from healer.records import Attempt, Proposal
+from healer.store.base import Store
+
+if TYPE_CHECKING:
+    from healer.policy.schema import Policy
 
 ACTOR = cv.DISPATCH_ACTOR
 NEEDS_HUMAN_LABEL = cv.NEEDS_HUMAN_LABEL
 budget_window = budget.window  # one ticket's attempts and proposals since its budget was last reset
 
 
-class Stopping:
-    """The stops of the Dispatcher (healer/fleet/dispatcher.py), which it is mixed into."""
+class Stopper:
+    """Moves a ticket the plan stops to needs-human or blocked, with its evidence (a comment, an event, a page)."""
 
-    def _stop(self, s: core.Stop) -> None:
+    def __init__(self, store: Store, policy: Policy, mover: TicketMover) -> None:
+        self.store = store
+        self.policy = policy
+        self.mover = mover
+
+    def stop(self, s: core.Stop) -> None:
         t = self.store.ticket(s.ticket_id)
         atts, props = budget_window(self.store, s.ticket_id)
         body = evidence(s, atts, props, self.policy.fleet.evidence_lines)
         if s.to == lifecycle.NEEDS_HUMAN:
             self.store.label(t.id, NEEDS_HUMAN_LABEL, actor=ACTOR)
         self.store.comment(t.id, body, author="healer")
-        self._move(t.id, s.to, f"{s.reason}: {s.detail}", expect=t.state)
+        self.mover.move(t.id, s.to, f"{s.reason}: {s.detail}", expect=t.state)
         why = rejections(props)
         self.store.append("dispatch.budget_exhausted" if s.to == lifecycle.NEEDS_HUMAN else "dispatch.blocked", t.id,
                           {"reason": s.reason, "detail": s.detail, "attempts": len(atts), "to": s.to,
@@ -55,7 +67,7 @@ def _exit_text(a: Attempt) -> str:
     if a.exit_code is None:
         return "lost"
     if a.exit_code < 0:
-        return f"killed({fleet_rules.signature(a.exit_code).split(': ')[-1]})"
+        return f"killed({(fleet_rules.signature(a.exit_code) or '').split(': ')[-1]})"
     return str(a.exit_code)
 
 

@@ -15,8 +15,11 @@ every event, so a crash between ticks is harmless):
    evidence, blocked), then launches, resumes and replays within the pool.
 
 Decisions use `clock` (virtual in tests); waiting for real processes uses real time.
-Steps 1 and 3-5 live beside this file: healer/fleet/dispatch_reap.py, dispatch_merge.py, dispatch_stop.py and
-dispatch_launch.py (a pass that fails: healer/fleet/failed_pass.py).
+The `Dispatcher` coordinates collaborators, each a class of its own built here with exactly what it needs (no
+attribute reached on a host object): the `Reaper` (step 1, healer/fleet/dispatch_reap.py), the `Merger` (3 and 4,
+dispatch_merge.py), the `Stopper` and the `AgentLauncher` (5, dispatch_stop.py and dispatch_launch.py), over what
+they share (dispatch_board.py: the `TicketMover`, the `EffectApplier`, `MainRef`, `Identity`). A pass that fails:
+healer/fleet/failed_pass.py.
 """
 
 from __future__ import annotations
@@ -25,25 +28,28 @@ import os
 import signal
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
 from healer import conventions as cv
-from healer import durations, failpoints, lifecycle, switches
+from healer import durations, failpoints, lifecycle
 from healer.clock import Clock, Every, SystemClock, system
 from healer.core import disk, hosts, trusted_time
 from healer.core import dispatch as core
+from healer.core import dispatch_steps as steps
 from healer.core import fleet as fleet_rules
 from healer.errors import InvalidInput, StoreLost, StoreUnavailable, UsageError, transient
 from healer.fleet import budget, shared_main, timewatch
 from healer.fleet.disk import DiskWatch
-from healer.fleet.dispatch_launch import Launching, ours
-from healer.fleet.dispatch_merge import Merging
-from healer.fleet.dispatch_reap import Reaping
-from healer.fleet.dispatch_stop import Stopping
+from healer.fleet.dispatch_board import EffectApplier, Identity, MainRef, TicketMover, handle_of, ours
+from healer.fleet.dispatch_launch import AgentLauncher
+from healer.fleet.dispatch_merge import Merger
+from healer.fleet.dispatch_reap import Reaper
+from healer.fleet.dispatch_stop import Stopper
 from healer.fleet.failed_pass import host_trouble_or_corrupt, raise_if_lost, report_failed_pass
 from healer.fleet.lost_hosts import host_id, machine_id
 from healer.fleet.ports import REAL, Ports
@@ -51,8 +57,12 @@ from healer.fleet.runtime import EXITED, GONE, RUNNING, Runtime
 from healer.fleet.runtimes import runtime_for
 from healer.notify import notify, secrets
 from healer.store import keys, open_url, outage
+from healer.store.base import Store
 from healer.store.corrupt import raise_if_corrupt
 from healer.store.sqlite import pid_alive
+
+if TYPE_CHECKING:
+    from healer.policy.schema import Policy
 
 ACTOR = cv.DISPATCH_ACTOR
 LEASE = cv.DISPATCH_LEASE
@@ -60,14 +70,14 @@ LEASE = cv.DISPATCH_LEASE
 
 # -- gathering what the pure core needs --------------------------------------------
 
-def live_counts(store) -> Counter:
+def live_counts(store: Store) -> Counter[str]:
     return Counter(a.ticket_id for a in store.agents(states=["running"]) if ours(a) and a.ticket_id)
 
 
 _DISPATCHABLE = frozenset({lifecycle.QUEUED, lifecycle.REVIEW})  # the states a plan can launch from
 
 
-def gather(store, policy, now: float, host: str | None = None, resets: budget.Resets | None = None) -> core.DispatchInput:
+def gather(store: Store, policy: Policy, now: float, host: str | None = None, resets: budget.Resets | None = None) -> core.DispatchInput:
     """`host` (several hosts): the pool is that host's; a ticket with a live agent on any host still waits."""
     tickets = store.tickets()
     want = [t.id for t in tickets if t.state in _DISPATCHABLE]
@@ -75,7 +85,7 @@ def gather(store, policy, now: float, host: str | None = None, resets: budget.Re
     atts, props = budget.windows(store, want, proposals=review, resets=resets) if want else ({}, {})
     running = [a for a in store.agents(states=["running"]) if ours(a) and a.ticket_id]
     return core.DispatchInput(
-        now=now, tickets=tickets, attempts=atts, proposals=props, live=dict(Counter(a.ticket_id for a in running)),
+        now=now, tickets=tickets, attempts=atts, proposals=props, live=dict(Counter(a.ticket_id for a in running if a.ticket_id)),
         pool_size=policy.fleet.pool_size, pool_used=None if host is None else sum(a.host == host for a in running), main_status=store.get_setting(keys.MAIN_STATUS, "unknown") or "unknown",
         paused=bool(store.get_setting(keys.DISPATCH_PAUSED, False)),
     )
@@ -96,7 +106,7 @@ class TickReport:
     plan: core.DispatchPlan | None = None
 
 
-def preflight(policy) -> None:
+def preflight(policy: Policy) -> None:
     """Refuse to start a dispatcher whose loops would all exit 65 at once (and keep the notifiers' secrets
     from everything it starts, healer/notify/secrets.py).
 
@@ -119,12 +129,14 @@ def preflight(policy) -> None:
         raise InvalidInput(f"dispatch: {problems[0]}", [f"dispatch: {p}" for p in problems])
 
 
-class Dispatcher(Reaping, Merging, Stopping, Launching):
-    """The pass and the daemon around it; the steps of a pass are its parts, each in a file of its own:
-    reaping (healer/fleet/dispatch_reap.py), main and the merges (dispatch_merge.py), the stops to needs-human
-    or blocked (dispatch_stop.py) and the launches (dispatch_launch.py)."""
+class Dispatcher:
+    """The pass and the daemon around it. The steps of a pass are its collaborators, each built in `__init__` with
+    what it needs and in a file of its own: the `reaper` (healer/fleet/dispatch_reap.py), the `merger` for main and
+    the merges (dispatch_merge.py), the `stopper` to needs-human or blocked (dispatch_stop.py) and the `launcher`
+    (dispatch_launch.py)."""
 
-    def __init__(self, root: str | Path, policy, store, clock: Clock | None = None, runtime: Runtime | None = None, *,
+    def __init__(self, root: str | Path, policy: Policy, store: Store, clock: Clock | None = None,
+                 runtime: Runtime | None = None, *,
                  policy_path: str | Path | None = None, ports: Ports | None = None, host: str | None = None,
                  pid: int | None = None) -> None:
         self.root = Path(root).resolve()
@@ -149,8 +161,6 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         self.pid = pid or os.getpid()  # whose lease it is (the simulated world gives each incarnation a virtual pid)
         self.holder = f"dispatch@{self.host}:{self.pid}"
         self.policy_path = Path(policy_path).resolve() if policy_path else None
-        self._snapshot: Path | None = None  # the policy loops are launched with (dispatch_launch._policy_file)
-        self._snapshot_said = False
         self._stopping = False
         self._watching_since: float | None = None  # first pass: silence before it was our own downtime
         self.times = timewatch.for_clock(self.clock)  # wall-clock jumps and skews (healer/core/trusted_time.py)
@@ -171,6 +181,19 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         self.shared = policy.fleet.shared_remote  # several hosts: merge by pushing to one shared repository
         if self.shared and (why := shared_main.check_remote(self.root, self.shared)):
             raise UsageError(why)
+        # the collaborators: each given what it needs, none reaching into another or into this object
+        me = Identity(self.host, self.machine, self.holder)
+        self.mover = TicketMover(store)
+        self.effects = EffectApplier(store, policy)
+        main_ref = MainRef(store, self.root, policy.fleet.main_branch, self.shared)
+        self.reaper = Reaper(store, runtime, self.git, self.ports.processes, policy, self.root, clock=self.clock, me=me,
+                             mover=self.mover, shared=self.shared)
+        self.merger = Merger(store, self.git, self.ports.gates, policy, self.root, clock=self.clock, real=self.real,
+                             main_ref=main_ref, mover=self.mover, effects=self.effects, shared=self.shared)
+        self.stopper = Stopper(store, policy, self.mover)
+        self.launcher = AgentLauncher(store, self.git, self.ports.processes, runtime, policy, self.root, clock=self.clock,
+                                      real=self.real, me=me, main_ref=main_ref, mover=self.mover, shared=self.shared,
+                                      policy_path=self.policy_path)
 
     # -- one pass -------------------------------------------------------------------
     def tick(self) -> TickReport:
@@ -196,7 +219,7 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
             return rep
         if self.shared:
             self.store.hold(lease)  # fenced: once the leading supervisor has given this host up, its late writes are refused
-        if before is not None and before.holder != self.holder and not before.holder.startswith(hosts.FENCED):
+        if before is not None and steps.died_holding(before.holder, self.holder, hosts.FENCED):
             # it never released the lease: it died (SIGKILL, a host crash), and agents that vanished with it were interrupted
             crashed = list(self.store.get_setting(keys.DISPATCH_CRASHED) or [])
             self.store.set_setting(keys.DISPATCH_CRASHED, [*crashed, before.holder][-50:])
@@ -207,13 +230,13 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
             self.store.append("dispatch.scratch_swept", "", {"paths": left})
         low = self.check_disk()
         with self._reap_lock:
-            self.take_back()
-            rep.reaped = self.reap()
+            self.reaper.take_back()
+            rep.reaped = self.reaper.reap()
         self.heartbeat()
         if board and not low:  # a low disk holds main's gates and the merges too: a gate failing for want of space
-            rep.main = self.check_main()  # would turn main red or reject a good proposal (the infrastructure's, not the work's)
+            rep.main = self.merger.check_main()  # would turn main red or reject a good proposal (the infrastructure's, not the work's)
             if rep.main != "red":
-                rep.merged, rep.rejected = self.review()
+                rep.merged, rep.rejected = self.merger.review()
         else:
             rep.main = self.store.get_setting(keys.MAIN_STATUS, "unknown") or "unknown"
         inp = gather(self.store, self.policy, self.clock.now(), self.host if self.shared else None, self._resets)
@@ -226,12 +249,12 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         if board:
             self._note_cycles(plan)
             for s in plan.stops:
-                self._stop(s)
+                self.stopper.stop(s)
                 rep.stopped.append((s.ticket_id, s.to))
         for launch in plan.launches:
             if self._stopping:
                 break
-            if self._launch(launch):
+            if self.launcher.launch(launch):
                 rep.launched.append((launch.ticket_id, launch.kind))
         if board:
             self.watch_supervisor()
@@ -259,7 +282,7 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         effects = disk.disk_changed(readings, mf, was_low=self._disk_low, now=self.clock.now(),
                                     paused=bool(self.store.get_setting(keys.DISPATCH_PAUSED, False)) or bool(self.shared),
                                     paused_reason=self.store.get_setting(keys.DISPATCH_PAUSED_REASON))
-        self.apply(effects)
+        self.effects.apply(effects)
         self._disk_low = low
         if low:
             self.disk.reclaim(self.store)
@@ -291,7 +314,7 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         for a in self.store.agents(states=["running"]):
             if not ours(a) or a.host != self.host:
                 continue
-            if self.runtime.status(self._handle(a)).state != RUNNING:
+            if self.runtime.status(handle_of(a)).state != RUNNING:
                 continue  # a SIGSTOPped (paused) agent gets no heartbeat: the supervisor must see it idle
             head = self.git.rev(a.worktree) if a.worktree and os.path.isdir(a.worktree) else None
             beats.append((a, head, head is not None and head != a.data.get("head")))
@@ -303,28 +326,7 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
                     if moved:
                         self.store.update_agent(a.id, data={**a.data, "head": head})
 
-    def apply(self, effects: list[fleet_rules.Effect]) -> None:
-        """Carry out the core's effects, in order."""
-        for e in effects:
-            if e.op == "set":
-                self.store.set_setting(e.key, e.value, event=e.event)
-            elif e.op == "event":
-                self.store.append(e.key, e.value, e.payload)
-            elif e.op == "notify":
-                notify(self.store, self.policy, e.key, e.value, severity=e.severity, evidence=e.payload)
-
     # -- helpers --------------------------------------------------------------------
-    def _move(self, tid: str, to: str, reason: str, expect: str | None = None) -> bool:
-        """Compare-and-set move; a ticket someone else moved meanwhile is left alone (and the refusal logged)."""
-        if expect is not None and not switches.enabled("move_cas"):  # a game day proving the compare-and-set can fail
-            expect = None
-        try:
-            self.store.move_ticket(tid, to, actor=ACTOR, reason=reason, expect=expect)
-            return True
-        except lifecycle.InvalidTransition as e:
-            self.store.append("dispatch.move_refused", tid, {"to": to, "reason": reason, "error": str(e)})
-            return False
-
     def _note_cycles(self, plan: core.DispatchPlan) -> None:
         now = [list(c) for c in plan.cycles]
         if now != (self.store.get_setting(keys.DISPATCH_CYCLES) or []):
@@ -346,7 +348,7 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         """Stop every live agent this host launched (tests, `healer dispatch --stop-agents`)."""
         for a in self.store.agents(states=["running"]):
             if ours(a) and a.host == self.host:
-                self.runtime.stop(self._handle(a), grace)
+                self.runtime.stop(handle_of(a), grace)
 
     @property
     def stopping(self) -> bool:
@@ -365,7 +367,7 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
     def release(self) -> None:
         self.store.release_lease(LEASE, self.holder)
 
-    def run_forever(self, on_tick=None) -> None:
+    def run_forever(self, on_tick: Callable[[TickReport], object] | None = None) -> None:
         """Tick every `fleet.dispatch_tick` (on the monotonic clock: a wall-clock step neither stalls nor bunches the
         passes), and at once when an agent we launched exits (the runtime's exit watch wakes us), until `stop()`;
         agents keep running when the dispatcher ends."""
@@ -382,8 +384,9 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
         reaper = threading.Thread(target=self._reaper, name="reaper", daemon=True) if real else None
         if reaper is not None:
             reaper.start()
-        if real and getattr(self.store, "url", None):  # a shared board (PostgreSQL): work queued on any host wakes us
-            threading.Thread(target=self._board_watch, name="board-watch", daemon=True).start()
+        url = getattr(self.store, "url", None)
+        if real and url:  # a shared board (PostgreSQL): work queued on any host wakes us
+            threading.Thread(target=self._board_watch, args=(url,), name="board-watch", daemon=True).start()
         try:
             while not self._stopping:
                 if self._reaped.is_set() and not self._stopping:  # a slot was freed: launch into it, gate the proposal
@@ -422,18 +425,18 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
                 outage.failed(self.store, e, tried=False)  # one line per outage, not per pass; StoreGone past the tolerance
                 return None
             if not transient(e) and "readonly" in str(e):
-                raise StoreLost(f"{self.store.path}: the store is read-only now ({e}); stopping") from e
+                raise StoreLost(f"{getattr(self.store, 'path', 'the store')}: the store is read-only now ({e}); stopping") from e
             raise_if_lost(self.store)
             report_failed_pass(self.store, "dispatch", e)
             return None
 
-    def _board_watch(self) -> None:
+    def _board_watch(self, url: str) -> None:
         """LISTEN on the board from a connection of its own: a ticket added or requeued by another host (or a human)
         wakes the loop at once instead of at the next tick."""
         watcher = None
         while watcher is None and not self._stopping:
             try:
-                watcher = open_url(self.store.url, migrate=False)
+                watcher = open_url(url, migrate=False)
             except StoreUnavailable:  # the database is restarting: the passes ride it out, the watch waits for it
                 self.clock.sleep(1.0)
             except Exception as e:  # noqa: BLE001 - the tick still runs; waking early is an optimisation
@@ -487,7 +490,7 @@ class Dispatcher(Reaping, Merging, Stopping, Launching):
             self._wake.clear()
             try:
                 with self._reap_lock:
-                    done = self.reap(orphans=False, workers=4)
+                    done = self.reaper.reap(orphans=False, workers=4)
             except Exception as e:  # noqa: BLE001 - the next tick reaps what this pass could not
                 report_failed_pass(self.store, "reaper", e)
                 continue

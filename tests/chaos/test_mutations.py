@@ -14,7 +14,8 @@ from healer import conventions, lifecycle
 from healer.core import dispatch, endings, limits, notices, plan, rules, waitfor
 from healer.core import fleet as fleet_rules
 from healer.fleet import dispatch_stop
-from healer.fleet.dispatcher import Dispatcher
+from healer.fleet.dispatch_board import TicketMover
+from healer.fleet.dispatch_merge import Merger
 from healer.remedy import limiter as remedy_limits
 
 
@@ -31,14 +32,14 @@ def _no_budget(mp):
 
 
 def _no_cas_on_review_to_queued(mp):
-    real = Dispatcher._move
+    real = TicketMover.move
 
-    def _move(self, tid, to, reason, expect=None):  # the compare-and-set dropped on this one move only
+    def move(self, tid, to, reason, expect=None):  # the compare-and-set dropped on this one move only
         if to == lifecycle.QUEUED and expect == lifecycle.REVIEW:
             expect = None
         return real(self, tid, to, reason, expect)
 
-    mp.setattr(Dispatcher, "_move", _move)
+    mp.setattr(TicketMover, "move", move)
 
 
 def _dispatcher_ignores_red_main(mp):
@@ -92,7 +93,7 @@ MUTANTS = {
                                     "blast radius, at most 20 actions per supervisor tick"),
     "no expect on review->queued": ("human-moves-mid-review", _no_cas_on_review_to_queued, "the human's escalation stands"),
     "no compare-and-set before a merge": ("human-escalates-mid-merge",
-                                          lambda mp: mp.setattr(Dispatcher, "_unwanted", lambda self, t, p: None),
+                                          lambda mp: mp.setattr(Merger, "unwanted", lambda self, t, p: None),
                                           "never merged"),
     "a full disk counted as the ticket's failure": ("launch-fails",
                                                     # the infrastructure's endings (healer/core/endings.py) counted

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from healer.fleet.dispatch_board import handle_of
 from healer.store import open_store
 from tests.conftest import wait_until
 from tests.fleet.conftest import scripted_policy
@@ -22,7 +23,7 @@ def test_paused_agent_gets_no_heartbeat_running_one_does(fleet_factory):
     wait_until((Path(a.worktree) / ".healer" / "runs" / a.run_id / f"ready.{a.pid}").exists, what="ready")
     os.kill(a.pid, signal.SIGSTOP)
     try:
-        wait_until(lambda: f.d.runtime.status(f.d._handle(a)).state == "paused", what="stopped")
+        wait_until(lambda: f.d.runtime.status(handle_of(a)).state == "paused", what="stopped")
         f.clock.advance(600)
         f.d.tick()
         b = f.store.agent(a.id)

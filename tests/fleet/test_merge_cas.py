@@ -4,8 +4,6 @@ proposal's half of the check survived every game day)."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from tests.fleet.conftest import gate, scripted_policy
@@ -39,8 +37,7 @@ def test_what_a_human_decides_while_the_merge_gates_run_is_never_merged_over(fle
         else:
             store.move_ticket("T-1", "needs_human", actor="human", reason="a human takes it")
 
-    f.d.ports = copy.copy(f.d.ports)  # this dispatcher's own: the default bundle is shared
-    f.d.ports.gates = _HumanDuringGates(f.d.ports.gates, f.store, human)
+    f.d.merger.gates = _HumanDuringGates(f.d.merger.gates, f.store, human)  # this dispatcher's merger only
     for _ in range(3):
         f.d.tick()
     assert f.main_head() == main_before  # main never advanced

@@ -24,10 +24,10 @@ def test_an_unreachable_shared_repository_is_reported_and_main_is_judged_on_the_
     store = open_store(root, clock)
     try:
         d = Dispatcher(root, pol, store, clock, ProcessRuntime())
-        assert d.check_main() == "green"
+        assert d.merger.check_main() == "green"
         assert store.events(kinds=["dispatch.fetch_failed"]) == []
         bare.rename(tmp_path / "gone.git")  # the shared repository goes away (a partition, a moved remote)
-        assert d.check_main() == "green"  # judged on origin/main as last fetched
+        assert d.merger.check_main() == "green"  # judged on origin/main as last fetched
         (ev,) = store.events(kinds=["dispatch.fetch_failed"])
         assert ev.payload["remote"] == "origin" and ev.payload["error"]
     finally:

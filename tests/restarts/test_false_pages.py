@@ -7,6 +7,7 @@ loop stand-in as real child processes), the real Dispatcher and Supervisor on a 
 from __future__ import annotations
 
 from healer import lifecycle
+from healer.fleet.dispatch_board import handle_of
 from healer.fleet.dispatcher import Dispatcher
 from healer.fleet.process_runtime import ProcessRuntime
 from healer.fleet.status import fleet_status
@@ -32,7 +33,7 @@ def _kinds(rep) -> set[str]:
 def _exited(f, tid: str) -> None:
     """Wait until the ticket's agent process has ended (its result written), without reaping it."""
     a = f.running(tid)[0]
-    wait_until(lambda: f.d.runtime.status(f.d._handle(a)).state != "running", 30, f"{tid}'s agent to end")
+    wait_until(lambda: f.d.runtime.status(handle_of(a)).state != "running", 30, f"{tid}'s agent to end")
 
 
 def test_a_restarted_supervisor_does_not_page_about_its_own_downtime(fleet_factory):
