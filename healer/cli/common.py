@@ -7,14 +7,17 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 
-from healer.clock import system
+from healer.clock import Clock, system
 from healer.errors import INVALID_INPUT, STOPPED, HealerError, InvalidInput, UsageError
 from healer.store import open_store
+
+if TYPE_CHECKING:
+    from healer.store.base import Store
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -58,7 +61,7 @@ def require_fleet(root: Path | None) -> Path:
     return r
 
 
-def store_for(root: Path | None, clock=None, *, readonly: bool = False):
+def store_for(root: Path | None, clock: Clock | None = None, *, readonly: bool = False) -> Store:
     return open_store(require_fleet(root), clock, readonly=readonly)
 
 
