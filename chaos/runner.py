@@ -11,7 +11,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from chaos import engine, report
 from chaos.faults import undo
 from chaos.scenario import Scenario, discover, load
-from healer.cli.common import make_console
+from healer.console import make_console
 from healer.errors import InvalidInput
 
 

@@ -146,6 +146,12 @@ def layout(cwd: str | Path) -> Layout | None:
 
 
 # what would make git look for the repository elsewhere, or read its layout otherwise
+def private_objects_env(private: Path, store: Path) -> dict[str, str]:
+    """The environment of a git that writes its objects to `private` and reads the repository's `store` too
+    (the sandboxed programs' object directory: healer/loop/objects.py says why)."""
+    return {"GIT_OBJECT_DIRECTORY": str(private), "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(store)}
+
+
 _LAYOUT_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
                "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM")
 _HEX = frozenset("0123456789abcdef")

@@ -645,10 +645,8 @@ def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind:
         prof.ro += ro_git
         prof.rw_last += branch_rw
         if objects is not None:
-            from healer.loop import objects as objmod  # lazy: healer.loop.objects: 74 ms of the daemons' start
-
             prof.rw_last.append(_mk(objects))
-            prof.env.update(objmod.env(objects.resolve(), store.resolve()))
+            prof.env.update(git.private_objects_env(objects.resolve(), store.resolve()))
     _add_writable(prof, writable)
     return prof
 

@@ -37,7 +37,7 @@ from healer.errors import StoreLost, transient
 from healer.fleet import lost_hosts, timewatch
 from healer.fleet import snapshot as snapmod
 from healer.fleet.failed_pass import host_trouble_or_corrupt, raise_if_lost, report_failed_pass
-from healer.fleet.ports import REAL as REAL_PORTS
+from healer.fleet.ports import REAL, Ports
 from healer.notify import notify, resolve_cleared, secrets
 from healer.remedy import actions as remedy
 from healer.remedy import limiter
@@ -54,6 +54,19 @@ ACTOR = "supervisor"
 WAKE_POLL = 0.1  # seconds between looks at the store's newest event id (one indexed MAX(id))
 WAKE_GAP = 0.5  # at most two woken ticks a second, however busy the fleet
 QUIET = ("notify.", "dispatch.tick", "supervisor.", "lease.")  # bookkeeping that never changes a finding
+
+
+class RepairLauncher:
+    """The repair agent (healer/repair/launcher.py), the supervisor's to start (the fleet's ports have none)."""
+
+    def launch(self, root: Path, policy: Any, store: Any, clock: Clock, *, reason: str, blockages: list[str]) -> Any:
+        from healer.repair import launcher  # lazy: pulls pydantic, docker…: 535 ms of the daemons' start
+
+        return launcher.launch(root, policy, store, clock, reason=reason, blockages=blockages)
+
+
+# the machine's ports (healer/fleet/ports.py) and the repair agent
+REAL_PORTS = Ports(REAL.git, REAL.gates, REAL.processes, RepairLauncher(), REAL.disk_free)
 
 
 class StoreChanges:
@@ -371,6 +384,8 @@ class Supervisor:
         if not d.repair:
             return None
         launcher = self.ports.launcher
+        if launcher is None:  # ports without a repair agent
+            return "no repair launcher"
         if self._repair_thread is not None and self._repair_thread.is_alive():
             return "repair agent already running"
         reason = getattr(d, "repair_reason", "") or "blockage persisted past every ceiling"

@@ -443,7 +443,7 @@ def quarantine_list(
     root: Path = RootOpt,
 ) -> None:
     """List quarantined files: id, original path, size, sha256, reason, time."""
-    from healer.remedy import quarantine as q  # lazy: healer.remedy.quarantine: 12 ms of `healer --help`
+    from healer import quarantine as q  # lazy: healer.quarantine: 12 ms of `healer --help`
 
     r = require_fleet(root)
     bad: list[str] = []
@@ -467,7 +467,7 @@ def quarantine_restore(
     root: Path = RootOpt,
 ) -> None:
     """Put quarantined files back where they were (refuses to overwrite an existing file)."""
-    from healer.remedy import quarantine as q  # lazy: healer.remedy.quarantine: 12 ms of `healer --help`
+    from healer import quarantine as q  # lazy: healer.quarantine: 12 ms of `healer --help`
 
     r = require_fleet(root)
     try:

@@ -48,9 +48,9 @@ from healer import failpoints, procs
 from healer.clock import Clock, day_of, system
 from healer.core.model import PlannedAction
 from healer.fleet.runtimes import runtime_for
+from healer.paths import confine
 from healer.policy import load_policy
 from healer.remedy import actions  # the supervisor's own executor: never a second one
-from healer.remedy.paths import confine
 from healer.repair import diagnose
 from healer.repair.tools import ACTION_TOOLS, READ_TOOLS, TOOLS
 from healer.store import keys, open_store

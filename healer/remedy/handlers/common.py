@@ -8,8 +8,8 @@ from healer import lifecycle
 from healer.actions.spec import Abort, Refuse, Target
 from healer.errors import NotFound
 from healer.fleet.snapshot import ended_with, liveness
+from healer.paths import UnsafePath, confine
 from healer.remedy.actions import Context
-from healer.remedy.paths import UnsafePath, confine
 
 
 def ticket_or_abort(ctx: Context, tid: str):

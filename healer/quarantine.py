@@ -25,11 +25,11 @@ from pathlib import Path
 from healer import failpoints, switches
 from healer.clock import Clock, stamp, system
 from healer.errors import HealerError, NotFound
-from healer.remedy.paths import UnsafePath, confine, relative
+from healer.paths import UnsafePath, confine, relative
 
-FP_AFTER_MANIFEST = failpoints.declare("quarantine.after_manifest", "healer/remedy/quarantine.py: manifest written, nothing moved yet")
-FP_AFTER_COPY = failpoints.declare("quarantine.after_copy", "healer/remedy/quarantine.py: first file moved (or copied) into quarantine")
-FP_AFTER_MOVE = failpoints.declare("quarantine.after_move", "healer/remedy/quarantine.py: every file moved, manifest not yet marked")
+FP_AFTER_MANIFEST = failpoints.declare("quarantine.after_manifest", "healer/quarantine.py: manifest written, nothing moved yet")
+FP_AFTER_COPY = failpoints.declare("quarantine.after_copy", "healer/quarantine.py: first file moved (or copied) into quarantine")
+FP_AFTER_MOVE = failpoints.declare("quarantine.after_move", "healer/quarantine.py: every file moved, manifest not yet marked")
 
 QDIR = ".healer/quarantine"
 MANIFEST = "manifest.json"
