@@ -21,6 +21,7 @@ import stat
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from healer import failpoints, switches
 from healer.clock import Clock, stamp, system
@@ -170,7 +171,7 @@ def quarantine_many(root: str | Path, paths: Iterable[str | Path], reason: str, 
     now = clock.now()
     batch_dir = _new_batch(root_r, now)
     batch = batch_dir.name
-    entries = []
+    entries: list[dict[str, Any]] = []
     for _full, rel, size, sha, link in items:
         stored = rel if rel != MANIFEST and not rel.startswith(MANIFEST + ".") else f"_/{rel}"
         entries.append({"path": rel, "stored": stored, "size": size, "sha256": sha, "reason": reason, "time": now,

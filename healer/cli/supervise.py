@@ -259,7 +259,11 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
     early: list[int] = []
     # SIGTERM from the first instruction: a stop during set-up ends `up` cleanly too (Ctrl-C: exit 4)
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: (early.append(1), stop.set()))
+    def early_interrupt(*_: Any) -> None:
+        early.append(1)
+        stop.set()
+
+    signal.signal(signal.SIGINT, early_interrupt)
     r = require_fleet(root)
     from healer.metrics import start as start_metrics  # lazy: pulls pydantic, prometheus_client: 140 ms of `healer --help`
 
@@ -329,7 +333,13 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
 
     signal.signal(signal.SIGTERM, halt)
     signal.signal(signal.SIGINT, interrupt)
-    threads = [] if stop.is_set() else [threading.Thread(target=runner, args=("dispatcher", lambda: disp.run_forever(lambda rep: (first_pass.set(), metrics and metrics.dispatched(rep)))),
+
+    def on_pass(rep: Any) -> None:
+        first_pass.set()
+        if metrics:
+            metrics.dispatched(rep)
+
+    threads = [] if stop.is_set() else [threading.Thread(target=runner, args=("dispatcher", lambda: disp.run_forever(on_pass)),
                                 name="dispatcher"),
                threading.Thread(target=runner, args=("supervisor", supervise_after_first_pass), name="supervisor")]
     for t in threads:
@@ -479,15 +489,16 @@ def quarantine_restore(
         raise HealerError(str(e), INVALID_INPUT) from None
     store = open_store(r)
     try:
-        for e in done:
-            store.append("quarantine.restored", e.path, {"id": e.id, "sha256": e.sha256, "size": e.size, "actor": "human"})
+        for entry in done:
+            store.append("quarantine.restored", entry.path, {"id": entry.id, "sha256": entry.sha256, "size": entry.size,
+                                                               "actor": "human"})
     finally:
         store.close()
     if as_json:
-        print_json([e.as_dict() for e in done])
+        print_json([entry.as_dict() for entry in done])
         return
-    for e in done:
-        typer.echo(f"restored {e.path} ({e.size} bytes, sha256 {e.sha256[:16]})")
+    for entry in done:
+        typer.echo(f"restored {entry.path} ({entry.size} bytes, sha256 {entry.sha256[:16]})")
 
 
 def register(app: typer.Typer) -> None:

@@ -22,6 +22,7 @@ from healer.loop import agenthome, agents, decide, gitops, guard, objects, ownfi
 from healer.loop import state as loop_state
 from healer.loop import tap as tap_mod
 from healer.loop.decide import EXIT_WORDS, GateResult, IterationRecord, Verdict
+from healer.loop.runhost import RunHost
 from healer.loop.state import write_json_atomic
 
 FP_BEFORE_AGENT = failpoints.declare("loop.before_agent", "healer/loop/iteration.py: prompt written, agent not started yet")
@@ -30,6 +31,7 @@ CHECKED = "protected-before.checked.json"
 FP_AFTER_AGENT = failpoints.declare("loop.after_agent", "healer/loop/iteration.py: agent tree ended or killed, nothing reverted yet")
 FP_BEFORE_GATES = failpoints.declare("loop.before_gates", "healer/loop/iteration.py: protected paths and diff cap applied, gates not run")
 READ_CAP = 1 << 20  # bytes of agent output / gate log read back for hashing
+
 
 
 class _Interrupted(Exception):
@@ -44,8 +46,8 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40] or "gate"
 
 
-class Iteration:
-    """The Runner's iterations (see the module's docstring)."""
+class Iteration(RunHost):
+    """The Runner's iterations (see the module's docstring); what they use of the Runner is RunHost's list."""
 
     def _guard_protected(self, reference: str | None, why: str, on_disk: dict[str, tuple] | None = None) -> None:
         """Undo changes to protected paths made since `reference` (a snapshot) outside a

@@ -29,7 +29,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from healer import cgroups, early, errors, failpoints, git, procs, sandbox, watchdog
 from healer.clock import Clock, day_of, stamp, system
@@ -37,34 +36,12 @@ from healer.errors import InvalidInput, UsageError
 from healer.loop import agenthome, agents, decide, gitops, guard, leftovers, loose, worktree
 from healer.loop.decide import EXIT_WORDS, Facts, Limits
 from healer.loop.iteration import Iteration, _Interrupted, _read_tail
+from healer.loop.request import LoopRequest
 from healer.loop.state import RunPaths, RunState, bump_daily, check_run_id, daily_count, load, save, write_json_atomic
 from healer.store import open_store
 
 FP_BEFORE_COMMIT = failpoints.declare("loop.before_commit", "healer/loop/runner.py: gates green and persisted as pending commit, not committed")
 FP_AFTER_PERSIST = failpoints.declare("loop.after_persist", "healer/loop/runner.py: iteration record persisted (state.json renamed into place)")
-
-if TYPE_CHECKING:
-    from healer.policy.schema import Policy
-
-
-@dataclass
-class LoopRequest:
-    workdir: Path
-    policy: Policy | None = None  # or healer.policy.cache's Frozen view of one: only read
-    policy_file: str | None = None
-    task: str | None = None
-    task_file: str | None = None
-    preset: str | None = None  # overrides loop.agent.preset
-    agent_cmd: list[str] | None = None  # implies preset "command"
-    run_id: str | None = None
-    resume: bool = False
-    fleet_root: Path | None = None  # events (and heartbeats) go to this fleet's store
-    max_iterations: int | None = None
-    allow_dirty: bool = False  # start on a tree with changes to tracked files; they are never committed
-    subreaper: bool = False  # adopt orphans of the agent tree (the CLI runner sets this)
-    handle_signals: bool = True
-    echo: Callable[[str], None] | None = None
-
 
 @dataclass(frozen=True)
 class Outcome:

@@ -21,7 +21,7 @@ def ticket_or_abort(ctx: Context, tid: str):
 
 def live_agents(ctx: Context, tid: str, *, exclude: str | None = None) -> list[tuple[str, bool | None]]:
     """Agents on `tid` that are alive or cannot be proven dead (a destructive action treats unknown as alive)."""
-    out = []
+    out: list[tuple[str, bool | None]] = []
     for a in ctx.store.agents(states=("running",), ticket_id=tid):
         if a.id == exclude:
             continue

@@ -59,7 +59,7 @@ def _q_check(ctx: Context, t: Target) -> None:
         confine(ctx.root, p, link_anywhere=True)  # again, on fresh state: a symlinked folder may have appeared since
     why = [_q_why_not(ctx, p) for p in t.paths]
     if all(why):
-        raise Abort("; ".join(why))
+        raise Abort("; ".join(w for w in why if w))
 
 
 def _q_apply(ctx: Context, t: Target, intent: int) -> dict:
