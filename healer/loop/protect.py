@@ -202,7 +202,7 @@ def _quarantine(cwd: Path, paths: list[str], fallback_dir: Path, reason: str, cl
     except HealerError:
         pass
     out: dict[str, str] = {}
-    manifest = []
+    manifest: list[dict] = []
     for p in paths:
         src, dst = cwd / p, fallback_dir / p
         if _blocker(fallback_dir, p) is not None:  # a link quarantined earlier sits on the way: never go through it
