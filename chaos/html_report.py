@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from healer.ctk.journal import errors, verdict
-from healer.ctk.journal import ok as passed
+from chaos.ctk_journal import errors, verdict
+from chaos.ctk_journal import ok as passed
 
 STATE_COLORS = {"queued": "#9aa5b1", "in_progress": "#2f80ed", "review": "#9b51e0", "done": "#27ae60",
                 "blocked": "#f2994a", "needs_human": "#eb5757", "closed": "#4f4f4f"}

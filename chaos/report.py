@@ -21,8 +21,8 @@ from rich.table import Table
 
 from chaos import html_report
 from chaos.engine.base import Activity, Result
-from healer.cli.common import make_console
 from healer.clock import iso
+from healer.terminal import make_console
 
 CHAOSLIB_VERSION = str(chaoslib.__version__)  # SemVer, as Chaos Toolkit's tools parse it (they pick a report template by it)
 

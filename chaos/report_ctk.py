@@ -9,9 +9,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+from chaos.ctk_journal import errors, not_steady, ok, verdict
 from chaos.html_report import experiments as html_experiments
 from chaos.html_report import human_seconds
-from healer.ctk.journal import errors, not_steady, ok, verdict
 
 __all__ = ["write", "markdown", "junit", "human_seconds"]
 

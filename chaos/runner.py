@@ -11,8 +11,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from chaos import engine, report
 from chaos.faults import undo
 from chaos.scenario import Scenario, discover, load
-from healer.cli.common import make_console
 from healer.errors import InvalidInput
+from healer.terminal import make_console
 
 
 def load_all(paths: list[str | Path] | None) -> list[Scenario]:

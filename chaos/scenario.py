@@ -27,11 +27,11 @@ from chaos.faults import registry as faults
 from chaos.faults.registry import did_you_mean
 from chaos.scenario_parts import Checker, Fault, FleetSpec, HostsSpec, RealSpec, StormSpec, Strict
 from healer import durations, failpoints
-from healer.cli.common import policy_with_runbooks
 from healer.errors import InvalidInput
 from healer.policy.load import load_policy, problems_for
 from healer.policy.schema import ACTIONS, Duration, Policy
 from healer.policy.yamlpos import Problem, YamlProblem, load_one, load_path, mark_for, reading
+from healer.policy_in_force import policy_with_runbooks
 from healer.switches import SWITCHES
 
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
@@ -187,7 +187,7 @@ class Scenario(Strict):
 
     def effective_policy(self, extra: dict[str, Any] | None = None, disabled: bool = False) -> Policy:
         """The policy in force, as a fleet has it: `include_runbooks` read and their rules after the policy's own
-        (healer/cli/common.policy_with_runbooks, the loader of `supervise`); the runbooks are then inlined
+        (healer/policy_in_force.policy_with_runbooks, the loader of `supervise`); the runbooks are then inlined
         (`include_runbooks: []`), so a real fleet given this policy does not read them a second time."""
         merged = self._merged(extra, disabled)
         probs = problems_for(merged, {}, Policy)

@@ -430,7 +430,7 @@ _V2_FILES = {"pids": "pids.max", "memory": "memory.max"}
 _V1_FILES = {"pids": "pids.max", "memory": "memory.limit_in_bytes"}
 
 
-def _limit(group: Group, m: Mounts, name: str, limits: dict[str, int]) -> list[str]:
+def _limit(group: Group, m: Mounts, name: str, limits: dict[str, int | None]) -> list[str]:
     missing: list[str] = []
     for ctrl, value in limits.items():
         if group.kind == "v2" and ctrl in _read(group.top / "cgroup.controllers").split():

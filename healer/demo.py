@@ -95,8 +95,8 @@ def run(console: Console, *, keep: bool = False, suite: bool = True, report: Pat
 
         console.print("\n[bold]4. The ticket lifecycle[/]  (healer board states)")
         moves: dict[str, list[str]] = {}
-        for (f, t) in lifecycle.TRANSITIONS:
-            moves.setdefault(f, []).append(t)
+        for (frm, to) in lifecycle.TRANSITIONS:
+            moves.setdefault(frm, []).append(to)
         for s in lifecycle.STATES:
             console.print(f"   {s:<12} -> {', '.join(moves.get(s, [])) or '-'}", highlight=False)
 

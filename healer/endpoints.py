@@ -71,10 +71,10 @@ def inside_url(url: str) -> str:
     if inside_port(port) == port:
         return url
     u = urlsplit(url)
-    netloc = u.netloc.rsplit("@", 1)
+    user_host = u.netloc.rsplit("@", 1)
     name = f"[{host}]" if ":" in host else u.hostname
     hostport = f"{name}:{inside_port(port)}"
-    netloc = f"{netloc[0]}@{hostport}" if len(netloc) == 2 else hostport
+    netloc = f"{user_host[0]}@{hostport}" if len(user_host) == 2 else hostport
     return urlunsplit((u.scheme, netloc, u.path, u.query, u.fragment))
 
 

@@ -115,6 +115,8 @@ def _active() -> dict[str, tuple[str, str, int | None]]:
 
 # `ENV in os.environ` costs a KeyError per miss (~1-2 us); the dict behind os.environ (kept in
 # step by every os.environ write, monkeypatch included) answers in tens of nanoseconds
+_ENV_DATA: dict | None
+_ENV_KEY: object
 try:
     _ENV_DATA, _ENV_KEY = os.environ._data, os.environ.encodekey(ENV)  # type: ignore[attr-defined]
 except AttributeError:  # pragma: no cover - not CPython's os.environ

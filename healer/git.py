@@ -86,7 +86,7 @@ _driver_cache: dict[str, tuple[tuple, tuple[str, ...]]] = {}
 
 
 def _stat_key(paths: list[Path] | list[str]) -> tuple:
-    out = []
+    out: list[tuple] = []
     for p in paths:
         p = str(p)  # plain strings: this runs before every git command
         if os.path.basename(p) == ".git":  # only whether it exists: its mtime moves with every index write
@@ -146,6 +146,12 @@ def layout(cwd: str | Path) -> Layout | None:
 
 
 # what would make git look for the repository elsewhere, or read its layout otherwise
+def private_objects_env(private: Path, store: Path) -> dict[str, str]:
+    """The environment of a git that writes its objects to `private` and reads the repository's `store` too
+    (the sandboxed programs' object directory: healer/loop/objects.py says why)."""
+    return {"GIT_OBJECT_DIRECTORY": str(private), "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(store)}
+
+
 _LAYOUT_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
                "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM")
 _HEX = frozenset("0123456789abcdef")
@@ -204,12 +210,12 @@ def _plain_layout(cwd: str) -> Layout | None:
         for cfg in (os.path.join(common, "config"), os.path.join(git_dir, "config.worktree")):
             try:
                 with open(cfg, "rb") as f:
-                    text = f.read().lower()
+                    conf = f.read().lower()
             except FileNotFoundError:
                 continue
-            if b"worktree" in text or b"include" in text or any(
+            if b"worktree" in conf or b"include" in conf or any(
                     ln.strip().startswith(b"bare") and ln.replace(b" ", b"").replace(b"\t", b"").strip() != b"bare=false"
-                    for ln in text.splitlines()):
+                    for ln in conf.splitlines()):
                 return None
     except (OSError, ValueError):
         return None

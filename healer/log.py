@@ -13,9 +13,12 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
+
+if TYPE_CHECKING:
+    from loguru import Record
 
 LOG_DIR = Path(".healer") / "logs"
 LOG_FILE = "healer.jsonl"
@@ -65,7 +68,7 @@ def _redact_value(v: Any) -> Any:
     return v
 
 
-def _patch(record: dict) -> None:
+def _patch(record: Record) -> None:
     record["message"] = redact(record["message"])
     for k in list(record["extra"]):
         record["extra"][k] = MASK if _SECRET_NAME.search(k) else _redact_value(record["extra"][k])

@@ -51,6 +51,7 @@ import struct
 import sys
 import threading
 from pathlib import Path
+from typing import cast
 
 from healer.endpoints import listen_addresses
 
@@ -328,8 +329,9 @@ class Relay(threading.Thread):
                     if key.fileobj == self._stop_r:
                         return
                     self._slots.acquire()  # a free slot before the next accept: the rest wait in the backlog
+                    listener = cast(socket.socket, key.fileobj)  # registered above: the listening sockets
                     try:
-                        conn, _ = key.fileobj.accept()
+                        conn, _ = listener.accept()
                     except OSError:
                         self._slots.release()
                         continue
@@ -382,7 +384,7 @@ def _copy(a: socket.socket, b: socket.socket) -> None:
             sel.register(s, selectors.EVENT_READ)
         while open_:
             for key, _ in sel.select():
-                src = key.fileobj
+                src = cast(socket.socket, key.fileobj)  # registered above: the two ends
                 try:
                     data = src.recv(BUFFER)
                 except OSError:

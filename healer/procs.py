@@ -25,6 +25,8 @@ from pathlib import Path
 
 from healer.clock import Clock, system
 
+TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
+
 
 class _LazyPsutil:
     """psutil, imported on first use: a loop whose agent and gates exit by themselves never needs it
@@ -38,6 +40,8 @@ class _LazyPsutil:
 
 
 psutil = _LazyPsutil()
+if TYPE_CHECKING:
+    import psutil as psutil_types  # the real module's types, for annotations
 
 MARKER = "HEALER_TREE"
 ANCESTORS = "HEALER_TREE_ANCESTORS"  # markers of the trees this one was spawned inside
@@ -336,7 +340,7 @@ class ProcessTree:
                 for d in _descendants(k):
                     self._add(d)
 
-    def living(self) -> list[psutil.Process]:
+    def living(self) -> list[psutil_types.Process]:
         out = []
         for m in list(self._members.values()):
             st = _stat(m.pid)
@@ -588,14 +592,17 @@ class _Waiter:
             return None, False
 
     def _drain(self) -> None:
+        fd = self.wake_fd
+        if fd is None:
+            return
         try:
-            if os.read(self.wake_fd, 4096) == b"":  # closed: it will never say anything again
-                self._poll.unregister(self.wake_fd)
+            if os.read(fd, 4096) == b"":  # closed: it will never say anything again
+                self._poll.unregister(fd)
                 self.wake_fd = None
         except BlockingIOError:
             pass
         except OSError:
-            self._poll.unregister(self.wake_fd)
+            self._poll.unregister(fd)
             self.wake_fd = None
 
     def close(self) -> None:

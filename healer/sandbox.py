@@ -112,7 +112,7 @@ def _probe_key(exe: str) -> str | None:
             boot = f.read().strip()
     except OSError:
         return None
-    knobs = []
+    knobs: list[str | None] = []
     for k in _KNOBS:
         try:
             with open(k) as f:
@@ -300,8 +300,8 @@ def git_paths(workdir: Path) -> GitPaths | None:
     ref = head[5:-1] if head.startswith("ref: ") and head.endswith("\n") else ""
     if _PLAIN_BRANCH.fullmatch(ref) and ".." not in ref and "//" not in ref and not ref.endswith((".lock", "/")):
         return GitPaths(lay.git_dir, lay.common, ref)
-    ref = _git(workdir, "symbolic-ref", "-q", "HEAD") or None
-    return GitPaths(lay.git_dir, lay.common, ref)
+    symbolic = _git(workdir, "symbolic-ref", "-q", "HEAD") or None
+    return GitPaths(lay.git_dir, lay.common, symbolic)
 
 
 @dataclass
@@ -470,8 +470,8 @@ class ContainerLaunch(Launch):
 
         self.name = f"healer-loop-{os.urandom(8).hex()}"  # no `import uuid` on the loop's path
         mounts: dict[str, tuple[str, bool]] = {}  # target -> (source, read-only); later entries win
-        for p, spec in images.python_mounts().items():
-            mounts[p] = (p, spec.get("mode") == "ro")
+        for host_path, spec in images.python_mounts().items():
+            mounts[host_path] = (host_path, spec.get("mode") == "ro")
         for extra in ("/etc", os.path.expanduser("~")):
             if extra not in ("/", "") and os.path.isdir(extra):
                 mounts.setdefault(os.path.realpath(extra), (os.path.realpath(extra), True))
@@ -492,8 +492,8 @@ class ContainerLaunch(Launch):
         if tmp != "/tmp":
             a += ["--tmpfs", f"{tmp}:exec"]
         for target in sorted(mounts, key=lambda t: (t.count("/"), t)):
-            src, ro = mounts[target]
-            a += _mount(src, target, ro)
+            source, ro = mounts[target]
+            a += _mount(source, target, ro)
         # values travel in the docker client's own environment (`-e NAME`), never on its command line
         # the tree's marker too (set by procs.spawn on the client): the loop's tree kill, and a resumed
         # run's kill of a dead runner's leftovers, find the container's processes by it
@@ -645,10 +645,8 @@ def loop_profile(workdir: Path, writable: list[str], network: bool | None, kind:
         prof.ro += ro_git
         prof.rw_last += branch_rw
         if objects is not None:
-            from healer.loop import objects as objmod  # lazy: healer.loop.objects: 74 ms of the daemons' start
-
             prof.rw_last.append(_mk(objects))
-            prof.env.update(objmod.env(objects.resolve(), store.resolve()))
+            prof.env.update(git.private_objects_env(objects.resolve(), store.resolve()))
     _add_writable(prof, writable)
     return prof
 

@@ -24,7 +24,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
@@ -38,7 +38,7 @@ from healer.errors import StoreLost, transient
 from healer.fleet import lost_hosts, timewatch
 from healer.fleet import snapshot as snapmod
 from healer.fleet.failed_pass import host_trouble_or_corrupt, raise_if_lost, report_failed_pass
-from healer.fleet.ports import REAL as REAL_PORTS
+from healer.fleet.ports import REAL, Ports
 from healer.git import GitError
 from healer.notify import notify, resolve_cleared, secrets
 from healer.remedy import actions as remedy
@@ -56,6 +56,22 @@ ACTOR = "supervisor"
 WAKE_POLL = 0.1  # seconds between looks at the store's newest event id (one indexed MAX(id))
 WAKE_GAP = 0.5  # at most two woken ticks a second, however busy the fleet
 QUIET = ("notify.", "dispatch.tick", "supervisor.", "lease.")  # bookkeeping that never changes a finding
+
+if TYPE_CHECKING:
+    from healer.core.incremental import Carry
+
+
+class RepairLauncher:
+    """The repair agent (healer/repair/launcher.py), the supervisor's to start (the fleet's ports have none)."""
+
+    def launch(self, root: Path, policy: Any, store: Any, clock: Clock, *, reason: str, blockages: list[str]) -> Any:
+        from healer.repair import launcher  # lazy: pulls pydantic, docker…: 535 ms of the daemons' start
+
+        return launcher.launch(root, policy, store, clock, reason=reason, blockages=blockages)
+
+
+# the machine's ports (healer/fleet/ports.py) and the repair agent
+REAL_PORTS = Ports(REAL.git, REAL.gates, REAL.processes, RepairLauncher(), REAL.disk_free)
 
 
 class StoreChanges:
@@ -218,7 +234,7 @@ class Supervisor:
         self.ticks = 0
         self._hosts_seen: dict[str, float] = {}  # several hosts: when this leader first saw each host's lease expired
         self.gatherer = snapmod.Gatherer()  # incremental between ticks; a full read first and every FULL_EVERY
-        self.carry = None  # the incremental decision's carry-over (healer/core/incremental.py); None: from scratch
+        self.carry: Carry | None = None  # the incremental decision's carry-over (healer/core/incremental.py); None: from scratch
         self._ctx: remedy.Context | None = None
         self._memory: tuple[Any, Memory | None] | None = None  # (the stored form, what it loads as): a quiet tick loads nothing
         self._memory_token: int | None = None  # the supervisor lease's token when _memory was last read from the store
@@ -321,14 +337,14 @@ class Supervisor:
 
         rep.repair = self._repair_hook(d)
 
-        memory = _dump(_without_untried(d.memory, rep, snap.now))
+        stored = _dump(_without_untried(d.memory, rep, snap.now))
         rep.duration = self.clock.monotonic() - t0
         with self.store.tx():  # the checkpoint is one commit: memory, last tick and its event, or none of them
-            wrote = self._checkpoint_memory(memory)
+            wrote = self._checkpoint_memory(stored)
             self.store.set_setting(keys.SUPERVISOR_LAST_TICK, tb.now)  # the dispatcher judges it on the same clock
             self.store.append("supervisor.tick", LEASE, {"holder": self.holder, **_event_summary(rep)})
         if wrote:
-            self._memory = (memory, None)  # committed: what the store holds now, decoded if the next tick needs it
+            self._memory = (stored, None)  # committed: what the store holds now, decoded if the next tick needs it
         failpoints.hit(FP_AFTER_TICK)
         self._observe(rep, t0)
         return rep
@@ -354,9 +370,11 @@ class Supervisor:
         (the core never changes a Memory it is given: it builds a new one)."""
         hit = self._memory
         if hit is not None and self._memory_token == token:
-            if hit[1] is None:
-                hit = self._memory = (hit[0], _memory_from(hit[0]))
-            return hit[1]
+            decoded = hit[1]
+            if decoded is None:
+                decoded = _memory_from(hit[0])
+                self._memory = (hit[0], decoded)
+            return decoded
         raw = self.store.get_setting(keys.SUPERVISOR_MEMORY)
         mem = hit[1] if hit is not None and hit[1] is not None and hit[0] == raw else _memory_from(raw)
         self._memory, self._memory_token = (raw, mem), token
@@ -392,6 +410,8 @@ class Supervisor:
         if not d.repair:
             return None
         launcher = self.ports.launcher
+        if launcher is None:  # ports without a repair agent
+            return "no repair launcher"
         if self._repair_thread is not None and self._repair_thread.is_alive():
             return "repair agent already running"
         reason = getattr(d, "repair_reason", "") or "blockage persisted past every ceiling"

@@ -24,7 +24,7 @@ SWITCHES: dict[str, str] = {
                        "(healer.remedy.actions.recover is a no-op)",
     "busy_check": "a worktree is removed even while a process has its cwd or an open file inside "
                   "(healer.procs.busy_pids finds nothing)",
-    "quarantine": "nothing is moved into quarantine (healer.remedy.quarantine.quarantine_many moves nothing): unknown "
+    "quarantine": "nothing is moved into quarantine (healer.quarantine.quarantine_many moves nothing): unknown "
                   "files stay where they are, and a worktree removal takes them with it",
     "move_cas": "the dispatcher moves tickets without its compare-and-set (healer.fleet.dispatch_board.TicketMover.move "
                 "drops `expect`, and dispatch_merge.Merger.unwanted no longer looks before a merge): a ticket someone else "

@@ -20,13 +20,13 @@ from pathlib import Path
 
 from chaos.checkers import History
 from chaos.engine.base import Activity, Result, apply_fault, finish
+from chaos.faults import roles
 from chaos.faults.command import inject
 from chaos.faults.undo import UndoJournal, home
 from chaos.scenario import FOR_ROOT_FAULTS, Scenario, in_force, match
-from healer.cli.common import policy_for
 from healer.clock import Clock, system
-from healer.ctk import UNDO_ENV, actions
 from healer.errors import InvalidInput, UsageError
+from healer.policy_in_force import policy_for
 from healer.store import open_store
 
 SUPPORTED = FOR_ROOT_FAULTS
@@ -66,13 +66,13 @@ class FleetEngine:
             r = inject(pr["command"], undo=pr.get("undo"), cwd=pr.get("cwd") or str(self.root),
                        timeout=float(pr.get("timeout", 60)), journal=journal)
             return f"exit {r['status']}"
-        fn = {"kill_supervisor": actions.kill_supervisor, "kill_dispatcher": actions.kill_dispatcher,
-              "frozen_dispatch": actions.freeze_dispatch, "thaw_dispatch": actions.thaw_dispatch}[f.fault]
-        os.environ[UNDO_ENV] = str(journal.folder)  # freeze_dispatch journals its SIGCONT here
-        try:
-            return str(fn(str(self.root)))
-        finally:
-            os.environ.pop(UNDO_ENV, None)
+        if f.fault in ("kill_supervisor", "kill_dispatcher"):
+            return str(roles.kill(self.root, f.fault.removeprefix("kill_")))
+        if f.fault == "frozen_dispatch":
+            return str(roles.freeze_dispatch(self.root, journal))  # its SIGCONT journaled in the game day's journal
+        if f.fault == "thaw_dispatch":
+            return str(roles.thaw_dispatch(self.root))
+        raise KeyError(f.fault)
 
     def _tick(self) -> None:
         subprocess.run([sys.executable, "-m", "healer", "supervise", "--once", "--root", str(self.root)],

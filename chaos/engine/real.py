@@ -52,12 +52,12 @@ from chaos.scenario import Scenario, deep_merge, match
 from chaos.scenario_parts import Fault, TicketSpec
 from chaos.workdir import fresh
 from healer import clock, failpoints, lifecycle, procs
+from healer import quarantine as qmod
 from healer.clock import Clock, system
 from healer.containers.client import connect
 from healer.fleet.snapshot import HOST
 from healer.policy.schema import Policy
 from healer.records import Agent, Worktree
-from healer.remedy import quarantine as qmod
 from healer.store import keys, open_store
 
 AGENTS_DIR = Path(__file__).resolve().parents[1] / "agents"

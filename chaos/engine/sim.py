@@ -42,13 +42,13 @@ from chaos.scenario_parts import Fault, TicketSpec
 from chaos.workdir import fresh
 from healer import conventions as cv
 from healer import failpoints, lifecycle, procs
+from healer import quarantine as qmod
 from healer.clock import Clock, VirtualClock, system
 from healer.errors import HealerError
 from healer.fleet.dispatcher import Dispatcher
 from healer.fleet.ports import Ports
 from healer.fleet.snapshot import HOST
 from healer.records import Agent, Worktree
-from healer.remedy import quarantine as qmod
 from healer.store import db_path
 from healer.supervisor import Supervisor
 

@@ -28,6 +28,7 @@ from healer.actions.spec import (
     register,
     registered,
     specs,
+    tool,
     unregister,
 )
 
@@ -50,4 +51,4 @@ BUILTIN = names()  # the actions of the files above (healer/policy/cache.py keys
 ACTIONS = Names()  # every registered action, live (a spec registered later is in it)
 
 __all__ = ["ACTIONS", "BUILTIN", "REASON", "ActionSpec", "Abort", "ByFinding", "Handler", "Leases", "Names", "Param", "Refuse",
-           "Step", "Target", "Tool", "UnknownAction", "get", "names", "register", "registered", "specs", "unregister"]
+           "Step", "Target", "Tool", "UnknownAction", "get", "names", "register", "registered", "specs", "tool", "unregister"]

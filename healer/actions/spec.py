@@ -191,6 +191,14 @@ def get(name: str) -> ActionSpec:
         raise UnknownAction(name) from None
 
 
+def tool(name: str) -> Tool:
+    """The repair-agent tool of action `name` (UnknownAction when no such action is a tool)."""
+    t = get(name).tool
+    if t is None:
+        raise UnknownAction(name)
+    return t
+
+
 def specs() -> tuple[ActionSpec, ...]:
     return tuple(_REGISTRY.values())
 
@@ -209,7 +217,7 @@ class Names(Sequence[str]):
     def _now(self) -> tuple[str, ...]:
         return tuple(s.name for s in _REGISTRY.values() if self._keep(s))
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         return self._now()[i]
 
     def __len__(self) -> int:

@@ -14,7 +14,7 @@ import traceback
 try:  # typer >= 0.29 vendors click; its exceptions live there
     from typer._click import exceptions as _cx
 except ImportError:  # pragma: no cover - older typer uses click itself
-    from click import exceptions as _cx
+    from click import exceptions as _cx  # type: ignore[no-redef]  # the same module, where an older typer keeps it
 import typer
 
 from healer import __version__, early, errors

@@ -7,24 +7,18 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 
-from healer.clock import system
-from healer.errors import INVALID_INPUT, STOPPED, HealerError, InvalidInput, UsageError
+from healer.clock import Clock, system
+from healer.errors import INVALID_INPUT, STOPPED, HealerError, UsageError
+from healer.policy_in_force import policy_for, policy_with_runbooks, read_texts  # noqa: F401 - the commands' loaders
 from healer.store import open_store
+from healer.terminal import make_console
 
-
-def make_console(stderr: bool = False) -> Console:
-    """A terminal gets rich's width; a pipe or a CI log gets 200 columns (unless COLUMNS says otherwise),
-    plain lines are never wrapped, and tables fold long cells instead of cutting them with "…", so
-    scenario names, broken expectations and run ids survive `| tee`."""
-    stream = sys.stderr if stderr else sys.stdout
-    tty = hasattr(stream, "isatty") and stream.isatty()
-    wide = None if tty or os.environ.get("COLUMNS") else 200
-    return Console(stderr=stderr, width=wide, soft_wrap=not tty)
+if TYPE_CHECKING:
+    from healer.store.base import Store
 
 
 console = make_console()
@@ -58,62 +52,8 @@ def require_fleet(root: Path | None) -> Path:
     return r
 
 
-def store_for(root: Path | None, clock=None, *, readonly: bool = False):
+def store_for(root: Path | None, clock: Clock | None = None, *, readonly: bool = False) -> Store:
     return open_store(require_fleet(root), clock, readonly=readonly)
-
-
-def read_texts(paths: list[str | Path], base: str | Path | None = None) -> list[tuple[str, str]]:
-    """(source, text) for every runbook under `paths` (folders: their *.md, sorted by name).
-
-    Relative paths are taken from `base` (the fleet root). An unreadable path is one clear error (65).
-    """
-    from healer.policy.yamlpos import YamlProblem, read_capped  # lazy: pulls yaml: 13 ms every command would pay
-    from healer.policy.yamlpos import line as yaml_line  # lazy: pulls yaml: the same 13 ms
-
-    out: list[tuple[str, str]] = []
-    for raw in paths:
-        p = Path(raw)
-        if not p.is_absolute() and base is not None:
-            p = Path(base) / p
-        if p.is_dir():
-            files = sorted(f for f in p.glob("*.md") if f.is_file() and f.name.lower() != "readme.md")
-        elif p.is_file():
-            files = [p]
-        else:
-            raise InvalidInput(f"{raw}: no such runbook file or folder")
-        for f in files:
-            try:
-                out.append((str(f), read_capped(f).decode("utf-8-sig")))  # its front matter goes to yamlpos.load_one
-            except YamlProblem as yp:
-                raise InvalidInput(yaml_line(str(f), yp.problem)) from None
-            except UnicodeDecodeError:
-                raise InvalidInput(f"{f}:1:1: (file): expected UTF-8 text, got undecodable bytes") from None
-            except OSError as e:
-                raise InvalidInput(f"{f}: cannot read: {e.strerror}") from None
-    return out
-
-
-def policy_with_runbooks(policy, root: str | Path):
-    """The policy in force: `include_runbooks` read from `root` and turned into rules (InvalidInput on any problem)."""
-    from healer.core.runbooks import rules_from_runbooks, with_rules  # lazy: pulls pydantic, networkx: 261 ms of `healer --help`
-
-    if not policy.include_runbooks:
-        return policy
-    rules, problems = rules_from_runbooks(read_texts(list(policy.include_runbooks), root))
-    if problems:
-        raise InvalidInput(problems[0], problems)
-    return with_rules(policy, rules)
-
-
-def policy_for(root: Path, policy: Path | None):
-    """The policy in force: the file given, else ROOT/healer.yaml, else the default;
-    with `include_runbooks` (relative to the policy file's folder) turned into rules."""
-    from healer.policy import load_policy  # lazy: pulls pydantic: 128 ms of `healer --help`
-
-    path = policy if policy is not None else (root / "healer.yaml")
-    if policy is None and not path.exists():
-        return load_policy(None)
-    return policy_with_runbooks(load_policy(path), path.resolve().parent)
 
 
 def on_ctrl_c(stop) -> list[int]:

@@ -272,8 +272,9 @@ def watch_cmd(
 
     store = open_store(r)
     try:
+        beat = dur("heartbeat", heartbeat, None)
         code = watch(store, cmd or [], ticket=ticket, timeout=dur("timeout", timeout, None),
-                     heartbeat=dur("heartbeat", heartbeat, pol.fleet.heartbeat), grace=pol.loop.kill_grace)
+                     heartbeat=pol.fleet.heartbeat if beat is None else beat, grace=pol.loop.kill_grace)
     finally:
         store.close()
     raise typer.Exit(code)

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from healer import failpoints, git, sandbox
 from healer.cli.common import JsonOpt, RootOpt, console, find_root, print_json, state
-from healer.errors import InvalidInput, StoreCorrupt, UsageError
+from healer.errors import HealerError, InvalidInput, StoreCorrupt, UsageError
 from healer.init import init_fleet
 from healer.store import open_store, store_url
 from healer.store.corrupt import corrupt, recover_hint
@@ -100,6 +100,10 @@ def _check_postgres(root: Path) -> Check:
         try:
             with s.tx(fenced=False):  # a write transaction can be opened and committed
                 pass
+            from healer.store.postgres import PgStore  # lazy: pulls psycopg, 115 ms of every command; open_store paid it here
+
+            if not isinstance(s, PgStore):
+                raise HealerError(f"{where}: not a PostgreSQL store")
             i = s.server_info()
             t0 = s.clock.monotonic()
             s.last_event_id()

@@ -136,7 +136,7 @@ def restore(file: Path = typer.Argument(..., help="A copy of this fleet's board:
 
     r = find_root(root)
     url = os.environ.get(ENV_URL) or read_config(r).get("store")
-    dest = sqlite_path(str(url)) if url and str(url).startswith("sqlite:") else db_path(r) if not url else None
+    dest: Path | None = sqlite_path(str(url)) if url and str(url).startswith("sqlite:") else db_path(r) if not url else None
     src = Path(file).resolve()
     if dest is not None and dest.exists() and src.exists() and src.samefile(dest):
         raise UsageError(f"{file}: that is the fleet's store itself")
@@ -147,6 +147,7 @@ def restore(file: Path = typer.Argument(..., help="A copy of this fleet's board:
                           f"{identity.GIT_KEY}); --other-fleet restores it anyway", INVALID_INPUT)
 
     now = system().now()
+    kept: Path | None
     if dest is None:
         kept, n, where = _restore_server(str(url), r, tables, now)
     else:

@@ -266,7 +266,11 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
     early: list[int] = []
     # SIGTERM from the first instruction: a stop during set-up ends `up` cleanly too (Ctrl-C: exit 4)
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: (early.append(1), stop.set()))
+    def early_interrupt(*_: Any) -> None:
+        early.append(1)
+        stop.set()
+
+    signal.signal(signal.SIGINT, early_interrupt)
     r = require_fleet(root)
     from healer.metrics import SpendFeed  # lazy: pulls pydantic, prometheus_client: 140 ms of `healer --help`
     from healer.metrics import start as start_metrics  # lazy: with SpendFeed above (0.1 ms more)
@@ -345,7 +349,13 @@ def up(root: Path = RootOpt, policy: Path = PolicyOpt,
     voice = _narrator(r, clock, metrics, SpendFeed() if metrics is not None else None, quiet)
     signal.signal(signal.SIGTERM, halt)
     signal.signal(signal.SIGINT, interrupt)
-    threads = [] if stop.is_set() else [threading.Thread(target=runner, args=("dispatcher", lambda: disp.run_forever(lambda rep: (first_pass.set(), metrics and metrics.dispatched(rep)))),
+
+    def on_pass(rep: Any) -> None:
+        first_pass.set()
+        if metrics:
+            metrics.dispatched(rep)
+
+    threads = [] if stop.is_set() else [threading.Thread(target=runner, args=("dispatcher", lambda: disp.run_forever(on_pass)),
                                 name="dispatcher"),
                threading.Thread(target=runner, args=("supervisor", supervise_after_first_pass), name="supervisor")]
     for t in threads:
@@ -518,7 +528,7 @@ def quarantine_list(
     root: Path = RootOpt,
 ) -> None:
     """List quarantined files: id, original path, size, sha256, reason, time."""
-    from healer.remedy import quarantine as q  # lazy: healer.remedy.quarantine: 12 ms of `healer --help`
+    from healer import quarantine as q  # lazy: healer.quarantine: 12 ms of `healer --help`
 
     r = require_fleet(root)
     bad: list[str] = []
@@ -542,7 +552,7 @@ def quarantine_restore(
     root: Path = RootOpt,
 ) -> None:
     """Put quarantined files back where they were (refuses to overwrite an existing file)."""
-    from healer.remedy import quarantine as q  # lazy: healer.remedy.quarantine: 12 ms of `healer --help`
+    from healer import quarantine as q  # lazy: healer.quarantine: 12 ms of `healer --help`
 
     r = require_fleet(root)
     try:
@@ -554,15 +564,16 @@ def quarantine_restore(
         raise HealerError(str(e), INVALID_INPUT) from None
     store = open_store(r)
     try:
-        for e in done:
-            store.append("quarantine.restored", e.path, {"id": e.id, "sha256": e.sha256, "size": e.size, "actor": "human"})
+        for entry in done:
+            store.append("quarantine.restored", entry.path, {"id": entry.id, "sha256": entry.sha256, "size": entry.size,
+                                                               "actor": "human"})
     finally:
         store.close()
     if as_json:
-        print_json([e.as_dict() for e in done])
+        print_json([entry.as_dict() for entry in done])
         return
-    for e in done:
-        typer.echo(f"restored {e.path} ({e.size} bytes, sha256 {e.sha256[:16]})")
+    for entry in done:
+        typer.echo(f"restored {entry.path} ({entry.size} bytes, sha256 {entry.sha256[:16]})")
 
 
 def register(app: typer.Typer) -> None:

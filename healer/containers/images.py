@@ -87,14 +87,14 @@ def python_mounts() -> dict[str, dict[str, str]]:
 
     candidates.append(str(Path(healer.__file__).resolve().parents[1]))  # editable install: the source tree
     for c in candidates:
-        for p in {c, os.path.realpath(c)}:
-            if p and os.path.isdir(p):
-                want.add(os.path.normpath(p))
+        for d in {c, os.path.realpath(c)}:
+            if d and os.path.isdir(d):
+                want.add(os.path.normpath(d))
     # keep only the outermost paths: a nested mount of the same source adds nothing
     kept: list[str] = []
-    for p in sorted(want, key=len):
-        if not any(p == k or p.startswith(k.rstrip("/") + "/") for k in kept):
-            kept.append(p)
+    for d in sorted(want, key=len):
+        if not any(d == k or d.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(d)
     return {p: {"bind": p, "mode": "ro"} for p in sorted(kept)}
 
 

@@ -130,7 +130,7 @@ def classify(code: int | None, *, cause: str | None = None, text: str = "", inte
 
 def is_infra(signature: str | None) -> bool:
     """An attempt's recorded failure signature says the infrastructure ended it."""
-    return bool(signature) and (signature.startswith(PREFIX + ":"))
+    return signature is not None and signature.startswith(PREFIX + ":")
 
 
 def runner_words(reason: str | None, log_tail: str) -> str:

@@ -202,8 +202,8 @@ def tickets(s: Snapshot, policy, ix: Index) -> list[Finding]:
         if t.state not in lifecycle.TERMINAL:
             out.extend(_ticket(t, s, policy, ix)[0])
     for tid, atts in s.attempts.items():
-        t = ix.tickets.get(tid)
-        f = _repush(t, atts, ix) if t is not None else None
+        ticket = ix.tickets.get(tid)
+        f = _repush(ticket, atts, ix) if ticket is not None else None
         if f is not None:
             out.append(f)
     return out
@@ -274,7 +274,7 @@ def _ticket(t: Ticket, s: Snapshot, policy, ix: Index) -> tuple[list[Finding], f
     if stale and t.labels:
         act = max([t.updated_at] + [activity_at(v) for v in live])
         due = {}
-        first = None
+        starts: list[float] = []  # since when each due label is due
         for label, added in t.labels.items():
             age = stale.get(label)
             if age is None:
@@ -282,11 +282,11 @@ def _ticket(t: Ticket, s: Snapshot, policy, ix: Index) -> tuple[list[Finding], f
             since = max(added, act)
             if _due(now, since, age):
                 due[label] = added
-                first = since if first is None else min(first, since)
+                starts.append(since)
             else:
                 later = min(later, _when(since, age))
         if due:
-            out.append(Finding("stale_label", t.id, first, {
+            out.append(Finding("stale_label", t.id, min(starts), {
                 "ticket": t.id, "labels": dict(sorted(due.items())), "last_activity": act,
             }, SEVERITY["stale_label"]))
     merged = t.id in s.merged_tickets or (t.data.get("merged_commit") if t.data else None)

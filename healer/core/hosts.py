@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from healer import lifecycle
+from healer.records import Lease
 
 LEASE_PREFIX = "host:"
 FENCED = "fenced-by:"  # holder of a lost host's lease once the supervisor has fenced it
@@ -24,7 +25,7 @@ def lease_name(host: str) -> str:
     return f"{LEASE_PREFIX}{host}"
 
 
-def expired(leases: Mapping[str, object | None], now: float) -> frozenset[str]:
+def expired(leases: Mapping[str, Lease | None], now: float) -> frozenset[str]:
     """Hosts (by id) whose host lease exists and has expired; `leases` maps a host id to its Lease or None."""
     return frozenset(h for h, lease in leases.items() if lease is not None and lease.expires_at <= now)
 

@@ -79,8 +79,9 @@ def detect(s: Snapshot, policy, carry: Carry | None = None) -> tuple[list[Findin
         new_t, old_t = _changed(s.tickets, old)
     tickets = dict(carry.ix.tickets)
     for t in old_t:
-        if tickets.get(t.id) is t:
-            del tickets[t.id]
+        tid = t.id
+        if tickets.get(tid) is t:
+            del tickets[tid]
     for t in new_t:
         tickets[t.id] = t
     if len(tickets) != len(s.tickets):  # a ticket id twice (not from a store): from scratch

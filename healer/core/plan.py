@@ -197,9 +197,10 @@ def decide(snapshot: Snapshot, policy, memory: Memory, *, found: list[Finding] |
             do = ["stop_agent", "escalate"]
         # sentinels are alarms whatever their rule says; a rule's notify obeys the whitelist; both obey `for`
         if f.kind in SENTINELS or "notify" in do:
-            if debounce or (clock_hold and f.severity != "info"):
+            hold = debounce or (clock_hold if f.severity != "info" else None)
+            if hold:
                 if "notify" in do:
-                    deferred.append((_pa("notify", f.subject, f, rule.id), debounce or clock_hold))
+                    deferred.append((_pa("notify", f.subject, f, rule.id), hold))
             elif "notify" in allowed or f.kind in SENTINELS:
                 alert(f.key, _text(f, now), f.severity, f.evidence)
             else:

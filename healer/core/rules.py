@@ -88,7 +88,7 @@ def select(policy, kind: str, labels=()) -> Rule | None:
 
 def effective(policy) -> dict[str, Rule]:
     """finding kind -> the rule in force (first policy rule for that kind, else the default)."""
-    out = {r.when: r for r in DEFAULT_RULES}
+    out: dict[str, Rule] = {r.when: r for r in DEFAULT_RULES}
     seen: set[str] = set()
     for r in policy.rules:
         if r.when not in seen and not r.labels:

@@ -64,11 +64,11 @@ def sentinels(s: Snapshot, policy, ix: Index, queued=None, dispatched: bool | No
     if need_fleet:
         ready = _ready(s, ix, frozenset(policy.fleet.wait_labels), queued)
         live = [v for v in s.agents if is_live(v)]
-        waiting_since = min((t.updated_at for t in ready), default=None)
+        waiting_since = min((t.updated_at for t in ready), default=0.0)  # read only when a ticket is ready
         # a dead dispatcher freezes the fleet whatever the pause says: nobody re-checks main, reaps or merges
         dead = ("dispatch_frozen" not in unknown and s.last_dispatch_tick is not None and not dispatcher_up(s, policy)
                 and (any(t.state in _DISPATCHED for t in s.tickets) if dispatched is None else dispatched))
-        if dead:
+        if dead and s.last_dispatch_tick is not None:  # (dead says it is not None)
             out.append(Finding("dispatch_frozen", "dispatch", s.last_dispatch_tick, {
                 "dispatcher": "silent", "last_pass_at": s.last_dispatch_tick, "dispatch_paused": s.dispatch_paused,
                 "main_status": s.main_status, "ready": len(ready), "live_agents": len(live), "pool_size": s.pool_size,
@@ -138,7 +138,7 @@ def spend_rate(spend, now: float, threshold: float, window: float) -> Finding | 
             since = at
     if since is None:
         return None
-    top = max(by_run, key=by_run.get)
+    top = max(by_run, key=lambda run: by_run[run])
     return Finding("spend_rate", "spend", since, {
         "spent_usd": round(total, 4), "threshold_usd": threshold, "window": window, "runs": len(by_run),
         "top_run": top, "top_run_usd": round(by_run[top], 4),

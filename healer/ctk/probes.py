@@ -12,9 +12,9 @@ from typing import Any
 import psutil
 
 from chaos.faults.command import probe
-from healer.cli.common import policy_for
 from healer.clock import system
 from healer.ctk import fleet_root
+from healer.policy_in_force import policy_for
 from healer.store import open_store
 from healer.supervisor import Supervisor
 

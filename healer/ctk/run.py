@@ -22,9 +22,9 @@ from chaoslib.exceptions import ChaosException
 from chaoslib.experiment import ensure_experiment_is_valid, run_experiment
 
 from chaos import report_ctk
+from chaos.ctk_journal import errors, not_steady, ok, verdict  # noqa: F401 - the verdict of a run, re-exported
 from chaos.faults.undo import UndoJournal, home
 from healer.ctk import UNDO_ENV
-from healer.ctk.journal import errors, not_steady, ok, verdict  # noqa: F401 - the verdict of a run, re-exported
 from healer.errors import InvalidInput
 from healer.policy.yamlpos import YamlProblem, load_data, load_path
 

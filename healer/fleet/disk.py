@@ -27,8 +27,8 @@ class DiskWatch:
         self.free = free or real_disk_free  # the port: (file system id, bytes free) of a folder, or None
         self.root = Path(root)
         self.min_free = int(min_free)
-        local = store_path and store_path != ":memory:" and "://" not in store_path  # PostgreSQL's disk is its server's
-        self.store_dir = Path(store_path).parent if local else None
+        local = store_path is not None and store_path not in ("", ":memory:") and "://" not in store_path
+        self.store_dir = Path(store_path).parent if store_path is not None and local else None  # PostgreSQL's disk is its server's
         self.reserve = self.root / ".healer" / RESERVE_NAME
 
     def paths(self) -> list[Path]:

@@ -170,13 +170,6 @@ class RealProcesses:
         return None
 
 
-class RealLauncher:
-    def launch(self, root, policy, store, clock, *, reason, blockages):
-        from healer.repair import launcher  # lazy: pulls pydantic, docker…: 535 ms of the daemons' start
-
-        return launcher.launch(root, policy, store, clock, reason=reason, blockages=blockages)
-
-
 class Ports:
     """The shell's ports, bundled (the store and the runtime are passed on their own)."""
 
@@ -185,7 +178,9 @@ class Ports:
         self.git: Git = git or RealGit()
         self.gates: Gates = gates or RealGates()
         self.processes: Processes = processes or RealProcesses()
-        self.launcher: Launcher = launcher or RealLauncher()
+        # the repair agent's: the supervisor's ports have one (healer/supervisor.py REAL_PORTS, the game days' world
+        # its own); the fleet below never launches a repair
+        self.launcher: Launcher | None = launcher
         # (file system id, bytes free) of a folder, None when it is not there (healer/fleet/disk.py; fleet.min_free)
         self.disk_free = disk_free or real_disk_free
 
@@ -198,4 +193,4 @@ def real_disk_free(path: Path) -> tuple[int, int] | None:
         return None
 
 
-REAL = Ports()
+REAL = Ports()  # the machine's, for the dispatcher and the snapshot; the supervisor adds its repair launcher to them

@@ -27,7 +27,7 @@ class ProcessRuntime:
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock or system()  # real time: grace periods are waited for real
         self._children: dict[int, tuple[subprocess.Popen, procs.ProcessTree]] = {}
-        self._exits = None  # an ExitWatch once someone asks to hear of exits (on_exit)
+        self._exits: ExitWatch | None = None  # an ExitWatch once someone asks to hear of exits (on_exit)
 
     def on_exit(self, callback) -> None:
         """Call `callback(pid)` as soon as any child launched from now on exits (the dispatcher's wake)."""

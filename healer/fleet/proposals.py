@@ -181,6 +181,8 @@ def gate_proposal(root: Path, policy, p: Proposal, clock: Clock, still_wanted=No
                 return Verdict(DEFERRED, f"$ git merge {p.branch}\n{m.text}\nmerge: the host took no more writes", old)
             return Verdict(REJECTED, f"$ git merge {p.branch}\n{m.text}\n{conflict_text(c)}", old, conflict=c)
         new = git.rev(scratch)
+        if new is None:  # a merge that succeeded has a HEAD: never advance main to an empty name
+            raise git.GitError(f"{scratch}: no HEAD after the merge of {p.commit}")
         res = gate_checkout(root, scratch, policy.fleet.merge_gates, policy.loop, clock, base=old)
         log = "\n".join(res.log.splitlines()[-LOG_LINES:])
         if res.outcome != PASS:

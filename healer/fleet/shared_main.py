@@ -115,6 +115,8 @@ def gate_shared(root: Path, policy, p, clock, remote: str, tries: int = 10, stil
                 git.run(scratch, "merge", "--abort", check=False)
                 return pr.Verdict(pr.REJECTED, f"$ git merge {p.branch}\n{m.text}\n{pr.conflict_text(c)}", old, conflict=c)
             new = git.rev(scratch)
+            if new is None:  # a merge that succeeded has a HEAD: never push an empty name (it would delete main)
+                raise git.GitError(f"{scratch}: no HEAD after the merge of {p.commit}")
             res = gate_checkout(root, scratch, policy.fleet.merge_gates, policy.loop, clock, base=old)
             log = "\n".join(res.log.splitlines()[-pr.LOG_LINES:])
             if res.outcome != PASS:

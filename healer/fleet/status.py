@@ -33,7 +33,7 @@ def fleet_status(store, policy, now: float) -> dict[str, Any]:
             ended.append({**row, "exit_code": ended_with(a)})
         else:
             agents.append(row)
-    queue = [{"ticket": w.ticket_id, "reason": w.reason, "kind": w.kind, "eligible_at": w.eligible_at, "detail": w.detail}
+    queue: list[dict[str, object]] = [{"ticket": w.ticket_id, "reason": w.reason, "kind": w.kind, "eligible_at": w.eligible_at, "detail": w.detail}
              for w in plan.waiting if w.reason != core.RUNNING]
     queue = [{"ticket": x.ticket_id, "reason": "ready", "kind": x.kind, "eligible_at": now, "detail": ""} for x in plan.launches] + queue
     return {

@@ -491,14 +491,14 @@ def judge(report: bytes | None, expected: Sequence[Expected], exit_code: int | N
     if passed == 0:
         return Judged(FAIL, f"no test passed in the report ({skipped} skipped): nothing was run", passed, failed, skipped)
     if check_expected:
-        for e in expected:
-            cls, name = _junit_key(e.nodeid)
+        for want in expected:
+            cls, name = _junit_key(want.nodeid)
             got = [s for (c, n), s in results.items() if c == cls and (n == name or n.startswith(name + "["))]
             if not got:
-                return Judged(FAIL, f"{e.nodeid} (a protected test) is not in the report: it did not run",
+                return Judged(FAIL, f"{want.nodeid} (a protected test) is not in the report: it did not run",
                               passed, failed, skipped)
-            if "passed" not in got and not e.may_skip:
-                return Judged(FAIL, f"{e.nodeid} (a protected test) was skipped", passed, failed, skipped)
+            if "passed" not in got and not want.may_skip:
+                return Judged(FAIL, f"{want.nodeid} (a protected test) was skipped", passed, failed, skipped)
     if exit_code != 0:
         return Judged(FAIL, f"pytest exited {exit_code} though its report shows no failure", passed, failed, skipped)
     return Judged(PASS, f"report: {passed} passed, {skipped} skipped, every protected test that was due ran",

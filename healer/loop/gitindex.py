@@ -189,7 +189,7 @@ def easy_lines(old: bytes | None, new: bytes | None) -> int | None:
     if any(b is not None and b"\0" in b[:BINARY_PEEK] for b in (old, new)):
         return 1
     if old is None or new is None:
-        return _lines(new if old is None else old)
+        return _lines((new if old is None else old) or b"")
     if old == new:
         return 0
     if new.startswith(old) and (not old or old.endswith(b"\n")):

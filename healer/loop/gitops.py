@@ -214,8 +214,9 @@ def diff_stat(cwd: str | Path, before: str, after: str) -> tuple[list[str], int,
                 lines += 1 if parts[0] == "-" else int(parts[0]) + int(parts[1])
     if not blobs:
         return sorted(paths), lines, 0
-    sizes = [_loose_size(cwd, b) for b in blobs]
-    if None in sizes:
+    loose = [_loose_size(cwd, b) for b in blobs]
+    sizes = [s for s in loose if s is not None]
+    if len(sizes) < len(loose):  # one git must read: it reads them all
         out = raw(cwd, "cat-file", "--batch-check=%(objectsize)", input=("\n".join(blobs) + "\n").encode())
         sizes = [int(x) for x in out.split() if x.isdigit()]
     return sorted(paths), lines, sum(sizes)
@@ -244,7 +245,7 @@ def _easy_diff_stat(cwd: str | Path, before: str, after: str) -> tuple[list[str]
         if n is None:
             return None
         lines += n
-        size += len(new if new is not None else old)
+        size += len(new) if new is not None else len(old) if old is not None else 0
     return changed, lines, size
 
 

@@ -274,8 +274,8 @@ def git_revert(workdir: Path, before: GitSnap, ch: GitChanges, qdir: Path, run_i
     for rel in sorted(ch.files, key=lambda r: (r.count("/"), r)):
         p = _abs(before, rel)
         base = before.git_dir if rel.startswith("@wt/") else before.top if rel.startswith("@top/") else before.common
-        r = rel[5:] if rel.startswith("@top/") else rel[4:] if rel.startswith("@wt/") else rel
-        if _blocked(base, r) or not os.path.lexists(p):
+        inner = rel[5:] if rel.startswith("@top/") else rel[4:] if rel.startswith("@wt/") else rel
+        if _blocked(base, inner) or not os.path.lexists(p):
             continue
         was = before.files.get(rel)
         if was is not None and was[0] == "d" and p.is_dir() and not p.is_symlink():
@@ -293,7 +293,7 @@ def git_revert(workdir: Path, before: GitSnap, ch: GitChanges, qdir: Path, run_i
                 done.append({"path": str(p), "action": "left", "why": str(e)[:200]})
                 continue
         done.append({"path": str(p), "action": "quarantined", "saved_as": str(dst)})
-    for rel in sorted(ch.files, key=lambda r: (r.count("/"), r)):
+    for rel in sorted(ch.files, key=lambda inner: (inner.count("/"), inner)):
         was = before.files.get(rel)
         if was is None or was == DEEP:
             continue

@@ -22,6 +22,7 @@ from healer.loop import agenthome, agents, decide, gitops, guard, objects, ownfi
 from healer.loop import state as loop_state
 from healer.loop import tap as tap_mod
 from healer.loop.decide import EXIT_WORDS, GateResult, IterationRecord, Verdict
+from healer.loop.runhost import RunHost
 from healer.loop.state import write_json_atomic
 
 FP_BEFORE_AGENT = failpoints.declare("loop.before_agent", "healer/loop/iteration.py: prompt written, agent not started yet")
@@ -32,6 +33,7 @@ FP_BEFORE_GATES = failpoints.declare("loop.before_gates", "healer/loop/iteration
 READ_CAP = 1 << 20  # bytes of agent output / gate log read back for hashing
 
 
+
 class _Interrupted(Exception):
     pass
 
@@ -40,12 +42,17 @@ def _read_tail(path: Path, cap: int = READ_CAP) -> str:
     return ownfiles.read_tail(path, cap)  # never through a link an agent put in place
 
 
+def _word(code: int | None) -> str | None:
+    """The exit code's word (EXIT_WORDS); None for none."""
+    return EXIT_WORDS.get(code) if code is not None else None
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:40] or "gate"
 
 
-class Iteration:
-    """The Runner's iterations (see the module's docstring)."""
+class Iteration(RunHost):
+    """The Runner's iterations (see the module's docstring); what they use of the Runner is RunHost's list."""
 
     def _guard_protected(self, reference: str | None, why: str, on_disk: dict[str, tuple] | None = None) -> None:
         """Undo changes to protected paths made since `reference` (a snapshot) outside a
@@ -242,7 +249,7 @@ class Iteration:
              **kw) -> procs.Completed:
         """procs.run, in the sandbox when there is one; a sandbox that did not start it raises SandboxFailed.
         `profile`: the run's (True), or one made for this program (a gate's, healer/gating.py)."""
-        prof = self._profile if profile is True else profile
+        prof = self._profile if profile is True else profile or None
         try:
             return sandbox.run(prof, argv, log, what, group=self.group, watchdog=self.dog, **kw)
         finally:
@@ -328,7 +335,8 @@ class Iteration:
                    + ", ".join(f"{c['id'][:12]} {c['subject']}" for c in got["commits"][:10]))
 
     # -- the agent's stream: spend per turn, the cap within an iteration, the idle deadline ----------------
-    def _tap(self, out, n: int) -> tap_mod.Tap:
+    def _tap(self, out, n: int) -> tuple[tap_mod.Tap, usage.Meter]:
+        """The agent's stdout tap, and the meter it feeds."""
         L = self.loop_policy
         self._agent_stopped = ""
         meter = usage.Meter(self.st.preset, usage.price_table(L.prices), L.agent.model, self._price_scale)
@@ -339,7 +347,7 @@ class Iteration:
                 with contextlib.suppress(OSError):
                     os.write(self._wake[1], b"\0")
 
-        return tap_mod.Tap(out, meter, self.clock.monotonic, on_turns, cap=L.output_cap).start()
+        return tap_mod.Tap(out, meter, self.clock.monotonic, on_turns, cap=L.output_cap).start(), meter
 
     def _truncated(self, n: int, stream: str, tap: tap_mod.Tap, path: Path) -> None:
         """A captured stream over loop.output_cap: its file kept the head and the tail (tap.Capped), said here."""
@@ -483,7 +491,7 @@ class Iteration:
         out_p, err_p = idir / "agent.out", idir / "agent.err"
         with open(out_p, "wb", buffering=0) as out, open(err_p, "wb", buffering=0) as err, \
                 (open(pf, "rb") if agents.prompt_on_stdin(self.spec, argv) else open(os.devnull, "rb")) as stdin:
-            tap = self._tap(out, n)
+            tap, meter = self._tap(out, n)
             err_tap = tap_mod.Tap(err, None, clock.monotonic, cap=L.output_cap, name="agent-stderr").start()
 
             def on_spawn(proc, tree) -> None:
@@ -514,7 +522,6 @@ class Iteration:
         if self.stop_signal:
             raise _Interrupted
         out_text, err_text = _read_tail(out_p), _read_tail(err_p)
-        meter = tap.meter
         meter.estimate_open(len(prompt))  # a call killed mid-stream (or never ending) counts what streamed, not $0
         if st.preset in agents.CLI_PRESETS and meter.endpoint_down and worktree.snapshot(self.workdir) == before:
             # the model never answered, so nothing the agent decided ran: the CLI's own stream (no tool of the
@@ -527,7 +534,6 @@ class Iteration:
         if why is not None:
             raise agenthome.AgentUnavailable(f"{st.preset} did not start: {why}")
         roots = [str(self.workdir)]
-        meter = tap.meter
         cost = meter.usd  # every turn its stream reported, the kill at a deadline or a cap included
         stopped = self._agent_stopped
         self._spend_events(n, meter, stopped, res)
@@ -752,7 +758,7 @@ class Iteration:
         if verdict.kind == "success":
             lines.append("- result: all gates green; the loop commits and stops")
         elif not verdict.go_on:
-            lines.append(f"- result: loop stops: exit {verdict.exit_code} ({EXIT_WORDS.get(verdict.exit_code)}): {verdict.reason}")
+            lines.append(f"- result: loop stops: exit {verdict.exit_code} ({_word(verdict.exit_code)}): {verdict.reason}")
         else:
             failed = next((g for g in rec.gates if not g.passed), None)
             nxt = f"make gate `{failed.name}` pass (see its log above)" if failed else "continue"
@@ -761,7 +767,7 @@ class Iteration:
 
     def _checkpoint(self, rec: IterationRecord, verdict: Verdict) -> None:
         st = self.st
-        decision = "continue" if verdict.go_on else f"exit {verdict.exit_code} ({EXIT_WORDS.get(verdict.exit_code)}): {verdict.reason}"
+        decision = "continue" if verdict.go_on else f"exit {verdict.exit_code} ({_word(verdict.exit_code)}): {verdict.reason}"
         text = (f"## Checkpoint after iteration {rec.n} of {st.max_iterations} · {iso(self.clock.now())}\n\n"
                 f"- state hash: `{rec.state_hash}` (tree `{rec.tree_hash}`)\n"
                 f"- gates: {', '.join(f'{g.name} {g.outcome()}' for g in rec.gates)}\n"

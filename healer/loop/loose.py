@@ -80,6 +80,8 @@ def _loose_tree(cwd: str | Path, oid: str) -> list[tuple[bytes, bytes, str]] | N
     if head is None or head[0] != b"tree":
         return None
     lay = layout(cwd)
+    if lay is None:
+        return None
     try:
         with open(lay.common / "objects" / oid[:2] / oid[2:], "rb") as f:
             raw_obj = zlib.decompress(f.read())
@@ -118,7 +120,7 @@ def _loose_diff(cwd: str | Path, a: str, b: str, prefix: str = "") -> list[str] 
         xt = x is not None and x[0] == _TREE_MODE
         yt = y is not None and y[0] == _TREE_MODE
         if xt or yt:
-            sub = _loose_diff(cwd, x[1] if xt else "", y[1] if yt else "", path + "/")
+            sub = _loose_diff(cwd, x[1] if x is not None and xt else "", y[1] if y is not None and yt else "", path + "/")
             if sub is None:
                 return None
             out += sub
@@ -137,8 +139,11 @@ def _loose_blob(cwd: str | Path, oid: str) -> bytes | None:
     head = _loose_head(cwd, oid, 0)
     if head is None or head[0] != b"blob" or head[1] > BLOB_CAP:
         return None
+    lay = layout(cwd)
+    if lay is None:
+        return None
     try:
-        with open(layout(cwd).common / "objects" / oid[:2] / oid[2:], "rb") as f:
+        with open(lay.common / "objects" / oid[:2] / oid[2:], "rb") as f:
             data = zlib.decompress(f.read())
     except (OSError, zlib.error, AttributeError):
         return None

@@ -28,10 +28,6 @@ _KINDS = (b"blob", b"tree", b"commit", b"tag")
 CHUNK = 1 << 16
 
 
-def env(private: Path, store: Path) -> dict[str, str]:
-    return {"GIT_OBJECT_DIRECTORY": str(private), "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(store)}
-
-
 def _verified(path: str, oid: str) -> bool:
     """The loose object at `path` is a well-formed zlib stream of `type size\\0content` whose SHA-1 is `oid`.
     Streamed: a small file that inflates to gigabytes costs time, never memory."""

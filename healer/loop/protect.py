@@ -193,7 +193,7 @@ def _quarantine(cwd: Path, paths: list[str], fallback_dir: Path, reason: str, cl
         return {}
     # here, not at module level: the quarantine (with dataclasses and hashlib) is +7-20 ms of CPU per loop start
     # (2026-12-05, 15 paired starts, loaded machine) and only a run that moves something needs it
-    from healer.remedy.quarantine import quarantine_many  # lazy: healer.remedy.quarantine: 11 ms of `loop run`'s start
+    from healer.quarantine import quarantine_many  # lazy: healer.quarantine: 11 ms of `loop run`'s start
 
     try:
         entries = quarantine_many(cwd, paths, reason, clock)
@@ -202,7 +202,7 @@ def _quarantine(cwd: Path, paths: list[str], fallback_dir: Path, reason: str, cl
     except HealerError:
         pass
     out: dict[str, str] = {}
-    manifest = []
+    manifest: list[dict] = []
     for p in paths:
         src, dst = cwd / p, fallback_dir / p
         if _blocker(fallback_dir, p) is not None:  # a link quarantined earlier sits on the way: never go through it

@@ -29,7 +29,6 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from healer import cgroups, early, errors, failpoints, git, procs, sandbox, watchdog
 from healer.clock import Clock, day_of, stamp, system
@@ -37,34 +36,20 @@ from healer.errors import InvalidInput, UsageError
 from healer.loop import agenthome, agents, decide, gitops, guard, leftovers, loose, worktree
 from healer.loop.decide import EXIT_WORDS, Facts, Limits
 from healer.loop.iteration import Iteration, _Interrupted, _read_tail
+from healer.loop.request import LoopRequest
 from healer.loop.state import RunPaths, RunState, bump_daily, check_run_id, daily_count, load, save, write_json_atomic
 from healer.store import open_store
 
-FP_BEFORE_COMMIT = failpoints.declare("loop.before_commit", "healer/loop/runner.py: gates green and persisted as pending commit, not committed")
-FP_AFTER_PERSIST = failpoints.declare("loop.after_persist", "healer/loop/runner.py: iteration record persisted (state.json renamed into place)")
-
+TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
 if TYPE_CHECKING:
+    from types import FrameType
+    from typing import Any
+
+    from healer.policy.cache import Frozen
     from healer.policy.schema import Policy
 
-
-@dataclass
-class LoopRequest:
-    workdir: Path
-    policy: Policy | None = None  # or healer.policy.cache's Frozen view of one: only read
-    policy_file: str | None = None
-    task: str | None = None
-    task_file: str | None = None
-    preset: str | None = None  # overrides loop.agent.preset
-    agent_cmd: list[str] | None = None  # implies preset "command"
-    run_id: str | None = None
-    resume: bool = False
-    fleet_root: Path | None = None  # events (and heartbeats) go to this fleet's store
-    max_iterations: int | None = None
-    allow_dirty: bool = False  # start on a tree with changes to tracked files; they are never committed
-    subreaper: bool = False  # adopt orphans of the agent tree (the CLI runner sets this)
-    handle_signals: bool = True
-    echo: Callable[[str], None] | None = None
-
+FP_BEFORE_COMMIT = failpoints.declare("loop.before_commit", "healer/loop/runner.py: gates green and persisted as pending commit, not committed")
+FP_AFTER_PERSIST = failpoints.declare("loop.after_persist", "healer/loop/runner.py: iteration record persisted (state.json renamed into place)")
 
 @dataclass(frozen=True)
 class Outcome:
@@ -140,7 +125,7 @@ class Runner(Iteration):
         self.agent_id = os.environ.get("HEALER_AGENT_ID") if req.fleet_root is not None else None
         self._last_beat = -1e18
         self._lock_fd: int | None = None
-        self._old_handlers: dict[int, object] = {}
+        self._old_handlers: dict[int, Callable[[int, FrameType | None], Any] | int | None] = {}
         self._wake: tuple[int, int, int] | None = None  # (read end, write end, the previous wake-up fd)
         self.subreaper = False
         self._last_tree: str | None = None  # snapshot after the last iteration's gates: the next one's "before"
@@ -284,7 +269,7 @@ class Runner(Iteration):
             # stopped (4) and unavailable (69: a store, model endpoint or sandbox that was away; nothing of the
             # agent's was judged) are interruptions: the run goes on from its last recorded iteration
             if st.status == "ended" and st.exit_code not in (errors.STOPPED, errors.UNAVAILABLE):
-                word = EXIT_WORDS.get(st.exit_code, "?")
+                word = EXIT_WORDS.get(st.exit_code, "?") if st.exit_code is not None else "?"
                 self.echo(f"loop {st.run_id}: already ended: exit {st.exit_code} ({word}): {st.reason}")
                 return Outcome(st.run_id, int(st.exit_code or 0), st.reason, len(st.history), st.committed, self.paths.result)
             if req.policy is not None:
@@ -316,6 +301,7 @@ class Runner(Iteration):
             self._check_cap(st.max_iterations)
             self.spec = self._agent_spec(st)
         else:
+            policy: Policy | Frozen
             if req.policy is None:
                 from healer.policy.schema import Policy  # lazy: pulls pydantic: 111 ms of `loop run`'s start (see Loop above)
 
@@ -445,7 +431,7 @@ class Runner(Iteration):
             _say(note, "stderr")
         if left:
             self._event("loop.leftovers_killed", {"iteration": (st.inflight or {}).get("n"), "killed": left,
-                                                  "containers": [], "cgroup": str(self.group.top)})
+                                                  "containers": [], "cgroup": str(self.group.top) if self.group else ""})
 
     def _kill_leftovers(self, st: RunState) -> None:
         """A runner SIGKILLed mid-iteration leaves its agent tree behind: end it first."""

@@ -85,7 +85,7 @@ def start(*, policy: Path | None, task: Path | None, workdir: Path | None, agent
         sandbox.probe_early()  # overlaps the runner's first git calls (collected when it resolves the mode)
     rid = resume or run_id
     is_resume = bool(resume)
-    if is_resume and task is not None and not RunPaths(wd, rid).state.exists():
+    if is_resume and rid is not None and task is not None and not RunPaths(wd, rid).state.exists():  # (rid: --resume's)
         is_resume = False  # the runner died before its first persist: start this run afresh under the same id
         pol = pol or load_policy(None)
     if not is_resume and task is None:

@@ -160,7 +160,7 @@ def _mode(st_mode: int) -> int | None:
 
 
 def _configs(configs: tuple[str, ...]) -> tuple | None:
-    out = []
+    out: list[tuple[int, int, int, int] | None] = []
     for c in configs:
         try:
             st = os.stat(c)

@@ -36,6 +36,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
+if TYPE_CHECKING:
+    from typing import Any
+
 # The event that ends a CLI's run, by preset: Claude Code's `{"type":"result",...}` (stream-json, success or
 # error), Codex's `turn.completed` / `turn.failed` (`exec --json` runs one turn). A `command` agent may print
 # either. Seen on the agent's stdout, it starts loop.agent.after_result_grace (docs/loop.md): a CLI that keeps
@@ -76,7 +80,7 @@ DEFAULT_PRICES: dict[str, Price] = {
 PRESET_MODEL = {"claude": "claude-sonnet-4", "codex": "gpt-5", "command": "claude-sonnet-4"}
 
 
-def price_table(overrides: Mapping[str, object] | None) -> dict[str, Price]:
+def price_table(overrides: Mapping[str, Any] | None) -> dict[str, Price]:
     """The built-in table with the policy's entries (Price, or a mapping of its fields) over it."""
     table = dict(DEFAULT_PRICES)
     for k, v in (overrides or {}).items():

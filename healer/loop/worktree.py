@@ -146,7 +146,7 @@ def measure(cwd: str | Path) -> tuple[str, gitindex.Index | None]:
     if idx is not None and not idx.plain:
         idx = None
     tree = None
-    if same and not r.stdout:
+    if same and known is not None and not r.stdout:  # (same says known is there)
         tree = known[1]
     elif idx is not None and idx.root_tree is not None and _loose_exists(cwd, idx.root_tree):
         tree = idx.root_tree  # what `write-tree` would answer: git trusts a valid cache-tree whose object exists
@@ -245,7 +245,7 @@ def _watch(scratch: Path, looked: treewatch.Look | None) -> treewatch.Seen | Non
     """What would tell the next `measure` that the tree is the one just measured; None unless the index
     `add` left is small and plain."""
     idx = _small_index(scratch) if looked is not None else None
-    return treewatch.take(looked, idx.items) if idx is not None else None
+    return treewatch.take(looked, idx.items) if idx is not None and idx.items is not None else None
 
 
 def _small_index(path: Path) -> gitindex.Index | None:
@@ -316,7 +316,7 @@ def _user_configs() -> list[str]:
 
 
 def _stat_key_of(files: list[str]) -> tuple:
-    out = []
+    out: list[tuple[int, int, int, int] | None] = []
     for f in files:
         try:
             st = os.stat(f)
@@ -430,10 +430,11 @@ def _index_from_scratch(cwd: Path, tree: str) -> bool:
         mode = os.stat(real).st_mode & 0o7777 if real.exists() else 0o644
     except OSError:
         return False
-    if rehashed and (known is None or known[1] != tree):
-        data = _patch_rehashed(cwd, data, kept[2])  # the scratch holds the tree before `_rehash`: brought up to it
-        if data is None:
+    if rehashed and kept is not None and (known is None or known[1] != tree):  # (rehashed says kept is there)
+        patched = _patch_rehashed(cwd, data, kept[2])  # the scratch holds the tree before `_rehash`: brought up to it
+        if patched is None:
             return False
+        data = patched
     idx = gitindex.parse(data)
     if idx is None or not idx.plain or not set(idx.extensions) <= _COPYABLE:
         return False

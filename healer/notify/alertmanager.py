@@ -65,7 +65,7 @@ def alerts(payload: dict, labels: dict[str, str] | None = None, generator_url: s
         if s is not None:
             ann[f"evidence_{_NAME.sub('_', str(k))}"] = s[:1000]
     at = float(payload["at"])
-    ends = payload.get("ends_at") if payload.get("resolved") else at + float(payload.get("hold") or MIN_HOLD)
+    ends = payload["ends_at"] if payload.get("resolved") else at + float(payload.get("hold") or MIN_HOLD)
     alert = {"labels": lab, "annotations": ann, "startsAt": _ts(at), "endsAt": _ts(max(float(ends), at))}
     if generator_url:
         alert["generatorURL"] = generator_url

@@ -12,7 +12,7 @@ class CommandError(Exception):
     pass
 
 
-def send(argv: list[str], payload: dict, *, timeout: float, cwd: str, idem: str | None = None) -> None:
+def send(argv: list[str], payload: dict | list, *, timeout: float, cwd: str, idem: str | None = None) -> None:
     env = {**os.environ, **({"HEALER_IDEMPOTENCY_KEY": idem} if idem else {})}
     try:
         r = subprocess.run(list(argv), input=json.dumps(payload, default=str), text=True, capture_output=True,

@@ -17,6 +17,7 @@ import socket
 import threading
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
@@ -26,6 +27,9 @@ from healer.notify import alertmanager, command, secrets, webhook
 from healer.notify.identity import REMOTE, fingerprint
 from healer.notify.webhook import Rejected, scrub
 from healer.store import open_store, outage
+
+if TYPE_CHECKING:
+    from healer.records import OutboxItem
 
 BASE_DELAY = 0.5  # seconds before the first retry; doubles per failed try
 MAX_DELAY = 300.0
@@ -114,7 +118,8 @@ class Courier:
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="notify")
         self.workers = workers
         self.metrics = metrics
-        self._inflight: dict[Future, tuple[object, object]] = {}
+        self.owns_store = False  # start()'s courier closes the store it opened
+        self._inflight: dict[Future, tuple[Any, OutboxItem]] = {}  # (notifier, item)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._rnd = random.Random()
@@ -238,5 +243,5 @@ def finish(c: Courier | None) -> None:
     if c is None:
         return
     c.stop()
-    if getattr(c, "owns_store", False):
+    if c.owns_store:
         c.store.close()

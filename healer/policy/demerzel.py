@@ -217,8 +217,10 @@ def convert(raw: bytes, source: str) -> str:
                 unmapped.append(f"iteration_limits.{k} = {_one_line(v, 40)}: expected a duration like 20m")
 
     deadline = bounds.get("iteration_deadline")
+    timeout_note = f"iteration_limits.{timeout_key}"
     if timeout is None and deadline is not None:
         timeout_key, timeout = None, deadline.value
+        timeout_note = _one_line(f"line {deadline.line}: {deadline.label}", 90)
 
     actions: list[tuple[str, str]] = []
     _walk_actions(src.data, (), actions)
@@ -245,7 +247,7 @@ def convert(raw: bytes, source: str) -> str:
         o.put(1, f"absolute_max: {absolute}", absolute_note)
     if timeout is not None:
         o.put(1, f"iteration_timeout: {durations.format(timeout)}",
-              f"iteration_limits.{timeout_key}" if timeout_key else _one_line(f"line {deadline.line}: {deadline.label}", 90))
+              timeout_note)
     else:
         o.note(1, "The source has no per-iteration timeout. healer always puts a deadline around the")
         o.note(1, "whole iteration (the agent and its whole process tree), so its default is added here:")

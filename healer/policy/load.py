@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path as FsPath
 from typing import Any
 
@@ -42,7 +43,7 @@ def _short(v: Any) -> str:
     return r if len(r) <= 60 else r[:57] + "..."
 
 
-def _describe(err: dict, model: type[BaseModel]) -> str:
+def _describe(err: Mapping[str, Any], model: type[BaseModel]) -> str:
     t = err["type"]
     inp = err.get("input")
     ctx = err.get("ctx") or {}

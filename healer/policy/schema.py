@@ -8,7 +8,7 @@ Durations are written as strings (`90s`, `30m`, `1h30m`) and held as seconds.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, get_args
+from typing import Annotated, Literal, cast, get_args
 
 from pydantic import (
     AfterValidator,
@@ -75,6 +75,12 @@ class _ActionsEnum:
 
 # the remediation whitelist (docs/supervisor.md): the only actions that exist, one spec each in healer/actions/
 Action = Annotated[str, AfterValidator(_known_action), _ActionsEnum()]
+def written(text: str) -> float:
+    """A default duration as a file writes it (`"10m"`): the model parses it into the field's seconds (every model
+    here validates its defaults, Strict.model_config), and the JSON schema shows it as written. Typed as what the
+    field holds once parsed."""
+    return cast(float, text)
+
 ACTIONS = actions.ACTIONS  # live: an action registered after import is in it
 
 # what the supervisor can find (docs/supervisor.md's table, then the sentinels)
@@ -153,7 +159,7 @@ class Agent(Strict):
                                     description="what the claude preset's agent may use (its --allowedTools; -p mode "
                                                 "refuses Bash without it); null: the CLI's own default. codex has no "
                                                 "per-tool list: healer's sandbox replaces its own (docs/agents.md)")
-    after_result_grace: Duration = Field("5s", description="once the CLI printed its final event (claude: result; "
+    after_result_grace: Duration = Field(written("5s"), description="once the CLI printed its final event (claude: result; "
                                          "codex: turn.completed/turn.failed; command: either), how long it has to exit "
                                          "by itself; then it and whatever it left running (a background shell) are "
                                          "ended (loop.agent_ended_after_result) and the gates run as after any end")
@@ -169,7 +175,7 @@ class Agent(Strict):
 class Gate(Strict):
     name: str = Field(min_length=1)
     run: list[str] = Field(min_length=1, description="argv, run in the working tree; exit 0 = pass")
-    timeout: Duration = "10m"
+    timeout: Duration = written("10m")
     report: Literal["auto", "exit_code"] = Field(
         "auto", description="auto: a pytest gate (pytest, python -m pytest) is run with the base's config and "
                             "judged by its JUnit report (every protected test it selects ran and passed, none "
@@ -181,8 +187,8 @@ class Gate(Strict):
 class Loop(Strict):
     max_iterations: PosInt = Field(12, description="hard cap on iterations, never above absolute_max")
     absolute_max: PosInt = Field(25, le=HARD_MAX_ITERATIONS, description="ceiling for max_iterations")
-    iteration_timeout: Duration = Field("20m", description="deadline around the whole iteration")
-    kill_grace: Duration = Field("10s", description="SIGTERM -> SIGKILL grace")
+    iteration_timeout: Duration = Field(written("20m"), description="deadline around the whole iteration")
+    kill_grace: Duration = Field(written("10s"), description="SIGTERM -> SIGKILL grace")
     run_timeout: Duration | None = Field(None, description="wall-clock cap on the whole run (exit 2)")
     max_iterations_per_day: PosInt = Field(100, description="daily cap across runs of this working tree")
     stall: Stall = Field(default_factory=Stall)
@@ -249,7 +255,7 @@ class Loop(Strict):
     prices: dict[str, ModelPrice] = Field(default_factory=dict, description="USD per million tokens by model name "
                                           "prefix (longest wins; '*' for any), over the built-in table of "
                                           "healer/loop/usage.py; prices the tokens a CLI reports without dollars")
-    idle_timeout: Duration | None = Field("10m", description="an agent that prints nothing (no byte on stdout or "
+    idle_timeout: Duration | None = Field(written("10m"), description="an agent that prints nothing (no byte on stdout or "
                                                              "stderr, no stream event) for this long is stopped like a "
                                                              "hung one (loop.agent_idle); null: off")
     output_cap: PosInt | None = Field(16 << 20, ge=64, description="bytes kept of each captured stream (the agent's "
@@ -287,43 +293,43 @@ class Loop(Strict):
 
 class Retry(Strict):
     max_launches: PosInt = Field(5, description="launches per ticket, resumes included")
-    backoff: list[Duration] = Field(default_factory=lambda: ["5m", "10m", "20m", "40m"])
+    backoff: list[Duration] = Field(default_factory=lambda: [written(d) for d in ("5m", "10m", "20m", "40m")])
     resume_same_state_limit: PosInt = 3
     rejected_proposal_replays: NonNegInt = 2
-    session_ttl: Duration = "24h"
+    session_ttl: Duration = written("24h")
     infra_backoff: list[Duration] = Field(
-        default_factory=lambda: ["30s", "1m", "2m", "5m"],
+        default_factory=lambda: [written(d) for d in ("30s", "1m", "2m", "5m")],
         description="wait between retries of a ticket whose last attempts the infrastructure ended (store, disk, "
                     "sandbox, git lock, host event: healer/core/endings.py); such attempts count toward no budget")
 
 
 class Health(Strict):
-    agent_idle: Duration = "30m"
-    agent_stuck: Duration = "90m"
-    frozen_in_progress: Duration = "10m"
-    stale_labels: dict[str, Duration] = Field(default_factory=lambda: {"to-review": "2h"})
-    stale_block: Duration = Field("10m", description="a blocked ticket nothing blocks any more (no open blocked_by, no "
+    agent_idle: Duration = written("30m")
+    agent_stuck: Duration = written("90m")
+    frozen_in_progress: Duration = written("10m")
+    stale_labels: dict[str, Duration] = Field(default_factory=lambda: {"to-review": written("2h")})
+    stale_block: Duration = Field(written("10m"), description="a blocked ticket nothing blocks any more (no open blocked_by, no "
                                                      "wait label, no rejected proposal) for this long is unblocked")
-    orphan_worktree: Duration = "30m"
-    review_grace: Duration = Field("5m", description="a ticket still in review whose proposal is merged (the merge "
+    orphan_worktree: Duration = written("30m")
+    review_grace: Duration = Field(written("5m"), description="a ticket still in review whose proposal is merged (the merge "
                                                      "recorded, the move to done not yet: a store lost in between) is "
                                                      "left this long for the dispatcher to finish before it is judged "
                                                      "a zombie; longer than store.outage_tolerance")
 
 
 class Sentinels(Strict):
-    dispatch_frozen: Duration = "1h"
-    pool_saturated: Duration = "45m"
-    no_closes: Duration = "90m"
-    main_red: Duration = Field("0s", description="alarm once main has been red this long")
-    supervisor_silent: Duration = Field("5m", description="no supervisor tick for this long")
-    dispatcher_silent: Duration = Field("5m", description="no dispatcher pass for this long and its process is gone: "
+    dispatch_frozen: Duration = written("1h")
+    pool_saturated: Duration = written("45m")
+    no_closes: Duration = written("90m")
+    main_red: Duration = Field(written("0s"), description="alarm once main has been red this long")
+    supervisor_silent: Duration = Field(written("5m"), description="no supervisor tick for this long")
+    dispatcher_silent: Duration = Field(written("5m"), description="no dispatcher pass for this long and its process is gone: "
                                                           "dispatch is frozen whatever the pause says")
-    cooldown: Duration = Field("4h", description="one notification per key per window")
+    cooldown: Duration = Field(written("4h"), description="one notification per key per window")
     spend_rate: Annotated[float, Field(gt=0), BeforeValidator(_not_bool)] | None = Field(
         50.0, description="alarm when the fleet's loops spent more than this many USD within spend_window "
                           "(counted per streamed API turn, killed iterations included); null: off")
-    spend_window: Duration = Field("1h", description="the window spend_rate is measured over")
+    spend_window: Duration = Field(written("1h"), description="the window spend_rate is measured over")
 
 
 class RateLimit(Strict):
@@ -332,14 +338,14 @@ class RateLimit(Strict):
 
 
 def _default_rates() -> dict[str, RateLimit]:
-    return {s.name: RateLimit(count=s.rate_limit[0], per=s.rate_limit[1]) for s in actions.specs()}
+    return {s.name: RateLimit(count=s.rate_limit[0], per=written(s.rate_limit[1])) for s in actions.specs()}
 
 
 class Remediation(Strict):
     allowed: list[Action] = Field(default_factory=lambda: list(actions.names()), description="the whitelist in force")
     max_actions_per_tick: PosInt = Field(20, description="blast radius of one tick")
     rate_limits: dict[Action, RateLimit] = Field(default_factory=_default_rates)
-    quiet_period: Duration = Field("4h", description="per-ticket remediation lease shared by rules, repair agent and humans")
+    quiet_period: Duration = Field(written("4h"), description="per-ticket remediation lease shared by rules, repair agent and humans")
     observe_only: bool = False
 
 
@@ -352,11 +358,11 @@ class RepairAgentCommand(Strict):
 
 class RepairAgent(Strict):
     enabled: bool = True
-    blocked_for: Duration = "3h"
+    blocked_for: Duration = written("3h")
     min_signals: PosInt = 3
-    quiet_period: Duration = "4h"
+    quiet_period: Duration = written("4h")
     max_runs_per_day: PosInt = 2
-    timeout: Duration = "15m"
+    timeout: Duration = written("15m")
     max_tool_calls: PosInt = 20
     agent: RepairAgentCommand = Field(default_factory=RepairAgentCommand)
 
@@ -368,7 +374,7 @@ class Notifier(Strict):
     secret_env: str | None = Field(None, description="environment variable holding the webhook secret")
     command: list[str] = Field(default_factory=list)
     retries: NonNegInt = Field(3, description="ignored since the outbox: a delivery is retried (backoff with jitter) until notify.expire")
-    timeout: Duration = Field("10s", description="per-try deadline for one delivery (webhook request, command run)")
+    timeout: Duration = Field(written("10s"), description="per-try deadline for one delivery (webhook request, command run)")
     format: Literal["healer", "alertmanager_webhook", "alertmanager"] = Field(
         "healer", description="webhook body: healer's JSON (Slack-compatible `text`) or `alertmanager_webhook`, the payload "
                               "Alertmanager sends its own webhook receivers. `alertmanager` (before 0.34) is read as "
@@ -397,7 +403,7 @@ def _default_notifiers() -> list[Notifier]:
 
 class Notify(Strict):
     notifiers: list[Notifier] = Field(default_factory=_default_notifiers)
-    expire: Duration = Field("24h", description="a webhook/command notification still undelivered after this is dropped "
+    expire: Duration = Field(written("24h"), description="a webhook/command notification still undelivered after this is dropped "
                                                "(event notify.expired)")
 
 
@@ -412,7 +418,7 @@ class RuleLimits(Strict):
 class Rule(Strict):
     id: str = Field(min_length=1)
     when: FindingKind
-    for_: Duration = Field("0s", alias="for", description="debounce: the finding must persist this long")
+    for_: Duration = Field(written("0s"), alias="for", description="debounce: the finding must persist this long")
     do: list[Action] = Field(min_length=1)
     limits: RuleLimits = Field(default_factory=RuleLimits)
     escalate_after: PosInt | None = Field(None, description="escalate after this many attempts on one subject")
@@ -439,12 +445,12 @@ class Fleet(Strict):
         None, description="several hosts: the git remote (of the fleet root) of the shared bare repository; worktrees "
                           "start from its main and proposals are pushed to it with a compare-and-swap (docs/scale.md)")
     host_ttl: Duration = Field(
-        "90s", description="several hosts (shared_remote): a host whose dispatcher has not renewed its host lease for this "
+        written("90s"), description="several hosts (shared_remote): a host whose dispatcher has not renewed its host lease for this "
                            "long is lost; the leading supervisor requeues its tickets (docs/scale.md)")
     main_gates: list[Gate] = Field(default_factory=list, description="run on main; failing = red, pauses dispatch")
     merge_gates: list[Gate] = Field(default_factory=list, description="run on the merge result of a proposal")
-    dispatch_tick: Duration = "30s"
-    heartbeat: Duration = "30s"
+    dispatch_tick: Duration = written("30s")
+    heartbeat: Duration = written("30s")
     runtime: Literal["process", "container"] = "process"
     image: str = "healer-python"
     container_network: Literal["none", "host"] = Field(
@@ -472,10 +478,10 @@ class Fleet(Strict):
 
 
 class Supervisor(Strict):
-    tick: Duration = "30s"
-    lease_ttl: Duration = "90s"
+    tick: Duration = written("30s")
+    lease_ttl: Duration = written("90s")
     clock_tolerance: Duration | None = Field(
-        "30s", description="a wall clock that moved this much more or less than the monotonic clock between two "
+        written("30s"), description="a wall clock that moved this much more or less than the monotonic clock between two "
                            "passes (a step), or a host clock this far off the store's (PostgreSQL), is reported once "
                            "(clock.jump / clock.skew) and no stop, removal, requeue, escalation or silence page rests "
                            "on an age that crossed it until confirmed on the monotonic clock (docs/supervisor.md, "
@@ -484,7 +490,7 @@ class Supervisor(Strict):
 
 class StoreSettings(Strict):
     outage_tolerance: Duration = Field(
-        "3m", description="how long a daemon (up, dispatch, supervise) rides out a store that is away (PostgreSQL "
+        written("3m"), description="how long a daemon (up, dispatch, supervise) rides out a store that is away (PostgreSQL "
                           "restarted or failed over, SQLite locked): passes wait and retry with backoff; past this, "
                           "one line and exit 69 (docs/restarts.md)")
 

@@ -159,7 +159,8 @@ class _Frame:
     __slots__ = ("is_map", "children", "anchor", "size", "pos")
 
     def __init__(self, is_map: bool, anchor: str | None) -> None:
-        self.is_map, self.children, self.anchor, self.size, self.pos = is_map, 0, anchor, 1, None
+        self.is_map, self.children, self.anchor, self.size = is_map, 0, anchor, 1
+        self.pos: str | int | None = None
 
 
 def _prescan(text: str) -> None:

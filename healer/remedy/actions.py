@@ -42,8 +42,8 @@ from healer.core.model import PlannedAction
 from healer.errors import NotFound
 from healer.fleet.ports import REAL
 from healer.fleet.snapshot import HOST
+from healer.paths import UnsafePath
 from healer.remedy import limiter
-from healer.remedy.paths import UnsafePath
 
 FP_AFTER_INTENT = failpoints.declare("remedy.after_intent", "healer/remedy/actions.py: intent planned, preconditions not yet re-checked")
 FP_AFTER_BEGUN = failpoints.declare("remedy.after_begun", "healer/remedy/actions.py: intent begun, effect not yet applied")

@@ -36,7 +36,7 @@ class Attempt:
 
 
 def is_human(actor: str | None) -> bool:
-    return bool(actor) and (actor == "human" or actor.startswith("human:") or actor.startswith("human-"))
+    return actor is not None and (actor == "human" or actor.startswith("human:") or actor.startswith("human-"))
 
 
 def rate_limited(store, policy, action: str, now: float) -> str | None:

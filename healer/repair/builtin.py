@@ -49,7 +49,7 @@ def plan(findings: list[dict[str, Any]]) -> tuple[list[tuple[str, dict[str, Any]
     closing = {f["subject"] for f in findings if f.get("kind") == "zombie_ticket"}
     for f in findings:
         kind, subject = f.get("kind"), str(f.get("subject", ""))
-        tool = fix.get(kind)
+        tool = fix.get(kind) if kind is not None else None
         if tool is None or f.get("status", "firing") != "firing":
             left.append(f"{kind}:{subject}")
             continue
@@ -74,7 +74,7 @@ def plan(findings: list[dict[str, Any]]) -> tuple[list[tuple[str, dict[str, Any]
                 for chunk in _chunks(sorted(set(labels[name]))):
                     calls.append(("drop_label", {"ticket_ids": chunk, "label": name}))
             continue
-        key = registry.get(tool).tool.subjects  # the tool's list argument, as its action spec says
+        key = registry.tool(tool).subjects  # the tool's list argument, as its action spec says
         for chunk in _chunks(sorted(set(by_tool[tool]))):
             calls.append((tool, {key: chunk}))
     return calls, sorted(set(left))
@@ -111,7 +111,8 @@ async def repair(call: CallFn, max_calls: int | None = None) -> dict[str, Any]:
         done += int(res.get("done") or 0)
         refused += int(res.get("refused") or 0)
     after = await do("list_findings", {}) if budget >= 1 else {"findings": None}
-    remaining = None if after.get("findings") is None else len(after["findings"])
+    found = after.get("findings")
+    remaining = None if found is None else len(found)
     return {"agent": "builtin", "findings_before": len(before.get("findings") or []), "findings_after": remaining,
             "planned_calls": len(calls), "done": done, "refused": refused, "left_for_human": left,
             "skipped_for_budget": skipped, "calls": log}

@@ -48,9 +48,9 @@ from healer import failpoints, procs
 from healer.clock import Clock, day_of, system
 from healer.core.model import PlannedAction
 from healer.fleet.runtimes import runtime_for
+from healer.paths import confine
 from healer.policy import load_policy
 from healer.remedy import actions  # the supervisor's own executor: never a second one
-from healer.remedy.paths import confine
 from healer.repair import diagnose
 from healer.repair.tools import ACTION_TOOLS, READ_TOOLS, TOOLS
 from healer.store import keys, open_store
@@ -71,7 +71,7 @@ READ_PARAMS: dict[str, frozenset[str]] = {
 def params_of(tool: str) -> frozenset[str]:
     if tool in READ_PARAMS:
         return READ_PARAMS[tool]
-    t = registry.get(tool).tool
+    t = registry.tool(tool)
     return frozenset({t.subjects, *(p.name for p in t.params)})
 
 MAX_ITEMS = 200  # subjects per call
@@ -149,7 +149,7 @@ class RepairTools:
     def _screen_value(self, tool: str, key: str, val: Any) -> None:
         spec_param = None
         if tool in ACTION_TOOLS:
-            spec_param = next((p for p in registry.get(tool).tool.params if p.name == key), None)
+            spec_param = next((p for p in registry.tool(tool).params if p.name == key), None)
         vals = val if isinstance(val, list) else [val]
         if isinstance(val, list) and len(val) > MAX_ITEMS:
             raise Refused(f"{tool}: {key} has {len(val)} items, expected at most {MAX_ITEMS} per call")
@@ -268,10 +268,11 @@ class RepairTools:
     def act(self, action: str, subjects: list[str], params: dict[str, Any] | None = None, why: str = "") -> dict[str, Any]:
         results = []
         for raw in subjects:
-            subject, reason = raw, None
-            if registry.get(action).tool.subjects == "paths":
+            subject: str | None = raw
+            reason = None
+            if registry.tool(action).subjects == "paths":
                 subject, reason = self._screen_path(raw)
-            if reason is not None:
+            if subject is None or reason is not None:  # _screen_path gives a path, or a reason
                 results.append({"subject": raw, "status": "refused", "reason": reason})
                 continue
             results.append(self._execute_one(actions, action, subject, raw, params or {}, why))
@@ -295,7 +296,7 @@ class RepairTools:
 
     def remedy(self, action: str, **args: Any) -> dict[str, Any]:
         """An action tool, as its spec describes it: a list of subjects, its own arguments, a reason."""
-        tool = registry.get(action).tool
+        tool = registry.tool(action)
         if tool.subjects not in args:
             raise TypeError(f"missing required argument {tool.subjects!r}")
         subjects = list(args.pop(tool.subjects) or [])
@@ -309,8 +310,8 @@ class RepairTools:
         found, _ = diagnose.findings(self.root, self.store, self.policy, self.clock, self.runtime)
         seen = {f.subject for f in found if f.kind == tool.requires_finding}
         ok = [t for t in subjects if t in seen]
-        out = self.act(action, ok, args, why) if ok else {"action": action, "done": 0, "refused": 0, "other": 0, "results": []}
-        by = {r["subject"]: r for r in out["results"]}
+        out: dict[str, Any] = self.act(action, ok, args, why) if ok else {"action": action, "done": 0, "refused": 0, "other": 0, "results": []}
+        by: dict[str, dict[str, Any]] = {r["subject"]: r for r in out["results"]}
         results = [by.get(t) or {"subject": t, "status": "refused", "reason": tool.unfound.format(
                    subject=t, kind=tool.requires_finding, action=action)}
                    for t in subjects]
@@ -372,12 +373,12 @@ _DESCRIPTIONS = {
 
 
 def description(tool: str) -> str:
-    return _DESCRIPTIONS[tool] if tool in _DESCRIPTIONS else registry.get(tool).tool.description
+    return _DESCRIPTIONS[tool] if tool in _DESCRIPTIONS else registry.tool(tool).description
 
 
 def _action_tool(name: str, run):
     """An async function whose signature is the spec's tool (the SDK reads names, types and defaults from it)."""
-    tool = registry.get(name).tool
+    tool = registry.tool(name)
     ps = [inspect.Parameter(tool.subjects, inspect.Parameter.KEYWORD_ONLY, annotation=list[str])]
     for p in sorted(tool.params, key=lambda p: not p.required):
         ps.append(inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, annotation=str,

@@ -18,7 +18,7 @@ class _Tools(Sequence[str]):
     def _now(self) -> tuple[str, ...]:
         return READ_TOOLS + tuple(ACTION_TOOLS)
 
-    def __getitem__(self, i):  # type: ignore[override]
+    def __getitem__(self, i):
         return self._now()[i]
 
     def __len__(self) -> int:

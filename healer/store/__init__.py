@@ -16,6 +16,10 @@ from healer.errors import UsageError
 from healer.store import identity
 from healer.store.sqlite import SqliteStore
 
+TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
+if TYPE_CHECKING:
+    from healer.store.base import Store
+
 HEALER_DIR = ".healer"
 DB_NAME = "healer.db"
 CONFIG_NAME = "config.yaml"
@@ -61,25 +65,55 @@ def write_config(root: str | Path, **values) -> Path:
     return p
 
 
-def store_url(root: str | Path = ".") -> str:
-    """The fleet's store URL (env, then config, then the embedded default)."""
-    url = os.environ.get(ENV_URL) or read_config(root).get("store")
-    return str(url) if url else f"sqlite:{db_path(Path(root).resolve())}"
+class StoreUrl:
+    """A store URL, parsed once (`parse_url`): `sqlite` is the file of a `sqlite:` URL, None for PostgreSQL."""
+
+    __slots__ = ("sqlite", "text")
+
+    def __init__(self, text: str, sqlite: Path | None) -> None:
+        self.text, self.sqlite = text, sqlite
 
 
-def check_url(url: str) -> str:
+def parse_url(url: str) -> StoreUrl:
     """A store URL we can open, or a UsageError naming what is accepted."""
-    if url.startswith(("postgresql://", "postgres://")) or (url.startswith("sqlite:") and str(sqlite_path(url)) not in ("", ".")):
-        return url
+    if url.startswith(("postgresql://", "postgres://")):
+        return StoreUrl(url, None)
+    if url.startswith("sqlite:") and str(sqlite_path(url)) not in ("", "."):
+        return StoreUrl(url, sqlite_path(url))
     raise UsageError(f"store URL {url.split('://')[0] + '://…' if '://' in url else url!r}: expected postgresql://… or sqlite:PATH")
 
 
+def _configured(root: Path, use_env: bool = True) -> tuple[str, str] | None:
+    """(the fleet's store URL, where it is set) from $HEALER_STORE_URL, then .healer/config.yaml; None: neither."""
+    env = os.environ.get(ENV_URL) if use_env else None
+    if env:
+        return env, ENV_URL
+    url = read_config(root).get("store")
+    return (str(url), f"{config_path(root)}: store") if url else None
+
+
+def store_url(root: str | Path = ".") -> str:
+    """The fleet's store URL (env, then config, then the embedded default)."""
+    found = _configured(Path(root))
+    return found[0] if found else f"sqlite:{db_path(Path(root).resolve())}"
+
+
+def check_url(url: str) -> str:
+    """`url` when it is a store URL we can open, else a UsageError naming what is accepted."""
+    parse_url(url)
+    return url
+
+
+def _must_exist(u: StoreUrl, where: str) -> None:
+    """A mistyped `sqlite:` path must not become a new, empty store (a board that looks as if every ticket were
+    gone). Creating one is `healer init`'s job."""
+    if u.sqlite is not None and not u.sqlite.exists():
+        raise UsageError(f"{where}: {u.sqlite}: no such store file (`healer init --store {u.text}` makes one)")
+
+
 def existing(url: str, where: str) -> str:
-    """`url`, checked, when it names a store that is there: a mistyped `sqlite:` path must not become a new,
-    empty store (a board that looks as if every ticket were gone). Creating one is `healer init`'s job."""
-    check_url(url)
-    if url.startswith("sqlite:") and not sqlite_path(url).exists():
-        raise UsageError(f"{where}: {sqlite_path(url)}: no such store file (`healer init --store {url}` makes one)")
+    """`url`, checked, when it names a store that is there (see _must_exist)."""
+    _must_exist(parse_url(url), where)
     return url
 
 
@@ -92,17 +126,21 @@ def sqlite_path(url: str) -> Path:
     return Path(p)
 
 
-def open_url(url: str, clock: Clock | None = None, root: str | Path | None = None, migrate: bool = True):
-    check_url(url)
-    if url.startswith("sqlite:"):
-        return SqliteStore(sqlite_path(url), clock, root=root, migrate=migrate)
+def open_url(url: str, clock: Clock | None = None, root: str | Path | None = None, migrate: bool = True) -> Store:
+    return _open(parse_url(url), clock, root, migrate=migrate)
+
+
+def _open(u: StoreUrl, clock: Clock | None, root: str | Path | None, *, migrate: bool = True,
+          readonly: bool = False) -> Store:
+    if u.sqlite is not None:
+        return SqliteStore(u.sqlite, clock, root=root, migrate=migrate, readonly=readonly)
     from healer.store.postgres import PgStore  # lazy: pulls psycopg, prometheus_client: 115 ms of `loop run`'s start
 
-    return PgStore(url, clock, root=str(root) if root is not None else None, migrate=migrate)
+    return PgStore(u.text, clock, root=str(root) if root is not None else None, migrate=migrate)
 
 
 def open_store(root: str | Path = ".", clock: Clock | None = None, *, readonly: bool = False,
-               create: bool = False, use_env: bool = True, identity_checks: bool = True) -> SqliteStore:
+               create: bool = False, use_env: bool = True, identity_checks: bool = True) -> Store:
     """`readonly`: for commands that only read (status, plan, journal); works on a read-only .healer/.
     The embedded file is made when missing; a `sqlite:` URL from $HEALER_STORE_URL or .healer/config.yaml
     must name a store that is there, unless `create` (`healer init`). `use_env=False`: a game day's own
@@ -111,21 +149,18 @@ def open_store(root: str | Path = ".", clock: Clock | None = None, *, readonly: 
     empty or foreign store for a fleet that had one is refused; `identity_checks=False` only for
     `healer init --new-board` and `healer store restore`, which set it themselves."""
     root = Path(root).resolve()
-    env = os.environ.get(ENV_URL) if use_env else None
-    url = env or read_config(root).get("store")
-    where = ENV_URL if env else f"{config_path(root)}: store"
-    gid = identity.git_id(root) if identity_checks else None  # one git call per open
-    if not url:
-        where = str(db_path(root))
-        if identity_checks:
-            identity.check_before_open(root, db_path(root), where, gid)  # a lost board is not remade empty
-        s = SqliteStore(db_path(root), clock, root=root, readonly=readonly)
+    found = _configured(root, use_env)
+    if found is None:  # the embedded file
+        u, where = StoreUrl(f"sqlite:{db_path(root)}", db_path(root)), str(db_path(root))
     else:
+        u, where = parse_url(found[0]), found[1]
         if not create:
-            existing(str(url), where)
-        if identity_checks and str(url).startswith("sqlite:"):
-            identity.check_before_open(root, sqlite_path(str(url)), where, gid)
-        s = open_url(str(url), clock, root=root)
+            _must_exist(u, where)
+    gid = identity.git_id(root) if identity_checks else None  # one git call per open
+    if identity_checks and u.sqlite is not None:
+        identity.check_before_open(root, u.sqlite, where, gid)  # a lost board is not remade empty
+    # `readonly` opens the embedded file read-only; a configured store is opened as before, read-write
+    s = _open(u, clock, root, readonly=readonly and found is None)
     if identity_checks:
         try:
             identity.check_open(s, root, where, gid, readonly=readonly)
@@ -155,4 +190,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["DB_NAME", "ENV_URL", "HEALER_DIR", "SqliteStore", "Store", "db_path", "existing", "open_store", "open_url", "store_url"]
+__all__ = ["DB_NAME", "ENV_URL", "HEALER_DIR", "SqliteStore", "Store", "StoreUrl", "db_path", "existing", "open_store", "open_url",
+           "parse_url", "store_url"]

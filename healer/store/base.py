@@ -30,11 +30,17 @@ if TYPE_CHECKING:
 class Store(Protocol):
     root: str
     clock: Clock
+    path: str  # what the store is, to say in a message: its file, or its URL with any password cut out
 
     def now(self) -> float: ...
     def server_now(self) -> float | None: ...  # the store's own clock (PostgreSQL); None: the store is local
-    def tx(self) -> AbstractContextManager[Any]: ...
+    # fenced=False: a write a stale lease holder may still make (the fence's own refusal, doctor's probe)
+    def tx(self, *, fenced: bool = True) -> AbstractContextManager[Any]: ...
     def close(self) -> None: ...
+
+    # the schema (healer store migrate/status/backup, doctor)
+    def version(self) -> int: ...
+    def migrate(self) -> tuple[int, int]: ...  # (before, after)
 
     # events (append-only)
     def check(self) -> None:
@@ -133,6 +139,8 @@ class Store(Protocol):
     # the store's own health (game days check the store a storm leaves behind)
     def integrity(self, *, quick: bool = False) -> str:
         """"ok" when the store finds itself intact, else its first complaint (`quick`: a cheaper check, doctor's)."""
+
+    def journal_mode(self) -> str: ...  # "wal" on SQLite as it should be; PostgreSQL says what it does instead
 
 
 @runtime_checkable

@@ -80,7 +80,7 @@ def unavailable(e: BaseException) -> bool:
 
 def pg_away_code(sqlstate: str | None) -> bool:
     """A PostgreSQL SQLSTATE that says the server cannot take the work now (see _PG_AWAY_CLASSES)."""
-    return bool(sqlstate) and (sqlstate in _PG_AWAY_CODES or sqlstate[:2] in _PG_AWAY_CLASSES)
+    return sqlstate is not None and (sqlstate in _PG_AWAY_CODES or sqlstate[:2] in _PG_AWAY_CLASSES)
 
 
 def backoff(tries: int, u: float, base: float = BACKOFF_BASE, cap: float = BACKOFF_CAP) -> float:

@@ -38,7 +38,6 @@ import psycopg
 from healer import failpoints, lifecycle
 from healer.clock import Clock, system
 from healer.errors import HealerError, StoreUnavailable
-from healer.records import Lease
 from healer.store import outage
 from healer.store.migrations import CURRENT, PG_MIGRATIONS
 from healer.store.sql import FP_TX_COMMIT, SqlStore, _Fenced, newer
@@ -125,16 +124,16 @@ class PgStore(SqlStore):
     _LIKE = "ILIKE"
 
     def __init__(self, url: str, clock: Clock | None = None, *, root: str | None = None, migrate: bool = True) -> None:
+        super().__init__()
         self.url = url
         self.path = redact(url)
         self.root = str(root if root is not None else ".")
         self.clock = clock or system()
         self._lock = threading.RLock()
-        self._fence: Lease | None = None
         self._in_write = False
         self._events_locked = False
-        self._pg = None
-        self._listener = None
+        self._pg: psycopg.Connection[Any]  # the connection: _connect's, below
+        self._listener: psycopg.Connection[Any] | None = None
         self.patience = PATIENCE
         self._meta = _Meta([])
         self._db = _Conn(self)
@@ -165,7 +164,7 @@ class PgStore(SqlStore):
 
     def _connect(self) -> None:
         self._pg = self._open()
-        r = self._pg.execute("SELECT current_schema() AS s, hashtext(current_schema()) AS h").fetchone()
+        r = self._pg.execute("SELECT current_schema() AS s, hashtext(current_schema()) AS h").fetchall()[0]  # always one
         if r["s"] is None:
             raise HealerError(f"{self.path}: no schema to use (search_path names none that exists)", 65)
         self.schema, self._key = r["s"], int(r["h"])
@@ -174,7 +173,7 @@ class PgStore(SqlStore):
     def _alive(self) -> None:
         """A live connection, re-opened when it was lost. While the server is away, tries are spaced by the
         process's capped, jittered backoff (healer/store/outage.py): in between, a call fails at once."""
-        if not (self._pg is None or self._pg.closed or self._pg.broken):
+        if not (self._pg.closed or self._pg.broken):
             return
         # a call waits up to `patience` for the server (a restart takes a second or two): short outages cost the
         # caller (a loop runner's event, a pass) nothing; longer ones fail the call, and its daemon rides them out
@@ -182,8 +181,7 @@ class PgStore(SqlStore):
         while True:
             t = outage.tracker(self)
             if t.may_try(self.clock.monotonic()):
-                if self._pg is not None:
-                    self._pg.close()
+                self._pg.close()
                 try:
                     self._connect()
                     return
@@ -214,7 +212,7 @@ class PgStore(SqlStore):
                       c.is_identity = 'YES' AS is_identity
                FROM information_schema.columns c WHERE c.table_schema = current_schema()
                ORDER BY c.table_name, c.ordinal_position""").fetchall()
-        self._meta.__init__([tuple(r) for r in rows])
+        self._meta = _Meta([tuple(r) for r in rows])
 
     @contextmanager
     def tx(self, *, fenced: bool = True) -> Iterator[_Conn]:
@@ -280,7 +278,7 @@ class PgStore(SqlStore):
         return []
 
     def version(self) -> int:
-        r = self._pg.execute("SELECT to_regclass('healer_schema') IS NOT NULL AS t").fetchone()
+        r = self._pg.execute("SELECT to_regclass('healer_schema') IS NOT NULL AS t").fetchall()[0]  # always one
         if not r["t"]:
             return 0
         r = self._pg.execute("SELECT version FROM healer_schema").fetchone()
@@ -410,7 +408,8 @@ class PgStore(SqlStore):
         """SQLite's throwaway-store switch; durability here is the server's configuration."""
 
     def server_info(self) -> dict[str, Any]:
-        r = self._pg.execute("SELECT current_setting('server_version') AS v, current_database() AS d, current_user AS u").fetchone()
+        r = self._pg.execute("SELECT current_setting('server_version') AS v, current_database() AS d, "
+                             "current_user AS u").fetchall()[0]  # always one
         return {"server_version": r["v"], "database": r["d"], "user": r["u"], "schema": self.schema,
                 "schema_version": self.version(), "healer_schema_version": CURRENT}
 

@@ -23,7 +23,7 @@ from healer import failpoints, lifecycle
 from healer.errors import INVALID_INPUT, HealerError, NotFound, StaleLease
 from healer.store.migrations import CURRENT
 from healer.store.sql_adopted import AdoptedSql
-from healer.store.sql_agents import AgentsSql
+from healer.store.sql_agents import AgentMemo, AgentsSql
 from healer.store.sql_attempts import AttemptsSql
 from healer.store.sql_common import _j, _placeholders, _rec, _Where
 from healer.store.sql_outbox import OutboxSql
@@ -49,24 +49,13 @@ class SqlStore(TicketsSql, AgentsSql, AttemptsSql, OutboxSql, AdoptedSql):
     path: str
     root: str
     clock: Clock
-    _fence: Lease | None
-    _LIKE: str
 
-    # -- what each adapter provides ---------------------------------------------
-    def tx(self, *, fenced: bool = True):
-        raise NotImplementedError
+    def __init__(self) -> None:
+        """What both adapters hold besides their connection; each calls this first."""
+        self._fence: Lease | None = None
+        self._agent_memo = AgentMemo()
 
-    def _q(self, sql: str, args: Iterable[Any] = ()) -> list:
-        raise NotImplementedError
-
-    def _for_update(self, sql: str) -> str:
-        """`sql` (a SELECT inside a write transaction) locking the rows it reads until COMMIT."""
-        raise NotImplementedError
-
-    def _skip_locked(self, sql: str) -> str:
-        """`sql` (a SELECT that claims rows) skipping the rows another transaction holds."""
-        raise NotImplementedError
-
+    # -- what each adapter provides (besides SqlPart's tx, _q, _for_update, _skip_locked) ---------------------
     def version(self) -> int:
         raise NotImplementedError
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from healer import lifecycle
 from healer.errors import NotFound
-from healer.store.sql_common import _j, _placeholders, _rec, _Where
+from healer.store.sql_common import SqlPart, _j, _placeholders, _rec, _Where
 
 TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
 if TYPE_CHECKING:
@@ -17,35 +17,47 @@ if TYPE_CHECKING:
     from healer.records import Agent, Worktree
 
 
-class AgentsSql:
+_AGENT_COLS = ("id", "ticket_id", "state", "kind", "pid", "host", "container", "run_id", "worktree",
+               "started_at", "heartbeat_at", "progress_at", "ended_at", "exit_code")
+
+
+class AgentMemo:
+    """The agents already built from rows, one per store (SqlStore.__init__). The board is read every tick and most
+    agent rows are unchanged since the last read: an Agent is frozen, so one built from the very same row values
+    (the row's version) is handed out again instead of decoding its JSON anew. Callers never mutate `data` in place
+    (they write the store)."""
+
+    MAX = 4096
+
+    def __init__(self) -> None:
+        self.agents: dict[tuple, Agent] = {}
+        self.data: dict[str, Any] = {}  # a heartbeat changes the row but seldom its data: the same JSON text is decoded once
+        self.fleet = 0  # the most rows a whole read returned: never evicted by a read of the whole fleet
+
+    def agent(self, r: Any) -> Agent:
+        key = tuple(r)
+        a = self.agents.get(key)
+        if a is None:
+            if len(self.agents) >= max(self.MAX, 2 * self.fleet):
+                self.agents.clear()  # bounded by twice the fleet: a whole-fleet read never evicts its own rows
+                self.data.clear()
+            raw = r["data"]
+            data = self.data.get(raw)
+            if data is None:
+                data = self.data[raw] = json.loads(raw)
+            a = self.agents[key] = _rec.Agent(**{c: r[c] for c in _AGENT_COLS}, data=data)
+        return a
+
+
+class AgentsSql(SqlPart):
     """Agents and worktrees: mixed into SqlStore (healer/store/sql.py)."""
 
-    _AGENT_COLS = ("id", "ticket_id", "state", "kind", "pid", "host", "container", "run_id", "worktree",
-                   "started_at", "heartbeat_at", "progress_at", "ended_at", "exit_code")
-
+    _AGENT_COLS = _AGENT_COLS
     _AGENT_SET = ",".join(f"{c}=excluded.{c}" for c in _AGENT_COLS[1:] + ("data",))  # an upsert's new values
-
-    _AGENT_CACHE_MAX = 4096
+    _agent_memo: AgentMemo  # SqlStore.__init__'s
 
     def _agent_from(self, r: Any) -> Agent:
-        # The board is read every tick and most agent rows are unchanged since the last read: an Agent is
-        # frozen, so one built from the very same row values (the row's version) is handed out again
-        # instead of decoding its JSON anew. Callers never mutate `data` in place (they write the store).
-        key = tuple(r)
-        cache = self.__dict__.setdefault("_agent_cache", {})  # lazily: the PostgreSQL store shares this method
-        a = cache.get(key)
-        if a is None:
-            if len(cache) >= max(self._AGENT_CACHE_MAX, 2 * self.__dict__.get("_agent_rows", 0)):
-                cache.clear()  # bounded by twice the fleet: a whole-fleet read never evicts its own rows
-                self.__dict__.pop("_agent_data", None)
-            # a heartbeat changes the row but seldom its data: the same JSON text is decoded once
-            texts = self.__dict__.setdefault("_agent_data", {})
-            raw = r["data"]
-            data = texts.get(raw)
-            if data is None:
-                data = texts[raw] = json.loads(raw)
-            a = cache[key] = _rec.Agent(**{c: r[c] for c in self._AGENT_COLS}, data=data)
-        return a
+        return self._agent_memo.agent(r)
 
     def upsert_agent(self, agent: Agent) -> None:
         vals = [getattr(agent, c) for c in self._AGENT_COLS] + [_j(agent.data)]
@@ -95,8 +107,7 @@ class AgentsSql:
         w = _Where().among("state", states).add("ticket_id=?", ticket_id)
         sql, args = "SELECT * FROM agents" + w.sql(), w.args
         rows = self._q(sql + " ORDER BY started_at, id", args)
-        if len(rows) > self.__dict__.get("_agent_rows", 0):
-            self._agent_rows = len(rows)
+        self._agent_memo.fleet = max(self._agent_memo.fleet, len(rows))
         return [self._agent_from(r) for r in rows]
 
     def agents_to_reap(self, host: str | None = None) -> list[Agent]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from healer import lifecycle
-from healer.store.sql_common import _placeholders, _rec
+from healer.store.sql_common import SqlPart, _placeholders, _rec
 
 TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
 if TYPE_CHECKING:
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from healer.records import Attempt, Proposal
 
 
-class AttemptsSql:
+class AttemptsSql(SqlPart):
     """Attempts and proposals: mixed into SqlStore (healer/store/sql.py)."""
 
     def _prop(self, r: Any) -> Proposal:

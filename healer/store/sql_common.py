@@ -1,5 +1,6 @@
-"""What every part of the store's SQL (healer/store/sql.py and its sql_*.py parts) shares: JSON as stored,
-placeholders, a WHERE clause built from optional filters, and the records built lazily."""
+"""What every part of the store's SQL (healer/store/sql.py and its sql_*.py parts) shares: what a part may use of
+the store it is part of (`SqlPart`), JSON as stored, placeholders, a WHERE clause built from optional filters, and
+the records built lazily."""
 
 from __future__ import annotations
 
@@ -8,7 +9,40 @@ from collections.abc import Iterable
 
 TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
     from typing import Any
+
+
+class SqlPart:
+    """The base of each part of the store's SQL (sql_tickets.py, sql_agents.py, sql_attempts.py, sql_outbox.py): the
+    whole of what a part uses of the store it is mixed into, declared here so that each part is type-checked alone
+    and nothing else is reached for. SqlStore (healer/store/sql.py) defines `now` and `_event`; each adapter
+    (healer/store/sqlite.py, healer/store/postgres.py) its connection's hooks."""
+
+    _LIKE: str  # the case-blind LIKE: SQLite's LIKE, PostgreSQL's ILIKE
+
+    def tx(self, *, fenced: bool = True) -> AbstractContextManager[Any]:
+        """A write transaction (fenced: the held lease is checked in it), yielding the adapter's connection."""
+        raise NotImplementedError
+
+    def _q(self, sql: str, args: Iterable[Any] = ()) -> list:
+        """The rows of a read, outside any write transaction."""
+        raise NotImplementedError
+
+    def _for_update(self, sql: str) -> str:
+        """`sql` (a SELECT inside a write transaction) locking the rows it reads until COMMIT."""
+        raise NotImplementedError
+
+    def _skip_locked(self, sql: str) -> str:
+        """`sql` (a SELECT that claims rows) skipping the rows another transaction holds."""
+        raise NotImplementedError
+
+    def now(self) -> float:
+        raise NotImplementedError
+
+    def _event(self, db: Any, kind: str, subject: str, payload: dict | None, at: float | None = None) -> int:
+        """Append an event inside the transaction `db`; its id."""
+        raise NotImplementedError
 
 
 class _Records:

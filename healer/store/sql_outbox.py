@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from healer.store.sql_common import _j, _rec, _Where
+from healer.store.sql_common import SqlPart, _j, _rec, _Where
 
 TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
 if TYPE_CHECKING:
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from healer.records import OutboxItem
 
 
-class OutboxSql:
+class OutboxSql(SqlPart):
     """The notification outbox: mixed into SqlStore (healer/store/sql.py)."""
 
     def _outbox_item(self, r: Any) -> OutboxItem:

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from healer import lifecycle
 from healer.conventions import ticket_id_problem
 from healer.errors import HealerError, NotFound
-from healer.store.sql_common import _j, _placeholders, _rec, _Where
+from healer.store.sql_common import SqlPart, _j, _placeholders, _rec, _Where
 
 TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from healer.records import Comment, Ticket
 
 
-class TicketsSql:
+class TicketsSql(SqlPart):
     """Tickets, labels, comments: mixed into SqlStore (healer/store/sql.py)."""
 
     def _ticket_from(self, r: Any, labels: dict[str, float]) -> Ticket:

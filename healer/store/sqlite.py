@@ -32,7 +32,6 @@ TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
 if TYPE_CHECKING:
     from typing import Any
 
-    from healer.records import Lease
 
 SQLITE_VERSION = sqlite3.sqlite_version  # the library's, for doctor's report
 BUSY_MS = 30_000  # a write waits this long for another process's transaction (then the bounded retry)
@@ -50,12 +49,12 @@ class SqliteStore(SqlStore):
 
     def __init__(self, path: str | Path, clock: Clock | None = None, *, root: str | Path | None = None,
                  migrate: bool = True, readonly: bool = False) -> None:
+        super().__init__()
         self.path = str(path)
         self.root = str(root if root is not None else Path(path).resolve().parent.parent)
         self.clock = clock or system()
         self.readonly = readonly
         self._lock = threading.RLock()
-        self._fence: Lease | None = None
         self._depth = 0  # nesting of tx() on this connection (under _lock)
         try:
             self._db = _connect_readonly(self.path) if readonly else _connect(self.path)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from chaos.ctk_journal import not_steady, ok, verdict
 from chaos.report_ctk import junit
-from healer.ctk.journal import not_steady, ok, verdict
 
 JOURNAL = {
     "experiment": {"title": "fleet heals a frozen ticket"}, "status": "completed", "deviated": False, "duration": 1.5,

@@ -11,6 +11,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from healer.git import private_objects_env
 from healer.loop import objects
 from tests.conftest import git, make_repo
 
@@ -23,7 +24,7 @@ def _setup(tmp_path):
 
 
 def _git_env(private, store):
-    return {**os.environ, **objects.env(private, store)}
+    return {**os.environ, **private_objects_env(private, store)}
 
 
 def _agent_pack(repo, private, store, text: str) -> Path:

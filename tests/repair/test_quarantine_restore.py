@@ -3,8 +3,8 @@ unreadable batch never stops another batch from being restored (the CLI's view: 
 
 from __future__ import annotations
 
+from healer import quarantine as q
 from healer.init import init_fleet
-from healer.remedy import quarantine as q
 from tests.conftest import make_repo
 
 

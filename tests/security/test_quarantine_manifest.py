@@ -7,8 +7,8 @@ import json
 import os
 import stat
 
+from healer import quarantine as q
 from healer.init import init_fleet
-from healer.remedy import quarantine as q
 from tests.conftest import healer, make_repo
 
 

@@ -6,7 +6,7 @@ A cycle is a strongly connected component of that graph (modules that reach each
 ones were broken by moving the shared piece below both sides (errors <-> git <-> store.corrupt,
 fleet.container_runtime <-> fleet.images: healer/containers/client.py; notify <-> notify.outbox:
 healer/notify/identity.py; the chaos knot: chaos/faults/world.py and chaos/engine/base.py; healer.ctk.run <->
-chaos.report_ctk: healer/ctk/journal.py; the CLI and `healer demo`: the state flag in healer/cli/common.py, the
+chaos.report_ctk: chaos/ctk_journal.py; the CLI and `healer demo`: the state flag in healer/cli/common.py, the
 board's table in healer/views.py, `healer init`'s work in healer/init.py; the ports, the snapshot and the repair
 agent: busy_map in healer/fleet/busy.py, the tool names in healer/repair/tools.py). Because there is none, a
 function-local import can move to module level without a circle in this graph; a circle through a package's

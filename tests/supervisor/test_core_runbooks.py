@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from healer.cli.common import policy_with_runbooks, read_texts
 from healer.core import decide
 from healer.core.model import Memory, Snapshot
 from healer.core.rules import DEFAULT_RULES, effective
 from healer.core.runbooks import check, parse, rules_from_runbooks, template, with_rules
 from healer.policy.schema import Policy
+from healer.policy_in_force import policy_with_runbooks, read_texts
 from tests.conftest import REPO, healer
 from tests.synth import T0, ticket
 

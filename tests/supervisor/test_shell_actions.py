@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from healer import quarantine as q
 from healer.core.model import PlannedAction
 from healer.records import Agent, Worktree
-from healer.remedy import quarantine as q
 from healer.remedy.actions import execute, recover
 from tests.conftest import git
 

@@ -12,7 +12,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from healer.remedy import quarantine as q
+from healer import quarantine as q
 from healer.store import open_store
 from tests.conftest import REPO, healer, make_repo, wait_until
 

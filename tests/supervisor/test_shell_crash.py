@@ -10,8 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from healer import quarantine as q
 from healer.records import Worktree
-from healer.remedy import quarantine as q
 from healer.store import open_store
 from tests.conftest import git, healer, make_repo
 

@@ -9,10 +9,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from healer import quarantine as q
 from healer.clock import VirtualClock
+from healer.paths import UnsafePath, confine
 from healer.realpath import Resolver
-from healer.remedy import quarantine as q
-from healer.remedy.paths import UnsafePath, confine
 
 SEGMENT = st.sampled_from(["..", ".", "a", "b", "link_out", "link_in", ".healer", ".git", "", "x.txt", "/", "/etc"])
 

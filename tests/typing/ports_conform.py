@@ -10,12 +10,13 @@ from chaos.engine.sim_ports import SimGates, SimGit, SimLauncher, SimProcesses, 
 from chaos.engine.simstore import CachedStore
 from healer.adopt import ProcTable, RealProcTable
 from healer.clock import Clock, SystemClock, VirtualClock
-from healer.fleet.ports import Gates, Git, Launcher, Processes, RealGates, RealGit, RealLauncher, RealProcesses
+from healer.fleet.ports import Gates, Git, Launcher, Processes, RealGates, RealGit, RealProcesses
 from healer.fleet.process_runtime import ProcessRuntime
 from healer.fleet.runtime import Runtime
 from healer.store.base import ChangeTracking, Store
 from healer.store.postgres import PgStore
 from healer.store.sqlite import SqliteStore
+from healer.supervisor import RepairLauncher
 from tests.adopt.test_sim_adopt import SimTable
 
 
@@ -47,7 +48,7 @@ def processes(a: RealProcesses, b: SimProcesses) -> list[Processes]:
     return [a, b]
 
 
-def launchers(a: RealLauncher, b: SimLauncher) -> list[Launcher]:
+def launchers(a: RepairLauncher, b: SimLauncher) -> list[Launcher]:
     return [a, b]
 
 

@@ -8,8 +8,8 @@ from healer import lifecycle
 from healer.actions.spec import Abort, Refuse, Target
 from healer.errors import NotFound
 from healer.fleet.snapshot import ended_with, liveness
+from healer.paths import UnsafePath, confine
 from healer.remedy.actions import Context
-from healer.remedy.paths import UnsafePath, confine
 
 
 def ticket_or_abort(ctx: Context, tid: str):
@@ -21,7 +21,7 @@ def ticket_or_abort(ctx: Context, tid: str):
 
 def live_agents(ctx: Context, tid: str, *, exclude: str | None = None) -> list[tuple[str, bool | None]]:
     """Agents on `tid` that are alive or cannot be proven dead (a destructive action treats unknown as alive)."""
-    out = []
+    out: list[tuple[str, bool | None]] = []
     for a in ctx.store.agents(states=("running",), ticket_id=tid):
         if a.id == exclude:
             continue

@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from healer import conventions as cv
+from healer import quarantine as qmod
 from healer.actions.spec import Abort, Handler, Refuse, Target
 from healer.errors import HealerError
 from healer.fleet.snapshot import liveness
+from healer.paths import UnsafePath, confine, relative
 from healer.realpath import Resolver
-from healer.remedy import quarantine as qmod
 from healer.remedy.actions import Context
 from healer.remedy.handlers.common import path_target
-from healer.remedy.paths import UnsafePath, confine, relative
 
 # -- quarantine_file ----------------------------------------------------------------
 
@@ -59,7 +59,7 @@ def _q_check(ctx: Context, t: Target) -> None:
         confine(ctx.root, p, link_anywhere=True)  # again, on fresh state: a symlinked folder may have appeared since
     why = [_q_why_not(ctx, p) for p in t.paths]
     if all(why):
-        raise Abort("; ".join(why))
+        raise Abort("; ".join(w for w in why if w))
 
 
 def _q_apply(ctx: Context, t: Target, intent: int) -> dict:

@@ -59,7 +59,7 @@ def _notify_resolve(ctx: Context, subject: str, params: dict) -> Target:
 
 def _notify_apply(ctx: Context, t: Target, intent: int) -> dict:
     p = t.params
-    sent = notify(ctx.store, ctx.policy, p.get("key", t.subject), p.get("text") or p.get("why"), severity=p.get("severity", "warning"),
+    sent = notify(ctx.store, ctx.policy, p.get("key", t.subject), str(p.get("text") or p.get("why")), severity=p.get("severity", "warning"),
                   evidence=p.get("evidence"), cooldown=p.get("cooldown"))
     return {"sent": sent}
 

@@ -20,14 +20,22 @@ from healer.remedy.handlers.common import (
     ticket_target,
 )
 
+
+def _ticket(t: Target) -> str:
+    """The ticket a ticket action acts on (ticket_target sets it; an intent recovered without one is refused)."""
+    if t.ticket is None:
+        raise Abort(f"{t.action} {t.subject}: no ticket")
+    return t.ticket
+
+
 # -- close_dead_ticket --------------------------------------------------------------
 
 def _close_check(ctx: Context, t: Target) -> None:
-    tk = ticket_or_abort(ctx, t.ticket)
+    tk = ticket_or_abort(ctx, _ticket(t))
     if tk.state == lifecycle.CLOSED:
         raise Abort(f"{t.ticket} is already closed")
     _expect(tk, t)
-    no_live_agent(ctx, t.ticket)
+    no_live_agent(ctx, _ticket(t))
 
 
 def _expect(tk, t: Target) -> None:
@@ -43,7 +51,7 @@ def _close_apply(ctx: Context, t: Target, intent: int) -> dict:
         # between the check and this move (review -> done, e.g. a store restart between the merge's two steps) wins,
         # and the intent aborts instead of closing a done ticket (pg-restarts-real found it)
         _expect(tk, t)
-        mark_dead_agents(ctx, t.ticket)
+        mark_dead_agents(ctx, _ticket(t))
         ctx.store.move_ticket(t.ticket, lifecycle.CLOSED, actor=ctx.actor, reason=t.params.get("why", "dead ticket"),
                               expect=t.params.get("expect") or tk.state)
     return {"from": tk.state}
@@ -63,7 +71,7 @@ def _label_resolve(ctx: Context, subject: str, params: dict) -> Target:
 
 def _label_check(ctx: Context, t: Target) -> None:
     label = t.params["label"]
-    tk = ticket_or_abort(ctx, t.ticket)
+    tk = ticket_or_abort(ctx, _ticket(t))
     if label not in tk.labels:
         raise Abort(f"{t.ticket} no longer has label {label!r}")
     seen = t.params.get("added_at")
@@ -83,15 +91,15 @@ def _label_verify(ctx: Context, t: Target) -> bool:
 # -- requeue_ticket -----------------------------------------------------------------
 
 def _requeue_check(ctx: Context, t: Target) -> None:
-    tk = ticket_or_abort(ctx, t.ticket)
+    tk = ticket_or_abort(ctx, _ticket(t))
     if tk.state != lifecycle.IN_PROGRESS:
         raise Abort(f"{t.ticket} is {tk.state}, not in_progress")
-    no_live_agent(ctx, t.ticket)
-    not_reaped(ctx, t.ticket)
+    no_live_agent(ctx, _ticket(t))
+    not_reaped(ctx, _ticket(t))
 
 
 def _requeue_apply(ctx: Context, t: Target, intent: int) -> dict:
-    return requeue(ctx, t.ticket, t.params.get("why", "requeue: no live agent"), resume=bool(t.params.get("resume", False)))
+    return requeue(ctx, _ticket(t), t.params.get("why", "requeue: no live agent"), resume=bool(t.params.get("resume", False)))
 
 
 def _requeue_verify(ctx: Context, t: Target) -> bool:
@@ -103,7 +111,7 @@ def _requeue_verify(ctx: Context, t: Target) -> bool:
 def _unblock_check(ctx: Context, t: Target) -> None:
     """Still blocked, and still nothing blocks it: its blockers done or closed, no wait label, no rejected proposal
     (a ticket the dispatcher blocked after its replays ran out is a human's), no live agent."""
-    tk = ticket_or_abort(ctx, t.ticket)
+    tk = ticket_or_abort(ctx, _ticket(t))
     if tk.state != lifecycle.BLOCKED:
         raise Abort(f"{t.ticket} is {tk.state}, not blocked")
     wait = (set(ctx.policy.fleet.wait_labels) | set(ctx.policy.health.stale_labels)) & set(tk.labels)
@@ -118,7 +126,7 @@ def _unblock_check(ctx: Context, t: Target) -> None:
             raise Abort(f"{t.ticket} is still blocked by {b} ({bt.state})")
     if any(p.state == "rejected" for p in ctx.store.proposals(t.ticket)):
         raise Abort(f"{t.ticket} had a proposal rejected: blocked after its replays, a human's decision")
-    no_live_agent(ctx, t.ticket)
+    no_live_agent(ctx, _ticket(t))
 
 
 def _unblock_apply(ctx: Context, t: Target, intent: int) -> dict:
@@ -134,13 +142,13 @@ def _unblock_verify(ctx: Context, t: Target) -> bool:
 # -- escalate -----------------------------------------------------------------------
 
 def _esc_check(ctx: Context, t: Target) -> None:
-    tk = ticket_or_abort(ctx, t.ticket)
+    tk = ticket_or_abort(ctx, _ticket(t))
     if tk.state == lifecycle.CLOSED:
         raise Abort(f"{t.ticket} is closed")
 
 
 def _esc_apply(ctx: Context, t: Target, intent: int) -> dict:
-    tid = t.ticket
+    tid = _ticket(t)
     text = t.params.get("text") or f"{tid} needs a human: {t.params.get('why', 'remediation exhausted')}"
     evidence = t.params.get("evidence") or {}
     ctx.store.label(tid, cv.NEEDS_HUMAN_LABEL, actor=ctx.actor)

@@ -21,15 +21,16 @@ import stat
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from healer import failpoints, switches
 from healer.clock import Clock, stamp, system
 from healer.errors import HealerError, NotFound
-from healer.remedy.paths import UnsafePath, confine, relative
+from healer.paths import UnsafePath, confine, relative
 
-FP_AFTER_MANIFEST = failpoints.declare("quarantine.after_manifest", "healer/remedy/quarantine.py: manifest written, nothing moved yet")
-FP_AFTER_COPY = failpoints.declare("quarantine.after_copy", "healer/remedy/quarantine.py: first file moved (or copied) into quarantine")
-FP_AFTER_MOVE = failpoints.declare("quarantine.after_move", "healer/remedy/quarantine.py: every file moved, manifest not yet marked")
+FP_AFTER_MANIFEST = failpoints.declare("quarantine.after_manifest", "healer/quarantine.py: manifest written, nothing moved yet")
+FP_AFTER_COPY = failpoints.declare("quarantine.after_copy", "healer/quarantine.py: first file moved (or copied) into quarantine")
+FP_AFTER_MOVE = failpoints.declare("quarantine.after_move", "healer/quarantine.py: every file moved, manifest not yet marked")
 
 QDIR = ".healer/quarantine"
 MANIFEST = "manifest.json"
@@ -170,7 +171,7 @@ def quarantine_many(root: str | Path, paths: Iterable[str | Path], reason: str, 
     now = clock.now()
     batch_dir = _new_batch(root_r, now)
     batch = batch_dir.name
-    entries = []
+    entries: list[dict[str, Any]] = []
     for _full, rel, size, sha, link in items:
         stored = rel if rel != MANIFEST and not rel.startswith(MANIFEST + ".") else f"_/{rel}"
         entries.append({"path": rel, "stored": stored, "size": size, "sha256": sha, "reason": reason, "time": now,
