@@ -253,7 +253,8 @@ def _read_transcript(path: str, cli: str, prices) -> _Read | None:
                         continue
                     if not isinstance(obj, dict):
                         continue
-                    pl = obj.get("payload") if isinstance(obj.get("payload"), dict) else {}
+                    raw = obj.get("payload")
+                    pl: dict = raw if isinstance(raw, dict) else {}
                     cwd = cwd or obj.get("cwd") or pl.get("cwd")
                     session = session or obj.get("sessionId") or (pl.get("id") if obj.get("type") == "session_meta" else None)
                     if obj.get("type") == "cost-state" and isinstance(obj.get("totalCostUSD"), (int, float)):

@@ -59,7 +59,8 @@ class Ledger:
         if e.kind == "loop.iteration":
             usd = _usd(p.get("cost_usd"))
             ticket = p.get("ticket") if isinstance(p.get("ticket"), str) and p.get("ticket") else None
-            day = p.get("day") if isinstance(p.get("day"), str) else day_of(e.at)
+            given = p.get("day")
+            day = given if isinstance(given, str) else day_of(e.at)
         elif e.kind == "loop.spend_counted":
             usd, ticket, day = _usd(p.get("usd")), None, day_of(e.at)
         else:

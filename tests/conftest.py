@@ -150,7 +150,7 @@ def _run_in_process(args: list[str], *, cwd, env, input) -> subprocess.Completed
     from healer.cli import common
 
     consoles = (common.console, common.err_console)
-    saved_shape = [(c._width, c.soft_wrap) for c in consoles]  # type: ignore[attr-defined]
+    saved_shape = [(c._width, c.soft_wrap) for c in consoles]
     saved_env, saved_cwd, saved_argv, saved_mask = dict(os.environ), os.getcwd(), list(sys.argv), _umask()
     saved_streams = (sys.stdin, sys.stdout, sys.stderr)
     saved_handlers = set(logger._core.handlers)  # type: ignore[attr-defined]
@@ -166,7 +166,7 @@ def _run_in_process(args: list[str], *, cwd, env, input) -> subprocess.Completed
         # the CLI's consoles were shaped once, when this process imported them: shape them as a child's would be
         # for this call's environment and streams (a pipe gets 200 columns unless COLUMNS says otherwise)
         for c, fresh in zip(consoles, (common.make_console(), common.make_console(stderr=True)), strict=True):
-            c._width, c.soft_wrap = fresh._width, fresh.soft_wrap  # type: ignore[attr-defined]
+            c._width, c.soft_wrap = fresh._width, fresh.soft_wrap
         try:
             code = cli.main(args)
         except SystemExit as e:  # a command that exits on its own, as the child would
@@ -174,7 +174,7 @@ def _run_in_process(args: list[str], *, cwd, env, input) -> subprocess.Completed
     finally:
         sys.stdin, sys.stdout, sys.stderr = saved_streams
         for c, (w, soft) in zip(consoles, saved_shape, strict=True):
-            c._width, c.soft_wrap = w, soft  # type: ignore[attr-defined]
+            c._width, c.soft_wrap = w, soft
         log.shutdown()  # the sinks this call added write to its (now dropped) stderr
         for hid in set(logger._core.handlers) - saved_handlers:  # type: ignore[attr-defined]
             logger.remove(hid)

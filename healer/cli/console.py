@@ -39,7 +39,11 @@ def console(
     stop = threading.Event()
     interrupted: list[int] = []
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: (interrupted.append(1), stop.set()))
+    def interrupt(*_: object) -> None:
+        interrupted.append(1)
+        stop.set()
+
+    signal.signal(signal.SIGINT, interrupt)
     from healer.clock import system  # lazy: healer.clock (1 ms)
     from healer.console import serve  # lazy: the web stack: 200 ms, only here
     from healer.store import open_store  # lazy: the store (already loaded by require_fleet's module, 0 ms)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from sse_starlette.sse import EventSourceResponse
@@ -23,6 +23,9 @@ from healer.console.steer import STEERS, Steering
 from healer.errors import NotFound
 from healer.store import keys
 
+if TYPE_CHECKING:
+    from healer.supervisor import Supervisor
+
 STATIC = Path(__file__).resolve().parent / "static"
 RECENT_AGENTS = 200  # the agents page: every running one, then the most recent ended ones
 ACTED = 100  # the supervisor page: the newest intents, newest first
@@ -38,7 +41,7 @@ class Console:
         self.steering = Steering(self.root, store, policy, clock, runtime, access.actor)
         self.runner = gamedays.Runner(self.root, clock)
         self.stopping = threading.Event()
-        self._planner = None
+        self._planner: Supervisor | None = None
         self._plan_lock = threading.Lock()
 
     def plan(self):

@@ -30,7 +30,7 @@ def shipped_root_scenarios() -> dict[str, Path]:
     spec = importlib.util.find_spec("chaos")
     if spec is None or not spec.submodule_search_locations:
         return {}
-    out = {}
+    out: dict[str, Path] = {}
     for loc in spec.submodule_search_locations:
         for f in sorted((Path(loc) / "scenarios" / "root").glob("*.yaml")):
             out.setdefault(f.stem, f)

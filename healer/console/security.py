@@ -17,6 +17,7 @@ import ipaddress
 import os
 import re
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from healer.errors import UsageError
@@ -54,7 +55,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def operator_name(given: str | None, env: dict | None = None) -> str:
+def operator_name(given: str | None, env: Mapping[str, str] | None = None) -> str:
     env = os.environ if env is None else env
     for cand in (given, env.get("USER"), env.get("LOGNAME")):
         if cand and _NAME.match(cand):
@@ -64,7 +65,8 @@ def operator_name(given: str | None, env: dict | None = None) -> str:
     return "operator"
 
 
-def access(host: str, token: str | None, operator: str | None, read_only: bool, env: dict | None = None) -> Access:
+def access(host: str, token: str | None, operator: str | None, read_only: bool,
+           env: Mapping[str, str] | None = None) -> Access:
     """What the console enforces, or the one-line refusal (64): a non-loopback bind without a token.
     A token `NAME=SECRET` names its holder, the operator its steers are recorded under."""
     env = os.environ if env is None else env

@@ -48,7 +48,7 @@ def board(tickets: Iterable, *, state: str | None = None, q: str = "", limit: in
             continue
         cols.setdefault(t.state, []).append(t)
     limit, offset = max(1, limit), max(0, offset)
-    out = []
+    out: list[dict[str, Any]] = []
     for s, ts in cols.items():
         if state and s != state:
             continue

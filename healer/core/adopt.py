@@ -123,7 +123,7 @@ def match(procs: Iterable[Proc], rules: Iterable[Any], toplevel: Mapping[str, st
 
 def step_states(states: Iterable[tuple[float, str]], now: float, state: str | None, keep: int) -> tuple[tuple[float, str], ...]:
     """The worktree's state history with this tick's state: a new entry only when it changed."""
-    st = tuple(tuple(x) for x in states)  # type: ignore[misc]
+    st = tuple(tuple(x) for x in states)
     if state is None or (st and st[-1][1] == state):
         return st  # type: ignore[return-value]
     return (*st, (now, state))[-keep:]  # type: ignore[return-value]

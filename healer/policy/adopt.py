@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from healer.policy.units import Duration, PosInt, written
+
 # where each CLI writes its session transcripts by default (seen by running the pinned CLIs: docs/adopt.md)
 SESSION_GLOBS = {
     "claude": ("~/.claude/projects/**/*.jsonl",),
@@ -32,57 +34,53 @@ def _regex(v: str) -> str:
 Regex = Annotated[str, AfterValidator(_regex)]
 
 
-def build(duration, posint):
-    """The models, over the schema's Duration and PosInt (one definition of each)."""
+class AdoptRule(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
 
-    class AdoptRule(BaseModel):
-        model_config = ConfigDict(extra="forbid", validate_default=True)
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$", description="the rule's name (events, findings)")
+    match: list[Regex] = Field(min_length=1, description="argv regular expressions: a process whose argv (joined by "
+                                                         "spaces) one of them finds is a candidate")
+    worktrees: list[str] = Field(default_factory=list, description="only loops whose worktree lies under one of "
+                                                                   "these folders (~ is healer's home); empty: anywhere")
+    exclude: list[Regex] = Field(default_factory=list, description="argv regular expressions that veto a match")
+    cli: Literal["auto", "claude", "codex", "command"] = Field(
+        "auto", description="whose session transcripts carry its spend; auto: claude or codex from the argv")
+    session_files: list[str] | None = Field(
+        None, description="globs of the CLI's session files (~ is the process owner's home); null: the CLI's own")
+    activity_files: list[str] = Field(default_factory=list, description="globs inside the worktree whose mtime "
+                                                                        "counts as activity besides its files")
+    iterations_glob: str | None = Field(None, description="files inside the worktree, one per iteration of a known "
+                                                          "loop runner (loop.sh: .loop/prompt-*.md)")
+    allow_stop: bool = Field(False, description="healer may stop it (SIGTERM to its group, SIGKILL after kill_grace), "
+                                                "always after a snapshot of its worktree")
+    restart_command: list[str] | None = Field(None, description="argv healer may start in the worktree after a stop; "
+                                                                "never a shell; null: never restarted")
+    kill_grace: Duration = Field(written("10s"), description="SIGTERM -> SIGKILL grace")
+    idle: Duration | None = Field(written("30m"), description="no session, output or worktree file written for this long")
+    stuck: Duration | None = Field(written("6h"), description="running this long in all (age)")
+    no_progress: Duration | None = Field(written("1h"), description="HEAD and the worktree's diff unchanged this long")
+    cost_cap_usd: float | None = Field(None, ge=0, description="spend read from its session transcripts")
+    max_iterations: PosInt | None = Field(None, description="iterations counted by iterations_glob")
 
-        name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$", description="the rule's name (events, findings)")
-        match: list[Regex] = Field(min_length=1, description="argv regular expressions: a process whose argv (joined by "
-                                                             "spaces) one of them finds is a candidate")
-        worktrees: list[str] = Field(default_factory=list, description="only loops whose worktree lies under one of "
-                                                                       "these folders (~ is healer's home); empty: anywhere")
-        exclude: list[Regex] = Field(default_factory=list, description="argv regular expressions that veto a match")
-        cli: Literal["auto", "claude", "codex", "command"] = Field(
-            "auto", description="whose session transcripts carry its spend; auto: claude or codex from the argv")
-        session_files: list[str] | None = Field(
-            None, description="globs of the CLI's session files (~ is the process owner's home); null: the CLI's own")
-        activity_files: list[str] = Field(default_factory=list, description="globs inside the worktree whose mtime "
-                                                                            "counts as activity besides its files")
-        iterations_glob: str | None = Field(None, description="files inside the worktree, one per iteration of a known "
-                                                              "loop runner (loop.sh: .loop/prompt-*.md)")
-        allow_stop: bool = Field(False, description="healer may stop it (SIGTERM to its group, SIGKILL after kill_grace), "
-                                                    "always after a snapshot of its worktree")
-        restart_command: list[str] | None = Field(None, description="argv healer may start in the worktree after a stop; "
-                                                                    "never a shell; null: never restarted")
-        kill_grace: duration = Field("10s", description="SIGTERM -> SIGKILL grace")
-        idle: duration | None = Field("30m", description="no session, output or worktree file written for this long")
-        stuck: duration | None = Field("6h", description="running this long in all (age)")
-        no_progress: duration | None = Field("1h", description="HEAD and the worktree's diff unchanged this long")
-        cost_cap_usd: float | None = Field(None, ge=0, description="spend read from its session transcripts")
-        max_iterations: posint | None = Field(None, description="iterations counted by iterations_glob")
+    @model_validator(mode="after")
+    def _restart(self):
+        if self.restart_command is not None and not self.restart_command:
+            raise ValueError("expected an argv (a non-empty list) or null, got [] @restart_command")
+        return self
 
-        @model_validator(mode="after")
-        def _restart(self):
-            if self.restart_command is not None and not self.restart_command:
-                raise ValueError("expected an argv (a non-empty list) or null, got [] @restart_command")
-            return self
+class Adopt(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
 
-    class Adopt(BaseModel):
-        model_config = ConfigDict(extra="forbid", validate_default=True)
+    enabled: bool = Field(False, description="the supervisor scans for these loops every tick (healer adopt: now)")
+    rules: list[AdoptRule] = Field(default_factory=list, description="first rule that matches a process wins")
+    history: PosInt = Field(8, description="worktree states kept per adopted loop (A-B-A-B)")
 
-        enabled: bool = Field(False, description="the supervisor scans for these loops every tick (healer adopt: now)")
-        rules: list[AdoptRule] = Field(default_factory=list, description="first rule that matches a process wins")
-        history: posint = Field(8, description="worktree states kept per adopted loop (A-B-A-B)")
+    @model_validator(mode="after")
+    def _unique(self):
+        seen: set[str] = set()
+        for i, r in enumerate(self.rules):
+            if r.name in seen:
+                raise ValueError(f"expected unique rule names, got {r.name!r} twice @rules.{i}.name")
+            seen.add(r.name)
+        return self
 
-        @model_validator(mode="after")
-        def _unique(self):
-            seen: set[str] = set()
-            for i, r in enumerate(self.rules):
-                if r.name in seen:
-                    raise ValueError(f"expected unique rule names, got {r.name!r} twice @rules.{i}.name")
-                seen.add(r.name)
-            return self
-
-    return AdoptRule, Adopt

@@ -8,7 +8,7 @@ Durations are written as strings (`90s`, `30m`, `1h30m`) and held as seconds.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, cast, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -16,47 +16,17 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
-    PlainSerializer,
-    ValidationInfo,
-    WithJsonSchema,
     model_validator,
 )
 
-from healer import actions, durations, endpoints
+from healer import actions, endpoints
 from healer.errors import InvalidInput
-from healer.policy import adopt as adopt_models
+from healer.policy.adopt import Adopt, AdoptRule  # noqa: F401 - the `adopt:` section (docs/adopt.md)
+
+# the units are one module of their own (healer/policy/adopt.py uses them too); re-exported for the many callers
+from healer.policy.units import WRITTEN, Duration, NonNegInt, PosInt, _duration, _not_bool, written  # noqa: F401
 
 HARD_MAX_ITERATIONS = 1000  # no policy may raise absolute_max above this
-
-WRITTEN = {"written": True}  # the validation context of what a person wrote (a file, --override): see _duration
-
-
-def _duration(v: object, info: ValidationInfo) -> float:
-    # what a file says must carry a unit (`90` is refused, issue 41); python callers pass seconds as numbers
-    if info.context and info.context.get("written"):
-        why = durations.needs_unit(v)
-        if why:
-            raise ValueError(why)
-    return durations.parse(v)
-
-
-Duration = Annotated[
-    float,
-    BeforeValidator(_duration),
-    PlainSerializer(durations.format, return_type=str),
-    WithJsonSchema({"type": "string", "pattern": durations.PATTERN, "examples": ["90s", "30m", "1h30m"]}),
-]
-
-
-def _not_bool(v: object) -> object:
-    # pydantic's lax mode reads `true` as 1; in a policy that is always a typo
-    if isinstance(v, bool):
-        raise ValueError(f"expected a number, got {str(v).lower()}")
-    return v
-
-
-PosInt = Annotated[int, Field(ge=1), BeforeValidator(_not_bool)]
-NonNegInt = Annotated[int, Field(ge=0), BeforeValidator(_not_bool)]
 
 
 
@@ -75,11 +45,6 @@ class _ActionsEnum:
 
 # the remediation whitelist (docs/supervisor.md): the only actions that exist, one spec each in healer/actions/
 Action = Annotated[str, AfterValidator(_known_action), _ActionsEnum()]
-def written(text: str) -> float:
-    """A default duration as a file writes it (`"10m"`): the model parses it into the field's seconds (every model
-    here validates its defaults, Strict.model_config), and the JSON schema shows it as written. Typed as what the
-    field holds once parsed."""
-    return cast(float, text)
 
 ACTIONS = actions.ACTIONS  # live: an action registered after import is in it
 
@@ -495,7 +460,6 @@ class StoreSettings(Strict):
                           "one line and exit 69 (docs/restarts.md)")
 
 
-AdoptRule, Adopt = adopt_models.build(Duration, PosInt)
 
 
 class Policy(Strict):
@@ -512,7 +476,7 @@ class Policy(Strict):
     fleet: Fleet = Field(default_factory=Fleet)
     supervisor: Supervisor = Field(default_factory=Supervisor)
     store: StoreSettings = Field(default_factory=StoreSettings)
-    adopt: Adopt = Field(default_factory=Adopt)  # type: ignore[valid-type]
+    adopt: Adopt = Field(default_factory=Adopt)
 
     @model_validator(mode="before")
     @classmethod

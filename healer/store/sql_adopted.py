@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable
 
 from healer.errors import NotFound
-from healer.store.sql_common import _j, _placeholders, _rec, _Where
+from healer.store.sql_common import SqlPart, _j, _placeholders, _rec, _Where
 
 TYPE_CHECKING = False  # not typing's: `healer loop run` never imports typing
 if TYPE_CHECKING:
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 ADOPTED_STATES = ("adopted", "gone", "stopped")
 
 
-class AdoptedSql:
+class AdoptedSql(SqlPart):
     """Adopted loops: mixed into SqlStore (healer/store/sql.py)."""
 
     _ADOPTED_COLS = ("id", "rule", "host", "pid", "pgid", "start_ticks", "started_at", "cwd", "worktree", "cli",

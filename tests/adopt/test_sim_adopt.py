@@ -115,6 +115,7 @@ def test_sim_runaway_cost_is_stopped_only_while_the_identity_holds(tmp_path):
         f.write(_turn(2, 100_000))
     clock.advance(30)
     rep = sup.tick()  # $1.35: over the cap
+    assert rep.decision is not None
     f = next(f for f in rep.decision.findings if f.kind == "adopted_cost")
     assert f.evidence["cost_usd"] == 1.35 and f.evidence["pid"] == 4242
     stopped = sup.store.events(prefix="adopt.stopped")
@@ -124,5 +125,6 @@ def test_sim_runaway_cost_is_stopped_only_while_the_identity_holds(tmp_path):
     assert table.signals == [(4242, signal.SIGTERM)]
     assert stopped[0].payload["signals"] == ["SIGTERM"]
     rep = sup.tick()
+    assert rep.decision is not None
     assert not [f for f in rep.decision.findings if f.kind.startswith("adopted_")]  # the stranger is nobody's
     assert [a.id for a in sup.store.adopted()] == []  # not adopted: `sshd` matches no rule

@@ -13,6 +13,8 @@ from healer.remedy.handlers.common import no_live_agent, ticket_or_abort, ticket
 # -- release_ticket -------------------------------------------------------------------
 
 def _release_check(ctx: Context, t: Target) -> None:
+    if t.ticket is None:
+        raise Abort(f"{t.subject}: names no ticket")
     tk = ticket_or_abort(ctx, t.ticket)
     if tk.state != lifecycle.NEEDS_HUMAN:
         raise Abort(f"{t.ticket} is {tk.state}, not needs_human")
@@ -59,7 +61,7 @@ def _ack_check(ctx: Context, t: Target) -> None:
 def _ack_apply(ctx: Context, t: Target, intent: int) -> dict:
     sent = _last(ctx, "notify.sent", t.subject)
     told = open_alerts(ctx.store, ctx.policy).get(t.subject)
-    resolved = bool(told) and resolve(ctx.store, ctx.policy, t.subject, told, text=f"{t.subject} acknowledged by {ctx.actor}")
+    resolved = resolve(ctx.store, ctx.policy, t.subject, told, text=f"{t.subject} acknowledged by {ctx.actor}") if told else False
     ctx.store.append("notify.acked", t.subject, {"actor": ctx.actor, "sent": sent.id if sent else None,
                                                  "resolved": resolved, "intent": intent})
     return {"resolved": resolved}
