@@ -49,6 +49,7 @@ UNIT = ("tests/chaos", "tests/fleet", "tests/repair", "tests/restarts", "tests/s
 UNIT_MARKS = "not campaign and not serial"
 COPY = ("healer", "chaos", "tests", "policies", "runbooks", "bench", "pyproject.toml")
 SIM_TIMEOUT_FACTOR = 3
+SIM_MAP_VERSION = 2
 
 SIMRUN = """
 import sys, tempfile
@@ -73,17 +74,22 @@ def line(metric: str, value, unit: str, target=None, better: str = "higher", **e
                       "better": better, **extra}), flush=True)
 
 
-def content_hash() -> str:
-    """The map's cache key: the tree it was measured on, and what it measures (folders, marks, targets, plugin)."""
-    h = hashlib.sha256()
-    h.update(json.dumps([UNIT, UNIT_MARKS, mutate.TARGETS]).encode())
-    h.update((BENCH_DIR / "mutants_plugin.py").read_bytes())
-    for top in ("healer", "chaos", "tests", "policies", "runbooks"):
+def _hash_tree(tops: tuple[str, ...], h=None) -> str:
+    h = h or hashlib.sha256()
+    for top in tops:
         for p in sorted((ROOT / top).rglob("*")):
             if p.is_file() and p.suffix in (".py", ".yaml", ".yml", ".md", ".json") and "__pycache__" not in p.parts:
                 h.update(str(p.relative_to(ROOT)).encode())
                 h.update(p.read_bytes())
     return h.hexdigest()[:16]
+
+
+def content_hash() -> str:
+    """The product's key: what a map of any test measures (the code, what is measured, the plugin)."""
+    h = hashlib.sha256()
+    h.update(json.dumps([UNIT_MARKS, mutate.TARGETS, SIM_MAP_VERSION]).encode())
+    h.update((BENCH_DIR / "mutants_plugin.py").read_bytes())
+    return _hash_tree(("healer", "chaos", "policies", "runbooks"), h)
 
 
 def _targets_abs() -> list[str]:
@@ -150,48 +156,124 @@ def sim_map(jobs: int) -> dict:
     return out
 
 
-def unit_map(jobs: int) -> dict:
+def unit_files() -> list[str]:
+    return sorted(str(p.relative_to(ROOT)) for d in UNIT for p in (ROOT / d).rglob("test_*.py"))
+
+
+def _file_key(rel: str, product: str) -> str:
+    """A test file's map entry is valid while the product and the file (and its folder's conftest) are as measured."""
+    h = hashlib.sha256(product.encode())
+    for p in (ROOT / rel, *(c for c in (ROOT / rel).parents if (c / "conftest.py").exists() and ROOT in c.parents)):
+        f = p / "conftest.py" if p.is_dir() else p
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def unit_map(files: list[str], jobs: int) -> dict:
+    """{file: {"lines": {module: [lines]}, "seconds": s, "red": [test ids red unmutated]}} for `files`, measured in
+    one pytest run under coverage (context: the test file; children of a test record under its file)."""
+    out = {f: {"lines": {}, "seconds": 0.0, "red": []} for f in files}
+    if not files:
+        return out
     with tempfile.TemporaryDirectory(prefix="mutants-cover-") as d:
-        env = {**os.environ, "HEALER_MUT_COVER": str(Path(d) / "cover"),
+        rc = Path(d) / "childrc"
+        include = "\n    ".join(_targets_abs())
+        rc.write_text(f"[run]\nparallel = True\ndata_file = {d}/child\ncontext = ${{HEALER_MUT_CTX}}\n"
+                      f"include =\n    {include}\n")
+        env = {**os.environ, "HEALER_MUT_COVER": d, "HEALER_MUT_RC": str(rc),
                "HEALER_MUT_INCLUDE": json.dumps(_targets_abs()),
                "PYTHONPATH": os.pathsep.join([str(BENCH_DIR), os.environ.get("PYTHONPATH", "")])}
+        for k in ("COVERAGE_PROCESS_START", "HEALER_MUT_CTX", "HEALER_MUT_DESELECT"):
+            env.pop(k, None)
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "mutants_plugin", "-n", str(jobs), "-m", UNIT_MARKS,
-               *UNIT]
-        print(f"{BENCH}: map: unit tests under coverage: {' '.join(cmd[3:])}", file=sys.stderr)
+               "--timeout", "300", *files]
+        print(f"{BENCH}: map: {len(files)} unit test files under coverage, -n {jobs}", file=sys.stderr)
         subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=False)
-        merged: dict = {"lines": {}, "outcome": {}, "seconds": {}}
-        for f in Path(d).glob("cover.*"):
-            part = json.loads(f.read_text())
-            for k in merged:
-                merged[k].update(part[k])
-    return merged
+        import coverage
+
+        for part in Path(d).iterdir():
+            if part.name.startswith("outcome."):
+                o = json.loads(part.read_text())
+                for t, res in o["outcome"].items():
+                    if res != "passed" and t.split("::")[0] in out:
+                        out[t.split("::")[0]]["red"].append(t)
+                for f, s in o["seconds"].items():
+                    if f in out:
+                        out[f]["seconds"] = s
+            elif part.name.startswith(("inproc.", "child.")):
+                data = coverage.CoverageData(basename=str(part))
+                try:
+                    data.read()
+                except Exception:  # noqa: BLE001 - a child killed while writing: its lines are lost, no more
+                    continue
+                for src in data.measured_files():
+                    rel = os.path.relpath(src, ROOT)
+                    for ln, ctxs in data.contexts_by_lineno(src).items():
+                        for c in ctxs:
+                            if c in out:
+                                out[c]["lines"].setdefault(rel, set()).add(ln)
+    for v in out.values():
+        v["lines"] = {k: sorted(s) for k, s in v["lines"].items()}
+    return out
 
 
 def coverage_map(jobs: int, refresh: bool) -> dict:
-    key = content_hash()
-    path = CACHE / f"map-{key}.json"
-    if path.exists() and not refresh:
-        return json.loads(path.read_text())
+    """The scenarios' map (keyed by the product) and the unit test files' map (one entry per file, keyed by the
+    product and the file: a new or changed test file is measured alone, not the whole folder again)."""
     t0 = time.monotonic()
-    m = {"sim": sim_map(jobs), "unit": unit_map(jobs)}
+    product = content_hash()
     CACHE.mkdir(parents=True, exist_ok=True)
+    sim_path = CACHE / f"sim-{product}.json"
+    if sim_path.exists() and not refresh:
+        sim = json.loads(sim_path.read_text())
+    else:
+        sim = sim_map(jobs)
+        _write(sim_path, sim)
+    unit_path = CACHE / "unit.json"
+    cached = {} if refresh or not unit_path.exists() else json.loads(unit_path.read_text())
+    files = unit_files()
+    keys = {f: _file_key(f, product) for f in files}
+    stale = [f for f in files if cached.get(f, {}).get("key") != keys[f]]
+    if stale:
+        for f, v in unit_map(stale, jobs).items():
+            cached[f] = {**v, "key": keys[f]}
+        _write(unit_path, cached)
+    unit = {f: cached[f] for f in files}
+    if stale or not sim_path.exists():
+        line("map_wall_s", round(time.monotonic() - t0, 1), "s", better="lower", unit_files_measured=len(stale))
+    return {"sim": sim, "unit": unit}
+
+
+def _write(path: Path, data) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(m))
+    tmp.write_text(json.dumps(data))
     tmp.replace(path)
-    line("map_wall_s", round(time.monotonic() - t0, 1), "s", better="lower")
-    return m
 
 
-def runners(cmap: dict, m: mutate.Mutant) -> tuple[list[str], list[str]]:
-    """(scenarios, unit tests) that ran the mutant's statement green in the unmutated tree, cheapest first."""
+def _module_words(path: str) -> tuple[str, ...]:
+    """How a test file names the module a mutant is in: its dotted name, or `from package import stem`."""
+    dotted = path[:-3].replace("/", ".")
+    pkg, stem = dotted.rsplit(".", 1)
+    return (dotted, f"from {pkg} import {stem}", f"{pkg} import ({stem}", f" {stem},", f" {stem}\n")
+
+
+def runners(cmap: dict, m: mutate.Mutant) -> tuple[list[str], list[str], bool]:
+    """(scenarios, unit test files) that ran the mutant's statement green in the unmutated tree, cheapest first,
+    and whether the files are a fallback: when no test file ran the statement (in process or in a child that
+    recorded coverage), every unit file that imports the module is run (a child that wrote no coverage, e.g. one
+    with a scrubbed environment or killed, still kills by failing its test)."""
     def runs(lines: dict) -> bool:
         return m.stmt_line in set(lines.get(m.path, ()))
 
     sims = [(v["seconds"], n) for n, v in cmap["sim"].items() if v["status"] == "passed" and runs(v["lines"])]
-    unit = cmap["unit"]
-    tests = [(unit["seconds"].get(t, 0), t) for t, lines in unit["lines"].items()
-             if unit["outcome"].get(t) == "passed" and runs(lines)]
-    return [n for _s, n in sorted(sims)], [t for _s, t in sorted(tests)]
+    files = [(v["seconds"], f) for f, v in cmap["unit"].items() if runs(v["lines"])]
+    fallback = False
+    if not files:
+        words = _module_words(m.path)
+        files = [(v["seconds"], f) for f, v in cmap["unit"].items()
+                 if any(w in (ROOT / f).read_text() for w in words)]
+        fallback = bool(files)
+    return [n for _s, n in sorted(sims)], [f for _s, f in sorted(files)], fallback
 
 
 # --- one mutant --------------------------------------------------------------------------------------------------
@@ -203,54 +285,84 @@ def _copy_tree(dest: Path) -> None:
             continue
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / rel, dest / rel)
-    for rel in mutate.target_files(ROOT):  # untracked work in progress is mutated as it is on disk
-        r = rel.relative_to(ROOT)
-        (dest / r).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(rel, dest / r)
+    for top in ("healer", "chaos", "tests", "bench"):  # untracked work in progress runs as it is on disk
+        for p in (ROOT / top).rglob("*.py"):
+            r = p.relative_to(ROOT)
+            if not (dest / r).exists() and "__pycache__" not in r.parts:
+                (dest / r).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(p, dest / r)
+
+
+def _venv(copy: Path) -> Path:
+    """A venv of the copy's own, so that every process of a test (pytest, and each `python -m healer` or `healer`
+    child it starts with sys.executable, whatever environment it passes) imports the mutated copy and never the
+    editable install of the worktree: its site-packages puts the copy first, then this venv's third-party packages
+    (their .pth files, the editable finder among them, are not run)."""
+    import site
+    import venv
+
+    env_dir = copy / ".venv"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(env_dir)
+    py = env_dir / "bin" / "python"
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    ours = [p for p in site.getsitepackages() if p.endswith("site-packages")]
+    Path(purelib, "healer_mutant.pth").write_text("\n".join([str(copy), *ours]) + "\n")
+    script = env_dir / "bin" / "healer"
+    script.write_text(f"#!{py}\nimport sys\nfrom healer.launch import entry\nsys.exit(entry())\n")
+    script.chmod(0o755)
+    cli = ROOT / ".venv" / "agents-cli"
+    if cli.exists():
+        (env_dir / "agents-cli").symlink_to(cli.resolve())
+    return py
 
 
 def run_mutant(m: mutate.Mutant, cmap: dict) -> dict:
-    sims, tests = runners(cmap, m)
+    sims, files, fallback = runners(cmap, m)
     t0 = time.monotonic()
     res = {"id": m.id, "path": m.path, "line": m.line, "op": m.op, "before": m.before[:80], "after": m.after[:80],
-           "sim_runners": len(sims), "unit_runners": len(tests), "sim": None, "unit": None}
+           "sim_runners": len(sims), "unit_files": len(files), "unit_fallback": fallback, "sim": None, "unit": None}
     with tempfile.TemporaryDirectory(prefix="mutant-") as d:
         copy = Path(d) / "repo"
         _copy_tree(copy)
         target = copy / m.path
         target.write_text(m.apply(target.read_text()))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(copy), str(copy / "bench")]),
-               "PYTHONDONTWRITEBYTECODE": "1"}
-        env.pop("HEALER_MUT_COVER", None)
+        py = _venv(copy)
+        env = {**os.environ, "PYTHONPATH": str(copy / "bench"), "PYTHONDONTWRITEBYTECODE": "1",
+               "PATH": os.pathsep.join([str(py.parent), os.environ.get("PATH", "")]),
+               "VIRTUAL_ENV": str(py.parent.parent)}
+        for k in ("HEALER_MUT_COVER", "COVERAGE_PROCESS_START", "HEALER_MUT_CTX"):
+            env.pop(k, None)
         if sims:
             budget = SIM_TIMEOUT_FACTOR * sum(cmap["sim"][n]["seconds"] for n in sims) + 60
             try:
-                r = subprocess.run([sys.executable, "-c", SIMRUN, *sims], cwd=copy, env=env, capture_output=True,
+                r = subprocess.run([str(py), "-c", SIMRUN, *sims], cwd=copy, env=env, capture_output=True,
                                    text=True, timeout=budget)
                 if r.returncode != 0:
                     res["sim"] = (r.stdout.strip().splitlines() or [f"exit {r.returncode}"])[-1]
             except subprocess.TimeoutExpired:
                 res["sim"] = f"timeout after {budget:.0f} s"
-        if tests:
-            sel = Path(d) / "select"
-            sel.write_text("\n".join(tests))
-            files = sorted({t.split("::")[0] for t in tests})
+        if files:
+            red = [t for f in files for t in cmap["unit"][f]["red"]]
+            sel = Path(d) / "deselect"
+            sel.write_text("\n".join(red))
+            budget = max(300, SIM_TIMEOUT_FACTOR * sum(cmap["unit"][f]["seconds"] for f in files) + 120)
             try:
-                r = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "mutants_plugin",
+                r = subprocess.run([str(py), "-m", "pytest", "-x", "-q", "-n", "0", "-p", "mutants_plugin",
                                     "-m", UNIT_MARKS, "--timeout", "300", *files], cwd=copy,
-                                   env={**env, "HEALER_MUT_SELECT": str(sel)}, capture_output=True, text=True,
-                                   timeout=max(600, 3 * sum(cmap["unit"]["seconds"].get(t, 1) for t in tests)))
+                                   env={**env, "HEALER_MUT_DESELECT": str(sel)}, capture_output=True, text=True,
+                                   timeout=budget)
                 if r.returncode == 1:
                     failed = [ln for ln in r.stdout.splitlines() if ln.startswith(("FAILED", "ERROR"))]
                     res["unit"] = (failed[0][:160] if failed else "failed")
                 elif r.returncode not in (0, 5):
                     res["unit"] = f"pytest exit {r.returncode}"
             except subprocess.TimeoutExpired:
-                res["unit"] = "timeout"
+                res["unit"] = f"timeout after {budget:.0f} s"
     res["killed"] = bool(res["sim"] or res["unit"])
     res["seconds"] = round(time.monotonic() - t0, 1)
-    if not sims and not tests:
-        res["why"] = "not covered: no scenario or unit test runs this line"
+    if not sims and not files:
+        res["why"] = "not covered: no scenario or unit test file runs this line or imports its module"
     return res
 
 
