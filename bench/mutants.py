@@ -47,6 +47,7 @@ CACHE = ROOT / ".cache" / "mutants"
 # architecture checks have folders of their own and reach it only through a child process, if at all)
 UNIT = ("tests/chaos", "tests/fleet", "tests/repair", "tests/restarts", "tests/supervisor")
 UNIT_MARKS = "not campaign and not serial"
+UNIT_NEVER = ("spine", "docker", "bench")
 COPY = ("healer", "chaos", "tests", "policies", "runbooks", "bench", "pyproject.toml")
 SIM_TIMEOUT_FACTOR = 3
 SIM_MAP_VERSION = 2
@@ -157,7 +158,15 @@ def sim_map(jobs: int) -> dict:
 
 
 def unit_files() -> list[str]:
-    return sorted(str(p.relative_to(ROOT)) for d in UNIT for p in (ROOT / d).rglob("test_*.py"))
+    """Every test file of the UNIT folders, and those of the other folders (but the spine's architecture checks
+    and docker's) that import a module of the decision code."""
+    out = {str(p.relative_to(ROOT)) for d in UNIT for p in (ROOT / d).rglob("test_*.py")}
+    words = {w for t in mutate.target_files(ROOT) for w in _module_words(str(t.relative_to(ROOT)))[:3]}
+    for p in (ROOT / "tests").rglob("test_*.py"):
+        rel = str(p.relative_to(ROOT))
+        if rel not in out and p.parts[-2] not in UNIT_NEVER and any(w in p.read_text() for w in words):
+            out.add(rel)
+    return sorted(out)
 
 
 def _file_key(rel: str, product: str) -> str:
@@ -317,8 +326,11 @@ def _venv(copy: Path) -> Path:
     return py
 
 
-def run_mutant(m: mutate.Mutant, cmap: dict) -> dict:
-    sims, files, fallback = runners(cmap, m)
+def run_mutant(m: mutate.Mutant, cmap: dict, tests: list[str] | None = None, scenarios: list[str] | None = None) -> dict:
+    if tests is not None or scenarios is not None:  # chosen by hand: check that a new test kills a survivor
+        sims, files, fallback = list(scenarios or ()), list(tests or ()), False
+    else:
+        sims, files, fallback = runners(cmap, m)
     t0 = time.monotonic()
     res = {"id": m.id, "path": m.path, "line": m.line, "op": m.op, "before": m.before[:80], "after": m.after[:80],
            "sim_runners": len(sims), "unit_files": len(files), "unit_fallback": fallback, "sim": None, "unit": None}
@@ -334,7 +346,7 @@ def run_mutant(m: mutate.Mutant, cmap: dict) -> dict:
         for k in ("HEALER_MUT_COVER", "COVERAGE_PROCESS_START", "HEALER_MUT_CTX"):
             env.pop(k, None)
         if sims:
-            budget = SIM_TIMEOUT_FACTOR * sum(cmap["sim"][n]["seconds"] for n in sims) + 60
+            budget = SIM_TIMEOUT_FACTOR * sum(cmap["sim"].get(n, {}).get("seconds", 60) for n in sims) + 60
             try:
                 r = subprocess.run([str(py), "-c", SIMRUN, *sims], cwd=copy, env=env, capture_output=True,
                                    text=True, timeout=budget)
@@ -343,10 +355,10 @@ def run_mutant(m: mutate.Mutant, cmap: dict) -> dict:
             except subprocess.TimeoutExpired:
                 res["sim"] = f"timeout after {budget:.0f} s"
         if files:
-            red = [t for f in files for t in cmap["unit"][f]["red"]]
+            red = [t for f in files for t in cmap["unit"].get(f, {}).get("red", ())]
             sel = Path(d) / "deselect"
             sel.write_text("\n".join(red))
-            budget = max(300, SIM_TIMEOUT_FACTOR * sum(cmap["unit"][f]["seconds"] for f in files) + 120)
+            budget = max(300, SIM_TIMEOUT_FACTOR * sum(cmap["unit"].get(f, {}).get("seconds", 60) for f in files) + 120)
             try:
                 r = subprocess.run([str(py), "-m", "pytest", "-x", "-q", "-n", "0", "-p", "mutants_plugin",
                                     "-m", UNIT_MARKS, "--timeout", "300", *files], cwd=copy,
@@ -374,6 +386,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="print the drawn mutants and exit (no map, no run)")
     ap.add_argument("--only", action="append", default=[], metavar="TEXT",
                     help="run only the drawn mutants whose id contains TEXT (repeatable): re-check a survivor")
+    ap.add_argument("--tests", nargs="+", metavar="FILE",
+                    help="with --only: run these unit test files (or ids) instead of the map's, no scenarios: does a new "
+                         "test kill the survivor? (no map is made)")
+    ap.add_argument("--scenarios", nargs="+", metavar="NAME", help="with --only: run these scenarios, as --tests")
     ap.add_argument("--refresh-map", action="store_true", help="remake the coverage map even if cached")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a kill rate is below its target")
     a = ap.parse_args(argv)
@@ -388,13 +404,14 @@ def main(argv: list[str] | None = None) -> int:
         for m in drawn:
             print(json.dumps(m.as_dict()))
         return 0
-    cmap = coverage_map(a.jobs, a.refresh_map)
+    by_hand = a.tests is not None or a.scenarios is not None
+    cmap = {"sim": {}, "unit": {}} if by_hand else coverage_map(a.jobs, a.refresh_map)
     red = [n for n, v in cmap["sim"].items() if v["status"] != "passed"]
     if red:
         print(f"{BENCH}: scenarios red without any mutation (never counted as kills): {', '.join(red)}", file=sys.stderr)
     results = []
     with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        for r in pool.map(lambda m: run_mutant(m, cmap), drawn):
+        for r in pool.map(lambda m: run_mutant(m, cmap, a.tests, a.scenarios), drawn):
             results.append(r)
             print(json.dumps({"bench": BENCH, "mutant": r}), flush=True)
     n = len(results) or 1
