@@ -51,6 +51,11 @@ UNIT_NEVER = ("spine", "docker", "bench")
 COPY = ("healer", "chaos", "tests", "policies", "runbooks", "bench", "pyproject.toml")
 SIM_TIMEOUT_FACTOR = 3
 SIM_MAP_VERSION = 2
+# per mutant, the scenarios and the unit test files that run its statement, cheapest first, within these seconds of
+# their unmutated time (--sim-budget, --unit-budget; 0: all of them): a statement every scenario runs (the tick)
+# would otherwise cost the whole suite, 10 min on the 2-core machine, for each mutant that survives it
+SIM_BUDGET = 90.0
+UNIT_BUDGET = 150.0
 
 SIMRUN = """
 import sys, tempfile
@@ -266,11 +271,12 @@ def _module_words(path: str) -> tuple[str, ...]:
     return (dotted, f"from {pkg} import {stem}", f"{pkg} import ({stem}", f" {stem},", f" {stem}\n")
 
 
-def runners(cmap: dict, m: mutate.Mutant) -> tuple[list[str], list[str], bool]:
+def runners(cmap: dict, m: mutate.Mutant) -> tuple[list[str], list[str], bool, tuple[int, int]]:
     """(scenarios, unit test files) that ran the mutant's statement green in the unmutated tree, cheapest first,
-    and whether the files are a fallback: when no test file ran the statement (in process or in a child that
-    recorded coverage), every unit file that imports the module is run (a child that wrote no coverage, e.g. one
-    with a scrubbed environment or killed, still kills by failing its test)."""
+    within the budgets; whether the files are a fallback; how many (scenarios, files) run it in all. A fallback:
+    when no test file ran the statement (in process or in a child that recorded coverage), every unit file that
+    imports the module is run (a child that wrote no coverage, e.g. one with a scrubbed environment or killed,
+    still kills by failing its test)."""
     def runs(lines: dict) -> bool:
         return m.stmt_line in set(lines.get(m.path, ()))
 
@@ -282,7 +288,18 @@ def runners(cmap: dict, m: mutate.Mutant) -> tuple[list[str], list[str], bool]:
         files = [(v["seconds"], f) for f, v in cmap["unit"].items()
                  if any(w in (ROOT / f).read_text() for w in words)]
         fallback = bool(files)
-    return [n for _s, n in sorted(sims)], [f for _s, f in sorted(files)], fallback
+    return _within(sorted(sims), SIM_BUDGET), _within(sorted(files), UNIT_BUDGET), fallback, (len(sims), len(files))
+
+
+def _within(ranked: list[tuple[float, str]], budget: float) -> list[str]:
+    """The cheapest first, as many as fit in `budget` seconds of their unmutated time (at least one; 0: all)."""
+    out, spent = [], 0.0
+    for secs, name in ranked:
+        if out and budget and spent + secs > budget:
+            break
+        out.append(name)
+        spent += secs
+    return out
 
 
 # --- one mutant --------------------------------------------------------------------------------------------------
@@ -329,11 +346,12 @@ def _venv(copy: Path) -> Path:
 def run_mutant(m: mutate.Mutant, cmap: dict, tests: list[str] | None = None, scenarios: list[str] | None = None) -> dict:
     if tests is not None or scenarios is not None:  # chosen by hand: check that a new test kills a survivor
         sims, files, fallback = list(scenarios or ()), list(tests or ()), False
+        covering = (len(sims), len(files))
     else:
-        sims, files, fallback = runners(cmap, m)
+        sims, files, fallback, covering = runners(cmap, m)
     t0 = time.monotonic()
     res = {"id": m.id, "path": m.path, "line": m.line, "op": m.op, "before": m.before[:80], "after": m.after[:80],
-           "sim_runners": len(sims), "unit_files": len(files), "unit_fallback": fallback, "sim": None, "unit": None}
+           "sim_runners": f"{len(sims)}/{covering[0]}", "unit_files": f"{len(files)}/{covering[1]}", "unit_fallback": fallback, "sim": None, "unit": None}
     with tempfile.TemporaryDirectory(prefix="mutant-") as d:
         copy = Path(d) / "repo"
         _copy_tree(copy)
@@ -390,9 +408,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --only: run these unit test files (or ids) instead of the map's, no scenarios: does a new "
                          "test kill the survivor? (no map is made)")
     ap.add_argument("--scenarios", nargs="+", metavar="NAME", help="with --only: run these scenarios, as --tests")
+    ap.add_argument("--sim-budget", type=float, default=SIM_BUDGET,
+                    help=f"seconds of scenarios (unmutated time) per mutant, cheapest first (default {SIM_BUDGET:.0f}; 0: all)")
+    ap.add_argument("--unit-budget", type=float, default=UNIT_BUDGET,
+                    help=f"seconds of unit test files per mutant, as --sim-budget (default {UNIT_BUDGET:.0f}; 0: all)")
     ap.add_argument("--refresh-map", action="store_true", help="remake the coverage map even if cached")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a kill rate is below its target")
     a = ap.parse_args(argv)
+    global SIM_BUDGET, UNIT_BUDGET
+    SIM_BUDGET, UNIT_BUDGET = a.sim_budget, a.unit_budget
     seed = a.seed if a.seed is not None else int.from_bytes(os.urandom(4), "big")
     t0 = time.monotonic()
     sites = mutate.every_site(ROOT)
