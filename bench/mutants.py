@@ -3,21 +3,23 @@
 Mutants are drawn at random from a seed given at run time (default: a fresh one, printed, so any run can be
 replayed with --seed) among every mutation site of the decision code (bench/mutate.py: the sites, the kinds of
 change and the rule that excludes equivalent mutants). Each mutant is applied to a private copy of the
-repository, then:
-  - the simulated game days (chaos/scenarios, mode: simulated) that run its line are run, cheapest first, until
-    one goes red (failed, error, or over three times its unmutated time);
-  - the unit tests (pytest, `make test`'s selection in the folders that test decisions: UNIT below) that run its
-    line are run with -x, cheapest first.
-"Run its line" comes from a coverage map of the unmutated tree (one context per scenario and per test), made
-once and cached under .cache/mutants/ by the content of healer/, chaos/, tests/, policies/ and runbooks/; a test
-that is red without any mutation is never counted as a kill. Tests that run the decision code only in a child
-process (a `healer` command) are not in the map: their kills are not counted (the rates are lower bounds).
+repository with a venv of its own (the copy first on its path, never the worktree's editable install: a `healer`
+child a test starts imports the mutant too, and its test failing kills it), then, cheapest first and within a
+budget of their unmutated seconds:
+  - the simulated game days (chaos/scenarios, mode: simulated) that run its line, until one goes red (failed,
+    error, or over three times its unmutated time);
+  - the unit test files that run its line (`-x`): UNIT's folders and the other test files that import the
+    decision code; a line no file runs falls back to the files that import its module.
+"Run its line" comes from coverage maps of the unmutated tree under .cache/mutants/: one per scenario (keyed by
+the product's content), one per unit test file, children included (keyed by the product and the file: a new test
+file is measured alone). A test or scenario red without any mutation is never counted as a kill.
 
 Prints JSON lines: one per mutant (killed by which scenario / test, or survived and why), then the kill rates
 of the simulated suite, of the unit tests and of both against issue 41's targets (>= 70 %, >= 90 %), and the
 survivors. Exit 0 whatever the rates (`--strict`: 1 below a target).
 
-    bench/mutants.py [--seed N] [--mutants 24] [--jobs N] [--list] [--only TEXT] [--refresh-map]
+    bench/mutants.py [--seed N] [--mutants 24] [--jobs N] [--list] [--only TEXT [--tests FILE... | --scenarios NAME...]]
+                     [--sim-budget S] [--unit-budget S] [--refresh-map]
 """
 
 from __future__ import annotations
