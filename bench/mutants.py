@@ -44,6 +44,7 @@ sys.path.insert(0, str(BENCH_DIR))
 import mutate  # noqa: E402
 
 BENCH = "mutants"
+SCENARIOS = ROOT / "chaos" / "scenarios"
 CACHE = ROOT / ".cache" / "mutants"
 # the folders whose tests exercise the decision code (the loop, the store, notifiers, containment and the spine's
 # architecture checks have folders of their own and reach it only through a child process, if at all)
@@ -82,22 +83,28 @@ def line(metric: str, value, unit: str, target=None, better: str = "higher", **e
                       "better": better, **extra}), flush=True)
 
 
-def _hash_tree(tops: tuple[str, ...], h=None) -> str:
-    h = h or hashlib.sha256()
-    for top in tops:
-        for p in sorted((ROOT / top).rglob("*")):
-            if p.is_file() and p.suffix in (".py", ".yaml", ".yml", ".md", ".json") and "__pycache__" not in p.parts:
-                h.update(str(p.relative_to(ROOT)).encode())
-                h.update(p.read_bytes())
-    return h.hexdigest()[:16]
+def _hash_files(paths, h) -> None:
+    for p in sorted(paths):
+        if p.is_file() and "__pycache__" not in p.parts:
+            h.update(str(p.relative_to(ROOT)).encode())
+            h.update(p.read_bytes())
 
 
 def content_hash() -> str:
-    """The product's key: what a map of any test measures (the code, what is measured, the plugin)."""
+    """The product's key: what a map of any test or scenario measures (the code, the shipped policies, runbooks
+    and scenario parts, what is measured, the plugin). A scenario's own file is in its own key, not here: a new
+    expectation remeasures that scenario alone."""
     h = hashlib.sha256()
     h.update(json.dumps([UNIT_MARKS, mutate.TARGETS, SIM_MAP_VERSION]).encode())
     h.update((BENCH_DIR / "mutants_plugin.py").read_bytes())
-    return _hash_tree(("healer", "chaos", "policies", "runbooks"), h)
+    tops = [ROOT / "healer", ROOT / "chaos", ROOT / "policies", ROOT / "runbooks"]
+    _hash_files((p for t in tops for p in t.rglob("*")
+                 if p.suffix in (".py", ".yaml", ".yml", ".json", ".md") and p.parent != SCENARIOS), h)
+    return h.hexdigest()[:16]
+
+
+def _scenario_key(path: Path, product: str) -> str:
+    return hashlib.sha256(product.encode() + path.read_bytes()).hexdigest()[:16]
 
 
 def _targets_abs() -> list[str]:
@@ -137,12 +144,15 @@ def _sim_child(conn, name: str) -> None:
         conn.close()
 
 
-def sim_map(jobs: int) -> dict:
-    from multiprocessing.connection import wait
-
+def simulated() -> dict[str, Path]:
     from chaos.scenario import discover, load
 
-    names = [s.name for s in (load(p) for p in discover(None)) if s.mode == "simulated"]
+    return {sc.name: p for sc, p in ((load(p), p) for p in discover(None)) if sc.mode == "simulated"}
+
+
+def sim_map(names: list[str], jobs: int) -> dict:
+    from multiprocessing.connection import wait
+
     ctx = multiprocessing.get_context("fork")
     out, pending, running = {}, list(names), {}
     while pending or running:
@@ -239,12 +249,16 @@ def coverage_map(jobs: int, refresh: bool) -> dict:
     t0 = time.monotonic()
     product = content_hash()
     CACHE.mkdir(parents=True, exist_ok=True)
-    sim_path = CACHE / f"sim-{product}.json"
-    if sim_path.exists() and not refresh:
-        sim = json.loads(sim_path.read_text())
-    else:
-        sim = sim_map(jobs)
+    sim_path = CACHE / "sim.json"
+    sim = {} if refresh or not sim_path.exists() else json.loads(sim_path.read_text())
+    scen = simulated()
+    skeys = {n: _scenario_key(p, product) for n, p in scen.items()}
+    sim_stale = [n for n in scen if sim.get(n, {}).get("key") != skeys[n]]
+    if sim_stale:
+        for n, v in sim_map(sim_stale, jobs).items():
+            sim[n] = {**v, "key": skeys[n]}
         _write(sim_path, sim)
+    sim = {n: sim[n] for n in scen}
     unit_path = CACHE / "unit.json"
     cached = {} if refresh or not unit_path.exists() else json.loads(unit_path.read_text())
     files = unit_files()
@@ -255,8 +269,9 @@ def coverage_map(jobs: int, refresh: bool) -> dict:
             cached[f] = {**v, "key": keys[f]}
         _write(unit_path, cached)
     unit = {f: cached[f] for f in files}
-    if stale or not sim_path.exists():
-        line("map_wall_s", round(time.monotonic() - t0, 1), "s", better="lower", unit_files_measured=len(stale))
+    if stale or sim_stale:
+        line("map_wall_s", round(time.monotonic() - t0, 1), "s", better="lower", unit_files_measured=len(stale),
+             scenarios_measured=len(sim_stale))
     return {"sim": sim, "unit": unit}
 
 
