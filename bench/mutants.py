@@ -414,6 +414,7 @@ def run_mutant(m: mutate.Mutant, cmap: dict, tests: list[str] | None = None, sce
 
 
 def main(argv: list[str] | None = None) -> int:
+    global SIM_BUDGET, UNIT_BUDGET
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--seed", type=int, default=None, help="the draw's seed (default: a fresh one, printed)")
     ap.add_argument("--mutants", type=int, default=24, help="how many mutants to draw (default 24)")
@@ -432,7 +433,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--refresh-map", action="store_true", help="remake the coverage map even if cached")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a kill rate is below its target")
     a = ap.parse_args(argv)
-    global SIM_BUDGET, UNIT_BUDGET
     SIM_BUDGET, UNIT_BUDGET = a.sim_budget, a.unit_budget
     seed = a.seed if a.seed is not None else int.from_bytes(os.urandom(4), "big")
     t0 = time.monotonic()
