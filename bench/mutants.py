@@ -45,6 +45,9 @@ import mutate  # noqa: E402
 
 BENCH = "mutants"
 SCENARIOS = ROOT / "chaos" / "scenarios"
+# chaos modules that judge or report a game day after it ran: they run none of the product's lines, so a new checker
+# does not remeasure the maps
+JUDGES = ("chaos/checkers.py", "chaos/report.py", "chaos/report_ctk.py", "chaos/html_report.py")
 CACHE = ROOT / ".cache" / "mutants"
 # the folders whose tests exercise the decision code (the loop, the store, notifiers, containment and the spine's
 # architecture checks have folders of their own and reach it only through a child process, if at all)
@@ -91,15 +94,16 @@ def _hash_files(paths, h) -> None:
 
 
 def content_hash() -> str:
-    """The product's key: what a map of any test or scenario measures (the code, the shipped policies, runbooks
-    and scenario parts, what is measured, the plugin). A scenario's own file is in its own key, not here: a new
+    """The product's key: what a map of any test or scenario measures (the code, but JUDGES, the shipped policies,
+    runbooks and scenario parts, what is measured, the plugin). A scenario's own file is in its own key, not here: a new
     expectation remeasures that scenario alone."""
     h = hashlib.sha256()
     h.update(json.dumps([UNIT_MARKS, mutate.TARGETS, SIM_MAP_VERSION]).encode())
     h.update((BENCH_DIR / "mutants_plugin.py").read_bytes())
     tops = [ROOT / "healer", ROOT / "chaos", ROOT / "policies", ROOT / "runbooks"]
     _hash_files((p for t in tops for p in t.rglob("*")
-                 if p.suffix in (".py", ".yaml", ".yml", ".json", ".md") and p.parent != SCENARIOS), h)
+                 if p.suffix in (".py", ".yaml", ".yml", ".json", ".md") and p.parent != SCENARIOS
+                 and str(p.relative_to(ROOT)) not in JUDGES), h)
     return h.hexdigest()[:16]
 
 
