@@ -121,6 +121,26 @@ def test_agent_dead_with_budget_spent_escalates():
     assert any(al.key == "escalate:T-1" for al in d.alerts)
 
 
+def test_agent_dead_after_resumes_on_the_same_state_has_its_budget_spent_before_the_launch_budget():
+    """The other half of the budget (docs/fleet.md): resume_same_state_limit resumes in a row on the same commit and
+    state spend it, with launches to spare; one fewer, or a new commit between them, does not."""
+    limit = P.retry.resume_same_state_limit
+    assert limit + 1 < P.retry.max_launches  # the launch budget is not what is spent
+
+    def spent(atts):
+        s = Snapshot(now=T0, tickets=(ticket("T-1", "in_progress"),),
+                     agents=(agent("A-1", "T-1", alive=False, worktree="w/T-1"),),
+                     worktrees=(worktree("w/T-1", "T-1"),), attempts={"T-1": tuple(atts)})
+        [dead] = [f for f in detect(s, P) if f.kind == "agent_dead"]
+        return dead.evidence["budget_spent"]
+
+    first = attempt(1, "T-1", at=T0 - 100, head="h1", state_hash="s1")
+    same = [attempt(i + 2, "T-1", at=T0 - 99 + i, kind="resume", head="h1", state_hash="s1") for i in range(limit)]
+    assert spent([first, *same]) == (f"{limit} resumes on the same commit >= retry.resume_same_state_limit {limit}")
+    assert spent([first, *same[:-1]]) is None
+    assert spent([first, *same[:-1], dataclasses.replace(same[-1], head="h2")]) is None
+
+
 def test_dead_agent_whose_worktree_is_gone_is_requeued():
     s = Snapshot(now=T0, tickets=(ticket("T-1", "in_progress"),), agents=(agent("A-1", "T-1", alive=False, worktree="w/T-1"),))
     d = decide(s, P, Memory())
