@@ -56,6 +56,8 @@ UNIT = ("tests/fleet", "tests/repair", "tests/restarts", "tests/supervisor")
 UNIT_MARKS = "not campaign and not serial"
 UNIT_NEVER = ("spine", "docker", "bench")
 MAP_CHUNK = 12  # unit test files measured per pytest run
+# --static-unit: a file not yet in the unit map is assumed to take a second per this many bytes (for the budget)
+STATIC_BYTES_PER_S = 1000
 COPY = ("healer", "chaos", "tests", "policies", "runbooks", "bench", "pyproject.toml")
 SIM_TIMEOUT_FACTOR = 3
 SIM_MAP_VERSION = 2
@@ -249,7 +251,7 @@ def unit_map(files: list[str], jobs: int) -> dict:
     return out
 
 
-def coverage_map(jobs: int, refresh: bool) -> dict:
+def coverage_map(jobs: int, refresh: bool, unit_map_wanted: bool = True) -> dict:
     """The scenarios' map (keyed by the product) and the unit test files' map (one entry per file, keyed by the
     product and the file: a new or changed test file is measured alone, not the whole folder again)."""
     t0 = time.monotonic()
@@ -270,6 +272,11 @@ def coverage_map(jobs: int, refresh: bool) -> dict:
     files = unit_files()
     keys = {f: _file_key(f, product) for f in files}
     stale = [f for f in files if cached.get(f, {}).get("key") != keys[f]]
+    if not unit_map_wanted:  # --static-unit: the files that import the mutant's module, smallest first (no map)
+        unit = {f: cached[f] if f not in stale else
+                {"lines": {}, "seconds": (ROOT / f).stat().st_size / STATIC_BYTES_PER_S, "red": [], "static": True}
+                for f in files}
+        return {"sim": sim, "unit": unit}
     for i in range(0, len(stale), MAP_CHUNK):  # saved chunk by chunk: an interrupted map keeps what it measured
         for f, v in unit_map(stale[i:i + MAP_CHUNK], jobs).items():
             cached[f] = {**v, "key": keys[f]}
@@ -436,6 +443,9 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"seconds of scenarios (unmutated time) per mutant, cheapest first (default {SIM_BUDGET:.0f}; 0: all)")
     ap.add_argument("--unit-budget", type=float, default=UNIT_BUDGET,
                     help=f"seconds of unit test files per mutant, as --sim-budget (default {UNIT_BUDGET:.0f}; 0: all)")
+    ap.add_argument("--static-unit", action="store_true",
+                    help="no unit coverage map: a mutant's unit files are those that import its module (and those "
+                         "the map already holds that run its line), smallest first, within --unit-budget")
     ap.add_argument("--refresh-map", action="store_true", help="remake the coverage map even if cached")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a kill rate is below its target")
     a = ap.parse_args(argv)
@@ -452,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(m.as_dict()))
         return 0
     by_hand = a.tests is not None or a.scenarios is not None
-    cmap = {"sim": {}, "unit": {}} if by_hand else coverage_map(a.jobs, a.refresh_map)
+    cmap = {"sim": {}, "unit": {}} if by_hand else coverage_map(a.jobs, a.refresh_map, not a.static_unit)
     red = [n for n, v in cmap["sim"].items() if v["status"] != "passed"]
     if red:
         print(f"{BENCH}: scenarios red without any mutation (never counted as kills): {', '.join(red)}", file=sys.stderr)
