@@ -44,6 +44,7 @@ sys.path.insert(0, str(BENCH_DIR))
 import mutate  # noqa: E402
 
 BENCH = "mutants"
+RECORD = Path(__file__).resolve().parent / "mutants_runs.jsonl"  # --record: each measured run, one line
 SCENARIOS = ROOT / "chaos" / "scenarios"
 # chaos modules that judge or report a game day after it ran: they run none of the product's lines, so a new checker
 # does not remeasure the maps
@@ -446,9 +447,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--static-unit", action="store_true",
                     help="no unit coverage map: a mutant's unit files are those that import its module (and those "
                          "the map already holds that run its line), smallest first, within --unit-budget")
+    ap.add_argument("--record", action="store_true", help=f"append the run's numbers to {RECORD.name}")
+    ap.add_argument("--record-from", type=Path, metavar="FILE", help="append an earlier run's numbers (its output)")
     ap.add_argument("--refresh-map", action="store_true", help="remake the coverage map even if cached")
     ap.add_argument("--strict", action="store_true", help="exit 1 when a kill rate is below its target")
     a = ap.parse_args(argv)
+    if a.record_from:
+        return record_from(a.record_from, a.static_unit)
     SIM_BUDGET, UNIT_BUDGET = a.sim_budget, a.unit_budget
     seed = a.seed if a.seed is not None else int.from_bytes(os.urandom(4), "big")
     t0 = time.monotonic()
@@ -471,17 +476,44 @@ def main(argv: list[str] | None = None) -> int:
         for r in pool.map(lambda m: run_mutant(m, cmap, a.tests, a.scenarios), drawn):
             results.append(r)
             print(json.dumps({"bench": BENCH, "mutant": r}), flush=True)
-    n = len(results) or 1
-    sim = sum(bool(r["sim"]) for r in results) / n
-    unit = sum(bool(r["unit"]) for r in results) / n
-    both = sum(r["killed"] for r in results) / n
-    line("sim_kill_rate", round(sim, 3), "fraction", 0.70)
-    line("unit_kill_rate", round(unit, 3), "fraction", None)
-    line("combined_kill_rate", round(both, 3), "fraction", 0.90)
-    line("survivors", sum(not r["killed"] for r in results), "mutants", 0, "lower",
-         ids=[f"{r['id']} {r['before']!r} -> {r['after']!r}" for r in results if not r["killed"]])
-    line("bench_wall_s", round(time.monotonic() - t0, 1), "s", better="lower", seed=seed, jobs=a.jobs)
+    sim, both = summary(results, seed, time.monotonic() - t0, a.jobs, a.static_unit,
+                        record=a.record and not a.only and not by_hand)
     return 1 if a.strict and (sim < 0.70 or both < 0.90) else 0
+
+
+def summary(results: list[dict], seed: int, wall: float, jobs: int, static: bool, record: bool = False) -> tuple[float, float]:
+    """The rate lines; with `record`, the run's numbers appended to RECORD (committed: the measured history)."""
+    n = len(results) or 1
+    k_sim = sum(bool(r["sim"]) for r in results)
+    k_unit = sum(bool(r["unit"]) for r in results)
+    k_both = sum(bool(r["killed"]) for r in results)
+    line("sim_kill_rate", round(k_sim / n, 3), "fraction", 0.70, killed=k_sim, of=len(results))
+    line("unit_kill_rate", round(k_unit / n, 3), "fraction", None, killed=k_unit, of=len(results))
+    line("combined_kill_rate", round(k_both / n, 3), "fraction", 0.90, killed=k_both, of=len(results))
+    survivors = [f"{r['path']}:{r['line']} {r['op']}: {r['before']!r} -> {r['after']!r}" for r in results if not r["killed"]]
+    line("survivors", len(survivors), "mutants", 0, "lower", ids=survivors)
+    line("bench_wall_s", round(wall, 1), "s", better="lower", seed=seed, jobs=jobs)
+    if record:
+        import subprocess as sp
+
+        head = sp.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        row = {"seed": seed, "mutants": len(results), "killed_sim": k_sim, "killed_unit": k_unit, "killed_both": k_both,
+               "sim_rate": round(k_sim / n, 3), "combined_rate": round(k_both / n, 3), "survivors": survivors,
+               "unit_selection": "static (importers)" if static else "coverage map", "jobs": jobs,
+               "wall_s": round(wall), "commit": head, "date": time.strftime("%Y-%m-%d", time.gmtime())}
+        with RECORD.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+    return k_sim / n, k_both / n
+
+
+def record_from(path: Path, static: bool) -> int:
+    """--record-from FILE: the summary of an earlier run's JSON lines (its mutant lines), appended to RECORD."""
+    rows = [json.loads(ln) for ln in path.read_text().splitlines() if ln.startswith("{")]
+    results = [r["mutant"] for r in rows if "mutant" in r]
+    draw = next(r for r in rows if r.get("metric") == "draw")
+    wall = next((r["value"] for r in rows if r.get("metric") == "bench_wall_s"), sum(r["seconds"] for r in results))
+    summary(results, draw["seed"], wall, 1, static, record=True)
+    return 0
 
 
 if __name__ == "__main__":
