@@ -179,6 +179,20 @@ def test_same_commit_repush_at_the_second_attempt():
     assert [a.action for a in d.actions if a.reason == f.key] == ["stop_agent", "escalate"]
 
 
+def test_same_commit_repush_evidence_names_the_last_ten_attempts_and_the_last_signature():
+    """The escalation's evidence: every repush on the commit counted, the ten latest attempt ids listed (a human reads
+    them), the latest failure's signature, and the live agent."""
+    atts = tuple(dataclasses.replace(attempt(i, "T-1", at=T0 - 100 + i, head="abc", state_hash="s1"),
+                                     failure_signature=f"exit {i}") for i in range(1, 13))
+    s = Snapshot(now=T0, tickets=(ticket("T-1", "in_progress"),), agents=(agent("A-1", "T-1", worktree="w"),),
+                 worktrees=(worktree("w", "T-1"),), attempts={"T-1": atts})
+    [f] = [f for f in detect(s, P) if f.kind == "same_commit_repush"]
+    assert f.evidence["count"] == 12 and f.evidence["attempts"] == list(range(3, 13))
+    assert f.evidence["failure_signature"] == "exit 12" and f.evidence["state_hash"] == "s1"
+    assert (f.evidence["agent"], f.evidence["agent_live"], f.evidence["pid"]) == ("A-1", True, 4242)
+    assert f.since == T0 - 100 + 2  # from the second attempt on the commit: the first repush
+
+
 def test_orphan_worktree_quarantines_then_removes_and_waits_while_busy():
     s = Snapshot(now=T0 + H.orphan_worktree, tickets=(ticket("T-1", "done"),),
                  worktrees=(worktree("w/T-1", "T-1", at=T0 - 5, unknown=("notes.txt",)),))
