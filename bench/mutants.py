@@ -56,6 +56,13 @@ CACHE = ROOT / ".cache" / "mutants"
 UNIT = ("tests/fleet", "tests/repair", "tests/restarts", "tests/supervisor")
 UNIT_MARKS = "not campaign and not serial"
 UNIT_NEVER = ("spine", "docker", "bench")
+# --static-unit and the fallback: the entry points a package's modules run behind (a test of `execute` runs every
+# remedy handler, a test with the fleet_factory fixture runs the dispatcher's pass)
+ENTRY_WORDS = {"healer/core/": ("from healer.core import decide", "from healer.core import detect"),
+               "healer/remedy/": ("from healer.remedy import", "healer.remedy.actions import"),
+               "healer/actions/": ("from healer.remedy import", "healer.remedy.actions import"),
+               "healer/fleet/dispatch": ("fleet_factory", "from healer.fleet.dispatcher import",
+                                         "from healer.fleet import dispatcher")}
 MAP_CHUNK = 12  # unit test files measured per pytest run
 # --static-unit: a file not yet in the unit map is assumed to take a second per this many bytes (for the budget)
 STATIC_BYTES_PER_S = 1000
@@ -316,8 +323,7 @@ def runners(cmap: dict, m: mutate.Mutant) -> tuple[list[str], list[str], bool, t
     fallback = False
     if not files:
         words = _module_words(m.path)
-        if m.path.startswith("healer/core/"):  # the core's entry points (decide, detect) run every core module
-            words = (*words, "from healer.core import decide", "from healer.core import detect")
+        words = (*words, *(w for pre, ws in ENTRY_WORDS.items() if m.path.startswith(pre) for w in ws))
         files = [(v["seconds"], f) for f, v in cmap["unit"].items()
                  if any(w in (ROOT / f).read_text() for w in words)]
         fallback = bool(files)
