@@ -426,8 +426,8 @@ def run_mutant(m: mutate.Mutant, cmap: dict, tests: list[str] | None = None, sce
                     res["unit"] = (failed[0][:160] if failed else "failed")
                 elif r.returncode not in (0, 5):
                     res["unit"] = f"pytest exit {r.returncode}"
-            except subprocess.TimeoutExpired:
-                res["unit"] = f"timeout after {budget:.0f} s"
+            except subprocess.TimeoutExpired:  # over a budget that may be a guess (--static-unit): no kill
+                res["unit_timeout"] = f"timeout after {budget:.0f} s"
     res["killed"] = bool(res["sim"] or res["unit"])
     res["seconds"] = round(time.monotonic() - t0, 1)
     if not sims and not files:
@@ -518,6 +518,10 @@ def record_from(path: Path, static: bool) -> int:
     """--record-from FILE: the summary of an earlier run's JSON lines (its mutant lines), appended to RECORD."""
     rows = [json.loads(ln) for ln in path.read_text().splitlines() if ln.startswith("{")]
     results = [r["mutant"] for r in rows if "mutant" in r]
+    for r in results:  # a run before a unit timeout stopped counting as a kill: the same rule as run_mutant's
+        if str(r.get("unit") or "").startswith("timeout"):
+            r["unit_timeout"], r["unit"] = r["unit"], None
+            r["killed"] = bool(r["sim"])
     draw = next(r for r in rows if r.get("metric") == "draw")
     wall = next((r["value"] for r in rows if r.get("metric") == "bench_wall_s"), sum(r["seconds"] for r in results))
     summary(results, draw["seed"], wall, 1, static, record=True)
