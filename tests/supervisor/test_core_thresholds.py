@@ -121,6 +121,26 @@ def test_agent_dead_with_budget_spent_escalates():
     assert any(al.key == "escalate:T-1" for al in d.alerts)
 
 
+def test_agent_dead_after_resumes_on_the_same_state_has_its_budget_spent_before_the_launch_budget():
+    """The other half of the budget (docs/fleet.md): resume_same_state_limit resumes in a row on the same commit and
+    state spend it, with launches to spare; one fewer, or a new commit between them, does not."""
+    limit = P.retry.resume_same_state_limit
+    assert limit + 1 < P.retry.max_launches  # the launch budget is not what is spent
+
+    def spent(atts):
+        s = Snapshot(now=T0, tickets=(ticket("T-1", "in_progress"),),
+                     agents=(agent("A-1", "T-1", alive=False, worktree="w/T-1"),),
+                     worktrees=(worktree("w/T-1", "T-1"),), attempts={"T-1": tuple(atts)})
+        [dead] = [f for f in detect(s, P) if f.kind == "agent_dead"]
+        return dead.evidence["budget_spent"]
+
+    first = attempt(1, "T-1", at=T0 - 100, head="h1", state_hash="s1")
+    same = [attempt(i + 2, "T-1", at=T0 - 99 + i, kind="resume", head="h1", state_hash="s1") for i in range(limit)]
+    assert spent([first, *same]) == (f"{limit} resumes on the same commit >= retry.resume_same_state_limit {limit}")
+    assert spent([first, *same[:-1]]) is None
+    assert spent([first, *same[:-1], dataclasses.replace(same[-1], head="h2")]) is None
+
+
 def test_dead_agent_whose_worktree_is_gone_is_requeued():
     s = Snapshot(now=T0, tickets=(ticket("T-1", "in_progress"),), agents=(agent("A-1", "T-1", alive=False, worktree="w/T-1"),))
     d = decide(s, P, Memory())
@@ -157,6 +177,20 @@ def test_same_commit_repush_at_the_second_attempt():
     assert f.evidence["head"] == "abc" and f.evidence["count"] == 2
     d = decide(two, P, Memory())
     assert [a.action for a in d.actions if a.reason == f.key] == ["stop_agent", "escalate"]
+
+
+def test_same_commit_repush_evidence_names_the_last_ten_attempts_and_the_last_signature():
+    """The escalation's evidence: every repush on the commit counted, the ten latest attempt ids listed (a human reads
+    them), the latest failure's signature, and the live agent."""
+    atts = tuple(dataclasses.replace(attempt(i, "T-1", at=T0 - 100 + i, head="abc", state_hash="s1"),
+                                     failure_signature=f"exit {i}") for i in range(1, 13))
+    s = Snapshot(now=T0, tickets=(ticket("T-1", "in_progress"),), agents=(agent("A-1", "T-1", worktree="w"),),
+                 worktrees=(worktree("w", "T-1"),), attempts={"T-1": atts})
+    [f] = [f for f in detect(s, P) if f.kind == "same_commit_repush"]
+    assert f.evidence["count"] == 12 and f.evidence["attempts"] == list(range(3, 13))
+    assert f.evidence["failure_signature"] == "exit 12" and f.evidence["state_hash"] == "s1"
+    assert (f.evidence["agent"], f.evidence["agent_live"], f.evidence["pid"]) == ("A-1", True, 4242)
+    assert f.since == T0 - 100 + 2  # from the second attempt on the commit: the first repush
 
 
 def test_orphan_worktree_quarantines_then_removes_and_waits_while_busy():

@@ -218,3 +218,25 @@ def test_a_short_lived_process_finds_the_jump_against_the_last_saved_reading_and
         assert TimeWatch(clock).read(store, TOL, "supervisor", "h2")[1].jumps == ()  # another host's reading is its own
     finally:
         store.close()
+
+
+def test_a_stamp_written_before_a_step_back_counts_from_when_the_step_was_seen():
+    """not_after: a stamp later than now counts from the latest step (seen at) whose cutoff covers it; a stamp no
+    step covers (another host's clock ahead), one not in the future, or no `now` stands as written."""
+    steps = [(250.0, 90.0), (300.0, 95.0)]  # (the wall before the step back: the cutoff, when it was seen)
+    assert tt.not_after(200.0, 100.0, steps) == 95.0  # both cover it: the latest
+    assert tt.not_after(260.0, 100.0, steps) == 95.0  # only the second covers it
+    assert tt.not_after(400.0, 100.0, steps) == 400.0  # none covers it
+    assert tt.not_after(80.0, 100.0, steps) == 80.0 and tt.not_after(100.0, 100.0, steps) == 100.0
+    assert tt.not_after(200.0, None, steps) == 200.0
+
+
+def test_without_a_reading_or_a_memory_of_the_clocks_no_age_is_untrusted():
+    """untrusted() with no timebase (no reading this tick) or no state (a process that remembers nothing yet):
+    nothing to judge by, so nothing is held back, whatever the other holds."""
+    j = tt.Jump("jump", 3600.0, seen=1000.0, mono=10.0, cutoff=900.0)
+    state = tt.TimeState(jumps=(j,))
+    tb = tt.Timebase(now=1000.0, wall=1000.0, mono=11.0)
+    assert tt.untrusted(0.0, 600.0, tb, state) is j  # both known: the jump holds an age from before it
+    assert tt.untrusted(0.0, 600.0, None, state) is None
+    assert tt.untrusted(0.0, 600.0, tb, None) is None

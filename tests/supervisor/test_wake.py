@@ -35,3 +35,41 @@ def test_a_store_change_wakes_the_supervisor_within_a_second_its_own_writes_do_n
         t.join(30)
         store.close()
         other.close()
+
+
+def test_a_store_that_is_away_is_waited_out_for_the_pause_and_its_polls_wake_nobody():
+    """StoreChanges over a store that does not answer: each wait rides the outage out for the whole pause on the
+    store's clock (never a hot loop of retries), and a poll says there is nothing to be woken by; a bug is raised."""
+    from healer.clock import VirtualClock
+    from healer.errors import StoreUnavailable
+    from healer.supervisor import StoreChanges
+
+    class Away:
+        clock = VirtualClock()
+
+        def last_event_id(self):
+            raise StoreUnavailable("the store is away")
+
+    store = Away()
+    ch = StoreChanges.__new__(StoreChanges)  # absorb() would ask the store that is away
+    ch.store, ch.seen = store, 0
+    t0 = store.clock.monotonic()
+
+    def away(seen, pause):
+        raise StoreUnavailable("the store is away")
+
+    ch.wait(away, 2.5)
+    ch.wait(away, 2.5)
+    assert store.clock.monotonic() - t0 == 5.0
+    assert ch.poll() is False
+
+    def bug(seen, pause):
+        raise ValueError("a bug, not an outage")
+
+    try:
+        ch.wait(bug, 2.5)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a bug was ridden out as an outage")
+    assert store.clock.monotonic() - t0 == 5.0
