@@ -30,7 +30,9 @@ HOUR = 3600.0
 
 
 def _recent(times, now: float, window: float) -> int:
-    return sum(1 for t in times if now - t < window)
+    # the window holds its first instant, as the executor's count of the journal does (created_at >= now - per):
+    # a planner that let an hour-old action out of the window planned what the executor then refused
+    return sum(1 for t in times if now - t <= window)
 
 
 # The two rules every actor shares, as plain arithmetic: the planner applies them to its
