@@ -22,18 +22,18 @@ def test_the_cheapest_runners_that_fit_the_budget_are_run_and_always_one():
 
 
 def test_a_line_no_test_file_runs_falls_back_to_the_files_that_import_its_module():
-    m = mutate.Mutant("healer/remedy/quarantine.py", 10, "number", 10, 0, 1, "1", "2")
-    cmap = {"sim": {"s1": {"status": "passed", "seconds": 3, "lines": {"healer/remedy/quarantine.py": [10]}},
-                    "red": {"status": "failed", "seconds": 1, "lines": {"healer/remedy/quarantine.py": [10]}}},
+    m = mutate.Mutant("healer/quarantine.py", 10, "number", 10, 0, 1, "1", "2")
+    cmap = {"sim": {"s1": {"status": "passed", "seconds": 3, "lines": {"healer/quarantine.py": [10]}},
+                    "red": {"status": "failed", "seconds": 1, "lines": {"healer/quarantine.py": [10]}}},
             "unit": {"tests/supervisor/test_core_props.py": {"lines": {}, "seconds": 2, "red": []},
                      "tests/security/test_quarantine_manifest.py": {"lines": {}, "seconds": 9, "red": []},
-                     "tests/fleet/test_budgets.py": {"lines": {"healer/remedy/quarantine.py": [9]}, "seconds": 1,
+                     "tests/fleet/test_budgets.py": {"lines": {"healer/quarantine.py": [9]}, "seconds": 1,
                                                      "red": []}}}
     sims, files, fallback, covering = mutants.runners(cmap, m)
     assert sims == ["s1"] and covering[0] == 1  # a scenario red unmutated never runs
-    # no file ran line 10: the one that imports the module (`from healer.remedy import quarantine as q`) runs
+    # no file ran line 10: the one that imports the module (`from healer import quarantine as q`) runs
     assert (files, fallback) == (["tests/security/test_quarantine_manifest.py"], True)
-    cmap["unit"]["tests/fleet/test_budgets.py"]["lines"] = {"healer/remedy/quarantine.py": [10]}
+    cmap["unit"]["tests/fleet/test_budgets.py"]["lines"] = {"healer/quarantine.py": [10]}
     assert mutants.runners(cmap, m)[1:3] == (["tests/fleet/test_budgets.py"], False)
 
 
