@@ -9,6 +9,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from chaos.agents.models.server import ModelServer
 from tests.agents.conftest import PY, agent_env, calc_repo, codex_config, need_bwrap, policy, run_env
 from tests.loop.conftest import events, final_line, loop_commits
@@ -32,6 +34,7 @@ def _retrying(preset: str, home: Path, m: ModelServer, retries: int) -> dict:
     return env
 
 
+@pytest.mark.long  # 23 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_an_endpoint_down_for_a_whole_iteration_is_infra_and_the_run_resumes(tmp_path, preset, home):
     need_bwrap()
     repo = calc_repo(tmp_path / "repo")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from chaos.agents.models.server import ModelServer
 from healer.policy.schema import Policy
 from tests.agents.conftest import CLAUDE_MODEL, agent_env, need_bwrap
@@ -24,6 +26,7 @@ def fleet_policy(preset: str) -> Policy:
     })
 
 
+@pytest.mark.long  # 11 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_three_tickets_each_reach_main_once(tmp_path, preset, home, monkeypatch):
     need_bwrap()
     with ModelServer("ticket") as m:

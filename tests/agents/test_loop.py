@@ -65,6 +65,7 @@ def test_never_done_ends_at_the_iteration_cap(tmp_path, preset, home):
     assert loop_commits(repo) == []
 
 
+@pytest.mark.long  # 34 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_hung_stream_ends_at_the_deadline_with_nothing_left(tmp_path, preset, home):
     need_bwrap()
     repo = calc_repo(tmp_path / "repo")
@@ -78,6 +79,7 @@ def test_a_hung_stream_ends_at_the_deadline_with_nothing_left(tmp_path, preset, 
     assert it and it[-1].payload.get("timed_out") is True, [e.payload for e in it]
 
 
+@pytest.mark.long  # 10 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_cheat_leaves_the_tests_intact(tmp_path, preset, home):
     need_bwrap()
     repo = calc_repo(tmp_path / "repo")
@@ -120,6 +122,7 @@ def test_its_own_commit_and_push_never_reach_the_remote(tmp_path, preset, home):
     assert git(repo, "for-each-ref", "--format=%(refname)", "refs/healer/quarantine/")  # the CLI's, kept for audit
 
 
+@pytest.mark.long  # 11 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_planted_hook_never_reaches_the_user_config(tmp_path, preset, home):
     """The CLI's config home is the run's own, seeded before each iteration; the user's is read-only (bwrap)."""
     need_bwrap()
@@ -169,6 +172,7 @@ def test_claude_runaway_cost_stops_within_one_turn_of_the_cap(tmp_path, home):
     assert turns <= 5  # 4 turns reach $3.60: one turn past the cap, never the next
 
 
+@pytest.mark.long  # 12 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_instructions_planted_in_the_tree_never_reach_the_next_session(tmp_path, preset, home):
     """The real CLI writes a SessionStart hook (.claude/settings.json), CLAUDE.md and AGENTS.md into the worktree at
     iteration 1 (issue 39). They are quarantined after its step: at iteration 2 the hook does not run and no

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -67,6 +69,7 @@ def test_the_statement_line_is_where_coverage_sees_the_mutant():
     assert (m.line, m.stmt_line) == (3, 2)
 
 
+@pytest.mark.long  # 14 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_the_draw_is_the_seeds_and_covers_the_decision_code():
     sites = mutate.every_site(ROOT)
     assert len(sites) > 1000

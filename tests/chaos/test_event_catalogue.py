@@ -34,6 +34,7 @@ expect:
 """
 
 
+@pytest.mark.long  # 11 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_validate_warns_on_each_payload_key_that_can_never_match_one_line_each(tmp_path):
     f = tmp_path / "impossible-payload.yaml"
     f.write_text(SCENARIO)
@@ -65,6 +66,7 @@ def test_the_catalogue_reads_literal_writes_and_leaves_unknown_payloads_open():
     assert ec.impossible(["ticket.moved", "no.such_kind"], {"state": 1}) == []  # one unknown kind: nothing claimed
 
 
+@pytest.mark.long  # 15 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @pytest.mark.parametrize("name", ["red-main", "blocked-behind-stale-label"])
 def test_every_payload_key_a_game_day_writes_is_in_the_catalogue(tmp_path, name):
     """Soundness where it matters: no warning for a key that real events carry. Every event of a simulated game

@@ -82,6 +82,7 @@ def test_seeded_schedules_are_a_pure_function_of_the_seed():
     assert set(explore.INVARIANTS) <= set(INVARIANTS)
 
 
+@pytest.mark.long  # 28 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_replay_cli(tmp_path):
     # a seed alone: the seeded schedule
     r = healer("gameday", "replay", "--seed", "7", "--workdir", str(tmp_path / "w"), cwd=tmp_path)
@@ -102,6 +103,7 @@ def test_replay_cli(tmp_path):
     assert r.returncode == 64 and "expected --seed N" in r.stderr
 
 
+@pytest.mark.long  # 37 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_explore_cli_reports_no_failure(tmp_path):
     r = healer("gameday", "explore", "-n", "3", "--seed", "1", cwd=tmp_path)
     assert r.returncode == 0, r.stderr + r.stdout

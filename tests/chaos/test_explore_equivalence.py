@@ -5,6 +5,7 @@ topological sort."""
 from __future__ import annotations
 
 import networkx as nx
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +23,7 @@ def _reads(st_) -> tuple:
             st_.get_setting("dispatch.paused"), st_.get_setting("supervisor.memory"))
 
 
+@pytest.mark.long  # 16 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @settings(max_examples=6, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), step=st.sampled_from([90.0, 600.0, 1800.0]))
 def test_cached_store_equals_a_fresh_read(tmp_path_factory, seed, step):

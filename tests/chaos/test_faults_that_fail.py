@@ -113,6 +113,7 @@ def test_an_agent_fault_with_no_live_agent_is_skipped_not_applied(tmp_path):
     assert r.status == "error" and "fault kill_agent on T-1: not applied: no live agent on T-1" in r.error
 
 
+@pytest.mark.long  # 20 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_the_pytest_plugin_reports_the_error(tmp_path):
     """`pytest chaos/scenarios/...` (the plugin): a game day that errs fails its item with the reason."""
     import subprocess

@@ -107,6 +107,7 @@ def test_empty_selection_and_disable_without_disable_are_usage_errors(tmp_path):
     assert r.returncode == 64 and "has no `disable:`" in r.stderr
 
 
+@pytest.mark.long  # 32 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_passing_run_leaves_nothing_in_the_temp_folder(tmp_path):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
@@ -154,6 +155,7 @@ def _quiet_env(tmp_path) -> dict[str, str]:
     return {"TMPDIR": str(tmp), "HEALER_GAMEDAY_HOME": ""}
 
 
+@pytest.mark.long  # 14 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_workdir_never_deletes_a_folder_it_did_not_make_and_moves_an_earlier_game_day_aside(tmp_path):
     env = _quiet_env(tmp_path)
     keep = tmp_path / "keep"
@@ -182,6 +184,7 @@ def test_workdir_never_deletes_a_folder_it_did_not_make_and_moves_an_earlier_gam
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
+@pytest.mark.long  # 12 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_unusable_report_and_junit_paths_are_refused_before_the_game_day_runs(tmp_path):
     env = _quiet_env(tmp_path)
     p = tmp_path / "plain.yaml"
@@ -209,6 +212,7 @@ def test_flags_a_chaos_toolkit_experiment_cannot_honour_are_refused(tmp_path):
         assert r.stderr.startswith(f"healer: {flags[0]}: not for a Chaos Toolkit experiment") and "PASS" not in r.stdout
 
 
+@pytest.mark.long  # 13 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_bad_schedule_file_is_one_located_line(tmp_path):
     (tmp_path / "bad.json").write_text("{bad\n")
     (tmp_path / "bin.json").write_bytes(b"\xff\xfe")

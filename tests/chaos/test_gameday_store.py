@@ -6,7 +6,10 @@ import os
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.long  # 16 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_real_game_day_ignores_an_exported_store_url(tmp_path):
     operator = tmp_path / "operator.db"  # what the operator's shell points at: never made, never written
     env = {**os.environ, "HEALER_STORE_URL": f"sqlite:{operator}", "HEALER_GAMEDAY_HOME": str(tmp_path / "home"),

@@ -114,6 +114,7 @@ MUTANTS = {
 }
 
 
+@pytest.mark.long  # 51 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @pytest.mark.parametrize("mutant", list(MUTANTS))
 def test_a_feature_switched_off_in_the_product_turns_its_game_day_red(mutant, monkeypatch, tmp_path):
     name, mutate, expectation = MUTANTS[mutant]

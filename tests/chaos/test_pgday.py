@@ -32,6 +32,7 @@ def _short():
     return sc.model_copy(update={"hosts": hosts, "faults": faults, "expect": expect})
 
 
+@pytest.mark.long  # 17 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @pytest.mark.timeout(300)
 def test_two_hosts_ride_out_a_pg_restart_game_day(tmp_path):
     r = engine.run(_short(), tmp_path)

@@ -31,6 +31,7 @@ def _faults(r) -> list[str]:
     return [a.output for a in r.activities if a.type == "action"]
 
 
+@pytest.mark.long  # 21 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @pytest.mark.timeout(300)
 def test_a_host_whose_connection_is_killed_mid_merge_finishes_the_merge_once(tmp_path):
     sc = _scenario()

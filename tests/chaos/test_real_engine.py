@@ -65,6 +65,7 @@ expect:
 """
 
 
+@pytest.mark.long  # 19 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_sigkilled_real_gameday_leaves_no_stopped_process_lock_or_process(tmp_path):
     sc = tmp_path / "scenarios" / "killme.yaml"
     sc.parent.mkdir()
@@ -170,6 +171,7 @@ def test_index_lock_is_ours_only(tmp_path):
     assert lock.read_text() == "held by a real git process\n"
 
 
+@pytest.mark.long  # 11 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_kill_healer_real_aims_at_every_remedy_failpoint_the_cli_lists(tmp_path, monkeypatch):
     monkeypatch.setenv("HEALER_GAMEDAY_HOME", str(tmp_path / "home"))
     listed = subprocess.run([sys.executable, "-m", "healer", "failpoints", "--json"], capture_output=True, text=True,

@@ -22,6 +22,7 @@ def faults_run(tmp_path_factory) -> Result:
     return engine.run(load(SCENARIO_DIR / "real-faults.yaml"), d / "run")
 
 
+@pytest.mark.long  # 37 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_every_fault_is_injected(faults_run):
     r = faults_run
     assert r.error is None, r.stats.get("traceback")

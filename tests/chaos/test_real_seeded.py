@@ -73,6 +73,7 @@ def two_runs(tmp_path_factory):
     return _run(tmp_path_factory, "seeded-a"), _run(tmp_path_factory, "seeded-b", duration="5s")
 
 
+@pytest.mark.long  # 24 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_the_once_simulated_only_faults_heal_in_real_mode(two_runs):
     (r, events), _ = two_runs
     assert r.error is None, r.stats.get("traceback")

@@ -94,6 +94,7 @@ def test_cli_bad_override_is_exit_65_not_a_failed_game_day(tmp_path):
     assert not (tmp_path / "j.xml").exists()
 
 
+@pytest.mark.long  # 10 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_cli_unusable_report_or_junit_path_is_64_before_running(tmp_path):
     # regression: a file as --report or a folder as --junit ran the game day, then died with exit 70
     f = tmp_path / "afile"

@@ -122,6 +122,7 @@ def test_halt_refuses_every_steer_as_it_refuses_the_supervisor(fleet):
     assert store.get_setting(keys.DISPATCH_PAUSED, False) is False
 
 
+@pytest.mark.long  # 14 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @pytest.mark.slow  # a real game day against the fleet: `healer gameday run stray-file --root` (20-80 s)
 def test_a_shipped_root_game_day_starts_from_the_console_as_a_child_and_its_report_is_listed(fleet):
     from tests.conftest import wait_until

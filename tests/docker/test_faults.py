@@ -104,6 +104,7 @@ def test_a_killed_game_day_leaves_no_paused_container(dclient, fleet_label, four
     wait_until(lambda: cf.UndoJournal(journal).pending() == [], what="the guard to close its undos")
 
 
+@pytest.mark.long  # 18 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_cli_list_pause_dry_run_and_cleanup(dclient, tmp_path, four, fleet_label):
     label = f"healer.fleet={fleet_label}"
     r = healer("containers", "list", "--label", label, "--json")

@@ -49,6 +49,7 @@ def sweep(dclient):
             c.remove(force=True)
 
 
+@pytest.mark.long  # 27 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_container_game_day_passes(dclient, tmp_path, home, sweep):
     sc = load(SCENARIO)
     sweep.append(tmp_path / "fleet")
@@ -61,6 +62,7 @@ def test_container_game_day_passes(dclient, tmp_path, home, sweep):
     assert not home.exists() or not any(home.iterdir()), "a clean run leaves no undo journal behind"
 
 
+@pytest.mark.long  # 33 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_container_game_day_disabled_fails_by_name(dclient, tmp_path, home, sweep):
     sc = load(SCENARIO)
     # with the feature off the stop never comes: the run waits out the scenario's `disabled_within` (30 s), not the
@@ -77,6 +79,7 @@ def test_container_game_day_disabled_fails_by_name(dclient, tmp_path, home, swee
     assert not fleet_containers(dclient, tmp_path / "fleet")
 
 
+@pytest.mark.long  # 17 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_sigkilled_container_game_day_is_cleaned(dclient, tmp_path, home):
     wd = tmp_path / "wd"
     fleet = wd / sc_name() / "fleet"

@@ -65,6 +65,7 @@ def test_deadline_kills_the_sandbox(dclient, tmp_path):
     assert dclient.containers.list(all=True, filters={"label": f"healer.test={tmp_path}"}) == []
 
 
+@pytest.mark.long  # 13 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_repair_launcher_runs_the_builtin_agent_in_the_sandbox(dclient, fleet):
     pol = fleet / "healer.yaml"
     data = yaml.safe_load(pol.read_text()) or {}

@@ -6,6 +6,7 @@ import json
 import sys
 
 import psutil
+import pytest
 import yaml
 
 from healer.store import open_store
@@ -125,6 +126,7 @@ def test_watch_deadline_kills_the_whole_tree(tmp_path):
     s.close()
 
 
+@pytest.mark.long  # 12 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_watch_bad_usage(tmp_path):
     root = cli_fleet(tmp_path)
     r = healer("watch", "-C", str(root))

@@ -21,6 +21,7 @@ def agents_done(root):
         s.close()
 
 
+@pytest.mark.long  # 39 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @pytest.mark.parametrize("point", ["dispatch.before_merge", "dispatch.after_merge", "dispatch.merge_recorded"])
 def test_killed_around_the_merge_then_restarted(tmp_path, point):
     root = cli_fleet(tmp_path, merge_gates=[gate("no-broken", NO_FILE.format("BROKEN"))])
@@ -55,6 +56,7 @@ def test_killed_around_the_merge_then_restarted(tmp_path, point):
         stop_all(root)
 
 
+@pytest.mark.long  # 17 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_killed_right_after_launch_then_restarted_adopts_the_agent(tmp_path):
     root = cli_fleet(tmp_path)
     s = open_store(root)

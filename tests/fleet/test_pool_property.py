@@ -10,6 +10,7 @@ import os
 import signal
 from collections import Counter
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -45,6 +46,7 @@ def check(f, pool: int) -> None:
     assert all(n == 1 for n in Counter(by_pid.get(h.pid) for h in live_children).values())
 
 
+@pytest.mark.long  # 15 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(spec=specs())
 def test_pool_and_single_agent_invariants(tmp_path_factory, spec):

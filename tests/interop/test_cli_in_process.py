@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from tests.conftest import global_state, healer, in_process, make_repo
 
 
@@ -42,6 +44,7 @@ CALLS = (("board", "states"), ("board", "list", "--state", "done"), ("policy", "
          ("failpoints", "--json"))
 
 
+@pytest.mark.long  # 12 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_in_process_and_child_give_the_same_answer(tmp_path, monkeypatch):
     root = make_repo(tmp_path / "fleet")
     healer("init", "--root", str(root))

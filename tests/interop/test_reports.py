@@ -30,6 +30,7 @@ def _chromium(tmp_path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=180)
 
 
+@pytest.mark.long  # 14 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_html_report_renders_in_headless_chromium_without_console_errors(tmp_path):
     _need_chromium()
     out = tmp_path / "gd"

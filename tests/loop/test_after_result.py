@@ -55,6 +55,7 @@ def mark(tmp_path):
 
 @pytest.mark.parametrize(("final", "sandbox"), [(RESULT, "auto"), (CODEX_END, "auto"), (RESULT, "none")],
                          ids=["claude-result", "codex-turn-completed", "claude-result-unsandboxed"])
+@pytest.mark.long  # 12 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_cli_that_stays_after_its_result_is_ended_and_the_gates_commit(lrepo, tmp_path, mark, final, sandbox):
     """Under `none` what it left is found by the tree sweep, not by a pid namespace."""
     pol = write_policy(tmp_path / "p.yaml", iteration_timeout="60s", idle_timeout=None, gates=[solved_gate()],

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
 from tests.conftest import healer
 from tests.loop.conftest import (
     PY,
@@ -26,6 +28,7 @@ def one_line(r):
     return lines[0]
 
 
+@pytest.mark.long  # 10 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_usage_and_input_errors(lrepo, tmp_path):
     pol = write_policy(tmp_path / "p.yaml", agent={"command": agent("loop_noop.py")}, gates=[solved_gate()])
     r = healer("loop", "run", "--policy", str(pol), "--workdir", str(lrepo))

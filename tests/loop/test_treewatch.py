@@ -143,6 +143,7 @@ OPS = st.lists(st.tuples(st.sampled_from(["write", "same-size", "append", "chmod
                min_size=1, max_size=8)
 
 
+@pytest.mark.long  # 13 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(OPS)
 def test_whatever_is_done_between_snapshots_the_snapshot_is_gits_tree(tmp_path_factory, ops):

@@ -47,6 +47,7 @@ def am(tmp_path, receiver):
     srv.stop()
 
 
+@pytest.mark.long  # 10 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_supervisor_alert_reaches_alertmanager_grouped_forwarded_then_resolved_when_main_turns_green(tmp_path, am):
     """`healer supervise --once` on a red main: Alertmanager accepts the PostableAlert, forwards it to its webhook
     receiver with healer's labels and evidence; main green, the next tick resolves it (endsAt) and Alertmanager

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from healer.policy import load_policy
 from healer.repair.builtin import plan
 from healer.repair.server import RepairTools
@@ -101,6 +103,7 @@ def test_plan_batches_findings_into_few_calls():
     assert left == ["agent_stuck:A-1", "orphan_worktree:/w/x (busy)"]
 
 
+@pytest.mark.long  # 18 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_cli_errors_are_one_line(tmp_path: Path, fleet: Path):
     r = healer("mcp", "serve", "--root", str(tmp_path / "nowhere"), env=child_env())
     assert r.returncode == 64 and len(r.stderr.strip().splitlines()) == 1 and "not a healer fleet" in r.stderr
@@ -110,6 +113,7 @@ def test_cli_errors_are_one_line(tmp_path: Path, fleet: Path):
     assert r.returncode == 64 and "--agent" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.long  # 28 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_repair_run_cli_and_daily_cap(fleet: Path):
     store, _ = past_store(fleet)
     seed_frozen(store, 2)
@@ -132,6 +136,7 @@ def test_repair_run_cli_and_daily_cap(fleet: Path):
     assert r.returncode == 4 and "HALT" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.long  # 38 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_repair_agent_that_cannot_start_does_not_spend_the_daily_cap(fleet: Path):
     import json
     import os

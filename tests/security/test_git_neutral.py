@@ -108,7 +108,10 @@ def test_no_user_or_system_config_is_read(tmp_path, monkeypatch, where):
     (repo / "a.bin").write_text("x\n")
     git.run(repo, "add", "-A")
     assert not seen.exists()
-    assert subprocess.run(["git", "add", "-A"], cwd=repo, capture_output=True).returncode == 0
+    # a plain git as the agent would run it: whatever a neighbour left in this worker's environment that switches
+    # config files off (GIT_CONFIG_NOSYSTEM, GIT_ATTR_NOSYSTEM, GIT_CONFIG_GLOBAL) is not the agent's
+    plain = {k: v for k, v in os.environ.items() if k not in ("GIT_CONFIG_NOSYSTEM", "GIT_ATTR_NOSYSTEM", "GIT_CONFIG_GLOBAL")}
+    assert subprocess.run(["git", "add", "-A"], cwd=repo, capture_output=True, env=plain).returncode == 0
     assert seen.exists()  # the same files, read by a plain git: the attack was in place
 
 

@@ -78,6 +78,7 @@ def test_unset_hit_is_one_lookup(monkeypatch):
 @pytest.mark.parametrize("spec", ["nonsense", "a.b=explode", "a.b=kill@x", "=kill", "store.before_commit=sleep(abc)",
                                   "store.before_commit=exit(abc)", "store.before_commit=exit(256)", "a.b=raise@0",
                                   "a.b=kill(3)", "a.b=sleep(-1)"])
+@pytest.mark.long  # 25 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_bad_spec_is_a_clear_error(spec):
     with pytest.raises(ValueError, match=r"^HEALER_FAILPOINTS: "):
         failpoints.parse_spec(spec)

@@ -55,6 +55,7 @@ print(len(names), " ".join(bad))
 """
 
 
+@pytest.mark.long  # 123 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @pytest.mark.parametrize("package", ["healer", "chaos"])
 def test_every_module_imports_first_on_its_own(package):
     r = subprocess.run([sys.executable, "-c", PROBE, str(REPO), package], capture_output=True, text=True, timeout=600)

@@ -168,6 +168,7 @@ ENTRY_POINTS = [
 
 @pytest.mark.parametrize(("cmd", "name", "text"), ENTRY_POINTS,
                          ids=[f"{' '.join(c)}-{n}-{i}" for i, (c, n, _) in enumerate(ENTRY_POINTS)])
+@pytest.mark.long  # 17 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_every_entry_point_refuses_with_one_line(tmp_path, cmd, name, text):
     (tmp_path / name).write_text(text)
     r = healer(*cmd, name, cwd=tmp_path, timeout=300)

@@ -37,6 +37,7 @@ def _one_line(r) -> str:
     return lines[0]
 
 
+@pytest.mark.long  # 17 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_backup_then_restore_on_postgresql_keeps_the_board_it_replaces(tmp_path, pg_url):
     root = make_repo(tmp_path / "fleet")
     assert _cli(root, "init", "--store", pg_url).returncode == 0
@@ -67,6 +68,7 @@ def test_backup_then_restore_on_postgresql_keeps_the_board_it_replaces(tmp_path,
         s.close()
 
 
+@pytest.mark.long  # 26 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_backup_moves_between_dialects_and_a_foreign_fleet_needs_other_fleet(tmp_path, pg_url):
     lite = make_repo(tmp_path / "lite")
     assert _cli(lite, "init").returncode == 0

@@ -61,6 +61,7 @@ def test_init_writes_one_id_into_the_store_and_into_git(tmp_path):
     assert gid and value == f'"{gid}"'
 
 
+@pytest.mark.long  # 20 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @pytest.mark.parametrize("how", ["truncated", "deleted"])
 def test_a_lost_store_is_refused_and_no_id_is_reused(tmp_path, how):
     root = _fleet(tmp_path)

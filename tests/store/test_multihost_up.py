@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 import psutil
+import pytest
 import yaml
 
 from healer import lifecycle
@@ -79,6 +80,7 @@ def _kill_leftovers(roots: list[Path]) -> None:
             pass
 
 
+@pytest.mark.long  # 17 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_two_real_healer_up_share_one_board_and_one_repository(pg_url, tmp_path):
     bare, roots = _hosts(tmp_path)
     store = open_url(pg_url, root=roots[0])

@@ -221,6 +221,7 @@ def _two_hosts_through_restarts(restartable_pg, url: str, tmp_path: Path, ticket
     store.close()
 
 
+@pytest.mark.long  # 16 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_two_hosts_ride_out_a_pg_ctl_restart(restartable_pg, pg_fleet, tmp_path):
     _two_hosts_through_restarts(restartable_pg, pg_fleet, tmp_path, tickets=4, restarts=1)
 
@@ -298,6 +299,7 @@ def test_fenced_writes_stay_fenced_across_a_reconnect(restartable_pg, pg_fleet, 
         b.close()
 
 
+@pytest.mark.long  # 27 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_up_past_the_tolerance_ends_with_one_line_and_69(restartable_pg, pg_fleet, tmp_path):
     root = make_repo(tmp_path / "fleet", {"README.md": "# x\n", "healer.yaml": yaml.safe_dump(
         _policy(outage_tolerance="3s"))})
@@ -361,6 +363,7 @@ def test_up_started_while_the_server_is_down_waits_for_it(restartable_pg, pg_fle
         store.close()
 
 
+@pytest.mark.long  # 20 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @pytest.mark.parametrize("cmd", ["up", "dispatch", "supervise"])
 def test_a_daemon_started_while_the_server_stays_down_ends_with_one_line_and_69(restartable_pg, pg_fleet, tmp_path, cmd):
     root = _fleet(tmp_path, pg_fleet, outage_tolerance="2s")
@@ -423,6 +426,7 @@ def test_up_started_while_sqlite_is_locked_waits_for_it(tmp_path):
         store.close()
 
 
+@pytest.mark.long  # 14 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @pytest.mark.parametrize("cmd", ["up", "supervise", "dispatch"])
 def test_a_sigterm_while_the_store_is_awaited_stops_the_daemon_cleanly(restartable_pg, pg_fleet, tmp_path, cmd):
     root = _fleet(tmp_path, pg_fleet)

@@ -134,6 +134,7 @@ def _loop_fleet(tmp_path: Path, url: str, tolerance: str) -> tuple[Path, Path]:
     return root, repo
 
 
+@pytest.mark.long  # 17 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @pytest.mark.parametrize("tolerance,code", [("60s", 0), ("2s", 69)])
 def test_the_loop_runner_rides_out_a_read_only_store_or_ends_69_for_the_infrastructure(pg, url, tmp_path, monkeypatch,
                                                                                        tolerance, code):

@@ -9,12 +9,14 @@ import os
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from healer.store import open_store
 from tests.conftest import make_repo, wait_until
 
 
+@pytest.mark.long  # 14 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_standby_takes_over_at_the_lease_expiry_not_at_its_next_tick(tmp_path):
     root = make_repo(tmp_path / "fleet", {"README.md": "# x\n", "healer.yaml": yaml.safe_dump(
         {"supervisor": {"tick": "60s", "lease_ttl": "6s"}})})

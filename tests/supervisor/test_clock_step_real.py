@@ -55,6 +55,7 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.parametrize("step,tolerance", [("+2h", "30s"), ("-2h", "30s"), ("+2h", None)],
                          ids=["forward", "back", "forward-control"])
+@pytest.mark.long  # 23 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_stepped_clock_kills_nothing_pages_nobody_removes_nothing(tmp_path, step, tolerance):
     assert LIB is not None
     root = make_repo(tmp_path / "fleet")

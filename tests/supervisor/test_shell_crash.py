@@ -83,6 +83,7 @@ def _no_corpse(root: Path) -> None:
         s.close()
 
 
+@pytest.mark.long  # 43 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @pytest.mark.parametrize("point", REMEDY_POINTS + SUPERVISOR_POINTS)
 def test_kill_at_failpoint_then_restart_requeues_exactly_once(tmp_path, point):
     root = _fleet(tmp_path)
@@ -109,6 +110,7 @@ def test_kill_at_failpoint_then_restart_requeues_exactly_once(tmp_path, point):
     _no_corpse(root)
 
 
+@pytest.mark.long  # 26 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @pytest.mark.parametrize("point", QUARANTINE_POINTS + ["remedy.after_effect"])
 def test_kill_mid_quarantine_then_restart_removes_orphan_once_and_loses_nothing(tmp_path, point):
     root = _fleet(tmp_path)

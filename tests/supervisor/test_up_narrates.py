@@ -63,7 +63,7 @@ class _Up:
     def stop(self) -> tuple[int, str]:
         self.p.send_signal(signal.SIGTERM)
         _, err = self.p.communicate(timeout=60)
-        wait_until(lambda: self.seen() and self.seen()[-1].startswith("healer up: stopped"), 10, "the stop line")
+        wait_until(lambda: self.seen() and self.seen()[-1].startswith("healer up: stopped"), 60, "the stop line")
         return self.p.returncode, err
 
     def kill(self) -> None:
