@@ -163,12 +163,19 @@ def agent(c: Console, request: Request) -> Response:
     return _html(c, request, aid, render.agent(data, ctx), ctx=ctx, active="/agents", data={"page": "agent", "agent": aid})
 
 
-def agent_log(c: Console, request: Request) -> Response:
-    aid = request.path_params["aid"]
+def _no_agent(c: Console, aid: str) -> Response | None:
+    """The 404 of an agent the store does not know (its log is never looked for then)."""
     try:
         c.store.agent(aid)
     except NotFound:
         return PlainTextResponse(f"no agent {aid!r}\n", status_code=404)
+    return None
+
+
+def agent_log(c: Console, request: Request) -> Response:
+    aid = request.path_params["aid"]
+    if (missing := _no_agent(c, aid)) is not None:
+        return missing
     p = live.agent_log(c.root, aid)
     return PlainTextResponse(live.read_tail(p) if p else "", headers={"Content-Disposition": "inline"})
 
@@ -237,10 +244,8 @@ def events_stream(c: Console, request: Request) -> Response:
 
 def agent_stream(c: Console, request: Request) -> Response:
     aid = request.path_params["aid"]
-    try:
-        c.store.agent(aid)
-    except NotFound:
-        return PlainTextResponse(f"no agent {aid!r}\n", status_code=404)
+    if (missing := _no_agent(c, aid)) is not None:
+        return missing
     p = live.agent_log(c.root, aid)
     if p is None:
         return PlainTextResponse("no log\n", status_code=404)
