@@ -35,8 +35,10 @@ def need_loop_sh() -> Path:
 
 def claude_env(home: Path, model) -> dict[str, str]:
     home.mkdir(parents=True, exist_ok=True)
+    tmp = home / ".tmp"  # Claude Code's scratch (claude-UID/, cc-socks/) with the test's files, never in /tmp
+    tmp.mkdir(exist_ok=True)
     return {"HOME": str(home), "PATH": cli_path(), "ANTHROPIC_BASE_URL": model.anthropic_url,
-            "ANTHROPIC_API_KEY": "sk-ant-kit", "LANG": "C.UTF-8"}
+            "ANTHROPIC_API_KEY": "sk-ant-kit", "LANG": "C.UTF-8", "TMPDIR": str(tmp)}
 
 
 CLAUDE_ARGV = f"claude -p --permission-mode acceptEdits --allowedTools Bash,Read,Edit,Write --model {CLAUDE_MODEL}"
