@@ -52,6 +52,11 @@ class _Up:
         self.lines: list[str] = []
         self._q: queue.Queue = queue.Queue()
         threading.Thread(target=lambda: [self._q.put(x.rstrip("\n")) for x in self.p.stdout], daemon=True).start()
+        # stderr by a thread of its own too: communicate() would read stdout beside the thread above and could
+        # swallow the stop line
+        self._err: list[str] = []
+        self._err_reader = threading.Thread(target=lambda: self._err.extend(self.p.stderr), daemon=True)
+        self._err_reader.start()
 
     def seen(self) -> list[str]:
         while True:
@@ -62,9 +67,10 @@ class _Up:
 
     def stop(self) -> tuple[int, str]:
         self.p.send_signal(signal.SIGTERM)
-        _, err = self.p.communicate(timeout=60)
+        self.p.wait(timeout=60)
         wait_until(lambda: self.seen() and self.seen()[-1].startswith("healer up: stopped"), 60, "the stop line")
-        return self.p.returncode, err
+        self._err_reader.join(timeout=30)
+        return self.p.returncode, "".join(self._err)
 
     def kill(self) -> None:
         if self.p.poll() is None:
