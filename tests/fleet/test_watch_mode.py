@@ -64,7 +64,8 @@ class _Watch:
 
     def end(self, sig: int) -> tuple[int, str]:
         self.p.send_signal(sig)
-        _, err = self.p.communicate(timeout=30)
+        self.p.wait(timeout=30)  # not communicate(): it would read stdout beside the line reader
+        err = self.p.stderr.read()
         self.text()
         return self.p.returncode, err
 
