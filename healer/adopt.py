@@ -179,15 +179,16 @@ def scan(store, policy, clock: Clock, table: ProcTable | None = None, *, host: s
         elif not write:
             res.registered.append(a)
     if write:
-        res.gone = mark_gone(store, table, host)
+        res.gone = mark_gone(store, table, now, host)
     return res
 
 
-def mark_gone(store, table: ProcTable, host: str = HOST) -> list[Adopted]:
+def mark_gone(store, table: ProcTable, now: float, host: str = HOST) -> list[Adopted]:
     gone = []
     for a in store.adopted(host=host):
         if table.start_ticks(a.pid) != a.start_ticks:
-            store.update_adopted(a.id, state="gone", event="adopt.gone", payload={"pid": a.pid, "start_ticks": a.start_ticks})
+            store.update_adopted(a.id, state="gone", ended_at=now, event="adopt.gone",
+                                 payload={"pid": a.pid, "start_ticks": a.start_ticks})
             gone.append(a)
     return gone
 

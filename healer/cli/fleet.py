@@ -230,7 +230,19 @@ def _print_status(st: dict, console) -> None:
         console.print(f"{s['ticket']}: next pass moves it to {s['to']} ({s['detail']})")
     for c in st["cycles"]:
         console.print(f"[red]blocked_by cycle:[/] {' -> '.join([*c, c[0]])}")
+    _print_adopted(st.get("adopted") or [], console, ago)
     _print_spend(st.get("spend") or {}, console)
+
+
+def _print_adopted(rows: list, console, ago) -> None:
+    """The adopted loops (docs/adopt.md), only once there are some: a fleet that adopts nothing keeps its page."""
+    if not rows:
+        return
+    t = Table("loop", "rule", "pid", "cli", "state", "age", "worktree", title="Adopted loops")
+    for x in rows:
+        state = x["state"] if x["state"] == "adopted" else f"[dim]{x['state']}[/]"
+        t.add_row(x["id"], x["rule"], str(x["pid"]), x["cli"], state, ago(x["age"]), x["worktree"])
+    console.print(t)
 
 
 def _print_spend(sp: dict, console) -> None:

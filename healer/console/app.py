@@ -21,6 +21,7 @@ from healer import lifecycle
 from healer.console import gamedays, live, render, security, views
 from healer.console.steer import STEERS, Steering
 from healer.errors import NotFound
+from healer.fleet.status import adopted_rows
 from healer.store import keys
 
 if TYPE_CHECKING:
@@ -148,6 +149,14 @@ def agents(c: Console, request: Request) -> Response:
         return JSONResponse(data)
     ctx = _frame(c, request)
     return _html(c, request, "agents", render.agents(data, ctx), ctx=ctx, active="/agents", data={"page": "agents"})
+
+
+def adopted(c: Console, request: Request) -> Response:
+    data = adopted_rows(c.store, c.clock.now())
+    if _wants_json(request):
+        return JSONResponse(data)
+    ctx = _frame(c, request)
+    return _html(c, request, "adopted", render.adopted(data), ctx=ctx, active="/adopted", data={"page": "adopted"})
 
 
 def agent(c: Console, request: Request) -> Response:
@@ -377,7 +386,7 @@ def build(c: Console) -> Starlette:
         return handler
 
     routes = [
-        Route("/", bind(board)), Route("/tickets/{tid}", bind(ticket)), Route("/agents", bind(agents)),
+        Route("/", bind(board)), Route("/tickets/{tid}", bind(ticket)), Route("/agents", bind(agents)), Route("/adopted", bind(adopted)),
         Route("/agents/{aid}", bind(agent)), Route("/agents/{aid}/log", bind(agent_log)), Route("/supervisor", bind(supervisor)),
         Route("/cost", bind(cost)), Route("/gamedays", bind(gameday_list)), Route("/gamedays/{name}/{file}", bind(gameday_file)),
         Route("/api/events", bind(events_stream)), Route("/api/agents/{aid}/output", bind(agent_stream)),

@@ -12,7 +12,7 @@ from urllib.parse import quote, urlencode
 from healer import durations
 from healer.clock import iso
 
-NAV = (("/", "board"), ("/agents", "agents"), ("/supervisor", "supervisor"), ("/gamedays", "game days"), ("/cost", "cost"))
+NAV = (("/", "board"), ("/agents", "agents"), ("/adopted", "adopted"), ("/supervisor", "supervisor"), ("/gamedays", "game days"), ("/cost", "cost"))
 
 
 def e(x: Any) -> str:
@@ -160,6 +160,15 @@ def agents(rows: list[dict[str, Any]], ctx: dict[str, Any]) -> str:
                    e(usd(a["spend_usd"])), steer_form("stop", a["id"], "stop", ctx, danger=True) if a["state"] == "running" else ""]
                   for a in rows], cls="agents", empty="no agent yet")
     return f"<h1>agents</h1>{body}"
+
+
+def adopted(rows: list[dict[str, Any]]) -> str:
+    """Loops healer did not launch, as the store last recorded them (docs/adopt.md); acted on only by policy rules."""
+    body = table(["loop", "rule", "host", "pid", "cli", "state", "age", "session", "worktree"],
+                 [[e(a["id"]), e(a["rule"]), e(a["host"]), e(a["pid"]), e(a["cli"]), e(a["state"]), e(age(a["age"])),
+                   e(a["session_id"] or "-"), e(a["worktree"])] for a in rows],
+                 cls="adopted", empty="no adopted loop (the policy's adopt: rules; healer adopt)")
+    return f"<h1>adopted loops</h1>{body}"
 
 
 def agent(a: dict[str, Any], ctx: dict[str, Any]) -> str:

@@ -1,4 +1,5 @@
-"""What `healer status` shows: tickets by state, live agents, the pool, the queue, main's status, the spend.
+"""What `healer status` shows: tickets by state, live agents, the pool, the queue, main's status, the spend, and
+the loops adopted on any host (docs/adopt.md).
 
 Read-only: it gathers the same input as the dispatcher and asks the pure core what it
 would do, so the queue's reasons and eligibility times are the dispatcher's own.
@@ -53,4 +54,21 @@ def fleet_status(store, policy, now: float) -> dict[str, Any]:
                      "disk_low": store.get_setting(DISK_LOW)},  # {since, min_free, low: {path: free}} (healer/core/disk.py)
         # what the loops spent: total, the last 7 UTC days, per agent CLI, the 10 tickets that spent most
         "spend": spend.summary(spend.ledger_of(store)),
+        "adopted": adopted_rows(store, now),
     }
+
+
+ENDED_SHOWN = 3600.0  # a loop that ended (gone, stopped) stays in the list this long: what just happened to it
+
+
+def adopted_rows(store, now: float) -> list[dict[str, Any]]:
+    """The adopted loops as the store last recorded them (docs/adopt.md): the live ones, then those that ended in the
+    last hour. What the store says, not a fresh scan: `healer adopt` and the supervisor's tick write it."""
+    rows = []
+    for a in store.adopted(states=None):
+        if a.state != "adopted" and (a.ended_at is None or now - a.ended_at > ENDED_SHOWN):
+            continue
+        rows.append({"id": a.id, "rule": a.rule, "host": a.host, "pid": a.pid, "pgid": a.pgid, "cli": a.cli,
+                     "worktree": a.worktree, "session_id": a.session_id, "state": a.state, "age": now - a.started_at,
+                     "adopted_at": a.adopted_at, "ended_at": a.ended_at})
+    return sorted(rows, key=lambda r: (r["state"] != "adopted", r["adopted_at"], r["id"]))

@@ -1,0 +1,57 @@
+"""What a person sees of adopted loops: `healer status` (table and --json) and the console's /adopted page list a real
+loop adopted by `healer adopt`, then show it gone once its process ended; every value a loop controls (its
+worktree's path) is escaped in the page."""
+
+from __future__ import annotations
+
+import json
+
+from healer.store import open_store
+from tests.adopt.conftest import adopt_json, end, fleet, policy, start, until, worktree
+from tests.conftest import healer
+
+
+def _status(root) -> dict:
+    r = healer("status", "--json", "--root", str(root))
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_status_and_console_list_an_adopted_loop_then_show_it_gone(tmp_path):
+    from starlette.testclient import TestClient
+
+    from healer.clock import system
+    from healer.console import security
+    from healer.console.app import Console, build
+
+    root = fleet(tmp_path / "fleet")
+    wt = worktree(tmp_path / "wt<b>")  # a worktree name is the loop's to choose: shown, never markup
+    (wt / "loop.sh").write_text("while :; do sleep 1; done\n")
+    pol = policy(root)
+    assert _status(root)["adopted"] == []
+    assert "Adopted loops" not in healer("status", "--root", str(root)).stdout  # nothing adopted: the page as it was
+    p = start(["bash", "loop.sh"], wt, {"PATH": "/usr/bin:/bin"})
+    try:
+        [row] = until(lambda: [x for x in adopt_json(root) if x["pid"] == p.pid])
+        assert row["status"] == "adopted"
+        [shown] = _status(root)["adopted"]
+        assert (shown["id"], shown["pid"], shown["state"], shown["worktree"]) == (row["id"], p.pid, "adopted", str(wt))
+        text = healer("status", "--root", str(root)).stdout
+        assert "Adopted loops" in text and row["id"] in text
+
+        store = open_store(root)
+        try:
+            tc = TestClient(build(Console(root, store, pol, system(), security.Access(None, "alice", True))),
+                            base_url="http://127.0.0.1")
+            [api] = tc.get("/adopted", headers={"Accept": "application/json"}).json()
+            assert (api["id"], api["state"]) == (row["id"], "adopted")
+            page = tc.get("/adopted").text
+            assert row["id"] in page and "wt&lt;b&gt;" in page and "wt<b>" not in page
+        finally:
+            store.close()
+    finally:
+        end(p)
+    [gone] = [x for x in adopt_json(root) if x["id"] == row["id"]]
+    assert gone["status"] == "gone"
+    [after] = _status(root)["adopted"]
+    assert (after["id"], after["state"]) == (row["id"], "gone") and after["ended_at"] is not None
