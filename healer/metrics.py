@@ -54,6 +54,10 @@ class Metrics:
         self.last_tick = Gauge("healer_last_tick_timestamp_seconds", "When the last tick ran (epoch seconds).", registry=sr)
         self.failed_sources = Gauge("healer_failed_sources",
                                     "Snapshot data sources that failed at the last tick (fail-open).", ["source"], registry=sr)
+        self.adopted = Gauge("healer_adopted_loops", "Adopted loops (docs/adopt.md) seen running at the last tick.",
+                             registry=sr)
+        self.adopted_spend = Gauge("healer_adopted_spend_usd", "USD the adopted loops seen running at the last tick "
+                                   "spent, read from their own CLI transcripts (the loops' own evidence).", registry=sr)
         self.deliveries = Counter("healer_notifications_delivered", "Notifications a receiver accepted, by notifier kind.",
                                   ["notifier"], registry=r)
         self.delivery_failures = Counter("healer_notification_failures", "Delivery tries that failed, by notifier kind.",
@@ -124,6 +128,9 @@ class Metrics:
                 self.actions.labels(a.action, o.status).inc()
             self.alerts.inc(rep.alerts_sent)
             self.resolved.inc(len(getattr(rep, "resolved", ()) or ()))
+            running = [v for v in (rep.snapshot.adopted if rep.snapshot else ()) if v.same]
+            self.adopted.set(len(running))
+            self.adopted_spend.set(sum(v.cost_usd or 0.0 for v in running))
             now = set(rep.snapshot.failed_sources) if rep.snapshot else set()
             for s in self._sources - now:
                 self.failed_sources.remove(s)

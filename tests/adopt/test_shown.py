@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from healer.store import open_store
-from tests.adopt.conftest import adopt_json, end, fleet, policy, start, until, worktree
+from tests.adopt.conftest import adopt_json, end, fleet, policy, start, supervisor, until, worktree
 from tests.conftest import healer
 
 
@@ -55,3 +55,29 @@ def test_status_and_console_list_an_adopted_loop_then_show_it_gone(tmp_path):
     assert gone["status"] == "gone"
     [after] = _status(root)["adopted"]
     assert (after["id"], after["state"]) == (row["id"], "gone") and after["ended_at"] is not None
+
+
+def test_the_supervisors_metrics_count_the_adopted_loops_running(tmp_path):
+    from healer.metrics import Metrics
+
+    root = fleet(tmp_path / "fleet")
+    wt = worktree(tmp_path / "wt")
+    (wt / "loop.sh").write_text("while :; do sleep 1; done\n")
+    pol = policy(root)
+    sup = supervisor(root, pol)
+    m = Metrics("supervise")
+    try:
+        m.observe(sup.tick())
+        assert "healer_adopted_loops 0.0" in m.render()
+        p = start(["bash", "loop.sh"], wt, {"PATH": "/usr/bin:/bin"})
+        try:
+            rep = until(lambda: (r := sup.tick()) and any(v.adopted.pid == p.pid for v in r.snapshot.adopted) and r)
+            m.observe(rep)
+            assert "healer_adopted_loops 1.0" in m.render() and "healer_adopted_spend_usd 0.0" in m.render()
+        finally:
+            end(p)
+        m.observe(sup.tick())  # gone: no longer counted
+        assert "healer_adopted_loops 0.0" in m.render()
+        assert "healer_adopted_loops" not in Metrics("dispatch").render()  # the supervisor's, not the dispatcher's
+    finally:
+        sup.store.close()
