@@ -44,8 +44,10 @@ class StoreGone(StoreLost):
 
 
 # -- rules (pure) ---------------------------------------------------------------
+# SQLITE_READONLY ("attempt to write a readonly database": the file's permissions changed under a running daemon, a
+# read-only bind mount remounted, another user's file) is SQLite's PostgreSQL 25006: away, ridden out, then 69
 _SQLITE_AWAY = ("database is locked", "database table is locked", "database is busy", "disk i/o error",
-                "unable to open database file")
+                "unable to open database file", "attempt to write a readonly database")
 
 
 # PostgreSQL's own refusals that say the server cannot take this work now, not that the work is wrong (SQLSTATE

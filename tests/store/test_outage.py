@@ -57,6 +57,19 @@ def test_what_counts_as_the_store_being_away():
     assert not outage.unavailable(ValueError("x"))
 
 
+def test_an_sqlite_store_that_takes_no_writes_is_away_like_a_read_only_postgresql(tmp_path):
+    """SQLITE_READONLY, as SQLite itself raises it (a connection told to take no writes stands for a file whose
+    permissions changed under a daemon): ridden out and counted like PostgreSQL's read-only transaction, never an
+    internal error charged to whoever was writing."""
+    db = sqlite3.connect(tmp_path / "s.db")
+    db.execute("CREATE TABLE t (x)")
+    db.execute("PRAGMA query_only = 1")
+    with pytest.raises(sqlite3.OperationalError) as got:
+        db.execute("INSERT INTO t VALUES (1)")
+    db.close()
+    assert outage.unavailable(got.value), got.value
+
+
 def test_a_store_rides_out_a_fast_restart_and_records_the_outage_once(restartable_pg, pg_fleet, tmp_path):
     store = open_url(pg_fleet, root=tmp_path)
     try:
