@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from healer import git
 from healer.clock import Clock
-from healer.core.adopt import AdoptedView, Candidate, Proc, ident, match, step_states
+from healer.core.adopt import AdoptedView, Candidate, Proc, descendants, ident, match, step_states
 from healer.fleet.snapshot import HOST
 from healer.loop import usage
 from healer.records import Adopted
@@ -158,7 +158,10 @@ def scan(store, policy, clock: Clock, table: ProcTable | None = None, *, host: s
     tops = {p.cwd: toplevel_of(p.cwd) for p in procs if p.cwd}
     rules = [r.model_copy(update={"worktrees": [os.path.realpath(os.path.expanduser(w)) for w in r.worktrees]})
              for r in policy.adopt.rules]
-    found = match(procs, rules, tops, own_pids() if skip is None else skip)
+    # healer's own process and ancestors, and the process trees of the agents it launched on this host (their pids
+    # are healer's records, their children the kernel's): those are its governed loops', never adopted
+    mine = {a.pid for a in store.agents(states=["running"]) if a.pid and a.host == host}
+    found = match(procs, rules, tops, (own_pids() if skip is None else set(skip)) | descendants(procs, mine))
     res = ScanResult(found=found)
     known = {a.id: a for a in store.adopted(states=None)}
     boot = table.boot_time()

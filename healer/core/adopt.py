@@ -93,6 +93,24 @@ def _inside(top: str, roots: Iterable[str]) -> bool:
     return not roots or any(top == x or top.startswith(x + "/") for x in roots)
 
 
+def descendants(procs: Iterable[Proc], roots: Iterable[int]) -> set[int]:
+    """`roots` and every process below them (by the kernel's parent links): the trees of healer's own agents, which
+    are its governed loops' to judge, never an adoption's (a rule matching `claude` must not adopt the Claude Code a
+    `healer loop run` started)."""
+    children: dict[int, list[int]] = {}
+    for p in procs:
+        children.setdefault(p.ppid, []).append(p.pid)
+    out: set[int] = set()
+    todo = [r for r in roots if r > 1]
+    while todo:
+        pid = todo.pop()
+        if pid in out:
+            continue
+        out.add(pid)
+        todo.extend(children.get(pid, ()))
+    return out
+
+
 def match(procs: Iterable[Proc], rules: Iterable[Any], toplevel: Mapping[str, str | None],
           skip: Iterable[int] = ()) -> list[Candidate]:
     """The loops to adopt among `procs`: `toplevel` maps each cwd to its git top level (None: not in a worktree);

@@ -152,3 +152,33 @@ def test_restart_only_with_the_declared_command_and_never_over_a_live_loop(tmp_p
         if restarted:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(restarted, signal.SIGKILL)  # the group healer started for this test
+
+
+def test_the_agents_healer_launched_are_its_governed_loops_never_adopted(tmp_path):
+    """A rule broad enough to match healer's own agents (`loop.sh` anywhere) adopts the twin a user started, never the
+    tree under a running agent of the fleet's records on this host (the kernel's parent links from its pid)."""
+    from healer.fleet.snapshot import HOST
+    from healer.records import Agent
+    from healer.store import open_store
+
+    root = fleet(tmp_path / "fleet")
+    ours, theirs = worktree(tmp_path / "ours"), worktree(tmp_path / "theirs")
+    for wt in (ours, theirs):
+        (wt / "loop.sh").write_text("while :; do sleep 1; done\n")
+    policy(root)
+    # healer's agent: a wrapper (its pid in the agents table) that runs the same loop.sh below it
+    wrapper = start(["bash", "-c", "bash loop.sh; :"], ours, {"PATH": "/usr/bin:/bin"})
+    twin = start(["bash", "loop.sh"], theirs, {"PATH": "/usr/bin:/bin"})
+    try:
+        store = open_store(root, system())
+        try:
+            store.upsert_agent(Agent(id="A-1", ticket_id=None, state="running", pid=wrapper.pid, host=HOST,
+                                     worktree=str(ours), started_at=system().now()))
+        finally:
+            store.close()
+        until(lambda: any(p.argv[:2] == ("bash", "loop.sh") and p.ppid == wrapper.pid for p in RealProcTable().scan()))
+        rows = until(lambda: [x for x in adopt_json(root) if x["pid"] == twin.pid])
+        assert all(x["worktree"] != str(ours) for x in adopt_json(root)), rows
+    finally:
+        end(wrapper)
+        end(twin)
