@@ -37,7 +37,6 @@ from healer.switches import SWITCHES
 SCENARIO_DIR = Path(__file__).resolve().parent / "scenarios"
 ROOT_DIR = SCENARIO_DIR / "root"  # the shipped game days for your own fleet (`for_root: true`), run by name with --root
 # the faults that make sense on a fleet healer did not build (chaos/engine/fleet.py applies them)
-FOR_ROOT_FAULTS = ("command", "kill_supervisor", "kill_dispatcher", "frozen_dispatch", "thaw_dispatch")
 
 
 class Scenario(Strict):
@@ -73,7 +72,7 @@ class Scenario(Strict):
     hosts: HostsSpec | None = Field(None, description="a multi-host game day on a PostgreSQL server of its own "
                                                       "(chaos/pgday.py): real `healer up` hosts, the faults timed")
     for_root: bool = Field(False, description="a game day for YOUR fleet (`healer gameday run SCENARIO --root FLEET`, "
-                                              "chaos/engine/fleet.py): no fleet built, only timed faults of FOR_ROOT_FAULTS; "
+                                              "chaos/engine/fleet.py): no fleet built, only timed faults a FaultSpec marks for_root; "
                                               "run only with --root, and --root runs only these")
 
     # set by load(), not part of the YAML
@@ -97,8 +96,8 @@ class Scenario(Strict):
             raise ValueError("expected no fleet.tickets, random_tickets or files with for_root: true (the tickets are "
                              "your fleet's: expectations name real tickets or globs) @fleet")
         for i, f in enumerate(self.faults):
-            if f.fault not in FOR_ROOT_FAULTS or f.at is None:
-                raise ValueError(f"expected one of {', '.join(FOR_ROOT_FAULTS)} at a time (`at:`) against your own "
+            if f.fault not in faults.for_root() or f.at is None:
+                raise ValueError(f"expected one of {', '.join(faults.for_root())} at a time (`at:`) against your own "
                                  f"fleet, got {f.fault}" + (" on an event" if f.at is None else "") + f" @faults.{i}.fault")
         return self
 

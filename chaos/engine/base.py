@@ -6,6 +6,7 @@ yours). An engine imports this module, never the package that picks it, so no en
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -14,6 +15,23 @@ from chaos.checkers import Check, History, run_checks
 from chaos.faults import NotApplied
 from chaos.scenario import Scenario, match
 from healer.clock import Clock, system
+
+# failpoints a supervisor child can hit (the repair agent and quarantine run inside it): what a real game day arms
+SUPERVISOR_SIDE = ("remedy.", "supervisor.", "quarantine.", "repair.", "store.")
+# events that mean the fleet changed (a tick without any is a quiet tick)
+CHANGES = ("ticket.", "worktree.", "quarantine.", "intent.done", "remedy.done", "dispatch.launched", "dispatch.resumed",
+           "dispatch.replayed", "dispatch.budget_exhausted", "dispatch.blocked", "repair.", "loop.", "proposal.",
+           "attempt.", "agent.")
+
+
+def signame(rc: int | None) -> str | None:
+    """The signal a child's negative return code names (SIGKILL), None for an exit."""
+    if rc is None or rc >= 0:
+        return None
+    try:
+        return signal.Signals(-rc).name
+    except ValueError:
+        return f"signal {-rc}"
 
 
 @dataclass

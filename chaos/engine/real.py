@@ -41,7 +41,8 @@ import yaml
 
 from chaos.agents.models import gameday as kit
 from chaos.checkers import History
-from chaos.engine.base import Activity, Result, apply_fault, finish
+from chaos.engine.base import CHANGES, SUPERVISOR_SIDE, Activity, Result, apply_fault, finish
+from chaos.engine.base import signame as _signame
 from chaos.faults import process as pfault
 from chaos.faults import repo
 from chaos.faults.containers import LABEL_FLEET
@@ -65,12 +66,6 @@ NOTIFIERS = {"notify": {"notifiers": [{"kind": "jsonl", "path": ".healer/notific
 POLL = 0.05
 SCRIPTS_ENV = "HEALER_FLEET_SCRIPTS"  # chaos/agents/fleet_agent.py: a folder of per-ticket behaviours set by faults
 SEED_ENV = "HEALER_FLEET_SEED"  # chaos/agents/fleet_agent.py: its random choices come from the run's seed
-# failpoints a supervisor child can hit (the repair agent and quarantine run inside it)
-SUPERVISOR_SIDE = ("remedy.", "supervisor.", "quarantine.", "repair.", "store.")
-# events that mean the fleet changed (a tick without any is a quiet tick)
-CHANGES = ("ticket.", "worktree.", "quarantine.", "intent.done", "remedy.done", "dispatch.launched", "dispatch.resumed",
-           "dispatch.replayed", "dispatch.budget_exhausted", "dispatch.blocked", "repair.", "loop.", "proposal.",
-           "attempt.", "agent.")
 # the task-file behaviours of chaos/agents/fleet_agent.py, by the simulated engine's names
 BEHAVIOURS = {"succeeds": "success", "fails": "fail", "fails_same_commit": "fail", "dies": "die", "hangs": "hang",
               "broken_proposal": "broken", "noop": "noop"}
@@ -691,15 +686,6 @@ def _seen(store, sel: dict[str, Any]) -> bool:
                 and all(e.payload.get(k) == v for k, v in (sel.get("payload") or {}).items()):
             return True
     return False
-
-
-def _signame(rc: int | None) -> str | None:
-    if rc is None or rc >= 0:
-        return None
-    try:
-        return signal.Signals(-rc).name
-    except ValueError:
-        return f"signal {-rc}"
 
 
 def _tail(log: Path, n: int = 6) -> str:

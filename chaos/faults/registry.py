@@ -79,6 +79,8 @@ class FaultSpec:
     # `target` words naming something other than a ticket (index_lock: `main`, the repository itself): the scenario
     # validator does not look for a ticket of that name
     other_targets: tuple[str, ...] = ()
+    # it makes sense on a fleet healer did not build (`gameday run --root`, chaos/engine/fleet.py applies it)
+    for_root: bool = False
     # world -> inject(world, fault) -> one line; a built-in's are in its worlds' tables (chaos/faults/*_world.py)
     inject: Mapping[str, Callable[[Any, Any], str]] = field(default_factory=dict)
 
@@ -131,20 +133,20 @@ _SPECS = (
               explore=AGENT),
     FaultSpec("red_main", "main's gates fail", "green_main", explore=Explore()),
     FaultSpec("green_main", "main's gates pass again", "-", explore=Explore()),
-    FaultSpec("kill_supervisor", "SIGKILL the supervisor (it restarts after restart_after)", "restart", params=_RESTART,
+    FaultSpec("kill_supervisor", "SIGKILL the supervisor (it restarts after restart_after)", "restart", params=_RESTART, for_root=True,
               explore=Explore(size=lambda n: {"params": {"restart_after": 60 * n}})),
     FaultSpec("stop_supervisor", "SIGSTOP the supervisor", "continue_supervisor / SIGCONT at the end",
               undone_by="continue_supervisor", explore=Explore()),
     FaultSpec("continue_supervisor", "SIGCONT the supervisor", "-", explore=Explore()),
     FaultSpec("kill_dispatcher", "SIGKILL the dispatcher (its agents live on); params.host: it comes back under that "
-              "HEALER_HOST_ID", "restart", params={**_RESTART, "host": "str"},
+              "HEALER_HOST_ID", "restart", params={**_RESTART, "host": "str"}, for_root=True,
               explore=Explore(size=lambda n: {"params": {"restart_after": 60 * n}})),
     FaultSpec("stop_dispatcher", "SIGSTOP the dispatcher", "continue_dispatcher / SIGCONT at the end",
               undone_by="continue_dispatcher", explore=Explore()),
     FaultSpec("continue_dispatcher", "SIGCONT the dispatcher", "-", explore=Explore()),
     FaultSpec("frozen_dispatch", "dispatch stops launching, silently", "thaw_dispatch / at the end", undone_by="thaw_dispatch",
-              explore=Explore()),
-    FaultSpec("thaw_dispatch", "dispatch launches again", "-", explore=Explore()),
+              explore=Explore(), for_root=True),
+    FaultSpec("thaw_dispatch", "dispatch launches again", "-", explore=Explore(), for_root=True),
     FaultSpec("stale_labels", "`params.label` (to-review) added `seconds` ago to the target tickets", "-", TS,
               params={"label": "str"}, explore=Explore(ticket=True, size=lambda n: {"seconds": f"{n}h"})),
     FaultSpec("orphan_worktree", "a worktree for a finished ticket, `seconds` old", "-", TS, explore=AGENT),
@@ -176,7 +178,7 @@ _SPECS = (
     FaultSpec("index_lock", "a stale .git/index.lock in the fleet repository", "removed at the end", T,
               other_targets=("main",)),
     FaultSpec("failpoint", "arm a named failpoint (`failpoint` glob, `hit` N): the shell dies there", "disarmed at the end",
-              ("failpoint", "hit", "action")),
+              ("failpoint", "hit", "action"), for_root=True),
     FaultSpec("pg_restart", "`pg_ctl restart -m fast` of the game day's own PostgreSQL server (a `hosts:` game day, "
               "chaos/pgday.py): every connection ended, the server back when it returns", "-"),
     FaultSpec("pg_kill_mid_merge", "pg_terminate_backend of the host stopped at its failpoint (a `hosts:` game day with "
@@ -184,7 +186,7 @@ _SPECS = (
               "SIGCONT", "-"),
     FaultSpec("command", "run `params.command` (argv), its `params.undo` journaled first", "params.undo",
               params={"command": "argv", "undo": "argv", "cwd": "str", "timeout": "duration"},
-              required={"command": "an argv"}),
+              required={"command": "an argv"}, for_root=True),
     *(FaultSpec(f"container_{op}", f"docker {op} the target's agent containers", "-", ("target", "count"), params=_CONTAINER)
       for op in ("kill", "pause", "unpause", "stop", "restart")),
 )
@@ -193,6 +195,11 @@ FAULTS: dict[str, FaultSpec] = {f.name: f for f in _SPECS}
 
 def spec(name: str) -> FaultSpec | None:
     return FAULTS.get(name)
+
+
+def for_root() -> tuple[str, ...]:
+    """The faults a game day may apply to your own fleet (`for_root: true` scenarios, chaos/engine/fleet.py)."""
+    return tuple(n for n, s in FAULTS.items() if s.for_root)
 
 
 def names() -> tuple[str, ...]:

@@ -39,7 +39,7 @@ def test_shipped_root_scenarios_validate_and_are_for_root():
     ("name: x\nmode: real\nfor_root: true\nfleet: {tickets: [{id: T-1}]}\nexpect: [{invariant: intents_settled}]\n",
      ":4:1: fleet: expected no fleet.tickets"),
     ("name: x\nmode: real\nfor_root: true\nfaults: [{at: 0s, fault: red_main}]\nexpect: [{invariant: intents_settled}]\n",
-     "faults[0].fault: expected one of command"),
+     "faults[0].fault: expected one of kill_supervisor, kill_dispatcher, frozen_dispatch, thaw_dispatch, failpoint, command"),
     ("name: x\nfor_root: true\nexpect: [{invariant: intents_settled}]\n", "for_root: expected mode: real"),
 ])
 def test_a_for_root_scenario_is_validated_as_one(tmp_path, text, where):
@@ -78,3 +78,31 @@ def test_stray_file_game_day_heals_your_fleet_from_the_package(tmp_path):
     assert not (root / ".healer" / "worktrees" / "gameday-stray-file.txt").exists()  # moved, never deleted:
     assert "gameday-stray-file.txt" in healer("quarantine", "list", "--root", str(root)).stdout
     assert healer("board", "list", "--root", str(root), "--json").stdout.count('"queued"') == 1  # T-1 untouched
+
+
+@pytest.mark.long  # ~40-60 s: nine real `healer supervise --once` children, seven of them SIGKILLed (2026-12-07)
+def test_crash_mid_quarantine_on_your_fleet_every_failpoint_hit_every_file_quarantined_once(tmp_path):
+    """The shipped crash game day for your fleet: the supervisor SIGKILLed at each remediation and quarantine
+    failpoint in turn while it quarantines eight stray files; each next tick recovers from the journal."""
+    root = _fleet(tmp_path)
+    rep = tmp_path / "rep"
+    r = healer("gameday", "run", "crash-mid-quarantine", "--root", str(root), "--quiet", "--report", str(rep),
+               env={"HEALER_GAMEDAY_HOME": str(tmp_path / "gd-home")}, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    left = sorted(p.name for p in (root / ".healer" / "worktrees").glob("gameday-crash-*"))
+    assert left == []  # every one moved into quarantine, none deleted:
+    listed = healer("quarantine", "list", "--root", str(root)).stdout
+    assert all(f"gameday-crash-{i}.txt" in listed for i in range(8))
+    crashes = healer("journal", "--root", str(root), "-n", "-1", "--kind", "chaos.crash").stdout
+    assert crashes.count("SIGKILL") == 7, crashes  # remedy.* (4) and quarantine.* (3), each once
+    assert healer("board", "list", "--root", str(root), "--json").stdout.count('"queued"') == 1  # T-1 untouched
+
+
+def test_a_failpoint_glob_that_names_no_supervisor_failpoint_is_an_error_not_a_silent_pass(tmp_path):
+    root = _fleet(tmp_path)
+    p = tmp_path / "fp.yaml"
+    p.write_text(MINE.replace("faults: [", "faults: [{at: 0s, fault: failpoint, failpoint: 'dispatch.*', action: kill}, ")
+                 .replace("subject: %s, ", ""))
+    r = healer("gameday", "run", str(p), "--root", str(root), "--quiet", env={"HEALER_GAMEDAY_HOME": str(tmp_path / "gd")},
+               timeout=120)
+    assert r.returncode != 0 and "no supervisor-side failpoint matches 'dispatch.*'" in r.stdout + r.stderr, r.stdout + r.stderr
