@@ -1,10 +1,10 @@
-"""One dispatcher pass, decided in one place: `decide_pass`, pure.
+"""One dispatcher pass, decided in one place: `decide`, pure.
 
 Theory of operation. The supervisor's pass is one call, `healer.core.decide(snapshot, policy, memory)`, because its
 actions do not feed each other. A dispatcher pass cannot be decided from one snapshot taken at its start: what it
 reads later is the outcome of its own earlier effects (a reaped ticket is back in the queue or in review before the
 merges; main's gates and a proposal's gates are effects whose verdict only the world gives, and a proposal rejected
-or merged in this pass is replayed, or unblocks its dependents, in this very pass). So `decide_pass` is the pass as
+or merged in this pass is replayed, or unblocks its dependents, in this very pass). So `decide` is the pass as
 a *program over plain data*: a generator that yields every step of the pass in the order it is carried out, and
 receives what the world answered:
 
@@ -371,7 +371,7 @@ class PassResult:
 # -- the pass ----------------------------------------------------------------------------------------------------------
 
 
-def decide_pass(snap: PassSnapshot, policy: Any, rules: core.RetryRules, memory: PassMemory) -> Generator[Step, Any, PassResult]:
+def decide(snap: PassSnapshot, policy: Any, rules: core.RetryRules, memory: PassMemory) -> Generator[Step, Any, PassResult]:
     """The whole pass: disk, reaping, heartbeats, main, merges, stops and launches, the silent supervisor, the record."""
     low, disk_low = yield from disk_pressure(snap, memory.disk_low)
     if disk_low != memory.disk_low:
@@ -391,6 +391,8 @@ def decide_pass(snap: PassSnapshot, policy: Any, rules: core.RetryRules, memory:
         main = (yield ReadSetting(cv.MAIN_STATUS)) or UNKNOWN
     view: BoardView = yield ReadBoard()
     inp = view.inp
+    if snap.board and not low:  # main as this pass judged it (the store says the same once its effects applied)
+        inp = replace(inp, main_status=main)
     if snap.steps_back:  # a backoff from before a step back starts at the step
         inp = replace(inp, steps_back=snap.steps_back)
     if low and not inp.paused:  # held here too: the pause may not have reached the store (or is not ours to set)
@@ -625,7 +627,7 @@ def plan_pass(snap: PassSnapshot, policy: Any, rules: core.RetryRules, memory: P
         seen.append(step)
         return answer(step)
 
-    return seen, drive(decide_pass(snap, policy, rules, memory), record)
+    return seen, drive(decide(snap, policy, rules, memory), record)
 
 
 def effects_of(steps_: Sequence[Step]) -> list[Step]:

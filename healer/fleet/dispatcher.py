@@ -229,7 +229,7 @@ class Dispatcher:
         if left:
             self.store.append("dispatch.scratch_swept", "", {"paths": left})
         snap = self._snapshot(self.clock.now(), board)
-        result = self._drive(core_pass.decide_pass(snap, self.policy, self.rules, self._memory))
+        result = self._drive(core_pass.decide(snap, self.policy, self.rules, self._memory))
         rep.reaped, rep.main, rep.plan = list(result.reaped), result.main, result.plan
         rep.merged, rep.rejected = list(result.merged), list(result.rejected)
         rep.stopped, rep.launched = list(result.stopped), list(result.launched)
