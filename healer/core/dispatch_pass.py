@@ -103,10 +103,18 @@ class EndSeen:
 
 
 @dataclass(frozen=True)
+class HostLease:
+    holder: str
+    expires_at: float
+    pid_alive: bool  # its holder's pid runs (the process table's answer)
+
+
+@dataclass(frozen=True)
 class TakeBackView:
     agents: tuple[Agent, ...]  # this fleet's agents, running or owed their attempt
     tickets: tuple[Ticket, ...]  # the tickets in progress
-    live_hosts: frozenset[str]  # other host ids whose lease is held now by a live process
+    leases: Mapping[str, HostLease | None]  # each other host id those name: its host lease (None: never taken)
+    now: float
 
 
 @dataclass(frozen=True)
@@ -449,7 +457,11 @@ def take_back(snap: PassSnapshot) -> Program:
     if not snap.machine or not snap.switches.host_takeback:
         return ()
     v: TakeBackView = yield ReadTakeBack()
-    tb = hosts.taken_back(v.agents, v.tickets, snap.host, snap.machine, v.live_hosts)
+    # another dispatcher that holds its host's lease now (several hosts on one root and machine) keeps its rows; a
+    # lease never taken (one host), expired, fenced or held by a dead pid is no one's
+    live = [h for h, lease in v.leases.items() if lease is not None and lease.pid_alive
+            and steps.lease_held(lease.holder, lease.expires_at, v.now, hosts.FENCED)]
+    tb = hosts.taken_back(v.agents, v.tickets, snap.host, snap.machine, live)
     if tb.agents or tb.tickets:
         by_id = {a.id: a for a in v.agents}
         yield TakeBack(tuple(by_id[a] for a in tb.agents), tb.tickets)

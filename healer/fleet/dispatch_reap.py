@@ -97,15 +97,12 @@ class Reaper:
         rows = tuple(a for a in self.store.agents(states=["running"]) + self.store.agents_to_reap(None) if ours(a))
         tickets = tuple(self.store.tickets(states=[lifecycle.IN_PROGRESS]))
         olds = {a.host for a in rows} | {(t.data or {}).get("host") for t in tickets}
-        return P.TakeBackView(rows, tickets, frozenset(h for h in olds if h and h != self.me.host and self._host_alive(h)))
+        return P.TakeBackView(rows, tickets, {h: self._lease(h) for h in olds if h and h != self.me.host},
+                              self.clock.now())
 
-    def _host_alive(self, host: str) -> bool:
-        """Whether another dispatcher holds that host's lease now (several hosts on one root and machine): its rows
-        stay its own. A lease never taken (one host) or expired, fenced, or held by a dead pid is no one's."""
+    def _lease(self, host: str) -> P.HostLease | None:
         lease = self.store.lease(host_rules.lease_name(host))
-        if lease is None or not steps.lease_held(lease.holder, lease.expires_at, self.clock.now(), host_rules.FENCED):
-            return False
-        return pid_alive(lease.pid)
+        return None if lease is None else P.HostLease(lease.holder, lease.expires_at, pid_alive(lease.pid))
 
     def read_orphans(self) -> tuple[P.OrphanView, ...]:
         """The in-progress tickets, each with whether an agent runs on it, its open attempts and (none open) who last

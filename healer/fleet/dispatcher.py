@@ -14,12 +14,15 @@ every event, so a crash between ticks is harmless):
 5. plan (`healer.core.dispatch.decide`, pure) and carry it out: stops (needs-human with
    evidence, blocked), then launches, resumes and replays within the pool.
 
-Decisions use `clock` (virtual in tests); waiting for real processes uses real time.
-The `Dispatcher` coordinates collaborators, each a class of its own built here with exactly what it needs (no
-attribute reached on a host object): the `Reaper` (step 1, healer/fleet/dispatch_reap.py), the `Merger` (3 and 4,
-dispatch_merge.py), the `Stopper` and the `AgentLauncher` (5, dispatch_stop.py and dispatch_launch.py), over what
-they share (dispatch_board.py: the `TicketMover`, the `EffectApplier`, `MainRef`, `Identity`). A pass that fails:
-healer/fleet/failed_pass.py.
+Every decision of those steps is made by one pure function, `healer.core.dispatch_pass.decide`: a program that
+yields each step of the pass as plain data (a read this shell answers with a view, or an effect a collaborator
+carries out and answers with its outcome), because a pass reads what its own merges and reaps left. `tick` takes
+the leases, measures the disk, builds the snapshot and drives that program, routing each step by its type
+(`answerer`) to a collaborator: the `Reaper` (step 1 and the heartbeats, healer/fleet/dispatch_reap.py), the
+`Merger` (3 and 4, dispatch_merge.py), the `Stopper` and the `AgentLauncher` (5, dispatch_stop.py and
+dispatch_launch.py), over what they share (dispatch_board.py: the `TicketMover`, the `EffectApplier`, `MainRef`,
+`Identity`); each built here with exactly what it needs (no attribute reached on a host object). Decisions use
+`clock` (virtual in tests); waiting for real processes uses real time. A pass that fails: healer/fleet/failed_pass.py.
 """
 
 from __future__ import annotations
