@@ -29,7 +29,7 @@ No I/O, no clock: every time is an input (a view's `now`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -357,6 +357,10 @@ class TickRecord:
     payload: Mapping[str, Any]  # dispatch.last_tick_at and the dispatch.tick event, one transaction
 
 
+READS = (ReadSetting, ReadTakeBack, ReadRunning, ReadEnds, ReadToReap, ReadOrphans, FindAgent, ReadMain, ReadReviewing,
+         ReadReview, ReadBoard)
+EFFECTS = (Remember, Apply, Reclaim, TakeBack, CloseAttempt, StopReclaimed, Adopt, RequeueOrphan, Heartbeat, RunMainGates,
+           MoveStaleLocks, Move, Propose, GateProposal, Withheld, Verdict, Finish, StopTicket, LaunchAgent, TickRecord)
 LAUNCHED, NOT_LAUNCHED, STOPPING = "launched", "not_launched", "stopping"
 REAP_LOCK = "reap"
 
@@ -641,9 +645,3 @@ def plan_pass(snap: PassSnapshot, policy: Any, rules: core.RetryRules, memory: P
 
     return seen, drive(decide(snap, policy, rules, memory), record)
 
-
-def effects_of(steps_: Sequence[Step]) -> list[Step]:
-    """The effects among a pass's steps (its reads and bookkeeping left out)."""
-    reads = (Remember, Exclusive, ReadSetting, ReadTakeBack, ReadRunning, ReadEnds, ReadToReap, ReadOrphans, FindAgent, ReadMain,
-             ReadReviewing, ReadReview, ReadBoard)
-    return [s for s in steps_ if not isinstance(s, reads)]
