@@ -14,7 +14,7 @@ MYPY_FILES := healer tests/typing/ports_conform.py \
 # the dispatcher and its collaborators (issue 42), each a class given what it needs: every def annotated, every body
 # checked, so a collaborator that reaches for an attribute nobody gave it fails here
 MYPY_DISPATCH := --follow-imports=silent --ignore-missing-imports --no-error-summary --check-untyped-defs \
-	--disallow-untyped-defs healer/fleet/dispatcher.py healer/fleet/dispatch_*.py healer/core/dispatch_steps.py
+	--disallow-untyped-defs healer/fleet/dispatcher.py healer/fleet/dispatch_*.py healer/core/dispatch_steps.py healer/core/dispatch_pass.py
 
 .PHONY: run test test-long campaigns bench lint images clean install agents-cli
 

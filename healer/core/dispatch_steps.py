@@ -1,10 +1,11 @@
 """The dispatcher's step decisions, pure: main's status, each proposal in review, an ended agent's attempt and its
 ticket, an in-progress ticket without a live agent.
 
-`healer.core.dispatch.decide` plans a pass's launches and stops; these decide the steps before it. The shell's
-collaborators (healer/fleet/dispatch_merge.py `Merger`, dispatch_reap.py `Reaper`) gather a small view, call these,
-and carry out what they return (`Effect`s, a move, the next step), in order, as the supervisor does with
-healer/core/plan.py.
+`healer.core.dispatch.decide` plans a pass's launches and stops; these decide the steps before it. Both are called
+from one place, the pass's program (healer/core/dispatch_pass.py `decide`), whose steps the shell's collaborators
+(healer/fleet/dispatch_merge.py `Merger`, dispatch_reap.py `Reaper`, …) answer and carry out, in order, as the
+supervisor's shell does with healer/core/plan.py's decision. One exception, on purpose: `close_move` is judged by the
+Reaper inside the transaction that closes the attempt, on the ticket re-read there (a move made meanwhile stands).
 
 Theory of operation:
 - main: the gates run on main's commit when it has gates, a commit, and is not already green on that very commit

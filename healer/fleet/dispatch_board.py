@@ -1,6 +1,7 @@
 """What the dispatcher's collaborators share, each handed to them by the Dispatcher (healer/fleet/dispatcher.py):
 who this dispatcher is (`Identity`), its compare-and-set ticket moves (`TicketMover`), the core's effects carried
-out (`EffectApplier`), where main is (`MainRef`), and an agent's runtime handle (`handle_of`).
+out (`EffectApplier`), where main is (`MainRef`), an agent's runtime handle (`handle_of`), the routing of the pure
+pass's steps to the collaborator that carries each out (`answerer`) and the game-day switches it obeys.
 
 No collaborator reaches into another or into the Dispatcher: what one needs of another is passed to its
 constructor, so each is built, type-checked (`make lint`) and tested alone.
@@ -8,13 +9,14 @@ constructor, so each is built, type-checked (`make lint`) and tested alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from healer import conventions as cv
 from healer import git, lifecycle, switches
+from healer.core import dispatch_pass as P
 from healer.core.fleet import Effect
 from healer.fleet import shared_main
 from healer.fleet.runtime import Handle
@@ -36,6 +38,29 @@ class Identity:
     host: str
     machine: str
     holder: str
+
+
+def switches_now() -> P.Switches:
+    """The game-day switches the pure pass obeys, read here (the core reads no environment)."""
+    return P.Switches(fail_open=switches.enabled("fail_open"), infra_endings=switches.enabled("infra_endings"),
+                      host_takeback=switches.enabled("host_takeback"))
+
+
+def answerer(*tables: Mapping[type, Callable[[Any], Any]]) -> Callable[[Any], Any]:
+    """One function answering each step of the pure pass (healer/core/dispatch_pass.py) by its type, from the
+    collaborators' tables; a step nobody answers is a bug, never skipped."""
+    route: dict[type, Callable[[Any], Any]] = {}
+    for t in tables:
+        route.update(t)
+
+    def answer(step: Any) -> Any:
+        try:
+            how = route[type(step)]
+        except KeyError:
+            raise TypeError(f"no collaborator carries out {type(step).__name__}") from None
+        return how(step)
+
+    return answer
 
 
 def handle_of(a: Agent) -> Handle:

@@ -1,7 +1,8 @@
 """The dispatcher's merge path: main's status (its gates), then each open proposal gated and merged or rejected.
 
-`Merger` is the Dispatcher's collaborator (healer/fleet/dispatcher.py) for both. main's gates run on main (again whenever main moves,
-every pass while red); red pauses dispatch. A proposal is gated on its merge result (several hosts: pushed to the
+`Merger` is the Dispatcher's collaborator (healer/fleet/dispatcher.py) for both: it gathers what the pure pass asks
+(healer/core/dispatch_pass.py `check_main`, `review`) and carries out what it decides. main's gates run on main
+(again whenever main moves, every pass while red); red pauses dispatch. A proposal is gated on its merge result (several hosts: pushed to the
 shared repository) and merged or rejected; the verdict, the merged commit and the ticket's move to done are one
 store transaction. Git's lock files a dispatcher killed mid-merge left are moved aside, never deleted.
 """
@@ -9,16 +10,17 @@ store transaction. Git's lock files a dispatcher killed mid-merge left are moved
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from healer import conventions as cv
 from healer import failpoints, git, lifecycle, procs, switches
 from healer.clock import Clock
+from healer.core import dispatch_pass as P
 from healer.core import dispatch_steps as steps
 from healer.fleet import shared_main
-from healer.fleet.dispatch_board import EffectApplier, MainRef, TicketMover
-from healer.fleet.gates import PASS
+from healer.fleet.dispatch_board import EffectApplier, MainRef, TicketMover, answerer, switches_now
 from healer.fleet.ports import Gates, Git
 from healer.fleet.proposals import MERGED
 from healer.records import Proposal, Ticket
@@ -53,92 +55,80 @@ class Merger:
         self.effects = effects
         self.shared = shared
 
+    def answers(self) -> dict[type, Callable[[Any], Any]]:
+        """The pass's steps this collaborator answers (healer/fleet/dispatcher.py routes them)."""
+        return {P.ReadMain: lambda _s: self.read_main(), P.RunMainGates: self.run_main_gates,
+                P.ReadReviewing: lambda _s: tuple(self.store.tickets(states=[lifecycle.REVIEW])),
+                P.ReadReview: lambda s: self.read_review(s.ticket), P.MoveStaleLocks: lambda _s: self._stale_main_locks(),
+                P.Move: lambda s: self.mover.move(s.ticket, s.to, s.reason, expect=s.expect),
+                P.Propose: lambda s: self.store.add_proposal(s.ticket, branch_for(s.ticket), s.head),
+                P.GateProposal: self.gate, P.Withheld: self.withheld, P.Verdict: self.verdict,
+                P.Finish: lambda s: self._done(s.ticket, s.proposal, s.merged_as),
+                P.Apply: lambda s: self.effects.apply(s.effects)}
+
     def check_main(self) -> str:
-        """Gather main's view, let the core say whether its gates run (healer/core/dispatch_steps.py), run them, and
-        record what their verdict does: main's colour, the pause on red, the page."""
-        fleet = self.policy.fleet
-        prev = self.store.get_setting(keys.MAIN_STATUS, "unknown")
-        view = steps.MainView(prev=prev, head=self.git.rev(self.root, self.main_ref()),
-                              checked=self.store.get_setting(keys.MAIN_CHECKED), has_gates=bool(fleet.main_gates))
-        step = steps.main_step(view, fleet.main_branch)
-        if step.status is not None:
-            return step.status
-        verdict, log = step.verdict or PASS, step.log
-        if step.run_gates and view.head is not None:
-            res = self.gates.main(self.root, self.policy, view.head, self.real)
-            verdict = steps.gate_verdict(res.outcome, fail_open=switches.enabled("fail_open"))  # a game day's --disable
-            log = res.tail(fleet.evidence_lines)
-        status, effects = steps.main_decided(
-            view, verdict, log, now=self.clock.now(), branch=fleet.main_branch,
-            paused=bool(self.store.get_setting(keys.DISPATCH_PAUSED, False)),
-            paused_reason=self.store.get_setting(keys.DISPATCH_PAUSED_REASON),
-            red_since=self.store.get_setting(keys.MAIN_RED_SINCE), pause_on_red=fleet.pause_on_red_main)
-        self.effects.apply(effects)
-        return status
+        """main's status alone (the pass's `check_main`, healer/core/dispatch_pass.py): its gates, the pause on red."""
+        return P.drive(P.check_main(self._snapshot(), self.policy), answerer(self.answers()))
 
     def review(self) -> tuple[list[str], list[str]]:
-        """Gate each open proposal and merge or reject it: the tickets merged and the tickets rejected."""
-        merged: list[str] = []
-        rejected: list[str] = []
-        reviewing = self.store.tickets(states=[lifecycle.REVIEW])
-        if reviewing:
-            self._stale_main_locks()
-        for t in reviewing:
-            props = self.store.proposals(t.id)
-            last = props[-1] if props else None
-            head = None if last else self._branch_head(t.id)
-            step = steps.review_step(last.state if last else None, head)
-            if step == steps.REQUEUE:
-                self.mover.move(t.id, lifecycle.QUEUED, "in review without a proposal or a branch", expect=lifecycle.REVIEW)
-                continue
-            if step == steps.PROPOSE and head:  # from the branch's head, then gated like any open proposal
-                last = self.store.add_proposal(t.id, branch_for(t.id), head)
-                step = steps.review_step(last.state)
-            if last is None:
-                continue
-            if step == steps.FINISH:
-                self._done(t, last, last.commit)
-                continue
-            if step != steps.GATE:
-                continue
-            held = self._gate(t, last)
-            if held is None:
-                continue
-            if held == MERGED:
-                merged.append(t.id)
-            else:
-                rejected.append(t.id)
-        return merged, rejected
+        """Each open proposal alone (the pass's `review`): the tickets merged and the tickets rejected."""
+        merged, rejected = P.drive(P.review(), answerer(self.answers()))
+        return list(merged), list(rejected)
 
-    def _branch_head(self, tid: str) -> str | None:
-        """The commit of a ticket's work: its worktree's HEAD, else its branch's."""
-        return self.git.rev(worktree_for(self.root, tid)) or self.git.rev(self.root, f"refs/heads/{branch_for(tid)}")
+    def _snapshot(self) -> P.PassSnapshot:
+        return P.PassSnapshot(now=self.clock.now(), host="", machine=None, board=True, shared=bool(self.shared),
+                              switches=switches_now())
 
-    def _gate(self, t: Ticket, last: Proposal) -> str | None:
-        """Gate an open proposal on its merge result and record the verdict: the proposal's state after it, None when
-        there is none this pass (deferred, or withheld: decided elsewhere while the gates ran)."""
+    # -- reads --------------------------------------------------------------------------------------------------------
+    def read_main(self) -> P.MainSeen:
+        fleet = self.policy.fleet
+        view = steps.MainView(prev=self.store.get_setting(keys.MAIN_STATUS, "unknown"),
+                              head=self.git.rev(self.root, self.main_ref()),
+                              checked=self.store.get_setting(keys.MAIN_CHECKED), has_gates=bool(fleet.main_gates))
+        return P.MainSeen(view, self.clock.now(), bool(self.store.get_setting(keys.DISPATCH_PAUSED, False)),
+                          self.store.get_setting(keys.DISPATCH_PAUSED_REASON), self.store.get_setting(keys.MAIN_RED_SINCE))
+
+    def read_review(self, tid: str) -> P.ReviewSeen:
+        props = self.store.proposals(tid)
+        last = props[-1] if props else None
+        return P.ReviewSeen(last, None if last else self._branch_head(tid))
+
+    # -- effects ------------------------------------------------------------------------------------------------------
+    def run_main_gates(self, step: P.RunMainGates) -> P.GateOutcome:
+        res = self.gates.main(self.root, self.policy, step.head, self.real)
+        return P.GateOutcome(res.outcome, res.tail(self.policy.fleet.evidence_lines), self.clock.now())
+
+    def gate(self, step: P.GateProposal) -> P.GateOutcome:
+        """Gate an open proposal on its merge result (several hosts: pushed to the shared repository); main advances
+        on a pass, after the compare-and-set `unwanted` re-read right before it does."""
+        t, last = step.ticket, step.proposal
         wanted = lambda t=t, p=last: self.unwanted(t, p)  # noqa: E731
         v = (shared_main.gate_shared(self.root, self.policy, last, self.real, self.shared, still_wanted=wanted) if self.shared
              else self.gates.proposal(self.root, self.policy, last, self.real, still_wanted=wanted))
-        events = steps.verdict_events(t.id, last.id, last.commit, v.outcome, v.log, conflict=v.conflict, guarded=v.guarded)
-        step = steps.verdict_step(v.outcome)
-        if step == steps.WITHHELD:
-            # decided elsewhere while the gates ran (another host's dispatcher, a human): that first verdict stands
-            self.store.decide_proposal(last.id, "rejected", v.log)
-            self.effects.apply(events)
-            return None
-        if step == steps.DEFERRED:
-            self.effects.apply(events)
-            return None
+        return P.GateOutcome(v.outcome, v.log, self.clock.now(), conflict=v.conflict, guarded=v.guarded,
+                             main_after=v.main_after)
+
+    def withheld(self, step: P.Withheld) -> None:
+        # decided elsewhere while the gates ran (another host's dispatcher, a human): that first verdict stands
+        self.store.decide_proposal(step.proposal.id, "rejected", step.log)
+        self.effects.apply(step.events)
+
+    def verdict(self, step: P.Verdict) -> str | None:
+        """Record a verdict: the proposal's state after it."""
         # the proposal's verdict and, when merged, the ticket's merged_commit and its move to done in ONE store
         # transaction: a store lost between them (a PostgreSQL restart) left a review ticket whose work was on main
         # and whose proposal was no longer open, which the supervisor judged a zombie and closed (pg-restarts-real)
         with self.store.tx() if switches.enabled("merge_tx") else contextlib.nullcontext():
-            held = self.store.decide_proposal(last.id, v.outcome, v.log)  # a retried pass: its first decision
-            self.effects.apply(events)  # a conflict's reason and a guarded change named in events, not only in the log
+            # the state after is the store's, re-read as it records: a retried pass keeps its first decision
+            held = self.store.decide_proposal(step.proposal.id, step.outcome, step.log)
+            self.effects.apply(step.events)  # a conflict's reason and a guarded change named in events, not only in the log
             if held == MERGED:
-                self._done(t, last, v.main_after)
+                self._done(step.ticket, step.proposal, step.merged_as)
         return held
+
+    def _branch_head(self, tid: str) -> str | None:
+        """The commit of a ticket's work: its worktree's HEAD, else its branch's."""
+        return self.git.rev(worktree_for(self.root, tid)) or self.git.rev(self.root, f"refs/heads/{branch_for(tid)}")
 
     def unwanted(self, t: Ticket, p: Proposal) -> str | None:
         """Compare-and-set before main advances: the ticket must still be in review with this proposal open."""

@@ -14,12 +14,15 @@ every event, so a crash between ticks is harmless):
 5. plan (`healer.core.dispatch.decide`, pure) and carry it out: stops (needs-human with
    evidence, blocked), then launches, resumes and replays within the pool.
 
-Decisions use `clock` (virtual in tests); waiting for real processes uses real time.
-The `Dispatcher` coordinates collaborators, each a class of its own built here with exactly what it needs (no
-attribute reached on a host object): the `Reaper` (step 1, healer/fleet/dispatch_reap.py), the `Merger` (3 and 4,
-dispatch_merge.py), the `Stopper` and the `AgentLauncher` (5, dispatch_stop.py and dispatch_launch.py), over what
-they share (dispatch_board.py: the `TicketMover`, the `EffectApplier`, `MainRef`, `Identity`). A pass that fails:
-healer/fleet/failed_pass.py.
+Every decision of those steps is made by one pure function, `healer.core.dispatch_pass.decide`: a program that
+yields each step of the pass as plain data (a read this shell answers with a view, or an effect a collaborator
+carries out and answers with its outcome), because a pass reads what its own merges and reaps left. `tick` takes
+the leases, measures the disk, builds the snapshot and drives that program, routing each step by its type
+(`answerer`) to a collaborator: the `Reaper` (step 1 and the heartbeats, healer/fleet/dispatch_reap.py), the
+`Merger` (3 and 4, dispatch_merge.py), the `Stopper` and the `AgentLauncher` (5, dispatch_stop.py and
+dispatch_launch.py), over what they share (dispatch_board.py: the `TicketMover`, the `EffectApplier`, `MainRef`,
+`Identity`); each built here with exactly what it needs (no attribute reached on a host object). Decisions use
+`clock` (virtual in tests); waiting for real processes uses real time. A pass that fails: healer/fleet/failed_pass.py.
 """
 
 from __future__ import annotations
@@ -29,23 +32,23 @@ import signal
 import threading
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loguru import logger
 
 from healer import conventions as cv
-from healer import durations, failpoints, lifecycle
+from healer import failpoints, lifecycle
 from healer.clock import Clock, Every, SystemClock, system
-from healer.core import disk, hosts, trusted_time
 from healer.core import dispatch as core
+from healer.core import dispatch_pass as core_pass
 from healer.core import dispatch_steps as steps
-from healer.core import fleet as fleet_rules
+from healer.core import hosts, trusted_time
 from healer.errors import InvalidInput, StoreLost, StoreUnavailable, UsageError, transient
 from healer.fleet import budget, shared_main, timewatch
 from healer.fleet.disk import DiskWatch
-from healer.fleet.dispatch_board import EffectApplier, Identity, MainRef, TicketMover, handle_of, ours
+from healer.fleet.dispatch_board import EffectApplier, Identity, MainRef, TicketMover, answerer, handle_of, ours, switches_now
 from healer.fleet.dispatch_launch import AgentLauncher
 from healer.fleet.dispatch_merge import Merger
 from healer.fleet.dispatch_reap import Reaper
@@ -53,9 +56,9 @@ from healer.fleet.dispatch_stop import Stopper
 from healer.fleet.failed_pass import host_trouble_or_corrupt, raise_if_lost, report_failed_pass
 from healer.fleet.lost_hosts import host_id, machine_id
 from healer.fleet.ports import REAL, Ports
-from healer.fleet.runtime import EXITED, GONE, RUNNING, Runtime
+from healer.fleet.runtime import EXITED, GONE, Runtime
 from healer.fleet.runtimes import runtime_for
-from healer.notify import notify, secrets
+from healer.notify import secrets
 from healer.store import keys, open_url, outage
 from healer.store.base import Store
 from healer.store.corrupt import raise_if_corrupt
@@ -168,7 +171,7 @@ class Dispatcher:
         # another dispatcher's lease is taken as expired only on trusted time (its ttl is set each pass)
         self.lease_judge = timewatch.LeaseJudge(self.times, 90.0, policy.supervisor.clock_tolerance)
         self._resets = budget.Resets()  # budget resets read so far: each pass reads only the new moves
-        self._plan: core.Carry | None = None  # the last plan: a pass over an unchanged board plans nothing anew
+        self._memory = core_pass.PassMemory()  # the last launch plan, the disk's state: what the next pass starts from
         if not self.git.is_repo(self.root):
             raise UsageError(f"{self.root}: the fleet root must be a git repository (branch {policy.fleet.main_branch})")
         if self.git.rev(self.root, f"refs/heads/{policy.fleet.main_branch}") is None:
@@ -177,7 +180,6 @@ class Dispatcher:
         self.disk = DiskWatch(self.root, getattr(store, "path", None), policy.fleet.min_free,
                               getattr(self.ports, "disk_free", None))
         self._readings: list = []  # this pass's free-space readings (taken before its first store write)
-        self._disk_low: bool | None = None  # None: not known yet (the store's setting says, on the first pass)
         self.shared = policy.fleet.shared_remote  # several hosts: merge by pushing to one shared repository
         if self.shared and (why := shared_main.check_remote(self.root, self.shared)):
             raise UsageError(why)
@@ -194,6 +196,7 @@ class Dispatcher:
         self.launcher = AgentLauncher(store, self.git, self.ports.processes, runtime, policy, self.root, clock=self.clock,
                                       real=self.real, me=me, main_ref=main_ref, mover=self.mover, shared=self.shared,
                                       policy_path=self.policy_path)
+        self._answer = answerer(self.reaper.answers(), self.merger.answers(), self._answers())
 
     # -- one pass -------------------------------------------------------------------
     def tick(self) -> TickReport:
@@ -228,111 +231,73 @@ class Dispatcher:
         left = self.git.sweep_scratch(self.root)  # we hold the lease: any scratch worktree is a crashed pass's leftover
         if left:
             self.store.append("dispatch.scratch_swept", "", {"paths": left})
-        low = self.check_disk()
-        with self._reap_lock:
-            self.reaper.take_back()
-            rep.reaped = self.reaper.reap()
-        self.heartbeat()
-        if board and not low:  # a low disk holds main's gates and the merges too: a gate failing for want of space
-            rep.main = self.merger.check_main()  # would turn main red or reject a good proposal (the infrastructure's, not the work's)
-            if rep.main != "red":
-                rep.merged, rep.rejected = self.merger.review()
-        else:
-            rep.main = self.store.get_setting(keys.MAIN_STATUS, "unknown") or "unknown"
-        inp = gather(self.store, self.policy, self.clock.now(), self.host if self.shared else None, self._resets)
-        if self._time[1] is not None and self._time[1].jumps:  # a backoff from before a step back starts at the step
-            inp = replace(inp, steps_back=trusted_time.steps_back(self._time[1]))
-        if low and not inp.paused:  # held here too: the pause may not have reached the store (or is not ours to set)
-            inp = replace(inp, paused=True)
-        plan, self._plan = core.replan(inp, self.rules, self._plan)
-        rep.plan = plan
-        if board:
-            self._note_cycles(plan)
-            for s in plan.stops:
-                self.stopper.stop(s)
-                rep.stopped.append((s.ticket_id, s.to))
-        for launch in plan.launches:
-            if self._stopping:
-                break
-            if self.launcher.launch(launch):
-                rep.launched.append((launch.ticket_id, launch.kind))
-        if board:
-            self.watch_supervisor()
-        with self.store.tx():  # one commit for the pass's own record
-            self.store.set_setting(keys.DISPATCH_LAST_TICK, self.clock.now())
-            self.store.append("dispatch.tick", "", {"launched": len(rep.launched), "reaped": len(rep.reaped),
-                                                    "main": rep.main, "live": plan.live_total + len(rep.launched),
-                                                    "pool": plan.pool_size, "waiting": len(plan.waiting),
-                                                    "merged": len(rep.merged), "rejected": len(rep.rejected)})
+        snap = self._snapshot(self.clock.now(), board)
+        result = self._drive(core_pass.decide(snap, self.policy, self.rules, self._memory))
+        rep.reaped, rep.main, rep.plan = list(result.reaped), result.main, result.plan
+        rep.merged, rep.rejected = list(result.merged), list(result.rejected)
+        rep.stopped, rep.launched = list(result.stopped), list(result.launched)
         return rep
 
-    def check_disk(self) -> bool:
-        """Disk pressure (healer/core/disk.py): record a change between low and not low (event, pause, page), and
-        while low reclaim healer's own files of finished tickets. True while low: nothing is launched."""
-        readings, mf = self._readings, self.policy.fleet.min_free
-        if not readings or mf <= 0:
-            return False
-        low = bool(disk.low(readings, mf))
-        if self._disk_low is None:
-            self._disk_low = self.store.get_setting(disk.SETTING) is not None
-        if low == self._disk_low:  # no change: nothing to record (and no reads on the common pass)
-            if low:
-                self.disk.reclaim(self.store)
-            return low
-        effects = disk.disk_changed(readings, mf, was_low=self._disk_low, now=self.clock.now(),
-                                    paused=bool(self.store.get_setting(keys.DISPATCH_PAUSED, False)) or bool(self.shared),
-                                    paused_reason=self.store.get_setting(keys.DISPATCH_PAUSED_REASON))
-        self.effects.apply(effects)
-        self._disk_low = low
-        if low:
-            self.disk.reclaim(self.store)
-        return low
+    def _snapshot(self, now: float, board: bool) -> core_pass.PassSnapshot:
+        """What the pure pass starts from (healer/core/dispatch_pass.py); what it needs later it asks for."""
+        tb, ts = self._time
+        return core_pass.PassSnapshot(
+            now=now, host=self.host, machine=self.machine, board=board, shared=bool(self.shared),
+            readings=tuple(self._readings), min_free=self.policy.fleet.min_free,
+            steps_back=trusted_time.steps_back(ts) if ts is not None and ts.jumps else (), time=(tb, ts),
+            watching_since=self._watching_since, switches=switches_now())
 
-    def watch_supervisor(self) -> None:
-        """Who watches the watcher: a supervisor that ticked once and then fell silent is a finding
-        the supervisor itself cannot report, so the dispatcher raises it (one notification per cooldown). Judged on
-        the clock the supervisor stamps its ticks with (PostgreSQL: the server's; else this host's)."""
-        tb = self._time[0]
-        now = tb.now if tb is not None else self.clock.now()
-        last = self.store.get_setting(keys.SUPERVISOR_LAST_TICK)
-        threshold = self.policy.sentinels.supervisor_silent
-        # a watcher judges only the silence it watched: a restart's downtime is not the supervisor's
-        watched = None if last is None else max(float(last), self._watching_since or float(last))
-        silent = fleet_rules.supervisor_silent(watched, now, threshold)
-        if silent is not None and watched is not None and trusted_time.finding_hold(
-                "supervisor_silent", watched, {}, self.policy, *self._time):
-            return  # a silence measured across a wall-clock jump: paged only once confirmed on the monotonic clock
-        if silent is not None:
-            notify(self.store, self.policy, "supervisor_silent",
-                   f"supervisor silent for {durations.format(round(silent))} (threshold "
-                   f"{durations.format(round(threshold))}): remediation is not running",
-                   severity="critical", evidence={"last_tick_at": last, "silent_s": round(silent, 1)})
+    def _drive(self, program: core_pass.Program) -> Any:
+        """Carry out a pass's steps as the core yields them, each by its collaborator; the reaper's lock the core
+        takes is let go whatever happens (an exception ends the pass, the next one retries)."""
+        held: list[threading.Lock] = []
 
-    # -- heartbeats -----------------------------------------------------------------
-    def heartbeat(self) -> None:
-        beats = []
-        for a in self.store.agents(states=["running"]):
-            if not ours(a) or a.host != self.host:
-                continue
-            if self.runtime.status(handle_of(a)).state != RUNNING:
-                continue  # a SIGSTOPped (paused) agent gets no heartbeat: the supervisor must see it idle
-            head = self.git.rev(a.worktree) if a.worktree and os.path.isdir(a.worktree) else None
-            beats.append((a, head, head is not None and head != a.data.get("head")))
-        # one write transaction for the whole fleet, taken after the runtime and git calls so it holds the lock briefly
-        if beats:
-            with self.store.tx():
-                for a, head, moved in beats:
-                    self.store.heartbeat(a.id, progress=moved)
-                    if moved:
-                        self.store.update_agent(a.id, data={**a.data, "head": head})
+        def answer(step: Any) -> Any:
+            if isinstance(step, core_pass.Exclusive):
+                if step.hold:
+                    self._reap_lock.acquire()
+                    held.append(self._reap_lock)
+                elif held:
+                    held.pop().release()
+                return None
+            return self._answer(step)
 
-    # -- helpers --------------------------------------------------------------------
-    def _note_cycles(self, plan: core.DispatchPlan) -> None:
-        now = [list(c) for c in plan.cycles]
-        if now != (self.store.get_setting(keys.DISPATCH_CYCLES) or []):
-            self.store.set_setting(keys.DISPATCH_CYCLES, now)
-            if now:
-                self.store.append("dispatch.cycle", "", {"cycles": now, "line": plan.cycle_line()})
+        try:
+            return core_pass.drive(program, answer)
+        finally:
+            while held:
+                held.pop().release()
+
+    def _answers(self) -> dict[type, Callable[[Any], Any]]:
+        """The steps the Dispatcher itself carries out: reads of the board and settings, the launch and stop steps
+        handed to their collaborators, the pass's record."""
+        return {
+            core_pass.ReadSetting: lambda s: self.store.get_setting(s.key),
+            core_pass.Remember: self._remember,
+            core_pass.Apply: lambda s: self.effects.apply(s.effects),
+            core_pass.Reclaim: lambda _s: self.disk.reclaim(self.store),
+            core_pass.ReadBoard: lambda _s: core_pass.BoardView(
+                gather(self.store, self.policy, self.clock.now(), self.host if self.shared else None, self._resets),
+                tuple(tuple(c) for c in self.store.get_setting(keys.DISPATCH_CYCLES) or [])),
+            core_pass.StopTicket: lambda s: self.stopper.stop(s.stop),
+            core_pass.LaunchAgent: self._launch,
+            core_pass.TickRecord: self._record,
+        }
+
+    def _remember(self, step: core_pass.Remember) -> None:
+        self._memory = step.memory
+
+    def _launch(self, step: core_pass.LaunchAgent) -> str:
+        # read right before each launch, not with the pass's view: a stop asked meanwhile (SIGTERM, the simulation's
+        # frozen dispatcher) launches nothing more
+        if self._stopping:
+            return core_pass.STOPPING
+        return core_pass.LAUNCHED if self.launcher.launch(step.launch) else core_pass.NOT_LAUNCHED
+
+    def _record(self, step: core_pass.TickRecord) -> None:
+        with self.store.tx():  # one commit for the pass's own record
+            self.store.set_setting(keys.DISPATCH_LAST_TICK, self.clock.now())
+            self.store.append("dispatch.tick", "", dict(step.payload))
 
     # -- running --------------------------------------------------------------------
     def wait_idle(self, timeout: float = 30.0) -> bool:
@@ -479,6 +444,13 @@ class Dispatcher:
         except Exception:  # noqa: BLE001 - the pass renews it too; a store outage is the pass's to report
             pass
 
+    def reap_now(self) -> list[str]:
+        """The pass's reaping alone (healer/core/dispatch_pass.py `reap`, orphans left to the pass: a launch in flight
+        would look like one), the ended agents' results read side by side. The caller holds the reaper's lock."""
+        side_by_side: dict[type, Callable[[Any], Any]] = {core_pass.ReadEnds: lambda s: self.reaper.read_ends(s.agents, workers=4)}
+        answer = answerer(self.reaper.answers(), self.merger.answers(), self._answers(), side_by_side)
+        return list(core_pass.drive(core_pass.reap(self._snapshot(self.clock.now(), False), orphans=False), answer))
+
     def _reaper(self) -> None:
         """Close the attempt of an agent that exited within the second, even while the main pass is busy merging."""
         while not self._stopping:
@@ -490,7 +462,7 @@ class Dispatcher:
             self._wake.clear()
             try:
                 with self._reap_lock:
-                    done = self.reaper.reap(orphans=False, workers=4)
+                    done = self.reap_now()
             except Exception as e:  # noqa: BLE001 - the next tick reaps what this pass could not
                 report_failed_pass(self.store, "reaper", e)
                 continue

@@ -7,7 +7,8 @@ from healer import conventions as cv
 from healer import lifecycle
 from healer.clock import VirtualClock, system
 from healer.core import dispatch as core
-from healer.fleet.dispatch_board import EffectApplier, MainRef, TicketMover
+from healer.core import dispatch_pass as P
+from healer.fleet.dispatch_board import EffectApplier, MainRef, TicketMover, answerer
 from healer.fleet.dispatch_merge import Merger
 from healer.fleet.dispatch_stop import Stopper
 from healer.fleet.gates import GateResult
@@ -82,3 +83,17 @@ def test_the_stopper_alone_moves_labels_comments_and_pages(tmp_path):
         assert store.events(kinds=["dispatch.budget_exhausted"], subject="T-1")
     finally:
         store.close()
+
+
+def test_every_step_of_the_pure_pass_has_a_collaborator_that_carries_it_out(fleet_factory):
+    """A step the core yields that no collaborator answers would end every pass: each read and each effect of
+    healer/core/dispatch_pass.py is routed (the reaper's lock is the Dispatcher's own, taken by `_drive`)."""
+    f = fleet_factory(scripted_policy())
+    routed = set(f.d.reaper.answers()) | set(f.d.merger.answers()) | set(f.d._answers())
+    assert set(P.READS) | set(P.EFFECTS) <= routed, set(P.READS) | set(P.EFFECTS) - routed
+    try:
+        answerer({})(P.Reclaim())
+    except TypeError as e:
+        assert "Reclaim" in str(e)
+    else:
+        raise AssertionError("a step nobody answers was skipped")

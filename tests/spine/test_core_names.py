@@ -9,6 +9,7 @@ import inspect
 CORES = {
     "healer.core.plan": "the supervisor's remedies and alerts (SPEC's decide(snapshot, policy, memory))",
     "healer.core.dispatch": "which tickets the dispatcher launches, stops or waits on",
+    "healer.core.dispatch_pass": "every step of one dispatcher pass (reaps, main, merges, stops, launches)",
     "healer.core.trigger": "whether the repair agent is launched",
     "healer.loop.decide": "whether the governed loop goes on, and why it ends",
 }
