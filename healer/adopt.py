@@ -24,9 +24,10 @@ from typing import Any, Protocol
 
 from healer import git
 from healer.clock import Clock
-from healer.core.adopt import AdoptedView, Candidate, Proc, ident, match, step_states
+from healer.core.adopt import AdoptedView, Candidate, Proc, group_usage, ident, match, step_failures, step_states
 from healer.fleet.snapshot import HOST
 from healer.loop import usage
+from healer.loop.decide import failure_signature, shows_error
 from healer.records import Adopted
 
 ENV_KEYS = ("HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME")  # what locates a CLI's session files
@@ -59,6 +60,7 @@ class RealProcTable:
 
     def __init__(self) -> None:
         self._ticks = os.sysconf("SC_CLK_TCK")
+        self._page = os.sysconf("SC_PAGE_SIZE")
 
     def start_ticks(self, pid: int) -> int | None:
         f = _stat_fields(pid)
@@ -104,7 +106,7 @@ class RealProcTable:
             if not argv:
                 continue  # a kernel thread, or gone
             env = _env_of(pid)
-            out.append(Proc(pid, int(f[1]), int(f[2]), int(f[19]), argv, cwd, uid, env))
+            out.append(Proc(pid, int(f[1]), int(f[2]), int(f[19]), argv, cwd, uid, env, int(f[21]) * self._page))
         return out
 
 
@@ -179,15 +181,16 @@ def scan(store, policy, clock: Clock, table: ProcTable | None = None, *, host: s
         elif not write:
             res.registered.append(a)
     if write:
-        res.gone = mark_gone(store, table, host)
+        res.gone = mark_gone(store, table, host, now)
     return res
 
 
-def mark_gone(store, table: ProcTable, host: str = HOST) -> list[Adopted]:
+def mark_gone(store, table: ProcTable, host: str = HOST, now: float | None = None) -> list[Adopted]:
     gone = []
     for a in store.adopted(host=host):
         if table.start_ticks(a.pid) != a.start_ticks:
-            store.update_adopted(a.id, state="gone", event="adopt.gone", payload={"pid": a.pid, "start_ticks": a.start_ticks})
+            store.update_adopted(a.id, state="gone", ended_at=now, event="adopt.gone",
+                                 payload={"pid": a.pid, "start_ticks": a.start_ticks})
             gone.append(a)
     return gone
 
@@ -338,6 +341,39 @@ def worktree_state(top: str) -> str | None:
     return h.hexdigest()[:16]
 
 
+FAILURE_TAIL = 256 * 1024  # bytes read of a failure file: its end, where a test runner's summary is
+
+
+def failure_reading(top: str, globs: Iterable[str]) -> tuple[str | None, str | None, str]:
+    """The newest of the loop's failure files: (its key: path, size and mtime, so a rewrite is a new reading even with
+    the same words; its failure signature, None when it shows no error line; the first error line). The signature is
+    the governed loop's own (healer/loop/decide.py failure_signature): one rule for what "the same failure" is."""
+    best: tuple[float, str] | None = None
+    for pattern in globs:
+        for path in glob.glob(os.path.join(top, pattern), recursive=True):
+            try:
+                mt = os.stat(path).st_mtime_ns
+            except OSError:
+                continue
+            if best is None or mt > best[0]:
+                best = (mt, path)
+    if best is None:
+        return None, None, ""
+    path = best[1]
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as f:
+            f.seek(max(0, st.st_size - FAILURE_TAIL))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return None, None, ""
+    key = f"{os.path.relpath(path, top)}:{st.st_size}:{st.st_mtime_ns}"
+    if not shows_error(text):
+        return key, None, ""  # written without an error line: a pass, which ends a run of failures
+    sig, line = failure_signature("adopted", text, (top,))
+    return key, sig, line.removeprefix("adopted: ")
+
+
 def observe(store, policy, clock: Clock, table: ProcTable | None = None, *, host: str = HOST,
             write: bool = True) -> tuple[AdoptedView, ...]:
     """This host's adopted loops as the core judges them; with `write`, their history and session id are kept."""
@@ -345,7 +381,13 @@ def observe(store, policy, clock: Clock, table: ProcTable | None = None, *, host
     rules = {r.name: r for r in policy.adopt.rules}
     prices = usage.price_table(policy.loop.prices)
     now = clock.now()
-    out = []
+    out: list[AdoptedView] = []
+    counted = [r for r in rules.values() if r.max_procs is not None or r.max_memory is not None]
+    procs = table.scan() if counted else []  # one read of the table for every loop whose rule counts
+    for a in store.adopted(states=("gone",), host=host):
+        r = rules.get(a.rule)
+        if r is not None and r.gone_alert is not None and a.ended_at is not None and now - a.ended_at < r.gone_alert:
+            out.append(AdoptedView(a, False, states=tuple(tuple(s) for s in (a.data or {}).get("states") or ())))  # type: ignore[misc]
     for a in store.adopted(host=host):
         ticks = table.start_ticks(a.pid)
         same = ticks == a.start_ticks
@@ -364,14 +406,25 @@ def observe(store, policy, clock: Clock, table: ProcTable | None = None, *, host
         if rule is not None and rule.iterations_glob:
             iterations = len(glob.glob(os.path.join(a.worktree, rule.iterations_glob), recursive=True))
         states = step_states((a.data or {}).get("states") or (), now, worktree_state(a.worktree), policy.adopt.history)
+        fails = (a.data or {}).get("failures") or ()
+        if rule is not None and rule.failure_files and rule.same_failure is not None:
+            key, sig, line = failure_reading(a.worktree, rule.failure_files)
+            fails = step_failures(fails, now, key, sig, line, max(rule.same_failure, policy.adopt.history))
+        n_procs = rss = None
+        if rule is not None and rule in counted:
+            n_procs, rss = group_usage(procs, a.pid, a.pgid)
         newest = max(found, key=lambda x: x[2]) if found else None
         session = newest[1].session if newest else None
         if write:
             data: dict[str, Any] = dict(a.data or {})
-            changed = [list(s) for s in states] != data.get("states") or session != a.session_id
+            changed = ([list(s) for s in states] != data.get("states") or session != a.session_id
+                       or [list(f) for f in fails] != [list(f) for f in data.get("failures") or ()])
             if changed:
                 data["states"] = [list(s) for s in states]
+                if fails:
+                    data["failures"] = [list(f) for f in fails]
                 store.update_adopted(a.id, data=data, session_id=session)
         out.append(AdoptedView(replace(a, session_id=session or a.session_id), True, act,
-                               usd if found else None, iterations, states, tuple(p for p, _r, _m in found)))
+                               usd if found else None, iterations, states, tuple(p for p, _r, _m in found),
+                               n_procs, rss, tuple(tuple(f) for f in fails)))  # type: ignore[misc]
     return tuple(out)
