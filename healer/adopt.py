@@ -387,7 +387,7 @@ def observe(store, policy, clock: Clock, table: ProcTable | None = None, *, host
     for a in store.adopted(states=("gone",), host=host):
         r = rules.get(a.rule)
         if r is not None and r.gone_alert is not None and a.ended_at is not None and now - a.ended_at < r.gone_alert:
-            out.append(AdoptedView(a, False, states=tuple(tuple(s) for s in (a.data or {}).get("states") or ())))  # type: ignore[misc]
+            out.append(AdoptedView(a, False, states=tuple(tuple(s) for s in (a.data or {}).get("states") or ())))
     for a in store.adopted(host=host):
         ticks = table.start_ticks(a.pid)
         same = ticks == a.start_ticks
@@ -426,5 +426,5 @@ def observe(store, policy, clock: Clock, table: ProcTable | None = None, *, host
                 store.update_adopted(a.id, data=data, session_id=session)
         out.append(AdoptedView(replace(a, session_id=session or a.session_id), True, act,
                                usd if found else None, iterations, states, tuple(p for p, _r, _m in found),
-                               n_procs, rss, tuple(tuple(f) for f in fails)))  # type: ignore[misc]
+                               n_procs, rss, tuple(tuple(f) for f in fails)))
     return tuple(out)

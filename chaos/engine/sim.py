@@ -31,8 +31,8 @@ import yaml
 from chaos.agents.behaviours import Behaviour, make
 from chaos.checkers import STANDARD, History
 from chaos.engine.arming import FailpointArming
-from chaos.engine.sim_adopt import SimAdopt
 from chaos.engine.base import Activity, Result, apply_fault, finish
+from chaos.engine.sim_adopt import SimAdopt
 from chaos.engine.sim_ports import Proc, SimGates, SimGit, SimLauncher, SimProcesses, SimRuntime
 from chaos.engine.simstore import CachedStore
 from chaos.faults.schedule import resolve

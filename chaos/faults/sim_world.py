@@ -14,8 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from chaos.agents.behaviours import make
-from chaos.faults import adopted
-from chaos.faults import NotApplied
+from chaos.faults import NotApplied, adopted
 from chaos.faults.board import alert_flood, move_ticket, stale_labels, tickets
 from chaos.faults.command import inject as run_command
 from chaos.faults.world import SimAgent, SimWorld
