@@ -24,7 +24,18 @@ from typing import Any, Protocol
 
 from healer import git
 from healer.clock import Clock
-from healer.core.adopt import AdoptedView, Candidate, Proc, group_usage, ident, match, step_failures, step_states
+from healer.core.adopt import (
+    AdoptedView,
+    Candidate,
+    Proc,
+    group_usage,
+    ident,
+    match,
+    over_limits,
+    step_failures,
+    step_over,
+    step_states,
+)
 from healer.fleet.snapshot import HOST
 from healer.loop import usage
 from healer.loop.decide import failure_signature, shows_error
@@ -411,20 +422,24 @@ def observe(store, policy, clock: Clock, table: ProcTable | None = None, *, host
             key, sig, line = failure_reading(a.worktree, rule.failure_files)
             fails = step_failures(fails, now, key, sig, line, max(rule.same_failure, policy.adopt.history))
         n_procs = rss = None
+        over: dict[str, float] = {}
         if rule is not None and rule in counted:
             n_procs, rss = group_usage(procs, a.pid, a.pgid)
+            over = step_over((a.data or {}).get("over") or {}, now, over_limits(n_procs, rss, rule))
         newest = max(found, key=lambda x: x[2]) if found else None
         session = newest[1].session if newest else None
         if write:
             data: dict[str, Any] = dict(a.data or {})
             changed = ([list(s) for s in states] != data.get("states") or session != a.session_id
-                       or [list(f) for f in fails] != [list(f) for f in data.get("failures") or ()])
+                       or [list(f) for f in fails] != [list(f) for f in data.get("failures") or ()]
+                       or over != (data.get("over") or {}))
             if changed:
+                data["over"] = over
                 data["states"] = [list(s) for s in states]
                 if fails:
                     data["failures"] = [list(f) for f in fails]
                 store.update_adopted(a.id, data=data, session_id=session)
         out.append(AdoptedView(replace(a, session_id=session or a.session_id), True, act,
                                usd if found else None, iterations, states, tuple(p for p, _r, _m in found),
-                               n_procs, rss, tuple(tuple(f) for f in fails)))
+                               n_procs, rss, tuple(tuple(f) for f in fails), over))
     return tuple(out)

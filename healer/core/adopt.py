@@ -68,6 +68,7 @@ class AdoptedView:
     procs: int | None = None  # processes of the loop (group_usage); None: not counted (no rule asks)
     rss: int | None = None  # their summed resident memory, bytes
     failures: tuple[tuple[float, str, str | None, str], ...] = ()  # (seen at, file key, signature or None, first line)
+    over_since: Mapping[str, float] = field(default_factory=dict)  # "procs"/"memory" -> first tick seen over (step_over)
 
 
 def ident(pid: int, start_ticks: int) -> str:
@@ -154,6 +155,18 @@ def group_usage(procs: Iterable[Proc], pid: int, pgid: int) -> tuple[int, int]:
         members[p.pid] = p
         todo.extend(kids.get(p.pid, ()))
     return len(members), sum(p.rss for p in members.values())
+
+
+def over_limits(procs: int | None, rss: int | None, r) -> dict[str, bool]:
+    """Which of a loop's counted limits it is over now (one comparison, for the finding and for its `since`)."""
+    return {"procs": r.max_procs is not None and procs is not None and procs > r.max_procs,
+            "memory": r.max_memory is not None and rss is not None and rss > r.max_memory}
+
+
+def step_over(prev: Mapping[str, float], now: float, over: Mapping[str, bool]) -> dict[str, float]:
+    """Since when each limit has been over without a break: kept while over, dropped the first tick it is not
+    (a rule's `for:` debounces on it)."""
+    return {k: float(prev.get(k, now)) for k, v in sorted(over.items()) if v}
 
 
 def step_failures(fails: Iterable[Iterable[Any]], now: float, key: str | None, sig: str | None, line: str,
@@ -245,10 +258,12 @@ def judge(v: AdoptedView, r, now: float) -> list[Finding]:
         add("adopted_cycle", v.states[-1][0], states=[h for _t, h in v.states[-4:]])
     if r.no_progress is not None and v.states and now - v.states[-1][0] >= r.no_progress:
         add("adopted_no_progress", v.states[-1][0], state=v.states[-1][1], threshold=r.no_progress)
-    if r.max_procs is not None and v.procs is not None and v.procs > r.max_procs:
-        add("adopted_procs", now, procs=v.procs, max_procs=r.max_procs)
-    if r.max_memory is not None and v.rss is not None and v.rss > r.max_memory:
-        add("adopted_memory", now, rss=v.rss, max_memory=r.max_memory, procs=v.procs)
+    over = over_limits(v.procs, v.rss, r)
+    if over["procs"]:
+        add("adopted_procs", v.over_since.get("procs", now), procs=v.procs, max_procs=r.max_procs)
+    if over["memory"]:
+        add("adopted_memory", v.over_since.get("memory", now), rss=v.rss, max_memory=r.max_memory,
+            procs=v.procs)
     n, sig = same_failure_run(v.failures)
     if r.same_failure is not None and n >= r.same_failure:
         run = v.failures[-n:]

@@ -6,7 +6,16 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from healer.core.adopt import AdoptedView, Proc, findings, group_usage, ident, same_failure_run, step_failures
+from healer.core.adopt import (
+    AdoptedView,
+    Proc,
+    findings,
+    group_usage,
+    ident,
+    same_failure_run,
+    step_failures,
+    step_over,
+)
 from healer.core.model import Snapshot
 from healer.errors import InvalidInput
 from healer.policy import Policy
@@ -90,6 +99,16 @@ def test_procs_and_memory_fire_above_their_numbers_not_at_them():
     assert set(fs) == {"adopted_procs", "adopted_memory"}
     assert fs["adopted_memory"].evidence["rss"] == 101 and fs["adopted_procs"].evidence["max_procs"] == 3
     assert _kinds(AdoptedView(_adopted(), True, procs=None, rss=None), pol) == set()  # not counted: no verdict
+
+
+def test_over_since_holds_while_over_so_a_rules_for_can_debounce_it():
+    assert step_over({}, 10.0, {"procs": True, "memory": False}) == {"procs": 10.0}
+    assert step_over({"procs": 10.0}, 20.0, {"procs": True, "memory": True}) == {"procs": 10.0, "memory": 20.0}
+    assert step_over({"procs": 10.0, "memory": 20.0}, 30.0, {"procs": False, "memory": True}) == {"memory": 20.0}
+    assert step_over({"memory": 20.0}, 40.0, {"procs": True, "memory": False}) == {"procs": 40.0}  # a break restarts it
+    view = AdoptedView(_adopted(), True, procs=9, rss=1, over_since={"procs": 1500.0})
+    [f] = findings(Snapshot(now=2000.0, adopted=(view,)), _policy())
+    assert f.kind == "adopted_procs" and f.since == 1500.0
 
 
 def test_memory_must_carry_its_unit_in_a_policy_file():

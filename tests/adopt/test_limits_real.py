@@ -64,7 +64,9 @@ def test_a_real_loop_over_its_process_count_and_memory_and_failing_the_same_way_
         assert procs.evidence["procs"] >= 4 and procs.evidence["max_procs"] == 3 and procs.evidence["pid"] == p.pid
         assert memory.evidence["rss"] > 1 << 20 and memory.evidence["max_memory"] == 1 << 20
         assert "adopted_same_failure" not in _kinds(rep)
-        assert "adopted_same_failure" not in _kinds(iteration(2))  # two of three
+        rep = iteration(2)
+        assert "adopted_same_failure" not in _kinds(rep)  # two of three
+        assert _finding(rep, "adopted_procs").since == procs.since  # over since the first tick: `for:` can debounce
         assert "adopted_same_failure" not in _kinds(sup.tick())  # the same write read again is no third failure
         rep = iteration(3)
         f = _finding(rep, "adopted_same_failure")
