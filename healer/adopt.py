@@ -215,6 +215,7 @@ class _Read:
     cwd: str | None
     session: str | None
     usd: float
+    tools: tuple[tuple[str | None, str], ...] = ()  # each tool result in order: (failure signature or None, first line)
 
 
 _READS: dict[str, _Read] = {}  # path -> what a transcript said at (size, mtime): read again only when it changed
@@ -244,6 +245,30 @@ def session_globs(a: Adopted, rule) -> list[str]:
     return []
 
 
+def tool_results(obj: dict) -> list[tuple[str | None, str]]:
+    """The tool results of one Claude Code transcript line (a `user` message's `tool_result` blocks), each as (its
+    failure signature, its first error line) when `is_error`, else (None, ""): a tool that worked ends a run of
+    failures. The signature is the governed loop's own (failure_signature), so numbers, times and paths that change
+    between two tellings of one failure do not make it another."""
+    if obj.get("type") != "user":
+        return []
+    msg = obj.get("message")
+    content = msg.get("content") if isinstance(msg, dict) else None
+    out: list[tuple[str | None, str]] = []
+    for block in content if isinstance(content, list) else ():
+        if not isinstance(block, dict) or block.get("type") != "tool_result":
+            continue
+        if block.get("is_error") is not True:
+            out.append((None, ""))
+            continue
+        raw = block.get("content")
+        text = raw if isinstance(raw, str) else "\n".join(
+            str(b.get("text", "")) for b in raw if isinstance(b, dict)) if isinstance(raw, list) else ""
+        sig, line = failure_signature("tool", text)
+        out.append((sig, line.removeprefix("tool: ")))
+    return out
+
+
 def _read_transcript(path: str, cli: str, prices) -> _Read | None:
     try:
         st = os.stat(path)
@@ -256,11 +281,12 @@ def _read_transcript(path: str, cli: str, prices) -> _Read | None:
     meter = usage.Meter("codex" if codex else "claude", prices)
     cwd = session = None
     billed = 0.0
+    tools: list[tuple[str | None, str]] = []
     try:
         with open(path, "rb") as f:
             for line in f:
                 meter.feed(line)
-                if cwd is None or session is None or b"cost-state" in line:
+                if cwd is None or session is None or b"cost-state" in line or b'"tool_result"' in line:
                     try:
                         obj = json.loads(line)
                     except ValueError:
@@ -271,12 +297,13 @@ def _read_transcript(path: str, cli: str, prices) -> _Read | None:
                     pl: dict = raw if isinstance(raw, dict) else {}
                     cwd = cwd or obj.get("cwd") or pl.get("cwd")
                     session = session or obj.get("sessionId") or (pl.get("id") if obj.get("type") == "session_meta" else None)
+                    tools.extend(tool_results(obj))
                     if obj.get("type") == "cost-state" and isinstance(obj.get("totalCostUSD"), (int, float)):
                         billed = max(billed, float(obj["totalCostUSD"]))  # Claude Code's own bill of the session
     except OSError:
         return None
     r = _Read(st.st_size, st.st_mtime_ns, cwd if isinstance(cwd, str) else None,
-              session if isinstance(session, str) else None, max(meter.usd, billed))
+              session if isinstance(session, str) else None, max(meter.usd, billed), tuple(tools))
     _READS[path] = r
     return r
 
@@ -385,6 +412,19 @@ def failure_reading(top: str, globs: Iterable[str]) -> tuple[str | None, str | N
     return key, sig, line.removeprefix("adopted: ")
 
 
+def _tool_history(fails, seen: dict, found, now: float, keep: int):
+    """The loop's tool-result history with what its transcripts added since the last tick (oldest transcript first;
+    `seen`: how many results of each were taken already)."""
+    out = tuple(tuple(f) for f in fails)
+    took: dict[str, int] = {}
+    for path, r, _mt in sorted(found, key=lambda x: (x[2], x[0])):
+        n = int(seen.get(path, 0))
+        for i, (sig, line) in enumerate(r.tools[n:], start=n):
+            out = step_failures(out, now, f"{os.path.basename(path)}#{i}", sig, line, keep)
+        took[path] = len(r.tools)
+    return out, took
+
+
 def observe(store, policy, clock: Clock, table: ProcTable | None = None, *, host: str = HOST,
             write: bool = True) -> tuple[AdoptedView, ...]:
     """This host's adopted loops as the core judges them; with `write`, their history and session id are kept."""
@@ -421,6 +461,11 @@ def observe(store, policy, clock: Clock, table: ProcTable | None = None, *, host
         if rule is not None and rule.failure_files and rule.same_failure is not None:
             key, sig, line = failure_reading(a.worktree, rule.failure_files)
             fails = step_failures(fails, now, key, sig, line, max(rule.same_failure, policy.adopt.history))
+        tool_fails = (a.data or {}).get("tool_failures") or ()
+        seen: dict[str, int] = {}
+        if rule is not None and rule.transcript_failures and rule.same_failure is not None:
+            tool_fails, seen = _tool_history(tool_fails, (a.data or {}).get("tools_seen") or {}, found, now,
+                                             max(rule.same_failure, policy.adopt.history))
         n_procs = rss = None
         over: dict[str, float] = {}
         if rule is not None and rule in counted:
@@ -432,14 +477,18 @@ def observe(store, policy, clock: Clock, table: ProcTable | None = None, *, host
             data: dict[str, Any] = dict(a.data or {})
             changed = ([list(s) for s in states] != data.get("states") or session != a.session_id
                        or [list(f) for f in fails] != [list(f) for f in data.get("failures") or ()]
-                       or over != (data.get("over") or {}))
+                       or over != (data.get("over") or {}) or seen != (data.get("tools_seen") or {}))
             if changed:
                 data["over"] = over
+                if seen:
+                    data["tools_seen"] = seen
+                    data["tool_failures"] = [list(f) for f in tool_fails]
                 data["states"] = [list(s) for s in states]
                 if fails:
                     data["failures"] = [list(f) for f in fails]
                 store.update_adopted(a.id, data=data, session_id=session)
         out.append(AdoptedView(replace(a, session_id=session or a.session_id), True, act,
                                usd if found else None, iterations, states, tuple(p for p, _r, _m in found),
-                               n_procs, rss, tuple(tuple(f) for f in fails), over))
+                               n_procs, rss, tuple(tuple(f) for f in fails), over,
+                               tuple(tuple(f) for f in tool_fails)))
     return tuple(out)

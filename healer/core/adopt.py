@@ -68,7 +68,8 @@ class AdoptedView:
     procs: int | None = None  # processes of the loop (group_usage); None: not counted (no rule asks)
     rss: int | None = None  # their summed resident memory, bytes
     failures: tuple[tuple[float, str, str | None, str], ...] = ()  # (seen at, file key, signature or None, first line)
-    over_since: Mapping[str, float] = field(default_factory=dict)  # "procs"/"memory" -> first tick seen over (step_over)
+    over_since: Mapping[str, float] = field(default_factory=dict)
+    tool_failures: tuple[tuple[float, str, str | None, str], ...] = ()  # its transcripts' tool results, as `failures`  # "procs"/"memory" -> first tick seen over (step_over)
 
 
 def ident(pid: int, start_ticks: int) -> str:
@@ -264,11 +265,14 @@ def judge(v: AdoptedView, r, now: float) -> list[Finding]:
     if over["memory"]:
         add("adopted_memory", v.over_since.get("memory", now), rss=v.rss, max_memory=r.max_memory,
             procs=v.procs)
-    n, sig = same_failure_run(v.failures)
-    if r.same_failure is not None and n >= r.same_failure:
-        run = v.failures[-n:]
-        add("adopted_same_failure", run[0][0], signature=sig, times=n, threshold=r.same_failure, line=run[-1][3],
-            files=sorted({k.rsplit(":", 2)[0] for _t, k, _s, _l in run}))
+    # failure files: "PATH:SIZE:MTIME" keys; transcripts: "SESSION-FILE#N" (the Nth tool result of that transcript)
+    for source, fails, sep in (("failure_files", v.failures, ":"), ("transcript", v.tool_failures, "#")):
+        n, sig = same_failure_run(fails)
+        if r.same_failure is not None and n >= r.same_failure:
+            run = fails[-n:]
+            add("adopted_same_failure", run[0][0], signature=sig, times=n, threshold=r.same_failure, line=run[-1][3],
+                source=source, files=sorted({k.split(sep)[0] for _t, k, _s, _l in run}))
+            break  # one finding a loop: the files' run first (what its own gates said)
     if r.idle is not None:
         since = max(v.activity_at or 0.0, a.started_at)
         if now - since >= r.idle:

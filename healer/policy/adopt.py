@@ -69,6 +69,8 @@ class AdoptRule(BaseModel):
                                                                        "failure output (loop.sh: .loop/gates.log)")
     same_failure: PosInt | None = Field(3, description="the same failure signature this many times in a row "
                                                        "(failure_files, each new write one time)")
+    transcript_failures: bool = Field(True, description="its transcripts' failed tool calls count too: the same "
+                                                        "failure signature `same_failure` tool results in a row")
     gone_alert: Duration | None = Field(written("1h"), description="a loop that ended without healer stopping it is "
                                                                    "reported this long (adopted_gone); null: never")
 

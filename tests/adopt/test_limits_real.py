@@ -9,9 +9,24 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from healer.adopt import RealProcTable, failure_reading, scan
+from chaos.agents.models.scripts import Script, Turn
+from chaos.agents.models.server import ModelServer
+from healer.adopt import RealProcTable, failure_reading, observe, scan
 from healer.clock import system
-from tests.adopt.conftest import end, fleet, policy, start, supervisor, until, worktree
+from healer.core.adopt import findings
+from healer.core.model import Snapshot
+from tests.adopt.conftest import (
+    CLAUDE_ARGV,
+    claude_env,
+    end,
+    fleet,
+    need_cli,
+    policy,
+    start,
+    supervisor,
+    until,
+    worktree,
+)
 
 LOOP = r"""
 sleep 300 & sleep 300 & sleep 300 &   # what an agent leaves running: servers, watchers
@@ -88,3 +103,36 @@ def test_the_failure_reading_is_the_newest_file_and_a_log_without_an_error_line_
     (wt / "b.log").write_text("all good\n")
     key, sig, line = failure_reading(str(wt), ["*.log"])
     assert key and key.startswith("b.log:") and sig is None and line == ""
+
+
+def test_the_real_claude_codes_failed_tool_calls_in_a_row_are_one_same_failure_finding(tmp_path):
+    """Claude Code (pinned, scripted model) runs five shell commands in one session: two fail, one works, three fail
+    the same way with numbers that differ. Its transcript's tool results give a run of three, not five."""
+    need_cli("claude")
+    root = fleet(tmp_path / "fleet")
+    wt = worktree(tmp_path / "wt")
+    fail = "python3 -c 'import sys; sys.exit(\"AssertionError: {} != 2 in test_add\")'"
+    turns = [Turn("shell", fail.format(1)), Turn("shell", fail.format(2)), Turn("shell", "echo fixed"),
+             *(Turn("shell", fail.format(n)) for n in (3, 4, 5)), Turn("text", "done")]
+    (wt / "loop.sh").write_text(f"{CLAUDE_ARGV} 'make the tests pass' > .claude-out 2>&1\n: > .claude-done\n"
+                                "while :; do read -r -t 1 _ <> .fifo || :; done\n")
+    os.mkfifo(wt / ".fifo")
+    with ModelServer(Script("same-failure", tuple(turns))) as model:
+        p = start(["bash", "loop.sh"], wt, claude_env(tmp_path / "home", model))
+        try:
+            pol = policy(root, cli="claude", same_failure=3, idle="1h", stuck="1h", no_progress="1h")
+            sup = supervisor(root, pol)
+            until(lambda: scan(sup.store, pol, system()).registered or sup.store.adopted())
+            until(lambda: (wt / ".claude-done").exists(), timeout=120)
+            f = _finding(sup.tick(), "adopted_same_failure")
+            assert f.evidence["source"] == "transcript" and f.evidence["times"] == 3
+            assert f.evidence["files"] and f.evidence["files"][0].endswith(".jsonl")
+            assert "AssertionError: <n> != <n> in test_add" in f.evidence["line"]
+            assert _finding(sup.tick(), "adopted_same_failure").evidence["times"] == 3  # read again: no new failure
+            four = policy(root, cli="claude", same_failure=4, idle="1h", stuck="1h", no_progress="1h")
+            views = observe(sup.store, four, system(), write=False)
+            assert not [x for x in findings(Snapshot(now=system().now(), adopted=views), four)
+                        if x.kind == "adopted_same_failure"]  # three in a row is not four
+            assert p.poll() is None  # alerted and snapshotted: never signalled
+        finally:
+            end(p)
