@@ -438,7 +438,9 @@ def observe(store, policy, clock: Clock, table: ProcTable | None = None, *, host
     for a in store.adopted(states=("gone",), host=host):
         r = rules.get(a.rule)
         if r is not None and r.gone_alert is not None and a.ended_at is not None and now - a.ended_at < r.gone_alert:
-            out.append(AdoptedView(a, False, states=tuple(tuple(s) for s in (a.data or {}).get("states") or ())))
+            # its worktree as it is now: what a snapshot would hold (the planner skips one that holds it already)
+            kept = step_states((a.data or {}).get("states") or (), now, worktree_state(a.worktree), policy.adopt.history)
+            out.append(AdoptedView(a, False, states=kept))
     for a in store.adopted(host=host):
         ticks = table.start_ticks(a.pid)
         same = ticks == a.start_ticks
