@@ -278,32 +278,24 @@ def _read_transcript(path: str, cli: str, prices) -> _Read | None:
     if old is not None and old.size == st.st_size and old.mtime_ns == st.st_mtime_ns:
         return old
     codex = cli == "codex" or os.path.basename(path).startswith("rollout-")  # Codex names its session files so
+    # one reader of the CLIs' lines (healer/loop/usage.py, the governed loop's too): spend, the CLI's own bill
+    # (Claude Code's cost-state, used when higher), the session id and the cwd the lines name
     meter = usage.Meter("codex" if codex else "claude", prices)
-    cwd = session = None
-    billed = 0.0
     tools: list[tuple[str | None, str]] = []
     try:
         with open(path, "rb") as f:
             for line in f:
                 meter.feed(line)
-                if cwd is None or session is None or b"cost-state" in line or b'"tool_result"' in line:
+                if b'"tool_result"' in line:
                     try:
                         obj = json.loads(line)
                     except ValueError:
                         continue
-                    if not isinstance(obj, dict):
-                        continue
-                    raw = obj.get("payload")
-                    pl: dict = raw if isinstance(raw, dict) else {}
-                    cwd = cwd or obj.get("cwd") or pl.get("cwd")
-                    session = session or obj.get("sessionId") or (pl.get("id") if obj.get("type") == "session_meta" else None)
-                    tools.extend(tool_results(obj))
-                    if obj.get("type") == "cost-state" and isinstance(obj.get("totalCostUSD"), (int, float)):
-                        billed = max(billed, float(obj["totalCostUSD"]))  # Claude Code's own bill of the session
+                    if isinstance(obj, dict):
+                        tools.extend(tool_results(obj))
     except OSError:
         return None
-    r = _Read(st.st_size, st.st_mtime_ns, cwd if isinstance(cwd, str) else None,
-              session if isinstance(session, str) else None, max(meter.usd, billed), tuple(tools))
+    r = _Read(st.st_size, st.st_mtime_ns, meter.cwd, meter.session, meter.usd, tuple(tools))
     _READS[path] = r
     return r
 
