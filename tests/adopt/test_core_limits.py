@@ -6,6 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from healer.core import decide
 from healer.core.adopt import (
     AdoptedView,
     Proc,
@@ -16,7 +17,7 @@ from healer.core.adopt import (
     step_failures,
     step_over,
 )
-from healer.core.model import Snapshot
+from healer.core.model import Memory, Snapshot
 from healer.errors import InvalidInput
 from healer.policy import Policy
 from healer.policy.load import validate_text
@@ -185,3 +186,21 @@ def test_a_gone_loop_is_reported_for_its_window_and_never_offered_a_stop():
     assert _kinds(gone, pol, now=1500.0 + 600) == set()  # the window is over
     assert _kinds(AdoptedView(_adopted(state="stopped", ended_at=1500.0), False), pol, now=1600.0) == set()  # healer's stop
     assert _kinds(gone, _policy(gone_alert=None), now=1501.0) == set()
+
+
+def test_a_rule_may_restart_a_killed_loop_with_its_declared_command_and_nothing_else():
+    pol = Policy.model_validate({"adopt": {"enabled": True, "rules": [{**RULE, "restart_command": ["bash", "loop.sh"],
+                                                                       "allow_stop": True}]},
+                                 "rules": [{"id": "restart-gone", "when": "adopted_gone",
+                                            "do": ["notify", "snapshot_worktree", "restart_adopted"]}],
+                                 "remediation": {"quiet_period": "0s"}})
+    gone = AdoptedView(_adopted(state="gone", ended_at=1500.0), False)
+    d = decide(Snapshot(now=1510.0, adopted=(gone,)), pol, Memory())
+    assert [a.action for a in d.actions] == ["snapshot_worktree", "restart_adopted"]
+    bad = "version: 1\nrules:\n  - {id: stop-gone, when: adopted_gone, do: [stop_adopted]}\n"
+    try:
+        validate_text(bad, "healer.yaml")  # a stop on a gone loop's pid is no action of this finding
+    except InvalidInput as e:
+        assert "healer.yaml:3:" in str(e) and "stop_adopted" in str(e)
+    else:
+        raise AssertionError("a stop was accepted for adopted_gone")
