@@ -6,7 +6,8 @@ few shapes, and this module reads them (Python's own parser, not a regex):
 - `store.append(KIND, subject, {payload})` and the game-day engine's `note(KIND, subject, {payload})`;
 - the store's own `_event(db, KIND, subject, {payload})`;
 - the pure core's `Effect("event", KIND, subject, {payload})`;
-- `set_setting(key, value, event=KIND)`, whose payload is `{"value": …}`.
+- `set_setting(key, value, event=KIND)`, whose payload is `{"value": …}`;
+- `update_adopted(id, …, event=KIND, payload={…})`.
 
 A kind is a string literal (or either branch of `A if c else B`); an f-string kind (`f"intent.{state}"`) stands
 for its family (`intent.*`). A payload is *closed* when it is a dict literal with literal keys (`**` of another
@@ -85,6 +86,8 @@ def _write_call(node: ast.Call) -> tuple[ast.AST, ast.AST | None, bool] | None:
     if name == "set_setting" or (name == "Effect" and node.args and isinstance(node.args[0], ast.Constant)
                                  and node.args[0].value == "set"):
         return (kw["event"], None, True) if "event" in kw else None
+    if name == "update_adopted":  # the store's adopted loops: `event=` with its `payload=` (healer/store/sql_adopted.py)
+        return (kw["event"], kw.get("payload"), False) if "event" in kw else None
     if name == "Effect":
         if not (node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == "event"):
             return None

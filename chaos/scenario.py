@@ -437,7 +437,7 @@ def _impossible_payload(sel, loc: tuple, marks: dict) -> list[Problem]:
 
 
 _KIND = re.compile(r"""["']((?:ticket|dispatch|supervisor|intent|remedy|lease|notify|proposal|repair|quarantine|chaos|main|"""
-                   r"""agent|worktree|loop|fleet|human|watch|store|container|gameday|label|clock|attempt)\.[a-z_]+(?:\.[a-z_]+)?)["']""")
+                   r"""agent|worktree|loop|fleet|human|watch|store|container|gameday|label|clock|attempt|adopt)\.[a-z_]+(?:\.[a-z_]+)?)["']""")
 _known_kinds: list[str] | None = None
 
 

@@ -24,9 +24,22 @@ from typing import Any, Protocol
 
 from healer import git
 from healer.clock import Clock
-from healer.core.adopt import AdoptedView, Candidate, Proc, descendants, ident, match, step_states
+from healer.core.adopt import (
+    AdoptedView,
+    Candidate,
+    Proc,
+    descendants,
+    group_usage,
+    ident,
+    match,
+    over_limits,
+    step_failures,
+    step_over,
+    step_states,
+)
 from healer.fleet.snapshot import HOST
 from healer.loop import usage
+from healer.loop.decide import failure_signature, shows_error
 from healer.records import Adopted
 
 ENV_KEYS = ("HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME")  # what locates a CLI's session files
@@ -59,6 +72,7 @@ class RealProcTable:
 
     def __init__(self) -> None:
         self._ticks = os.sysconf("SC_CLK_TCK")
+        self._page = os.sysconf("SC_PAGE_SIZE")
 
     def start_ticks(self, pid: int) -> int | None:
         f = _stat_fields(pid)
@@ -104,7 +118,7 @@ class RealProcTable:
             if not argv:
                 continue  # a kernel thread, or gone
             env = _env_of(pid)
-            out.append(Proc(pid, int(f[1]), int(f[2]), int(f[19]), argv, cwd, uid, env))
+            out.append(Proc(pid, int(f[1]), int(f[2]), int(f[19]), argv, cwd, uid, env, int(f[21]) * self._page))
         return out
 
 
@@ -182,11 +196,11 @@ def scan(store, policy, clock: Clock, table: ProcTable | None = None, *, host: s
         elif not write:
             res.registered.append(a)
     if write:
-        res.gone = mark_gone(store, table, now, host)
+        res.gone = mark_gone(store, table, host, now)
     return res
 
 
-def mark_gone(store, table: ProcTable, now: float, host: str = HOST) -> list[Adopted]:
+def mark_gone(store, table: ProcTable, host: str = HOST, now: float | None = None) -> list[Adopted]:
     gone = []
     for a in store.adopted(host=host):
         if table.start_ticks(a.pid) != a.start_ticks:
@@ -205,6 +219,7 @@ class _Read:
     cwd: str | None
     session: str | None
     usd: float
+    tools: tuple[tuple[str | None, str], ...] = ()  # each tool result in order: (failure signature or None, first line)
 
 
 _READS: dict[str, _Read] = {}  # path -> what a transcript said at (size, mtime): read again only when it changed
@@ -234,6 +249,30 @@ def session_globs(a: Adopted, rule) -> list[str]:
     return []
 
 
+def tool_results(obj: dict) -> list[tuple[str | None, str]]:
+    """The tool results of one Claude Code transcript line (a `user` message's `tool_result` blocks), each as (its
+    failure signature, its first error line) when `is_error`, else (None, ""): a tool that worked ends a run of
+    failures. The signature is the governed loop's own (failure_signature), so numbers, times and paths that change
+    between two tellings of one failure do not make it another."""
+    if obj.get("type") != "user":
+        return []
+    msg = obj.get("message")
+    content = msg.get("content") if isinstance(msg, dict) else None
+    out: list[tuple[str | None, str]] = []
+    for block in content if isinstance(content, list) else ():
+        if not isinstance(block, dict) or block.get("type") != "tool_result":
+            continue
+        if block.get("is_error") is not True:
+            out.append((None, ""))
+            continue
+        raw = block.get("content")
+        text = raw if isinstance(raw, str) else "\n".join(
+            str(b.get("text", "")) for b in raw if isinstance(b, dict)) if isinstance(raw, list) else ""
+        sig, line = failure_signature("tool", text)
+        out.append((sig, line.removeprefix("tool: ")))
+    return out
+
+
 def _read_transcript(path: str, cli: str, prices) -> _Read | None:
     try:
         st = os.stat(path)
@@ -243,30 +282,24 @@ def _read_transcript(path: str, cli: str, prices) -> _Read | None:
     if old is not None and old.size == st.st_size and old.mtime_ns == st.st_mtime_ns:
         return old
     codex = cli == "codex" or os.path.basename(path).startswith("rollout-")  # Codex names its session files so
+    # one reader of the CLIs' lines (healer/loop/usage.py, the governed loop's too): spend, the CLI's own bill
+    # (Claude Code's cost-state, used when higher), the session id and the cwd the lines name
     meter = usage.Meter("codex" if codex else "claude", prices)
-    cwd = session = None
-    billed = 0.0
+    tools: list[tuple[str | None, str]] = []
     try:
         with open(path, "rb") as f:
             for line in f:
                 meter.feed(line)
-                if cwd is None or session is None or b"cost-state" in line:
+                if b'"tool_result"' in line:
                     try:
                         obj = json.loads(line)
                     except ValueError:
                         continue
-                    if not isinstance(obj, dict):
-                        continue
-                    raw = obj.get("payload")
-                    pl: dict = raw if isinstance(raw, dict) else {}
-                    cwd = cwd or obj.get("cwd") or pl.get("cwd")
-                    session = session or obj.get("sessionId") or (pl.get("id") if obj.get("type") == "session_meta" else None)
-                    if obj.get("type") == "cost-state" and isinstance(obj.get("totalCostUSD"), (int, float)):
-                        billed = max(billed, float(obj["totalCostUSD"]))  # Claude Code's own bill of the session
+                    if isinstance(obj, dict):
+                        tools.extend(tool_results(obj))
     except OSError:
         return None
-    r = _Read(st.st_size, st.st_mtime_ns, cwd if isinstance(cwd, str) else None,
-              session if isinstance(session, str) else None, max(meter.usd, billed))
+    r = _Read(st.st_size, st.st_mtime_ns, meter.cwd, meter.session, meter.usd, tuple(tools))
     _READS[path] = r
     return r
 
@@ -342,6 +375,52 @@ def worktree_state(top: str) -> str | None:
     return h.hexdigest()[:16]
 
 
+FAILURE_TAIL = 256 * 1024  # bytes read of a failure file: its end, where a test runner's summary is
+
+
+def failure_reading(top: str, globs: Iterable[str]) -> tuple[str | None, str | None, str]:
+    """The newest of the loop's failure files: (its key: path, size and mtime, so a rewrite is a new reading even with
+    the same words; its failure signature, None when it shows no error line; the first error line). The signature is
+    the governed loop's own (healer/loop/decide.py failure_signature): one rule for what "the same failure" is."""
+    best: tuple[float, str] | None = None
+    for pattern in globs:
+        for path in glob.glob(os.path.join(top, pattern), recursive=True):
+            try:
+                mt = os.stat(path).st_mtime_ns
+            except OSError:
+                continue
+            if best is None or mt > best[0]:
+                best = (mt, path)
+    if best is None:
+        return None, None, ""
+    path = best[1]
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as f:
+            f.seek(max(0, st.st_size - FAILURE_TAIL))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return None, None, ""
+    key = f"{os.path.relpath(path, top)}:{st.st_size}:{st.st_mtime_ns}"
+    if not shows_error(text):
+        return key, None, ""  # written without an error line: a pass, which ends a run of failures
+    sig, line = failure_signature("adopted", text, (top,))
+    return key, sig, line.removeprefix("adopted: ")
+
+
+def _tool_history(fails, seen: dict, found, now: float, keep: int):
+    """The loop's tool-result history with what its transcripts added since the last tick (oldest transcript first;
+    `seen`: how many results of each were taken already)."""
+    out = tuple(tuple(f) for f in fails)
+    took: dict[str, int] = {}
+    for path, r, _mt in sorted(found, key=lambda x: (x[2], x[0])):
+        n = int(seen.get(path, 0))
+        for i, (sig, line) in enumerate(r.tools[n:], start=n):
+            out = step_failures(out, now, f"{os.path.basename(path)}#{i}", sig, line, keep)
+        took[path] = len(r.tools)
+    return out, took
+
+
 def observe(store, policy, clock: Clock, table: ProcTable | None = None, *, host: str = HOST,
             write: bool = True) -> tuple[AdoptedView, ...]:
     """This host's adopted loops as the core judges them; with `write`, their history and session id are kept."""
@@ -349,7 +428,15 @@ def observe(store, policy, clock: Clock, table: ProcTable | None = None, *, host
     rules = {r.name: r for r in policy.adopt.rules}
     prices = usage.price_table(policy.loop.prices)
     now = clock.now()
-    out = []
+    out: list[AdoptedView] = []
+    counted = [r for r in rules.values() if r.max_procs is not None or r.max_memory is not None]
+    procs = table.scan() if counted else []  # one read of the table for every loop whose rule counts
+    for a in store.adopted(states=("gone",), host=host):
+        r = rules.get(a.rule)
+        if r is not None and r.gone_alert is not None and a.ended_at is not None and now - a.ended_at < r.gone_alert:
+            # its worktree as it is now: what a snapshot would hold (the planner skips one that holds it already)
+            kept = step_states((a.data or {}).get("states") or (), now, worktree_state(a.worktree), policy.adopt.history)
+            out.append(AdoptedView(a, False, states=kept))
     for a in store.adopted(host=host):
         ticks = table.start_ticks(a.pid)
         same = ticks == a.start_ticks
@@ -368,14 +455,38 @@ def observe(store, policy, clock: Clock, table: ProcTable | None = None, *, host
         if rule is not None and rule.iterations_glob:
             iterations = len(glob.glob(os.path.join(a.worktree, rule.iterations_glob), recursive=True))
         states = step_states((a.data or {}).get("states") or (), now, worktree_state(a.worktree), policy.adopt.history)
+        fails = (a.data or {}).get("failures") or ()
+        if rule is not None and rule.failure_files and rule.same_failure is not None:
+            key, sig, line = failure_reading(a.worktree, rule.failure_files)
+            fails = step_failures(fails, now, key, sig, line, max(rule.same_failure, policy.adopt.history))
+        tool_fails = (a.data or {}).get("tool_failures") or ()
+        seen: dict[str, int] = {}
+        if rule is not None and rule.transcript_failures and rule.same_failure is not None:
+            tool_fails, seen = _tool_history(tool_fails, (a.data or {}).get("tools_seen") or {}, found, now,
+                                             max(rule.same_failure, policy.adopt.history))
+        n_procs = rss = None
+        over: dict[str, float] = {}
+        if rule is not None and rule in counted:
+            n_procs, rss = group_usage(procs, a.pid, a.pgid)
+            over = step_over((a.data or {}).get("over") or {}, now, over_limits(n_procs, rss, rule))
         newest = max(found, key=lambda x: x[2]) if found else None
         session = newest[1].session if newest else None
         if write:
             data: dict[str, Any] = dict(a.data or {})
-            changed = [list(s) for s in states] != data.get("states") or session != a.session_id
+            changed = ([list(s) for s in states] != data.get("states") or session != a.session_id
+                       or [list(f) for f in fails] != [list(f) for f in data.get("failures") or ()]
+                       or over != (data.get("over") or {}) or seen != (data.get("tools_seen") or {}))
             if changed:
+                data["over"] = over
+                if seen:
+                    data["tools_seen"] = seen
+                    data["tool_failures"] = [list(f) for f in tool_fails]
                 data["states"] = [list(s) for s in states]
+                if fails:
+                    data["failures"] = [list(f) for f in fails]
                 store.update_adopted(a.id, data=data, session_id=session)
         out.append(AdoptedView(replace(a, session_id=session or a.session_id), True, act,
-                               usd if found else None, iterations, states, tuple(p for p, _r, _m in found)))
+                               usd if found else None, iterations, states, tuple(p for p, _r, _m in found),
+                               n_procs, rss, tuple(tuple(f) for f in fails), over,
+                               tuple(tuple(f) for f in tool_fails)))
     return tuple(out)

@@ -109,6 +109,6 @@ def sentinel_key(kind: str) -> str:
     return f"{kind}:{SENTINEL_SUBJECT[kind]}"
 
 # adopted loops (docs/adopt.md): the finding kinds, most severe first, and the recovery refs of their worktrees
-ADOPTED_FINDINGS = ("adopted_cost", "adopted_stuck", "adopted_iterations", "adopted_cycle", "adopted_no_progress",
-                    "adopted_idle")
+ADOPTED_FINDINGS = ("adopted_cost", "adopted_memory", "adopted_procs", "adopted_stuck", "adopted_iterations",
+                    "adopted_same_failure", "adopted_cycle", "adopted_no_progress", "adopted_gone", "adopted_idle")
 RECOVERY_REFS = "refs/healer/recovery"  # refs/healer/recovery/<adopted id>/<n>: a snapshot of uncommitted work

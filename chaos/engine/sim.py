@@ -32,6 +32,7 @@ from chaos.agents.behaviours import Behaviour, make
 from chaos.checkers import STANDARD, History
 from chaos.engine.arming import FailpointArming
 from chaos.engine.base import Activity, Result, apply_fault, finish
+from chaos.engine.sim_adopt import SimAdopt
 from chaos.engine.sim_ports import Proc, SimGates, SimGit, SimLauncher, SimProcesses, SimRuntime
 from chaos.engine.simstore import CachedStore
 from chaos.faults.schedule import resolve
@@ -139,6 +140,7 @@ class SimEngine:
         self.tick = scenario.tick or self.policy.supervisor.tick
         self.dispatch_tick = self.policy.fleet.dispatch_tick
         self.ports = Ports(SimGit(self), SimGates(self), SimProcesses(self), SimLauncher(self))
+        self.adopt = SimAdopt(self)  # loops healer did not launch: the adoption's process table is its port
         self.main_commit = self.new_main_commit()
 
     def _open_store(self):
@@ -371,9 +373,11 @@ class SimEngine:
         # as the product does it, deterministically
         if standby:
             return Supervisor(self.root, self.policy, self.store, self.clock, self.runtime, holder="sim-supervisor-standby",
-                              ports=self.ports, host=HOST, lease_host=f"{SIM_HOST}-standby", pid=PID_BASE - 1000)
+                              ports=self.ports, host=HOST, lease_host=f"{SIM_HOST}-standby", pid=PID_BASE - 1000,
+                              proctable=self.adopt.table)
         return Supervisor(self.root, self.policy, self.store, self.clock, self.runtime, holder=f"sim-supervisor-{self.holder_n}",
-                          ports=self.ports, host=HOST, lease_host=SIM_HOST, pid=PID_BASE - self.holder_n)
+                          ports=self.ports, host=HOST, lease_host=SIM_HOST, pid=PID_BASE - self.holder_n,
+                          proctable=self.adopt.table)
 
     # -- faults -----------------------------------------------------------------------
     def _fault(self, f: Fault) -> None:
@@ -438,6 +442,8 @@ class SimEngine:
             self._beat(*args)
         elif what == "fault":
             self._fault(args[0])
+        elif what == "adopt":
+            self.adopt.step(*args)
         elif what == "restart_supervisor":
             self.supervisor_up = True
             self.holder_n += 1

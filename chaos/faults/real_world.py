@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chaos.faults import NotApplied, repo
+from chaos.faults import NotApplied, adopted, repo
 from chaos.faults import containers as cf
 from chaos.faults import process as pfault
 from chaos.faults.board import alert_flood, move_ticket, stale_labels, tickets
@@ -259,4 +259,5 @@ INJECT = {
     "frozen_dispatch": frozen_dispatch, "thaw_dispatch": thaw_dispatch,
     **dict.fromkeys(("kill_agent", "stop_agent", "continue_agent", "hung_agent"), _agent_fault),
     **dict.fromkeys((f"container_{op}" for op in ("kill", "pause", "unpause", "stop", "restart")), container),
+    **adopted.REAL,
 }

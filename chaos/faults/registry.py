@@ -187,6 +187,20 @@ _SPECS = (
     FaultSpec("command", "run `params.command` (argv), its `params.undo` journaled first", "params.undo",
               params={"command": "argv", "undo": "argv", "cwd": "str", "timeout": "duration"},
               required={"command": "an argv"}, for_root=True),
+    # loops healer did not launch (docs/adopt.md; chaos/faults/adopted.py): `target` names the loop, not a ticket
+    FaultSpec("adopted_loop", "a loop healer did not launch starts in a git worktree of its own, named by `target` "
+              "(sim: a virtual `bash loop.sh` appending a Claude Code turn of `params.tokens` every `params.every`, "
+              "ending by itself after `params.converge_after` turns; real: the fixture loop.sh around the real Claude "
+              "Code CLI and the game day's scripted model)", "ended at the end (real: its tree marker killed)", T,
+              params={"every": "duration", "tokens": "int", "converge_after": "int"}),
+    FaultSpec("adopted_hung_cli", "the target adopted loop's CLI hangs: alive and silent (real: the CLI's processes "
+              "SIGSTOPped)", "SIGCONT at the end (real)", T),
+    FaultSpec("adopted_runaway_cost", "the target adopted loop's turns bill `params.tokens` input tokens each from now "
+              "(real: the scripted model's turns bill about $1 each)", "-", T, params={"tokens": "int"}),
+    FaultSpec("adopted_endless_loop", "the target adopted loop never converges: it iterates on", "-", T),
+    FaultSpec("adopted_killed_session", "the target adopted loop's session is SIGKILLed, not through healer; sim: "
+              "with `params.reuse_after` its pid goes to a process no rule matches that long after", "-", T,
+              params={"reuse_after": "duration"}),
     *(FaultSpec(f"container_{op}", f"docker {op} the target's agent containers", "-", ("target", "count"), params=_CONTAINER)
       for op in ("kill", "pause", "unpause", "stop", "restart")),
 )

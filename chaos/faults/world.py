@@ -114,6 +114,9 @@ class SimWorld(World, Protocol):
 
     def add_worktree(self, ticket: str, created: float | None = None) -> str: ...
 
+    @property
+    def adopt(self) -> Any: ...  # the adopted loops (chaos/engine/sim_adopt.py SimAdopt)
+
     def wait_busy(self) -> None: ...  # until every holder's cwd is visible to the process table
 
 
@@ -159,6 +162,9 @@ class RealWorld(World, Protocol):
     def script(self, ticket: str, behaviour: str) -> None: ...  # the ticket's agents' next runs
 
     def jump_clock(self, seconds: float) -> float: ...
+
+    @property
+    def model(self) -> Any: ...  # real.model's scripted model server (chaos/agents/models/server.py), or None
 
     def docker(self) -> Any: ...
 

@@ -16,7 +16,8 @@ SPEC = ActionSpec(
     summary="start an adopted loop's declared restart_command in its worktree once the loop is gone",
     lease="subject",
     answers=frozenset({"adopted_idle", "adopted_stuck", "adopted_cost", "adopted_iterations", "adopted_no_progress",
-                       "adopted_cycle"}),
+                       "adopted_cycle", "adopted_procs", "adopted_memory", "adopted_same_failure",
+                       "adopted_gone"}),  # a killed session restarted, where a rule says so (none by default)
     plan=plan,
     handler="healer.remedy.handlers.adopted:RESTART_ADOPTED",
     rate_limit=(10, "1h"),

@@ -17,7 +17,7 @@ SPEC = ActionSpec(
     summary="stop an adopted loop where its rule allows it (snapshot first; SIGTERM, then SIGKILL; identity checked)",
     lease="subject",
     answers=frozenset({"adopted_idle", "adopted_stuck", "adopted_cost", "adopted_iterations", "adopted_no_progress",
-                       "adopted_cycle"}),
+                       "adopted_cycle", "adopted_procs", "adopted_memory", "adopted_same_failure"}),
     plan=plan,
     handler="healer.remedy.handlers.adopted:STOP_ADOPTED",
     rate_limit=(20, "1h"),

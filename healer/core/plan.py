@@ -90,6 +90,12 @@ def _text(f: Finding, now: float) -> str:
                               f"(cap {ev.get('max_iterations')}) in",
         "adopted_no_progress": f"adopted loop (pid {ev.get('pid')}): HEAD and diff of {ev.get('worktree')} unchanged",
         "adopted_cycle": f"adopted loop (pid {ev.get('pid')}): worktree states A-B-A-B",
+        "adopted_procs": f"adopted loop (pid {ev.get('pid')}) runs {ev.get('procs')} processes (cap {ev.get('max_procs')})",
+        "adopted_memory": f"adopted loop (pid {ev.get('pid')}) holds {ev.get('rss')} bytes resident "
+                          f"(cap {ev.get('max_memory')})",
+        "adopted_same_failure": f"adopted loop (pid {ev.get('pid')}) failed the same way {ev.get('times')} times in a "
+                                f"row ({ev.get('line')})",
+        "adopted_gone": f"adopted loop (pid {ev.get('pid')}, {ev.get('worktree')}) ended without healer stopping it",
         "spend_rate": f"${ev.get('spent_usd', 0):.2f} spent by the loops within {durations.format(ev.get('window', 0))} "
                       f"(alarm at ${ev.get('threshold_usd', 0):.2f}); top: {ev.get('top_run')}",
     }.get(f.kind, f.kind.replace("_", " "))

@@ -62,6 +62,11 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     _r("stop-adopted-iterations", "adopted_iterations", ["notify", "snapshot_worktree", "stop_adopted"], max_per_hour=20),
     _r("alert-adopted-no-progress", "adopted_no_progress", ["notify", "snapshot_worktree"]),
     _r("alert-adopted-cycle", "adopted_cycle", ["notify", "snapshot_worktree"]),
+    _r("stop-adopted-procs", "adopted_procs", ["notify", "snapshot_worktree", "stop_adopted"], max_per_hour=20),
+    _r("stop-adopted-memory", "adopted_memory", ["notify", "snapshot_worktree", "stop_adopted"], max_per_hour=20),
+    _r("alert-adopted-same-failure", "adopted_same_failure", ["notify", "snapshot_worktree"]),
+    # a loop that ended by itself (killed, crashed, done): a page, and what it left uncommitted kept in a ref
+    _r("alert-adopted-gone", "adopted_gone", ["notify", "snapshot_worktree"]),
 )
 assert {r.when for r in DEFAULT_RULES} == set(FINDINGS)
 

@@ -365,6 +365,11 @@ def error_lines(log: str, limit: int = 40) -> list[str]:
     return (picked or lines[-20:])[-limit:]
 
 
+def shows_error(log: str) -> bool:
+    """Does any line of the log look like an error (what error_lines picks, not its fallback tail)?"""
+    return any(_ERRORISH.search(ln) for ln in log.splitlines() if ln.strip() and not _NOISE.match(ln.strip()))
+
+
 def failure_signature(gate: str, log: str, roots: Iterable[str] = ()) -> tuple[str, str]:
     """(signature, first normalised error line). Sorted, de-duplicated, hashed: the
     order in which a test runner reports does not matter, the failing things do."""

@@ -185,7 +185,10 @@ class Meter:
         self.table = dict(prices) if prices is not None else dict(DEFAULT_PRICES)
         self.model = model  # the policy's loop.agent.model, until the stream names one
         self.turns: dict[str, Turn] = {}
-        self.reported_usd: float | None = None  # the CLI's own total (Claude's result line)
+        self.reported_usd: float | None = None  # the CLI's own total (Claude's result line, its transcript's cost-state)
+        # the session the lines belong to and the cwd they name (the loop's stream and an adopted loop's transcripts)
+        self.session: str | None = None
+        self.cwd: str | None = None
         self.codex_total = Tokens()  # Codex: the thread's running total, from any source
         self.text: list[str] = []  # what the agent said (Claude's result, Codex's agent messages)
         self.result_text: str | None = None
@@ -303,6 +306,25 @@ class Meter:
         return "\n".join(self.text)
 
     # -- feeding ------------------------------------------------------------------------
+    def _reported(self, cost: object) -> None:
+        """The CLI's own bill (used when higher than the estimate: `usd`), when it is a sane number."""
+        if not isinstance(cost, bool) and isinstance(cost, (int, float)) and cost == cost and 0 <= cost < 1e6:
+            self.reported_usd = max(float(cost), self.reported_usd or 0.0)
+
+    def _where(self, obj: dict, typ: str) -> None:
+        """The session id and cwd a line names: Claude Code's `sessionId`/`cwd` (each transcript line) or
+        `session_id`/`cwd` (stream-json's init); Codex's session_meta `payload.id`/`payload.cwd` (its session file)
+        or `thread_id` (exec --json's thread.started)."""
+        raw = obj.get("payload") if typ == "session_meta" else None
+        pl: dict = raw if isinstance(raw, dict) else {}
+        sid = obj.get("sessionId") or obj.get("session_id") or pl.get("id") or (
+            obj.get("thread_id") if typ == "thread.started" else None)
+        cwd = obj.get("cwd") or pl.get("cwd")
+        if self.session is None and isinstance(sid, str):
+            self.session = sid
+        if self.cwd is None and isinstance(cwd, str):
+            self.cwd = cwd
+
     def feed(self, line: str | bytes) -> list[Turn]:
         self.lines += 1
         if isinstance(line, bytes):
@@ -327,6 +349,11 @@ class Meter:
                                                        if isinstance(msg.get("info"), dict) else msg))
             return []
         self.events += 1
+        if self.session is None or self.cwd is None:
+            self._where(obj, typ)
+        if typ == "cost-state":  # Claude Code's transcript: its own bill of the session so far
+            self._reported(obj.get("totalCostUSD"))
+            return []
         if typ == "system" and obj.get("subtype") == "api_retry":  # Claude Code retries a failed request
             self._api_error(obj.get("error_status"), obj.get("error"), retried=True)
             return []
@@ -371,9 +398,7 @@ class Meter:
         if typ == "result":
             if obj.get("is_error") and (obj.get("api_error_status") is not None or obj.get("terminal_reason") == "api_error"):
                 self._api_error(obj.get("api_error_status"), obj.get("api_error_type") or obj.get("result"))
-            cost = obj.get("total_cost_usd", obj.get("cost_usd"))
-            if not isinstance(cost, bool) and isinstance(cost, (int, float)) and cost == cost and 0 <= cost < 1e6:
-                self.reported_usd = max(float(cost), self.reported_usd or 0.0)
+            self._reported(obj.get("total_cost_usd", obj.get("cost_usd")))
             if isinstance(obj.get("result"), str):
                 self.result_text = obj["result"]
             return []

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from healer.policy.units import Duration, PosInt, written
+from healer.policy.units import Duration, PosInt, Size, written
 
 # where each CLI writes its session transcripts by default (seen by running the pinned CLIs: docs/adopt.md)
 SESSION_GLOBS = {
@@ -61,6 +61,18 @@ class AdoptRule(BaseModel):
     no_progress: Duration | None = Field(written("1h"), description="HEAD and the worktree's diff unchanged this long")
     cost_cap_usd: float | None = Field(None, ge=0, description="spend read from its session transcripts")
     max_iterations: PosInt | None = Field(None, description="iterations counted by iterations_glob")
+    max_procs: PosInt | None = Field(None, description="processes of the loop (its process group when it leads one, "
+                                                       "and every descendant of its process), from /proc")
+    max_memory: Size | None = Field(None, description="their summed resident memory (RSS), a size with its unit: "
+                                                      "512MiB, 2GiB")
+    failure_files: list[str] = Field(default_factory=list, description="globs inside the worktree of the loop's "
+                                                                       "failure output (loop.sh: .loop/gates.log)")
+    same_failure: PosInt | None = Field(3, description="the same failure signature this many times in a row "
+                                                       "(failure_files, each new write one time)")
+    transcript_failures: bool = Field(True, description="its transcripts' failed tool calls count too: the same "
+                                                        "failure signature `same_failure` tool results in a row")
+    gone_alert: Duration | None = Field(written("1h"), description="a loop that ended without healer stopping it is "
+                                                                   "reported this long (adopted_gone); null: never")
 
     @model_validator(mode="after")
     def _restart(self):

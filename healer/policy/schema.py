@@ -74,6 +74,10 @@ FindingKind = Literal[
     "adopted_iterations",
     "adopted_no_progress",
     "adopted_cycle",
+    "adopted_procs",
+    "adopted_memory",
+    "adopted_same_failure",
+    "adopted_gone",
 ]
 FINDINGS: tuple[str, ...] = get_args(FindingKind)
 

@@ -7,7 +7,7 @@ from typing import Annotated, cast
 
 from pydantic import BeforeValidator, Field, PlainSerializer, ValidationInfo, WithJsonSchema
 
-from healer import durations
+from healer import durations, sizes
 
 WRITTEN = {"written": True}  # the validation context of what a person wrote (a file, --override): see _duration
 
@@ -26,6 +26,23 @@ Duration = Annotated[
     BeforeValidator(_duration),
     PlainSerializer(durations.format, return_type=str),
     WithJsonSchema({"type": "string", "pattern": durations.PATTERN, "examples": ["90s", "30m", "1h30m"]}),
+]
+
+
+def _size(v: object, info: ValidationInfo) -> int:
+    # as a duration: what a file says must carry its unit (`2048` is refused); python callers pass bytes as ints
+    if info.context and info.context.get("written"):
+        why = sizes.needs_unit(v)
+        if why:
+            raise ValueError(why)
+    return sizes.parse(v)
+
+
+Size = Annotated[
+    int,
+    BeforeValidator(_size),
+    PlainSerializer(sizes.format, return_type=str),
+    WithJsonSchema({"type": "string", "pattern": sizes.PATTERN, "examples": ["512MiB", "2GiB"]}),
 ]
 
 
