@@ -372,6 +372,12 @@ def inv_intents_settled(h: History) -> tuple[bool, str]:
     open_ = [i for i in h.intents if i.state not in ("done", "aborted")]
     if open_:
         i = open_[0]
+        # a supervisor killed with intents in flight recovers them at its next tick: a run that ends before any
+        # tick came after the crash cannot judge them yet (a generated schedule's crash in its last minute)
+        crashes = [e for e in h.events if e.kind == "chaos.crash" and e.subject == "supervisor"]
+        if crashes and not any(e.kind == "supervisor.tick" and e.id > crashes[-1].id for e in h.events):
+            return True, (f"{len(open_)} intent(s) in flight when the supervisor was killed "
+                          f"at +{crashes[-1].at - h.start:.0f}s, with no tick after it before the end: not yet judged")
         return False, f"{len(open_)} intent(s) left {i.state}, e.g. #{i.id} {i.action} {i.subject}"
     return True, f"{len(h.intents)} intent(s), every one done or aborted"
 

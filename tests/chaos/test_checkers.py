@@ -54,6 +54,13 @@ def test_notifications_per_window():
 def test_intents_and_files_and_leases():
     open_intent = Intent(1, "drop_label", "T-1", "begun", {}, "supervisor", "", 0, 0)
     assert not check({"invariant": "intents_settled"}, h([], intents=[open_intent])).ok
+    # killed with it in flight and the run over before a tick came back: not yet judged; a tick after: judged
+    crash = [ev(1, 5, "supervisor.tick", "supervisor"), ev(2, 10, "chaos.crash", "supervisor")]
+    c = check({"invariant": "intents_settled"}, h(crash, intents=[open_intent]))
+    assert c.ok and "not yet judged" in c.message
+    assert not check({"invariant": "intents_settled"}, h([*crash, ev(3, 70, "supervisor.tick", "supervisor")],
+                                                          intents=[open_intent])).ok
+    assert not check({"invariant": "intents_settled"}, h([ev(2, 10, "chaos.crash", "dispatcher")], intents=[open_intent])).ok
     extra = {"files_before": {"a.txt": "x", "b.txt": "y"}, "files_after": {"a.txt": "x"}, "quarantined": {"q/b.txt": "y"}}
     assert check({"invariant": "no_user_file_deleted"}, h([], extra=extra)).ok
     extra["quarantined"] = {}
