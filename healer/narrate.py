@@ -19,9 +19,11 @@ TICKS = frozenset({"supervisor.tick", "dispatch.tick", "supervisor.skipped"})
 _REMEDY = ("remedy.done", "remedy.refused", "remedy.aborted", "remedy.failed")
 _PAGES = ("notify.sent", "notify.resolved", "notify.expired", "notify.rejected")
 _FLEET = ("main.red", "main.green", "dispatch.paused", "dispatch.resumed_dispatch")
+# loops healer did not launch (docs/adopt.md): found, ended, replaced under their pid; what is done to them is remedy.*
+_ADOPT = ("adopt.registered", "adopt.gone", "adopt.identity_changed")
 
 # every kind `line` can speak of: a reader asks the store for these only (a tick's large payload is never read)
-KINDS = ("ticket.created", "ticket.moved", *_REMEDY, *_PAGES, *_FLEET)
+KINDS = ("ticket.created", "ticket.moved", *_REMEDY, *_PAGES, *_FLEET, *_ADOPT)
 
 _REASON_MAX = 160
 
@@ -85,6 +87,16 @@ def _fleet(e) -> str:
     return "dispatch paused" if e.kind == "dispatch.paused" else "dispatch resumed"
 
 
+def _adopt(e) -> str:
+    p = e.payload
+    if e.kind == "adopt.registered":
+        return (f"adopted loop {e.subject}: pid {p.get('pid', '?')} ({p.get('cli') or '?'}, rule {p.get('rule') or '?'}) "
+                f"in {p.get('worktree') or '?'}")
+    if e.kind == "adopt.gone":
+        return f"adopted loop {e.subject}: gone (pid {p.get('pid', '?')} ended or now another process)"
+    return f"adopted loop {e.subject}: pid {p.get('pid', '?')} is no longer it; nothing signalled"
+
+
 def line(e) -> str | None:
     """The one line a controller prints for event `e` (a healer.records.Event), or None when it says nothing new."""
     k = e.kind
@@ -99,6 +111,8 @@ def line(e) -> str | None:
         text = _page(e)
     elif k in _FLEET:
         text = _fleet(e)
+    elif k in _ADOPT:
+        text = _adopt(e)
     else:
         return None
     return f"{iso(e.at)} {text}" if text else None

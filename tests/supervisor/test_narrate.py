@@ -48,6 +48,9 @@ def ev(kind: str, subject: str = "", payload: dict | None = None, id: int = 1, a
      "page expired main_red: webhook:x (undelivered at its expiry)"),
     ("main.red", "main", {"commit": "0123456789abcdef"}, "main main red at 0123456789ab: dispatch pauses"),
     ("dispatch.paused", "dispatch.paused", {"value": True}, "dispatch paused"),
+    ("adopt.registered", "A4242-99", {"pid": 4242, "cli": "claude", "rule": "loop-sh", "worktree": "/w/x"},
+     "adopted loop A4242-99: pid 4242 (claude, rule loop-sh) in /w/x"),
+    ("adopt.gone", "A4242-99", {"pid": 4242}, "adopted loop A4242-99: gone (pid 4242 ended or now another process)"),
 ])
 def test_each_news_event_is_one_controller_line(kind, subject, payload, line):
     assert kind in narrate.KINDS
