@@ -21,7 +21,16 @@ from chaos.faults.world import RealWorld, SimWorld
 from chaos.scenario_parts import Fault
 from healer import procs
 
-LOOP_SH = Path(os.environ.get("HEALER_LOOP_SH_FIXTURE", "/work/shared/fixtures/loop-sh/loop.sh"))
+# the reference loop.sh (not ours) where the test machines keep it; else the same shape shipped in chaos/agents/
+REFERENCE_LOOP_SH = Path("/work/shared/fixtures/loop-sh/loop.sh")
+OWN_LOOP_SH = Path(__file__).resolve().parents[1] / "agents" / "loop.sh"
+
+
+def loop_sh() -> Path:
+    named = os.environ.get("HEALER_LOOP_SH_FIXTURE")
+    if named:
+        return Path(named)
+    return REFERENCE_LOOP_SH if REFERENCE_LOOP_SH.is_file() else OWN_LOOP_SH
 CLAUDE_ARGV = "claude -p --permission-mode acceptEdits --allowedTools Bash,Read,Edit,Write --model claude-sonnet-4-5"
 RUNAWAY_SCRIPT = "cost_fast"  # the scripted model's turns that bill about $1 each (chaos/agents/models/scripts.py)
 
@@ -75,8 +84,9 @@ def _real(e: RealWorld, f: Fault) -> tuple[int, str]:
 
 def real_loop(e: RealWorld, f: Fault) -> str:
     name = _name(f)
-    if not LOOP_SH.is_file():
-        raise NotApplied(f"the loop.sh fixture is not at {LOOP_SH} (HEALER_LOOP_SH_FIXTURE names it)")
+    script = loop_sh()
+    if not script.is_file():
+        raise NotApplied(f"the loop.sh fixture is not at {script} (HEALER_LOOP_SH_FIXTURE names it)")
     if getattr(e, "model", None) is None:
         raise NotApplied("adopted_loop (real) drives the real Claude Code CLI: the scenario needs `real: {model: SCRIPT}`")
     wt = e.gd / "adopted" / name
@@ -93,7 +103,7 @@ def real_loop(e: RealWorld, f: Fault) -> str:
     (e.gd / "logs").mkdir(exist_ok=True)
     log = open(e.gd / "logs" / f"adopted-{name}.log", "ab")  # noqa: SIM115 - the child holds it; closed below
     try:
-        proc, tree = procs.spawn(["bash", str(LOOP_SH)], cwd=wt, env=env, stdout=log, stderr=log, marker=marker)
+        proc, tree = procs.spawn(["bash", str(script)], cwd=wt, env=env, stdout=log, stderr=log, marker=marker)
     finally:
         log.close()
     e.holders.append((proc, tree))

@@ -64,3 +64,18 @@ def test_an_adopted_fault_on_no_such_loop_is_not_applied(tmp_path):
         e.abort()
     assert unsupported("adopted_endless_loop", REAL)  # a real loop.sh's gates are its own: simulated only
     assert unsupported("adopted_killed_session", REAL) is None and unsupported("adopted_killed_session", SIM) is None
+
+
+@pytest.mark.long  # ~35-40 s: the real Claude Code CLI in a real bash loop (2026-12-07)
+def test_the_real_killed_session_day_runs_with_the_shipped_loop_where_the_reference_one_is_absent(monkeypatch, tmp_path):
+    """A wheel installed elsewhere has no reference loop.sh: the real game days start chaos/agents/loop.sh (ours, the
+    same shape) instead, and judge it the same way."""
+    from chaos.faults import adopted
+    from tests.agents.conftest import need_cli
+
+    need_cli("claude")
+    monkeypatch.delenv("HEALER_LOOP_SH_FIXTURE", raising=False)
+    monkeypatch.setattr(adopted, "REFERENCE_LOOP_SH", tmp_path / "absent" / "loop.sh")
+    assert adopted.loop_sh() == adopted.OWN_LOOP_SH and adopted.OWN_LOOP_SH.is_file()
+    r = _run("adopted-killed-session-real", tmp_path)
+    assert r.status == "passed", r.error or [c.message for c in r.failures]
