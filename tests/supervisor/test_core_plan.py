@@ -224,13 +224,19 @@ def test_a_fleet_with_every_finding_kind_plans_for_each():
     from healer.records import Adopted
 
     p = Policy.model_validate({"remediation": {"max_actions_per_tick": 50}, "adopt": {"enabled": True, "rules": [
-        {"name": "loops", "match": ["loop"], "cost_cap_usd": 1.0, "max_iterations": 3, "allow_stop": True}]}})
+        {"name": "loops", "match": ["loop"], "cost_cap_usd": 1.0, "max_iterations": 3, "allow_stop": True,
+         "max_procs": 4, "max_memory": "1MiB"}]}})
     s = every_kind()
     now = s.now
     a = Adopted("A1-1", "loops", "h", 1, 1, 1, now - 86_400, "/w", "/w", "claude", None, "adopted", now - 86_400)
-    # an adopted loop that fires every adopted_* kind: idle, a day old, over its spend and iterations, A-B-A-B
+    # an adopted loop that fires every adopted_* kind: idle, a day old, over its spend, iterations, processes and
+    # memory, A-B-A-B, failing the same way three times; and one that ended a minute ago without healer (gone)
     cyc = tuple((now - 80_000 + i, "ab"[i % 2]) for i in range(4))
-    s = Snapshot(**{**s.__dict__, "adopted": (AdoptedView(a, True, now - 86_000, 2.0, 5, cyc),)})
+    fails = tuple((now - 300 + i, f"gates.log:{i}", "sig", "FAILED test_x") for i in range(3))
+    gone = Adopted("A2-2", "loops", "h", 2, 2, 2, now - 3600, "/v", "/v", "claude", None, "gone", now - 3600,
+                   ended_at=now - 60)
+    s = Snapshot(**{**s.__dict__, "adopted": (
+        AdoptedView(a, True, now - 86_000, 2.0, 5, cyc, procs=9, rss=8 << 20, failures=fails), AdoptedView(gone, False))})
     d = decide(s, p, Memory())
     kinds = {f.kind for f in d.findings}
     # dispatch_frozen is silenced by the red main (its own alarm); pool_saturated needs a full pool: checked alone
