@@ -12,13 +12,22 @@ from healer import durations, sizes
 WRITTEN = {"written": True}  # the validation context of what a person wrote (a file, --override): see _duration
 
 
-def _duration(v: object, info: ValidationInfo) -> float:
-    # what a file says must carry a unit (`90` is refused, issue 41); python callers pass seconds as numbers
-    if info.context and info.context.get("written"):
-        why = durations.needs_unit(v)
-        if why:
-            raise ValueError(why)
-    return durations.parse(v)
+def _unit_required(parse, needs_unit):
+    """A validator for a quantity with a unit: what a file says must carry it (`90`, `2048` are refused, issue 41);
+    python callers pass plain numbers (seconds, bytes)."""
+
+    def check(v: object, info: ValidationInfo):
+        if info.context and info.context.get("written"):
+            why = needs_unit(v)
+            if why:
+                raise ValueError(why)
+        return parse(v)
+
+    return check
+
+
+_duration = _unit_required(durations.parse, durations.needs_unit)
+_size = _unit_required(sizes.parse, sizes.needs_unit)
 
 
 Duration = Annotated[
@@ -27,15 +36,6 @@ Duration = Annotated[
     PlainSerializer(durations.format, return_type=str),
     WithJsonSchema({"type": "string", "pattern": durations.PATTERN, "examples": ["90s", "30m", "1h30m"]}),
 ]
-
-
-def _size(v: object, info: ValidationInfo) -> int:
-    # as a duration: what a file says must carry its unit (`2048` is refused); python callers pass bytes as ints
-    if info.context and info.context.get("written"):
-        why = sizes.needs_unit(v)
-        if why:
-            raise ValueError(why)
-    return sizes.parse(v)
 
 
 Size = Annotated[
