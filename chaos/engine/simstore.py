@@ -25,7 +25,6 @@ import json
 from typing import Any
 
 from healer import lifecycle
-from healer.store.base import Store
 from healer.store.sqlite import SqliteStore
 
 READS = {  # cached method -> the tables its answer depends on (tickets and agents: kept by row, _Rows)
