@@ -201,7 +201,7 @@ class SimRepo:
                 (ignored if self.excluded(rel) else untracked).append(rel)
             elif blob_id((c.path / rel).read_bytes()) != bid:
                 modified.append(rel)
-        return untracked, ignored, modified
+        return sorted(untracked), sorted(ignored), sorted(modified)  # git lists by path
 
     # -- writes -------------------------------------------------------------------------------------------
     @contextmanager
