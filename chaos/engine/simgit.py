@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -65,8 +66,11 @@ class SimRepo:
         (self.common / "refs" / "heads").mkdir(parents=True, exist_ok=True)
         self.blobs: dict[str, bytes] = {}
         self.commits: dict[str, Commit] = {}
+        self._ancestors: dict[str, frozenset[str]] = {}
         self.refs: dict[str, str] = {}
         self.checkouts: dict[str, Checkout] = {}
+        self._exclude: tuple[tuple[int, int] | None, set[str]] = (None, set())
+        self._stat_ids: dict[str, tuple[tuple[int, int, int], str]] = {}
         self.main = main
         first = self._commit_object((), {}, "initial")
         self.refs[f"refs/heads/{main}"] = first
@@ -90,14 +94,16 @@ class SimRepo:
     def head(self, c: Checkout) -> str | None:
         return self.refs.get(f"refs/heads/{c.branch}") if c.branch else c.detached
 
-    def ancestors(self, sha: str) -> set[str]:
-        seen, todo = set(), [sha]
-        while todo:
-            s = todo.pop()
-            if s not in seen and s in self.commits:
-                seen.add(s)
-                todo.extend(self.commits[s].parents)
-        return seen
+    def ancestors(self, sha: str) -> frozenset[str]:
+        """`sha` and every commit it descends from (kept: a commit never changes)."""
+        got = self._ancestors.get(sha)
+        if got is None:
+            c = self.commits.get(sha)
+            if c is None:
+                return frozenset()
+            got = frozenset({sha}.union(*(self.ancestors(p) for p in c.parents)))
+            self._ancestors[sha] = got
+        return got
 
     def is_ancestor(self, a: str, b: str) -> bool:
         return a in self.ancestors(b)
@@ -110,10 +116,14 @@ class SimRepo:
 
     def enclosing(self, path: str | Path) -> Checkout | None:
         """The checkout git would find from `path`: the nearest registered one at or above it."""
+        key = str(path)
+        c = self.checkouts.get(key)  # asked of a checkout's own folder every pass: no Path arithmetic then
+        if c is not None and os.path.isdir(key):
+            return c if c.path == self.root or os.path.isfile(os.path.join(key, ".git")) else None
         p = Path(path)
         if not p.is_dir():
             return None
-        for q in (p, *p.parents):
+        for q in p.parents:
             c = self.checkout(q)
             if c is not None and (c.path == self.root or (c.path / ".git").is_file()):
                 return c
@@ -167,41 +177,75 @@ class SimRepo:
                 del self.checkouts[key]
                 _clear_dir(c.git_dir)
 
-    def files(self, c: Checkout) -> Iterator[str]:
-        """Every file in `c`'s folder, relative, without the `.git` file and other checkouts' folders."""
-        nested = [Path(k) for k in self.checkouts if k != str(c.path) and Path(k).is_relative_to(c.path)]
-        for dirpath, dirs, names in os.walk(c.path):
-            d = Path(dirpath)
-            dirs[:] = sorted(x for x in dirs if not (d == c.path and x == ".git") and d / x not in nested)
-            for n in sorted(names):
-                if d == c.path and n == ".git":
+    def files(self, c: Checkout, *, ignored: bool = True) -> Iterator[tuple[str, os.DirEntry]]:
+        """Every file in `c`'s folder (relative, with its directory entry), without the `.git` file and other checkouts'
+        folders (`ignored` False: nor the excluded folders, which `git status` does not descend into either)."""
+        top = str(c.path)
+        others = {k for k in self.checkouts if k != top}
+        pats = self._patterns() if not ignored else set()
+        todo = [(top, "")]
+        while todo:
+            d, rel_dir = todo.pop()
+            try:
+                entries = sorted(os.scandir(d), key=lambda x: x.name)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for x in entries:
+                if not rel_dir and x.name == ".git":
                     continue
-                yield (d / n).relative_to(c.path).as_posix()
+                if x.is_dir(follow_symlinks=False):
+                    if x.path not in others and (ignored or x.name + "/" not in pats):
+                        todo.append((x.path, rel_dir + x.name + "/"))
+                else:
+                    yield rel_dir + x.name, x
+
+    def _patterns(self) -> set[str]:
+        """The lines of `<common>/info/exclude` (what ensure_excluded wrote: a folder `x/` or a name), re-read
+        when the file changes."""
+        ex = self.common / "info" / "exclude"
+        try:
+            st = ex.stat()
+        except FileNotFoundError:
+            return set()
+        key = (st.st_mtime_ns, st.st_size)
+        if self._exclude[0] != key:
+            lines = {ln.strip() for ln in ex.read_text().splitlines()}
+            self._exclude = (key, {ln for ln in lines if ln and not ln.startswith("#")})
+        return self._exclude[1]
 
     def excluded(self, rel: str) -> bool:
-        """Left out of `git status` by `<common>/info/exclude` (lines as written there: a folder `x/` or a name)."""
-        ex = self.common / "info" / "exclude"
-        if not ex.is_file():
-            return False
+        """Left out of `git status` by `<common>/info/exclude`."""
         parts = rel.split("/")
-        for pat in ex.read_text().splitlines():
-            pat = pat.strip()
-            if not pat or pat.startswith("#"):
-                continue
-            if pat.endswith("/") and pat.rstrip("/") in parts[:-1] or pat in parts:
-                return True
-        return False
+        pats = self._patterns()
+        return any(p + "/" in pats for p in parts[:-1]) or any(p in pats for p in parts)
 
-    def status(self, c: Checkout) -> tuple[list[str], list[str], list[str]]:
-        """(untracked, ignored, modified) files of `c`, relative."""
-        untracked, ignored, modified = [], [], []
-        for rel in self.files(c):
+    def blob_of(self, f: Path | str, st: os.stat_result | None = None) -> str:
+        """The blob id of a file's content, re-read only when its stat data changed (as git's index does)."""
+        key = str(f)
+        st = st or os.stat(key, follow_symlinks=False)
+        sig = (st.st_mtime_ns, st.st_size, st.st_ino)
+        got = self._stat_ids.get(key)
+        if got is not None and got[0] == sig:
+            return got[1]
+        if stat.S_ISLNK(st.st_mode):  # git holds a link's target text
+            bid = blob_id(os.readlink(key).encode())
+        else:
+            with open(key, "rb") as fh:
+                bid = blob_id(fh.read())
+        self._stat_ids[key] = (sig, bid)
+        return bid
+
+    def status(self, c: Checkout, *, full: bool = True) -> tuple[list[str], list[str], list[str]]:
+        """(untracked, ignored, modified) files of `c`, relative (`full` False: the untracked ones only, the
+        others left empty, as `git status --ignored=no` reads no tracked file's content to list them)."""
+        untracked, ign, modified = [], [], []
+        for rel, x in self.files(c, ignored=full):
             bid = c.index.get(rel)
             if bid is None:
-                (ignored if self.excluded(rel) else untracked).append(rel)
-            elif blob_id((c.path / rel).read_bytes()) != bid:
+                (ign if self.excluded(rel) else untracked).append(rel)
+            elif full and self.blob_of(x.path, x.stat(follow_symlinks=False)) != bid:
                 modified.append(rel)
-        return sorted(untracked), sorted(ignored), sorted(modified)  # git lists by path
+        return sorted(untracked), sorted(ign), sorted(modified)  # git lists by path
 
     # -- writes -------------------------------------------------------------------------------------------
     @contextmanager
@@ -267,9 +311,20 @@ class SimRepo:
         return self._commit_object((onto, commit), tree, message), []
 
     def _merge_base(self, a: str, b: str) -> str | None:
-        common = self.ancestors(a) & self.ancestors(b)
-        # the best common ancestor: one no other common ancestor descends from
-        best = [s for s in common if not any(s != t and self.is_ancestor(s, t) for t in common)]
+        """The best common ancestor: walking back from `b`, the first commits `a` descends from (their own
+        ancestors are common too, and worse), then the one no other of them descends from."""
+        of_a = self.ancestors(a)
+        found, seen, todo = [], set(), [b]
+        while todo:
+            s = todo.pop()
+            if s in seen or s not in self.commits:
+                continue
+            seen.add(s)
+            if s in of_a:
+                found.append(s)
+            else:
+                todo.extend(self.commits[s].parents)
+        best = [s for s in found if not any(s != t and s in self.ancestors(t) for t in found)]
         return min(best) if best else None
 
     def advance(self, branch: str, old: str, new: str) -> None:
@@ -294,7 +349,7 @@ class SimRepo:
         if c is None or not path.is_file():
             return False
         rel = path.relative_to(c.path).as_posix()
-        return c.index.get(rel) == blob_id(path.read_bytes())
+        return c.index.get(rel) == self.blob_of(path)
 
 
 def _clear_dir(d: Path) -> None:
@@ -335,7 +390,8 @@ class SimGit:
         if c is None:
             return None, None
         head = self.repo.head(c)
-        snap = sorted((rel, blob_id((c.path / rel).read_bytes())) for rel in self.repo.files(c) if not is_loop_file(rel))
+        snap = sorted((rel, self.repo.blob_of(x.path, x.stat(follow_symlinks=False))) for rel, x in self.repo.files(c)
+                      if not is_loop_file(rel))
         return head, hashlib.sha256(f"{head}:{snap}".encode()).hexdigest()[:16]
 
     def sweep_scratch(self, root) -> list[str]:
@@ -366,7 +422,7 @@ class SimGit:
 
     def untracked(self, path) -> list[str]:
         c = self.repo.enclosing(path)
-        return [] if c is None else self.repo.status(c)[0]
+        return [] if c is None else self.repo.status(c, full=False)[0]
 
     def is_toplevel(self, path) -> bool:
         return self.repo.checkout(path) is not None and self.repo.enclosing(path) is not None
