@@ -7,9 +7,10 @@ ticket transitions through the lifecycle table, the intent journal.
 and the REAL remediation executor (`healer.remedy.actions.execute` and `recover`), which
 talks to the virtual processes through `SimRuntime` (the Runtime port).
 What is simulated: agent processes (a behaviour from chaos/agents/behaviours.py decides
-how long each run takes and how it ends), main's colour, worktree contents, and
-the ports the real Dispatcher and Supervisor run over (chaos/engine/sim_ports.py: runtime, git,
-gates, process table, repair launcher).
+how long each run takes and how it ends; a run that commits commits in its worktree), main's colour, and
+the ports the real Dispatcher and Supervisor run over (chaos/engine/sim_ports.py: runtime, gates, process
+table, repair launcher; chaos/engine/simgit.py: git, over a repository model with git's semantics whose
+checkouts and lock files are on disk).
 
 Everything is driven by a heap of timed steps; the only randomness comes from
 `random.Random(seed)`, so a run is a pure function of (scenario, seed).
