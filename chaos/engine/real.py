@@ -56,6 +56,7 @@ from healer import clock, failpoints, lifecycle, procs
 from healer import quarantine as qmod
 from healer.clock import Clock, system
 from healer.containers.client import connect
+from healer.fleet.ports import RealGit
 from healer.fleet.snapshot import HOST
 from healer.policy.schema import Policy
 from healer.records import Agent, Worktree
@@ -96,6 +97,8 @@ class RealEngine:
         self.progress = progress
         self.gd = Path(workdir).resolve()
         self.root = self.gd / "fleet"
+        self.trash = self.gd / "trash"  # where a vanished worktree goes (delete_worktree)
+        self.git = RealGit()  # the faults' way into the fleet's repository (chaos/faults/checkouts.py)
         self.run_id = f"{scenario.name}-{uuid.uuid4().hex[:8]}"
         self.marker = f"gameday-{self.run_id}"
         self.values = {"python": sys.executable, "gameday_dir": str(self.gd), "fleet_root": str(self.root),

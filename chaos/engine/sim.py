@@ -7,9 +7,10 @@ ticket transitions through the lifecycle table, the intent journal.
 and the REAL remediation executor (`healer.remedy.actions.execute` and `recover`), which
 talks to the virtual processes through `SimRuntime` (the Runtime port).
 What is simulated: agent processes (a behaviour from chaos/agents/behaviours.py decides
-how long each run takes and how it ends), main's colour, worktree contents, and
-the ports the real Dispatcher and Supervisor run over (chaos/engine/sim_ports.py: runtime, git,
-gates, process table, repair launcher).
+how long each run takes and how it ends; a run that commits commits in its worktree), main's colour, and
+the ports the real Dispatcher and Supervisor run over (chaos/engine/sim_ports.py: runtime, gates, process
+table, repair launcher; chaos/engine/simgit.py: git, over a repository model with git's semantics whose
+checkouts and lock files are on disk).
 
 Everything is driven by a heap of timed steps; the only randomness comes from
 `random.Random(seed)`, so a run is a pure function of (scenario, seed).
@@ -33,7 +34,8 @@ from chaos.checkers import STANDARD, History
 from chaos.engine.arming import FailpointArming
 from chaos.engine.base import Activity, Result, apply_fault, finish
 from chaos.engine.sim_adopt import SimAdopt
-from chaos.engine.sim_ports import Proc, SimGates, SimGit, SimLauncher, SimProcesses, SimRuntime
+from chaos.engine.sim_ports import Proc, SimGates, SimLauncher, SimProcesses, SimRuntime
+from chaos.engine.simgit import SimGit, SimRepo
 from chaos.engine.simstore import CachedStore
 from chaos.faults.schedule import resolve
 from chaos.faults.undo import UndoJournal, home
@@ -49,10 +51,12 @@ from healer.errors import HealerError
 from healer.fleet.dispatcher import Dispatcher
 from healer.fleet.ports import Ports
 from healer.fleet.snapshot import HOST
+from healer.git import GitError
 from healer.records import Agent, Worktree
 from healer.store import db_path
 from healer.supervisor import Supervisor
 
+RED = b"main is broken on purpose (game day)\n"  # what real mode's red_main commits (chaos/faults/repo.py)
 START = 1_700_000_000.0  # a fixed epoch start: a run is reproducible to the second
 PAUSED_KEY = cv.DISPATCH_PAUSED
 MAIN_STATUS = cv.MAIN_STATUS
@@ -85,8 +89,12 @@ class SimEngine:
         self.clock = VirtualClock(START)
         self.offset = 0.0  # wall-clock jumps (clock_jump fault)
         self.root = Path(workdir) / "fleet"
+        self.trash = Path(workdir) / "trash"  # where a vanished worktree goes (delete_worktree): kept, as in real mode
+        self.run_id = f"{scenario.name}-{self.seed}"
         fresh(self.root)
         (self.root / ".healer").mkdir(parents=True)
+        self.repo = SimRepo(self.root, self.policy.fleet.main_branch)  # the fleet's git (chaos/engine/simgit.py)
+        self.git = SimGit(self.repo)
         self.store = self._open_store()
         self.pid_n = 0
         self.heap: list[tuple[float, int, str, tuple]] = []
@@ -104,7 +112,6 @@ class SimEngine:
         self._cuts_seen = 0
         self.behaviours: dict[str, Behaviour] = {}
         self.runs: dict[str, int] = {}
-        self.heads: dict[str, str] = {}
         self.broken: set[str] = set()
         self.broken_since: dict[str, float] = {}  # a merge before the fault was of good work
         self.main = scenario.fleet.main
@@ -121,7 +128,6 @@ class SimEngine:
         self.hooks = Hooks()
         self.holder_n = 1
         self.repair_n = 0
-        self.files: dict[str, set[str]] = {}  # worktree path -> unknown files in it (relative)
         self.activities: list[Activity] = []
         self.rollbacks: list[Activity] = []
         self.ticks = 0
@@ -139,9 +145,10 @@ class SimEngine:
         self.fired: set[int] = set()
         self.tick = scenario.tick or self.policy.supervisor.tick
         self.dispatch_tick = self.policy.fleet.dispatch_tick
-        self.ports = Ports(SimGit(self), SimGates(self), SimProcesses(self), SimLauncher(self))
+        self.ports = Ports(self.git, SimGates(self), SimProcesses(self), SimLauncher(self))
+        if self.main == "red":
+            self.repo.commit(self.root, {"RED": RED}, "game day: break main")
         self.adopt = SimAdopt(self)  # loops healer did not launch: the adoption's process table is its port
-        self.main_commit = self.new_main_commit()
 
     def _open_store(self):
         store = CachedStore(db_path(self.root), self.clock, root=self.root.resolve())
@@ -156,15 +163,25 @@ class SimEngine:
     def at(self, t: float, what: str, *args: Any) -> None:
         heapq.heappush(self.heap, (t, next(self.seq), what, args))
 
-    def new_main_commit(self) -> str:
-        self.main_n = getattr(self, "main_n", 0) + 1
-        return hashlib.sha1(f"main:{self.main_n}:{self.seed}".encode()).hexdigest()
+    @property
+    def main_commit(self) -> str:
+        head = self.repo.resolve(f"refs/heads/{self.policy.fleet.main_branch}")
+        assert head is not None  # the world's main branch is never deleted
+        return head
 
     def set_main(self, colour: str) -> None:
-        """Main's gates turn `colour` (red_main / green_main): a new main commit, and since when it is red."""
+        """Main's gates turn `colour` (red_main / green_main): a commit on main that adds (removes) `RED`, as real
+        mode's fault commits it (chaos/faults/repo.py set_main), and since when it is red."""
+        red = self.repo.checkout(self.root)
+        has = red is not None and "RED" in red.index
+        if colour == "red" and not has:
+            self.repo.commit(self.root, {"RED": RED}, "game day: break main")
+        elif colour != "red" and has:
+            self.repo.commit(self.root, {}, "game day: fix main", remove=("RED",))
+        else:  # the same tree again (`commit --allow-empty`): a new head all the same, whose gates give `colour`
+            self.repo.commit(self.root, {}, f"game day: {colour} main")
         self.main = colour
         self.main_red_since = self.now if colour == "red" else None
-        self.main_commit = self.new_main_commit()
 
     def sim_now(self) -> float:
         return self.clock.now() - self.offset - START
@@ -212,8 +229,8 @@ class SimEngine:
                             self._spawn(aid, tid, PID_BASE + self.pid_n)
                     self.runs[tid] = 1
                 if spec.state == lifecycle.REVIEW and spec.worktree:  # its work: a branch with a commit
-                    self.add_worktree(tid, created)
-                    self.heads[tid] = hashlib.sha1(f"{tid}:review:{self.seed}".encode()).hexdigest()[:12]
+                    self.repo.commit(self.add_worktree(tid, created), {f"work/{tid}.txt": f"{tid}: the work under review\n".encode()},
+                                     f"{tid}: work")
         self.store.set_setting(MAIN_STATUS, "unknown")
         self.policy_file = self.root / ".healer" / "policy.gameday.yaml"
         self.policy_file.write_text(yaml.safe_dump(self.policy.model_dump(mode="json", by_alias=True), sort_keys=False))
@@ -239,9 +256,8 @@ class SimEngine:
         path = str(cv.worktree_for(self.root, tid))
         existing = [w for w in self.store.worktrees() if w.path == path]
         if not existing:
-            Path(path).mkdir(parents=True, exist_ok=True)
+            self.git.add_worktree(self.root, path, cv.branch_for(tid), self.policy.fleet.main_branch)
             self.store.add_worktree(Worktree(path, tid, cv.branch_for(tid), created if created is not None else self.now))
-            self.files.setdefault(path, set())
         return path
 
     # -- processes ----------------------------------------------------------------
@@ -288,8 +304,12 @@ class SimEngine:
         p.alive = False
         self.world_v += 1
         tid = p.ticket
-        if p.run.commit:
-            self.heads[tid] = hashlib.sha1(f"{tid}:{self.runs.get(tid, 0)}:{self.seed}".encode()).hexdigest()[:12]
+        if p.run.commit and p.worktree:
+            n = self.runs.get(tid, 0)
+            try:  # the agent's work, committed in its worktree (not when it vanished, or when its index is locked)
+                self.repo.commit(p.worktree, {f"work/{tid}.txt": f"{tid}: run {n}\n".encode()}, f"{tid}: run {n}")
+            except GitError as e:
+                self.store.append("chaos.commit_failed", aid, {"ticket": tid, "error": str(e)})
         if p.run.outcome == "infra":  # the runner's own end for a service that was away: 69 and its cause
             p.exit_code = 69
             if p.worktree and p.run_id and Path(p.worktree).is_dir():
@@ -466,7 +486,7 @@ class SimEngine:
         test drives the same three itself (advance a little, inject, look at `history()`, advance again)."""
         result = Result(self.sc, "failed", seed=self.seed, disabled=self.disabled, started=self.wall.now())
         self.setup()
-        self.files_before = _files(self.root)
+        self.files_before = _files(self.repo)
         result.steady_before = self.steady()
         self.at(0.0, "dispatch_tick")
         self.at(min(1.0, self.tick), "supervise")
@@ -503,7 +523,7 @@ class SimEngine:
         """The run so far, as the checkers see it (`extra` overrides the engine's observations)."""
         ex = dict(extra or {})
         if "files_after" not in ex:
-            ex["files_after"] = _files(self.root)
+            ex["files_after"] = _files(self.repo)
         if "quarantined" not in ex:
             ex["quarantined"] = _quarantined(self.root)
         return History(self.store.events(), {t.id: t for t in self.store.tickets()}, self.store.intents(),
@@ -544,7 +564,7 @@ class SimEngine:
         for u, what in self.undo.undo_all():
             self.rollbacks.append(Activity(f"undo {u.kind}", "rollback", self.wall.now(), self.wall.now(), "succeeded", what))
         self.undo.finish()  # all undone: the run's journal folder goes (a failed undo keeps it for `gameday clean`)
-        files_after, quarantined = _files(self.root), _quarantined(self.root)  # before the restore check puts files back
+        files_after, quarantined = _files(self.repo), _quarantined(self.root)  # before the restore check puts files back
         restored = self._restore_check()
         history = self.history({"files_after": files_after, "quarantined": quarantined, "restored": restored})
         result.activities = self.activities
@@ -589,13 +609,15 @@ class SimEngine:
                 "dispatch_paused": bool(self.store.get_setting(PAUSED_KEY, False))}
 
 
-def _files(root: Path) -> dict[str, str]:
+def _files(repo: SimRepo) -> dict[str, str]:
+    """User files of the fleet: outside healer's folder, or inside a ticket's worktree (the product keeps them in
+    .healer/worktrees); never git's own (`.git`), nor a file git holds unchanged (its removal loses nothing)."""
+    root = repo.root
     out = {}
     for p in root.rglob("*"):
         parts = p.relative_to(root).parts
-        # the user's files: outside healer's folder, or inside a ticket's worktree (the product keeps them in .healer/worktrees)
         user = ".healer" not in parts or (parts[:2] == (".healer", "worktrees") and ".healer" not in parts[2:])
-        if p.is_file() and user:
+        if p.is_file() and user and ".git" not in parts and not repo.tracked_clean(p):
             out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
 

@@ -1,28 +1,25 @@
 """The simulated world's ports: what the REAL Dispatcher, Supervisor and remediation executor call (healer/fleet/
 ports.py, healer/fleet/runtime.py), answered from the engine's virtual state (chaos/engine/sim.py, `SimEngine`).
 
-Agents are virtual processes (`Proc`); git is main's head and each ticket's head, a worktree a plain folder; gates
-answer with main's colour and the world's verdict on each proposal; the process table knows only the world's own
+Agents are virtual processes (`Proc`); git is the world's repository model (chaos/engine/simgit.py, its own port);
+gates answer with main's colour and the world's verdict on each proposal, merging onto main in that repository; the process table knows only the world's own
 holder processes; the repair launcher records a run without starting one. Each port keeps its engine as `e`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from chaos.agents.behaviours import Run
-from healer import conventions as cv
 from healer import procs
-from healer.errors import HealerError
 from healer.fleet.gates import FAIL, PASS, UNKNOWN, GateResult
 from healer.fleet.ports import Found
-from healer.fleet.proposals import DEFERRED, MERGED, REJECTED, WITHHELD, Verdict
+from healer.fleet.proposals import DEFERRED, MERGED, REJECTED, WITHHELD, Verdict, conflict_text, merge_message
 from healer.fleet.runtime import EXITED, GONE, PAUSED, RUNNING, Handle, Status
 from healer.fleet.snapshot import busy_map
+from healer.git import GitError
 
 
 @dataclass
@@ -74,94 +71,6 @@ class SimRuntime:
         return self.status(handle)
 
 
-class SimGit:
-    """The Git port: main's head and each ticket's head are the world's; a worktree is a plain folder."""
-
-    def __init__(self, eng: Any) -> None:
-        self.e = eng
-        self.wt_base = cv.worktree_for(eng.root, "x").parent
-        self._where: dict[str, tuple[bool, str | None]] = {}  # path text -> (the fleet root?, ticket of its worktree)
-
-    def _place(self, path) -> tuple[bool, str | None]:
-        # asked for the same few paths every pass (heartbeats): Path arithmetic once per path text
-        key = str(path)
-        got = self._where.get(key)
-        if got is None:
-            p = Path(key)
-            got = self._where[key] = (p == self.e.root, p.name if p.parent == self.wt_base else None)
-        return got
-
-    def _ticket_of(self, path) -> str | None:
-        return self._place(path)[1]
-
-    def is_repo(self, path) -> bool:
-        return True
-
-    def rev(self, path, ref="HEAD"):
-        is_root, tid = self._place(path)
-        if is_root:
-            main = self.e.policy.fleet.main_branch
-            if ref in (main, f"refs/heads/{main}", "HEAD"):
-                return self.e.main_commit
-            if ref.startswith("refs/heads/" + cv.BRANCH_PREFIX):
-                return self.e.heads.get(ref[len("refs/heads/" + cv.BRANCH_PREFIX):])
-            return None
-        return self.e.heads.get(tid) if tid and os.path.isdir(path) else None
-
-    def ensure_excluded(self, root) -> None:
-        pass
-
-    def add_worktree(self, root, path, branch, base) -> bool:
-        new = not Path(path).is_dir()
-        Path(path).mkdir(parents=True, exist_ok=True)
-        self.e.files.setdefault(str(path), set())
-        return new
-
-    def state(self, worktree):
-        if not os.path.isdir(worktree):
-            return None, None
-        head = self.rev(worktree)
-        return head, hashlib.sha1(f"{head}".encode()).hexdigest()[:12]
-
-    def sweep_scratch(self, root) -> list[str]:
-        return []
-
-    def half_made(self, root, path) -> str | None:
-        return None  # a simulated `worktree add` is one mkdir: it is never left half-made
-
-    def set_aside(self, root, path, to) -> Path | None:
-        return None
-
-    def untracked(self, path) -> list[str]:
-        return sorted(self.e.files.get(str(path), ()))
-
-    def is_toplevel(self, path) -> bool:
-        return self._ticket_of(path) is not None
-
-    # a simulated checkout is a plain folder that git knows nothing of: every file in it is the worktree's own
-    def dirty(self, path) -> list[str]:
-        base = Path(path)
-        return sorted(f.relative_to(base).as_posix() for f in base.rglob("*") if f.is_file() or f.is_symlink())
-
-    def tracked(self, path) -> bool:
-        return False
-
-    def remove_worktree(self, path) -> None:
-        p = Path(path)
-        if not p.exists():
-            return
-        left = self.dirty(p)
-        if left:  # the executor quarantined them all first; one that appeared since is never deleted
-            raise HealerError(f"{p}: files appeared during removal: {left[:3]}")
-        for d in sorted((d for d in p.rglob("*") if d.is_dir()), key=lambda d: len(d.parts), reverse=True):
-            d.rmdir()
-        p.rmdir()
-        self.e.files.pop(str(path), None)
-
-    def git_paths(self, path, *names) -> list[Path]:
-        return [Path(path) / ".git" / n for n in names]  # a simulated checkout's git folder holds no file
-
-
 class SimGates:
     """The Gates port: main's colour and each proposal's verdict are the world's (faults change them)."""
 
@@ -176,16 +85,32 @@ class SimGates:
         return GateResult(PASS, None, "gate tests: exit 0")
 
     def proposal(self, root, policy, p, clock, *, still_wanted=None) -> Verdict:
-        tid = p.ticket_id
+        """As healer/fleet/proposals.py gate_proposal decides on a real repository: the proposal merged onto main
+        (a merge commit, refused on a conflict), main advanced by compare-and-set under its index.lock; the merge
+        gates' verdict is the world's."""
+        tid, repo, main = p.ticket_id, self.e.repo, policy.fleet.main_branch
         self.e.meanwhile("chaos.gate", tid)  # a gate run takes minutes: the world (a human) acts meanwhile
+        old = self.e.main_commit
+        if p.commit is None or repo.resolve(p.commit) is None:
+            return Verdict(REJECTED, f"commit {p.commit} is not in the repository", old)
+        if repo.is_ancestor(p.commit, old):
+            return Verdict(MERGED, f"{p.commit[:12]} is already on {main}", old, old)
+        new, conflicts = repo.merge(old, p.commit, merge_message(p))
+        if new is None:
+            c = {"files": conflicts, "with": [], "main": main}
+            return Verdict(REJECTED, f"$ git merge {p.branch}\nCONFLICT\n{conflict_text(c)}", old, conflict=c)
         if tid in self.e.broken or self.e.behaviours[tid].__class__.__name__ == "BrokenProposal":
-            return Verdict(REJECTED, "merge gate 'tests' failed on the merge result", self.e.main_commit)
+            return Verdict(REJECTED, "merge gate 'tests' failed on the merge result", old)
         if getattr(self.e.behaviours[tid], "defers", False):  # merge_stalls: the merge checkout stays busy
-            return Verdict(DEFERRED, "merge checkout busy: not decided this pass", self.e.main_commit)
+            return Verdict(DEFERRED, "merge checkout busy: not decided this pass", old)
         why = still_wanted() if still_wanted is not None else None  # the compare-and-set before main advances
         if why:
-            return Verdict(WITHHELD, f"merge gates passed\nnot merged: {why}", self.e.main_commit)
-        return Verdict(MERGED, "merge gates passed", self.e.main_commit, self.e.main_commit)
+            return Verdict(WITHHELD, f"merge gates passed\nnot merged: {why}", old)
+        try:
+            repo.advance(main, old, new)
+        except GitError as e:  # main's index.lock, main moved: decided again next pass
+            return Verdict(DEFERRED, f"merge gates passed\n{e}", old)
+        return Verdict(MERGED, "merge gates passed", old, new)
 
 
 VIRTUAL_PIDS = (1 << 22) + 1  # above Linux's largest pid_max: the world's virtual pids (chaos/engine/sim.py)

@@ -7,7 +7,10 @@ the executor and the notifier all share it), and a cached read is served again o
 while the counters of the tables it shows are unchanged. Settings are counted per key
 (the dispatcher and the supervisor write a few of them every tick; the others stay
 cached). Same answers as the plain store, so the product's logic is untouched: this is
-an adapter, not a mirror.
+an adapter, not a mirror. It is one by composition: it holds a `SqliteStore` (`inner`), implements the
+Store port's ten board reads as cached reads of it, and hands every other call of the port to it unchanged
+(`__getattr__`), so no method of the product's store is redefined here and none of its internal calls
+(a write reading its own rows back) goes through the cache.
 
 Tickets and agents are kept by row instead (`_Rows`): heartbeats rewrite a running agent's row
 every minute and the dispatcher moves or marks a ticket most passes, so neither table stays
@@ -41,31 +44,34 @@ def _key(v: Any) -> Any:
     return v
 
 
-class CachedStore(SqliteStore):
+class CachedStore:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.watch_tables(TABLES)
-        self.watch_settings()  # one counter per settings key ('settings:KEY'), next to the tables' counters
-        self.watch_values("agents_ended", "agents", "state", lifecycle.AGENT_ENDED)
+        inner = self.inner = SqliteStore(*args, **kwargs)
+        inner.watch_tables(TABLES)
+        inner.watch_settings()  # one counter per settings key ('settings:KEY'), next to the tables' counters
+        inner.watch_values("agents_ended", "agents", "state", lifecycle.AGENT_ENDED)
         self._cache: dict[tuple, tuple[tuple, Any]] = {}
         self.hits = self.misses = 0
         # heartbeats rewrite a running agent's row every minute and the dispatcher moves or marks a ticket most
         # passes, so neither table is unchanged for long: their rows are kept by id, and only those written since
         # the last read are read again
-        self._agent_table = _Rows(self, "agents", {"agents": "id"}, lambda: super(CachedStore, self).agents(),
-                                 self.agents_by_ids, lambda a: (a.started_at, a.id))  # ORDER BY started_at, id
-        self._ticket_table = _Rows(self, "tickets", {"tickets": "id", "labels": "ticket_id"},
-                                  lambda: super(CachedStore, self).tickets(), self.tickets_by_ids,
-                                  lambda t: (t.priority, t.created_at, t.id))  # ORDER BY priority, created_at, id
+        self._agent_table = _Rows(self, "agents", {"agents": "id"}, inner.agents, inner.agents_by_ids,
+                                  lambda a: (a.started_at, a.id))  # ORDER BY started_at, id
+        self._ticket_table = _Rows(self, "tickets", {"tickets": "id", "labels": "ticket_id"}, inner.tickets,
+                                   inner.tickets_by_ids, lambda t: (t.priority, t.created_at, t.id))  # ORDER BY priority, created_at, id
+
+    def __getattr__(self, name: str) -> Any:
+        # every other method and attribute of the Store port (and of ChangeTracking): the inner store's own
+        return getattr(self.__dict__["inner"], name)
 
     def _read(self, name: str, args: tuple, fn, tables: tuple[str, ...] | None = None):
-        if self.in_write():
+        if self.inner.in_write():
             # read through: a rollback could bring a version read now back for other rows, and would leave
             # `changes()`'s memo (keyed on SQLite's total_changes, which a rollback does not lower) on counts
             # that never were committed
             self.misses += 1
             return fn()
-        ver = tuple(map(self.changes().get, tables or READS[name]))  # None: never written (the same every time)
+        ver = tuple(map(self.inner.changes().get, tables or READS[name]))  # None: never written (the same every time)
         key = (name, *[a if a is None or type(a) is str else _key(a) for a in args])
         hit = self._cache.get(key)
         if hit is not None and hit[0] == ver:
@@ -78,42 +84,42 @@ class CachedStore(SqliteStore):
 
     # lists are copied on the way out: a caller may sort or extend what it got
     def tickets(self, states=None):
-        if self.in_write():
-            return super().tickets(states)
+        if self.inner.in_write():
+            return self.inner.tickets(states)
         want = None if states is None else set(states)
         return self._ticket_table.select(None if states is None else tuple(sorted(want)),
                                         lambda t: want is None or t.state in want)
 
     def ticket(self, id):
-        if not self.in_write():
+        if not self.inner.in_write():
             t = self._ticket_table.get(id)
             if t is not None:
                 return t
-        return super().ticket(id)  # raises NotFound as the store does
+        return self.inner.ticket(id)  # raises NotFound as the store does
 
     def agents(self, states=None, ticket_id=None):
-        if self.in_write():  # a rollback could bring back rows this read would have cached
-            return super().agents(states, ticket_id)
+        if self.inner.in_write():  # a rollback could bring back rows this read would have cached
+            return self.inner.agents(states, ticket_id)
         return self._agent_table.select(
             (None if states is None else tuple(sorted(set(states))), ticket_id),
             lambda a, want=None if states is None else set(states): (want is None or a.state in want)
             and (ticket_id is None or a.ticket_id == ticket_id))
 
     def agents_to_reap(self, host=None):
-        return list(self._read("agents_to_reap", (host,), lambda: super(CachedStore, self).agents_to_reap(host)))
+        return list(self._read("agents_to_reap", (host,), lambda: self.inner.agents_to_reap(host)))
 
     def worktrees(self, states=("active",)):
-        return list(self._read("worktrees", (states,), lambda: super(CachedStore, self).worktrees(states)))
+        return list(self._read("worktrees", (states,), lambda: self.inner.worktrees(states)))
 
     def proposals(self, ticket_id=None):
-        return list(self._read("proposals", (ticket_id,), lambda: super(CachedStore, self).proposals(ticket_id)))
+        return list(self._read("proposals", (ticket_id,), lambda: self.inner.proposals(ticket_id)))
 
     def attempts(self, ticket_id):
-        return list(self._read("attempts", (ticket_id,), lambda: super(CachedStore, self).attempts(ticket_id)))
+        return list(self._read("attempts", (ticket_id,), lambda: self.inner.attempts(ticket_id)))
 
     def all_attempts(self, *, skip_ticket_states=()):
         got = self._read("all_attempts", (tuple(skip_ticket_states),),
-                         lambda: super(CachedStore, self).all_attempts(skip_ticket_states=skip_ticket_states))
+                         lambda: self.inner.all_attempts(skip_ticket_states=skip_ticket_states))
         return {k: list(v) for k, v in got.items()}
 
     def get_settings(self, keys):
@@ -123,7 +129,7 @@ class CachedStore(SqliteStore):
     def get_setting(self, key, default=None):
         # the stored JSON text is cached and decoded on each read: every caller gets its own copy of a
         # mapping or a list, for less than a deep copy costs
-        text = self._read("get_setting", (key,), lambda: self.setting_text(key), ("settings:" + key,))
+        text = self._read("get_setting", (key,), lambda: self.inner.setting_text(key), ("settings:" + key,))
         return default if text is None else json.loads(text)
 
 
@@ -140,16 +146,16 @@ class _Rows:
         self.ordered: tuple[int, list] = (-1, [])
         self.version = 0  # bumped whenever a row changes
         self.views: dict[Any, tuple[int, list]] = {}  # a selection's key -> (version, its records in order)
-        store.watch_rows(self.dirty, sources)
+        store.inner.watch_rows(self.dirty, sources)
 
     def sync(self) -> dict[str, Any]:
         st = self.store
-        total = st.write_count()  # rows this connection changed, ever: the same number, no write since
+        total = st.inner.write_count()  # rows this connection changed, ever: the same number, no write since
         if total == self.seen and self.rows is not None:
             st.hits += 1
             return self.rows
-        dirty = st.changed_rows(self.dirty)  # emptied before the read: a write after it is noted again
-        self.seen = st.write_count()
+        dirty = st.inner.changed_rows(self.dirty)  # emptied before the read: a write after it is noted again
+        self.seen = st.inner.write_count()
         if self.rows is None:
             st.misses += 1
             self.rows = {r.id: r for r in self.read_all()}

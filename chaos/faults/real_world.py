@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from chaos.faults import NotApplied, adopted, repo
+from chaos.faults import NotApplied, adopted, checkouts, repo
 from chaos.faults import containers as cf
 from chaos.faults import process as pfault
 from chaos.faults.board import alert_flood, move_ticket, stale_labels, tickets
@@ -105,7 +105,6 @@ def _agent_fault(e: RealWorld, f: Fault) -> str:
     return "; ".join([f"{k}: {sig} pids {done}"] * bool(done or not boxed) + boxed)
 
 
-
 def _container_agent_fault(e: RealWorld, k: str, a: Agent) -> str:
     """kill_agent / stop_agent / continue_agent on an agent that lives in a container (no pid on this host)."""
     common = dict(name=a.container, label=e.fleet_label(), client=e.docker(), store=e.store)
@@ -171,34 +170,6 @@ def release_worktree(e: RealWorld, f: Fault) -> str:
     return f"{n} holder process(es) ended"
 
 
-def orphan_worktree(e: RealWorld, f: Fault) -> str:
-    ids = tickets(e, f)
-    for tid in ids:
-        wt = repo.add_worktree(e.root, tid)
-        e.store.add_worktree(Worktree(str(wt), tid, f"healer/{tid}", e.now - float(f.seconds or 3600)))
-    return f"{len(ids)} orphan worktree(s)"
-
-
-def unknown_files(e: RealWorld, f: Fault) -> str:
-    n = 0
-    for w in _worktrees(e, f):
-        for p, digest in repo.unknown_files(Path(w.path), f.count, f"{w.ticket_id}-{e.run_id}").items():
-            e.injected[str(p.relative_to(e.root))] = digest
-            n += 1
-    return f"{n} unknown file(s)"
-
-
-def index_lock(e: RealWorld, f: Fault) -> str:
-    where = e.root
-    if f.target and f.target != "main":
-        wts = _worktrees(e, f)
-        if not wts:
-            return f"no worktree for {f.target}"
-        where = Path(wts[0].path)
-    lock = repo.index_lock(e.undo, where, e.run_id)
-    return f"stale {lock}" if lock else "an index.lock was already there; left alone"
-
-
 def red_main(e: RealWorld, f: Fault) -> str:
     return f"main at {repo.set_main(e.root, True)[:12]} is red"
 
@@ -207,19 +178,7 @@ def green_main(e: RealWorld, f: Fault) -> str:
     return f"main at {repo.set_main(e.root, False)[:12]} is green"
 
 
-def delete_worktree(e: RealWorld, f: Fault) -> str:
-    moved = [str(repo.delete_worktree(Path(w.path), e.gd / "trash")) for w in _worktrees(e, f)]
-    return f"{len(moved)} worktree(s) vanished (kept in {e.gd / 'trash'})"
-
-
 # -- the store and notifications -------------------------------------------------------------
-def zombie_ticket(e: RealWorld, f: Fault) -> str:
-    ids = tickets(e, f)
-    for tid in ids:
-        e.store.set_ticket_data(tid, merged_commit=repo.head(e.root))
-    return f"{len(ids)} ticket(s) whose work is already on main"
-
-
 def command(e: RealWorld, f: Fault) -> str:
     pr = f.params
     r = run_command(pr["command"], undo=pr.get("undo"), cwd=pr.get("cwd") or str(e.root), timeout=float(pr.get("timeout", 60)),
@@ -253,9 +212,9 @@ def failpoint(e: RealWorld, f: Fault) -> str:
 INJECT = {
     **{fn.__name__: fn for fn in (
         kill_supervisor, stop_supervisor, continue_supervisor, kill_dispatcher, stop_dispatcher, continue_dispatcher,
-        busy_worktree, release_worktree, orphan_worktree, unknown_files, index_lock, red_main, green_main,
-        delete_worktree, move_ticket, stale_labels, zombie_ticket, alert_flood, command, failpoint, same_commit_repush,
-        broken_proposal, clock_jump, pg_restart, pg_kill_mid_merge)},
+        busy_worktree, release_worktree, red_main, green_main, move_ticket, stale_labels, alert_flood, command,
+        failpoint, same_commit_repush, broken_proposal, clock_jump, pg_restart, pg_kill_mid_merge)},
+    **checkouts.INJECT,
     "frozen_dispatch": frozen_dispatch, "thaw_dispatch": thaw_dispatch,
     **dict.fromkeys(("kill_agent", "stop_agent", "continue_agent", "hung_agent"), _agent_fault),
     **dict.fromkeys((f"container_{op}" for op in ("kill", "pause", "unpause", "stop", "restart")), container),

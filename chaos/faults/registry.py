@@ -175,7 +175,8 @@ _SPECS = (
     FaultSpec("release_worktree", "the busy_worktree holders end", "-"),
     FaultSpec("move_ticket", "a human moves the target ticket to `params.to` (the lifecycle table allowing)", "-", T,
               params={"to": "str"}, required={"to": "the state a human moves the ticket to"}),
-    FaultSpec("index_lock", "a stale .git/index.lock in the fleet repository", "removed at the end", T,
+    FaultSpec("index_lock", "a stale index.lock in the fleet repository's main checkout (`target: main`) or in the "
+              "target's worktree", "removed at the end", T,
               other_targets=("main",)),
     FaultSpec("failpoint", "arm a named failpoint (`failpoint` glob, `hit` N): the shell dies there", "disarmed at the end",
               ("failpoint", "hit", "action"), for_root=True),

@@ -1,11 +1,13 @@
-"""Git and file faults for the real engine, on the game day's own temp fleet (a real git repository).
+"""Git and file effects of the faults, on the game day's own temp fleet (a real git repository in real mode;
+chaos/faults/checkouts.py applies them in both worlds).
 
 - `init` a fleet root: git repository on branch main with one commit, `.healer/` ignored;
 - `add_worktree`: a real linked worktree `.healer/worktrees/<ticket>` on branch `healer/<ticket>`
   (what the dispatcher makes), used for orphan worktrees and in-progress tickets;
 - `unknown_files`: untracked files inside a worktree, returned with their sha256 (they must
   end up kept or quarantined, restorable byte for byte);
-- `index_lock`: a stale `.git/index.lock` (in the repository or in a worktree's git dir); its
+- `index_lock`: a stale `.git/index.lock` (in the repository or in a worktree's git dir, where the world's Git
+  port says it is: the simulated world's repository model keeps its lock files on disk too); its
   removal is journaled BEFORE it is created, and only a file with exactly our content is ever
   removed, so a lock git itself holds is never touched;
 - `set_main`: main turns red (a commit adding `RED`) or green again (a commit removing it), for
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from chaos.faults.undo import UndoJournal
 from healer import git as hgit
+from healer.fleet.ports import Git, RealGit
 
 GIT_ID = {"GIT_AUTHOR_NAME": "gameday", "GIT_AUTHOR_EMAIL": "gameday@healer.invalid",
           "GIT_COMMITTER_NAME": "gameday", "GIT_COMMITTER_EMAIL": "gameday@healer.invalid"}
@@ -89,14 +92,10 @@ def unknown_files(wt: Path, count: int, tag: str) -> dict[Path, str]:
     return out
 
 
-def git_dir(path: Path) -> Path:
-    """The git dir of a repository or linked worktree (where its index.lock lives)."""
-    return Path(git(path, "rev-parse", "--absolute-git-dir"))
-
-
-def index_lock(journal: UndoJournal, repo: Path, tag: str) -> Path | None:
-    """A stale index.lock; None when one is already there (someone else's: not ours to make or remove)."""
-    lock = git_dir(repo) / "index.lock"
+def index_lock(journal: UndoJournal, repo: Path, tag: str, port: Git | None = None) -> Path | None:
+    """A stale index.lock in the checkout at `repo`, found where the world's Git port says git keeps it (a real
+    repository's by default); None when one is already there (someone else's: not ours to make or remove)."""
+    lock, = (port or RealGit()).git_paths(repo, "index.lock")
     content = f"stale lock left by game day {tag}\n"
     journal.register("remove_file", path=str(lock), content=content, role="stale index.lock")
     try:

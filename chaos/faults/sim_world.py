@@ -1,20 +1,19 @@
 """The simulated world's faults: name -> inject(world, fault) -> what happened (one line).
 
 Each acts on the simulated engine's world through its `SimWorld` interface (chaos/faults/world.py): its virtual
-processes, main's colour, the worktree folders, the store. chaos/faults/registry.py describes them (one `FaultSpec`
+processes, main's colour, the store. The git and worktree faults are chaos/faults/checkouts.py's, the same as real
+mode's, through the world's Git port over its repository model. chaos/faults/registry.py describes them (one `FaultSpec`
 each), chaos/faults/worlds.py joins this table to the records; the engine only calls `worlds.inject(SIM, self, fault)`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 from chaos.agents.behaviours import make
-from chaos.faults import NotApplied, adopted
+from chaos.faults import NotApplied, adopted, checkouts
 from chaos.faults.board import alert_flood, move_ticket, stale_labels, tickets
 from chaos.faults.command import inject as run_command
 from chaos.faults.world import SimAgent, SimWorld
@@ -147,36 +146,6 @@ def green_main(e: SimWorld, f: Fault) -> str:
     return "main is green"
 
 
-def unknown_files(e: SimWorld, f: Fault) -> str:
-    n = 0
-    for w in e.store.worktrees():
-        if match(f.target or "*", w.ticket_id or ""):
-            for i in range(f.count):
-                rel = f"stray-{i}.txt"
-                data = f"unknown {i} of {w.ticket_id}\n".encode()
-                (Path(w.path) / rel).write_bytes(data)
-                e.files.setdefault(w.path, set()).add(rel)
-                e.injected[str((Path(w.path) / rel).relative_to(e.root))] = hashlib.sha256(data).hexdigest()
-                n += 1
-    return f"{n} unknown file(s)"
-
-
-def delete_worktree(e: SimWorld, f: Fault) -> str:
-    n = 0
-    for w in e.store.worktrees():
-        if match(f.target or "*", w.ticket_id or "") and Path(w.path).exists():
-            shutil.rmtree(w.path)
-            n += 1
-    return f"{n} worktree(s) deleted"
-
-
-def zombie_ticket(e: SimWorld, f: Fault) -> str:
-    ids = tickets(e, f)
-    for tid in ids:
-        e.store.set_ticket_data(tid, merged_commit=e.main_commit)
-    return f"{len(ids)} ticket(s) whose work is already on main"
-
-
 def broken_proposal(e: SimWorld, f: Fault) -> str:
     for tid in tickets(e, f):
         e.broken.add(tid)
@@ -214,13 +183,6 @@ def clock_jump(e: SimWorld, f: Fault) -> str:
     return f"wall clock jumped {s:+.0f}s"
 
 
-def orphan_worktree(e: SimWorld, f: Fault) -> str:
-    ids = tickets(e, f)
-    for tid in ids:
-        e.add_worktree(tid, e.now - float(f.seconds or 3600))
-    return f"{len(ids)} orphan worktree(s)"
-
-
 def busy_worktree(e: SimWorld, f: Fault) -> str:
     # a REAL process with its cwd inside: the real executor's busy check must see it
     n = 0
@@ -248,9 +210,8 @@ def release_worktree(e: SimWorld, f: Fault) -> str:
     return f"{n} holder process(es) ended"
 
 
-INJECT = {**{fn.__name__: fn for fn in (
+INJECT = {**checkouts.INJECT, **{fn.__name__: fn for fn in (
     command, failpoint, kill_agent, stop_agent, continue_agent, hung_agent, kill_supervisor, stop_supervisor,
     continue_supervisor, kill_dispatcher, stop_dispatcher, continue_dispatcher, frozen_dispatch, thaw_dispatch,
-    red_main, green_main, move_ticket, stale_labels, unknown_files, delete_worktree, zombie_ticket, broken_proposal,
-    same_commit_repush, alert_flood, clock_jump, orphan_worktree, busy_worktree, release_worktree, model_down,
-    store_read_only)}, **adopted.SIM}
+    red_main, green_main, move_ticket, stale_labels, broken_proposal, same_commit_repush, alert_flood, clock_jump,
+    busy_worktree, release_worktree, model_down, store_read_only)}, **adopted.SIM}

@@ -6,9 +6,11 @@ engines import the faults, never the other way round). mypy checks that each eng
 (tests/typing/chaos_conform.py, `make lint`).
 
 - `World`: what every world has: the board (store, policy), the undo journal, the fleet's folder, the seed, the
-  world's wall-clock `now`, and `injected` (files a fault wrote, which the healer must keep or quarantine).
+  world's wall-clock `now`, `injected` (files a fault wrote, which the healer must keep or quarantine), and the
+  fleet repository's Git port (chaos/faults/checkouts.py's faults act through it, the same in both worlds).
 - `SimWorld`: the simulated engine (chaos/engine/sim.py): virtual agents, the supervisor's and dispatcher's
-  liveness as flags, main's colour, its own event queue (`at`).
+  liveness as flags, main's colour, its own event queue (`at`); its git is a repository model
+  (chaos/engine/simgit.py).
 - `RealWorld`: the real engine (chaos/engine/real.py): child processes (supervisor tick, dispatcher) and the
   fleet's git repository, Docker, the scripted agents' next runs.
 - `ServerWorld`: a game day with a PostgreSQL server of its own (chaos/pgday.py).
@@ -24,6 +26,7 @@ from typing import Any, Protocol
 from chaos.agents.behaviours import Behaviour, Run
 from chaos.faults.undo import UndoJournal
 from healer.clock import Clock, VirtualClock
+from healer.fleet.ports import Git
 from healer.policy.schema import Policy
 from healer.procs import ProcessTree
 from healer.store.base import Store
@@ -50,6 +53,15 @@ class World(Protocol):
 
     @property
     def injected(self) -> dict[str, str]: ...  # fleet-relative path -> sha256 of a file a fault wrote
+
+    @property
+    def git(self) -> Git: ...  # the fleet repository's Git port (the product's protocol): real, or the world's model
+
+    @property
+    def run_id(self) -> str: ...  # names what a fault leaves (a lock's content, unknown files' bytes)
+
+    @property
+    def trash(self) -> Path: ...  # where a vanished worktree goes (kept, never deleted)
 
 
 # -- the simulated world -------------------------------------------------------------------------------
@@ -82,9 +94,6 @@ class SimWorld(World, Protocol):
 
     @property
     def clock(self) -> VirtualClock: ...
-
-    @property
-    def files(self) -> dict[str, set[str]]: ...  # worktree path -> unknown files in it
 
     @property
     def broken(self) -> set[str]: ...  # tickets whose proposals fail the merge gates

@@ -303,6 +303,7 @@ def _ticket(t: Ticket, s: Snapshot, policy, ix: Index) -> tuple[list[Finding], f
 
 
 _INF = float("inf")
+LAUNCH_FAILED = "launch_failed"  # the signature of an attempt whose agent never started (healer/fleet/dispatch_launch.py)
 
 
 def review_pending(t: Ticket, ix: Index, now: float, grace: float) -> float | None:
@@ -331,8 +332,10 @@ def _repush(t: Ticket, atts, ix: Index) -> Finding | None:
     groups: dict[tuple, list] = {}
     hit = None
     for at in atts:
-        if not at.head or died(at) or infra(at):
-            continue  # a killed, lost or interrupted run pushed nothing; the infrastructure's endings are not the agent's
+        if not at.head or died(at) or infra(at) or (at.failure_signature or "").startswith(LAUNCH_FAILED):
+            # a killed, lost or interrupted run pushed nothing, nor did a launch that never started an agent (its
+            # head is only the worktree's at launch); the infrastructure's endings are not the agent's
+            continue
         g = groups.setdefault((at.head, at.state_hash), [])
         g.append(at)
         if len(g) == 2 and hit is None:

@@ -42,7 +42,7 @@ def test_a_fault_outside_its_world_is_not_applied_and_errs_the_game_day():
     from chaos.faults import NotApplied
 
     assert unsupported("clock_jump", REAL) is None and unsupported("clock_jump", SIM) is None
-    assert unsupported("index_lock", SIM) and unsupported("container_kill", SIM) and unsupported("nope", SIM) == "unknown fault nope"
+    assert unsupported("pg_restart", SIM) and unsupported("container_kill", SIM) and unsupported("nope", SIM) == "unknown fault nope"
     with pytest.raises(NotApplied, match="not in the simulated world"):
         inject(SIM, object(), Fault(fault="container_kill", at=0))
     status, out, kind = apply_fault(lambda f: inject(SIM, object(), f), Fault(fault="container_kill", at=0))

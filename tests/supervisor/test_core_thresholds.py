@@ -179,6 +179,15 @@ def test_same_commit_repush_at_the_second_attempt():
     assert [a.action for a in d.actions if a.reason == f.key] == ["stop_agent", "escalate"]
 
 
+def test_launches_that_never_started_an_agent_are_no_repush():
+    """A launch that failed (the loop's command missing) records the worktree's head at launch, the same each time:
+    no agent ran, nothing was pushed; the launch budget, not a repush, stops it."""
+    atts = tuple(dataclasses.replace(attempt(i, "T-1", head="abc"), ended_at=T0, exit_code=70,
+                                     failure_signature="launch_failed: FileNotFoundError") for i in (1, 2, 3))
+    s = Snapshot(now=T0, tickets=(ticket("T-1", "queued"),), attempts={"T-1": atts})
+    assert "same_commit_repush" not in kinds(s)
+
+
 def test_same_commit_repush_evidence_names_the_last_ten_attempts_and_the_last_signature():
     """The escalation's evidence: every repush on the commit counted, the ten latest attempt ids listed (a human reads
     them), the latest failure's signature, and the live agent."""

@@ -6,7 +6,8 @@ before any test runs. Add a line when a new adapter appears (e.g. the PostgreSQL
 
 from __future__ import annotations
 
-from chaos.engine.sim_ports import SimGates, SimGit, SimLauncher, SimProcesses, SimRuntime
+from chaos.engine.sim_ports import SimGates, SimLauncher, SimProcesses, SimRuntime
+from chaos.engine.simgit import SimGit
 from chaos.engine.simstore import CachedStore
 from healer.adopt import ProcTable, RealProcTable
 from healer.clock import Clock, SystemClock, VirtualClock
