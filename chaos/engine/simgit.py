@@ -394,6 +394,10 @@ class SimGit:
                       if not is_loop_file(rel))
         return head, hashlib.sha256(f"{head}:{snap}".encode()).hexdigest()[:16]
 
+    def contains(self, root, ref, commit) -> bool:
+        tip = self.rev(root, ref)
+        return tip is not None and self.repo.is_ancestor(commit, tip)
+
     def sweep_scratch(self, root) -> list[str]:
         return []  # the simulated gates merge without a scratch checkout: none is ever left
 

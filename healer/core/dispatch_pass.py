@@ -100,6 +100,7 @@ class EndSeen:
     head: str | None
     state_hash: str | None
     log_tail: str
+    new_work: bool = True  # HEAD is not in main's history yet: an exit 0 on a HEAD main holds delivered nothing
 
 
 @dataclass(frozen=True)
@@ -261,6 +262,7 @@ class CloseAttempt:
     head: str | None
     state_hash: str | None
     agent_state: str | None  # exited | lost; None: someone else recorded the agent's end already
+    proposed: str | None = None  # the commit a clean exit proposes: its HEAD when main does not hold it yet, else none
 
 
 @dataclass(frozen=True)
@@ -510,7 +512,8 @@ def close(snap: PassSnapshot, a: Agent, code: int | None, e: EndSeen, crashed: f
     end = steps.attempt_end(code, e.result, e.log_tail, stopped=a.state == "stopped",
                             launcher_died=a.data.get("dispatcher") in crashed,
                             infra_endings=snap.switches.infra_endings)
-    return CloseAttempt(a, end, e.head, e.state_hash, fleet_rules.agent_end_state(end.exit_code) if record_agent else None)
+    return CloseAttempt(a, end, e.head, e.state_hash, fleet_rules.agent_end_state(end.exit_code) if record_agent else None,
+                        e.head if e.new_work else None)
 
 
 def reconcile_orphans(snap: PassSnapshot) -> Program:

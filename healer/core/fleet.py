@@ -126,9 +126,12 @@ class ExitMove:
 
 
 def exit_move(agent_id: str, code: int | None, head: str | None, sig: str | None) -> ExitMove:
-    """Where an in-progress ticket goes when its agent ends: exit 0 with a commit opens a proposal; anything else requeues."""
+    """Where an in-progress ticket goes when its agent ends: exit 0 with a new commit (`head`: one main does not hold
+    yet) opens a proposal; anything else requeues, a clean exit with nothing new too."""
     if code == 0 and head:
         return ExitMove(lifecycle.REVIEW, f"agent {agent_id} exited 0", True)
+    if code == 0:
+        return ExitMove(lifecycle.QUEUED, f"agent {agent_id} exited 0 with no new commit", False)
     why = ("agent died" if code is None or code < 0 else "agent stopped" if code == STOPPED
            else "agent cut short by its host's disk" if code == HOST_TROUBLE else f"agent exited {code}")
     return ExitMove(lifecycle.QUEUED, f"{why} ({sig})", False)

@@ -91,7 +91,10 @@ class Reaper:
     def _end_seen(self, a: Agent) -> P.EndSeen:
         res = _read_result(a.worktree, a.run_id)
         head, state_hash = self.git.state(a.worktree) if a.worktree else (None, None)
-        return P.EndSeen(res, head, state_hash, _log_tail(a.data.get("log"), self.policy.fleet.evidence_lines))
+        # the evidence of work is a commit main does not hold yet, read from git, never the agent's exit code: a
+        # ticket's branch starts at main, so an agent that committed nothing leaves a HEAD main already has
+        new = head is not None and not self.git.contains(self.root, self.policy.fleet.main_branch, head)
+        return P.EndSeen(res, head, state_hash, _log_tail(a.data.get("log"), self.policy.fleet.evidence_lines), new)
 
     def read_takeback(self) -> P.TakeBackView:
         rows = tuple(a for a in self.store.agents(states=["running"]) + self.store.agents_to_reap(None) if ours(a))
@@ -188,7 +191,7 @@ class Reaper:
             if step.agent_state is not None:
                 self.store.update_agent(a.id, state=step.agent_state, ended_at=now, exit_code=end.exit_code)
             self.store.update_agent(a.id, data={**a.data, "reaped": True})
-            self._close_ticket_of(a, end.exit_code, step.head, end.signature)
+            self._close_ticket_of(a, end.exit_code, step.proposed, end.signature)
         forget = getattr(self.runtime, "forget", None)
         if forget:
             forget(handle_of(a))

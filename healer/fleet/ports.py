@@ -33,6 +33,8 @@ class Git(Protocol):
     def add_worktree(self, root: str | Path, path: str | Path, branch: str, base: str) -> bool: ...
     def state(self, worktree: str | Path) -> tuple[str | None, str | None]:
         """(HEAD, state hash) of a worktree; (None, None) when it is gone."""
+    def contains(self, root: str | Path, ref: str, commit: str) -> bool:
+        """Is `commit` in `ref`'s history already (an agent's HEAD that main holds is no new work)?"""
     def sweep_scratch(self, root: Path) -> list[str]: ...
     def half_made(self, root: str | Path, path: str | Path) -> str | None:
         """Why the worktree at `path` is a killed `git worktree add`'s leftover (None: it is not)."""
@@ -102,6 +104,9 @@ class RealGit:
         from healer.loop import gitops  # lazy: healer.loop.gitops: 73 ms of the daemons' start
 
         return gitops.state(worktree)
+
+    def contains(self, root, ref, commit):
+        return git.rev(root, ref) is not None and git.is_ancestor(root, commit, ref)
 
     def sweep_scratch(self, root):
         return sweep_scratch(root)
