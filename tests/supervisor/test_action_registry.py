@@ -149,6 +149,10 @@ def test_the_rules_tables_are_the_specs():
     assert set(NON_REMEDIATING) == {s.name for s in actions.specs() if s.lease is None}
     for s in actions.specs():  # a spec answering a finding nobody detects would silently never apply
         assert s.answers <= set(FINDINGS), s.name
+    # each table is a whole Mapping / collection (len, truth, `in`), as HANDLERS is below: a plugin may size it
+    n = len(actions.specs())
+    assert len(LEASE) == n and bool(LEASE) and len(APPLICABLE) == len(FINDINGS)
+    assert len(TICKET_LEASE) + len(NON_REMEDIATING) == n - sum(s.lease == "subject" for s in actions.specs())
 
 
 def test_every_built_in_spec_resolves_to_a_handler_and_a_newcomer_finds_it_by_its_file():
