@@ -120,3 +120,33 @@ def test_the_daemons_background_repair_run_closes_its_own_store_connection(fleet
         if was:
             gc.enable()
         store.close()
+
+
+class _BrokenLauncher:
+    def launch(self, root, policy, store, clock, *, reason, blockages):
+        raise RuntimeError("the repair agent's model is unreachable")
+
+
+def test_a_repair_run_that_raises_is_journaled_and_the_supervisor_goes_on(fleet: Path):
+    """docs/supervisor.md step 7: a repair run that fails is `repair.failed` with its reason, and the tick (and the
+    next one) completes."""
+    from healer.fleet.ports import REAL, Ports
+    from healer.supervisor import Supervisor
+
+    policy = write_policy(fleet, POLICY)
+    clock = VirtualClock(system().now() - 5 * H)
+    store = open_store(fleet, clock)
+    try:
+        seed_stale(store, 3)
+        clock.advance(2.5 * H)
+        sup = Supervisor(fleet, policy, store, clock, ports=Ports(REAL.git, REAL.gates, REAL.processes, _BrokenLauncher()))
+        for step in (0, 1.5 * H, 1.5 * H):
+            clock.advance(step)
+            rep = sup.tick()
+        assert rep.repair == "repair agent ran", rep.decision.repair_reason
+        (failed,) = store.events(kinds=["repair.failed"])
+        assert failed.payload["reason"] == "RuntimeError: the repair agent's model is unreachable"
+        clock.advance(60)
+        assert sup.tick().skipped is None
+    finally:
+        store.close()
