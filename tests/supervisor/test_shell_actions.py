@@ -270,6 +270,7 @@ def test_escalate_labels_comments_and_notifies_once(shell_fleet):
     assert out.status == "done", out
     t = f.store.ticket("T-1")
     assert "needs-human" in t.labels and t.state == "needs_human"
+    assert out.detail["moved"] is True  # what the journal says it did: the ticket went to needs_human
     [c] = f.store.comments("T-1")
     assert "176" in c.body
     assert f.store.count_events("notify.sent") == 1
