@@ -10,7 +10,9 @@ budget of their unmutated seconds:
     error, or over three times its unmutated time);
   - the unit test files that run its line (`-x`): UNIT's folders and the other test files that import the
     decision code; a line no file runs falls back to the files that import its module.
-"Run its line" comes from coverage maps of the unmutated tree under .cache/mutants/: one per scenario (keyed by
+"Run its line" comes from coverage maps of the unmutated tree under .cache/mutants/ (a statement that runs at
+import, outside any function, counts as run by every scenario and file that ran any line of its module: the maps
+start recording after the imports): one per scenario (keyed by
 the product's content), one per unit test file, children included (keyed by the product and the file: a new test
 file is measured alone). A test or scenario red without any mutation is never counted as a kill.
 
@@ -25,6 +27,7 @@ survivors. Exit 0 whatever the rates (`--strict`: 1 below a target).
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import multiprocessing
@@ -309,14 +312,41 @@ def _module_words(path: str) -> tuple[str, ...]:
     return (dotted, f"from {pkg} import {stem}", f"{pkg} import ({stem}", f" {stem},", f" {stem}\n")
 
 
+_IMPORT_TIME: dict[str, frozenset[int]] = {}
+
+
+def import_time(path: str) -> frozenset[int]:
+    """The first lines of the statements of `path` that run when it is imported (outside any function: module and
+    class bodies, e.g. the default rules' table). The maps' coverage starts after the imports, so no scenario and no
+    test records them as run: a process that ran any line of the module imported it, and ran these."""
+    got = _IMPORT_TIME.get(path)
+    if got is None:
+        out: set[int] = set()
+
+        def walk(node: ast.AST) -> None:
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                    continue
+                if isinstance(child, ast.stmt):
+                    out.add(child.lineno)
+                walk(child)
+
+        walk(ast.parse((ROOT / path).read_text()))
+        got = _IMPORT_TIME[path] = frozenset(out)
+    return got
+
+
 def runners(cmap: dict, m: mutate.Mutant) -> tuple[list[str], list[str], bool, tuple[int, int]]:
     """(scenarios, unit test files) that ran the mutant's statement green in the unmutated tree, cheapest first,
     within the budgets; whether the files are a fallback; how many (scenarios, files) run it in all. A fallback:
     when no test file ran the statement (in process or in a child that recorded coverage), every unit file that
     imports the module is run (a child that wrote no coverage, e.g. one with a scrubbed environment or killed,
     still kills by failing its test)."""
+    at_import = m.stmt_line in import_time(m.path)
+
     def runs(lines: dict) -> bool:
-        return m.stmt_line in set(lines.get(m.path, ()))
+        ran = lines.get(m.path, ())
+        return m.stmt_line in set(ran) or (at_import and bool(ran))
 
     sims = [(v["seconds"], n) for n, v in cmap["sim"].items() if v["status"] == "passed" and runs(v["lines"])]
     files = [(v["seconds"], f) for f, v in cmap["unit"].items() if runs(v["lines"])]

@@ -11,7 +11,12 @@ Equivalent mutants are excluded by rule, never by hand:
      `__repr__`/`__str__`, and lines marked `# pragma: no mutate`;
   2. a mutant whose module compiles to the same code objects as the original (bytecode, constants and names,
      recursively) is equivalent by construction and dropped before the draw (e.g. `n = 1 + 0` and `n = 1 - 0`, both folded to 1);
-  3. a mutant that does not compile is dropped.
+  3. a mutant that does not compile is dropped;
+  4. `return False` -> `return None` in a function annotated `-> bool` is never drawn: a predicate's callers take
+     its truth, under which None is False (measured twice: dispatcher.py:251 `check_disk`, dispatch_reap.py:117
+     `_host_alive`, both survivors of every test, neither a behaviour). The `False -> True` mutant of that very
+     return is still drawn, and so is `return None` of every other value (True, a computed bool, a tri-state
+     `bool | None`, whose None means "unknown" and is compared with `is False`).
 Nothing else is excluded: a mutant no test executes counts as a survivor ("not covered").
 """
 
@@ -100,6 +105,7 @@ class _Sites(ast.NodeVisitor):
         self.out: list[Mutant] = []
         self.skip_lines = {i + 1 for i, ln in enumerate(self.off.lines) if "pragma: no mutate" in ln}
         self.stmt = [1]
+        self.returns: list[str] = []  # the enclosing functions' return annotations, innermost last (rule 4)
 
     def visit(self, node: ast.AST) -> None:
         if isinstance(node, ast.stmt):
@@ -124,8 +130,12 @@ class _Sites(ast.NodeVisitor):
         if node.name in ("__repr__", "__str__"):
             return
         body = node.body[1:] if node.body and _is_docstring(node.body[0]) else node.body
-        for stmt in body:
-            self.visit(stmt)
+        self.returns.append(ast.unparse(node.returns) if node.returns is not None else "")
+        try:
+            for stmt in body:
+                self.visit(stmt)
+        finally:
+            self.returns.pop()
         for d in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]:
             self.visit(d)
 
@@ -237,7 +247,10 @@ class _Sites(ast.NodeVisitor):
             self.add(node, "number", s, e, "0" if v == 1 else str(v + 1))
 
     def visit_Return(self, node: ast.Return) -> None:
-        if node.value is not None and not (isinstance(node.value, ast.Constant) and node.value.value is None):
+        predicate_false = (isinstance(node.value, ast.Constant) and node.value.value is False
+                           and bool(self.returns) and self.returns[-1] == "bool")  # rule 4
+        if node.value is not None and not (isinstance(node.value, ast.Constant) and node.value.value is None) \
+                and not predicate_false:
             s, e = self.off.span(node)
             self.add(node, "return None", s, e, "return None")
         self.generic_visit(node)

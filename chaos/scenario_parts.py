@@ -147,7 +147,7 @@ INVARIANT_NAMES = ("one_live_agent_per_ticket", "no_user_file_deleted", "intents
                    "notifications_within_quota", "no_leftovers", "no_corpse", "never_merged_broken", "no_double_effect")
 InvariantName = Literal[INVARIANT_NAMES]  # type: ignore[valid-type]
 # what `state:` can look at (the engines' observations of the final world)
-STATE_KEYS = ("dispatch_paused", "ticks", "failpoints_left", "failpoints_missed", "failpoints_fired", "outside_unchanged",
+STATE_KEYS = ("dispatch_paused", "dispatch_paused_reason", "ticks", "failpoints_left", "failpoints_missed", "failpoints_fired", "outside_unchanged",
               "unregistered_worktrees", "git_worktrees", "main",
               "containers_paused", "containers_left",  # the real engine with the container runtime (chaos/engine/real.py)
               # the restart storm's facts (chaos/storm.py)

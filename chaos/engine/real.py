@@ -570,6 +570,7 @@ class RealEngine:
                 "failpoints_left": [x[0] for x in self.fp_queue], "failpoints_missed": self.fp_missed,
                 "failpoints_fired": self.fp_total - len(self.fp_queue) - len(self.fp_missed),
                 "ticks": self.ticks, "dispatch_paused": bool(self.store.get_setting(keys.DISPATCH_PAUSED, False)),
+                "dispatch_paused_reason": self.store.get_setting(keys.DISPATCH_PAUSED_REASON),
                 "git_worktrees": repo.worktree_list(self.root), "unregistered_worktrees": self.unregistered()}
 
     def unregistered(self) -> list[str]:

@@ -530,7 +530,8 @@ class SimEngine:
                        START, self.now, self.policy.sentinels.cooldown,
                        {"files_before": {**self.files_before, **self.injected}, "broken_tickets": sorted(self.broken),
                         "broken_since": dict(self.broken_since),
-                        "dispatch_paused": bool(self.store.get_setting(PAUSED_KEY, False)), "ticks": self.ticks,
+                        "dispatch_paused": bool(self.store.get_setting(PAUSED_KEY, False)),
+                        "dispatch_paused_reason": self.store.get_setting(cv.DISPATCH_PAUSED_REASON), "ticks": self.ticks,
                         "leftovers": [], "failpoints_left": [x[0] for x in self.fp_queue],
                         "failpoints_fired": len(self.fp_names) - len(self.fp_queue), **ex})
 

@@ -37,6 +37,21 @@ def test_a_line_no_test_file_runs_falls_back_to_the_files_that_import_its_module
     assert mutants.runners(cmap, m)[1:3] == (["tests/fleet/test_budgets.py"], False)
 
 
+def test_a_statement_run_at_import_is_run_by_whatever_ran_its_module():
+    """The default rules' table runs when healer/core/rules.py is imported, before a map records anything: every
+    scenario that ran any line of the module runs it; a line inside a function still needs its own record."""
+    table = next(i + 1 for i, ln in enumerate((ROOT / "healer/core/rules.py").read_text().splitlines())
+                 if ln.startswith("DEFAULT_RULES"))
+    assert table in mutants.import_time("healer/core/rules.py")
+    m = mutate.Mutant("healer/core/rules.py", table + 4, "number", table, 0, 1, "3", "4")
+    cmap = {"sim": {"s1": {"status": "passed", "seconds": 3, "lines": {"healer/core/rules.py": [20]}},
+                    "s2": {"status": "passed", "seconds": 3, "lines": {"healer/core/plan.py": [20]}}},
+            "unit": {}}
+    assert mutants.runners(cmap, m)[0] == ["s1"]
+    inside = mutate.Mutant("healer/core/rules.py", table + 4, "number", table + 1000, 0, 1, "3", "4")
+    assert mutants.runners(cmap, inside)[0] == []
+
+
 def test_a_child_with_an_empty_environment_imports_the_mutated_copy_not_the_worktree(tmp_path):
     copy = tmp_path / "repo"
     mutants._copy_tree(copy)

@@ -60,6 +60,19 @@ def test_a_mutant_that_compiles_to_the_same_code_is_dropped_as_equivalent():
     assert [m for m in got if m.line == 13 and m.op == "number"]
 
 
+def test_a_predicates_false_is_not_returned_as_none_but_every_other_value_is():
+    """Rule 4: in a function annotated `-> bool`, `return False` -> `return None` is equivalent under the truth test
+    its callers apply; its `False -> True` is drawn, and `return None` of True, of a computed bool and of a tri-state
+    `bool | None` (None: unknown) are drawn."""
+    src = ("def p(x) -> bool:\n    if x:\n        return False\n    return True\n"
+           "def q(x) -> bool | None:\n    return False\n"
+           "def r(x):\n    return False\n"
+           "def s(x) -> bool:\n    return x > 1\n")
+    got = {(m.line, m.op) for m in mutate.sites("m.py", src)}
+    assert (3, "return None") not in got and (3, "False -> True") in got
+    assert {(4, "return None"), (6, "return None"), (8, "return None"), (10, "return None")} <= got
+
+
 def test_the_statement_line_is_where_coverage_sees_the_mutant():
     src = "def f(a, b):\n    return (a <\n            b)\n"
     (m,) = [m for m in mutate.sites("m.py", src) if m.op.startswith("compare")]

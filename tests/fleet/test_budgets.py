@@ -153,9 +153,11 @@ def test_agent_marked_lost_by_someone_else_still_gets_its_attempt_closed_and_res
     # the supervisor's bookkeeping got there first: agent lost, ticket requeued for resume
     f.store.update_agent(a.id, state="lost", ended_at=f.clock.now())
     f.store.move_ticket("T-1", "queued", actor="healer", reason="agent dead", expect="in_progress")
-    f.d.tick()
+    rep = f.d.tick()
     (att,) = f.store.attempts("T-1")
     assert att.ended_at is not None and att.failure_signature.startswith("lost")
+    # the pass reports it reaped, as it does an exit it saw itself (docs/fleet.md step 1)
+    assert rep.reaped == [a.id] and f.events("dispatch.tick")[-1].payload["reaped"] == 1
     f.clock.advance(300)
     assert f.d.tick().launched == [("T-1", "resume")]
 

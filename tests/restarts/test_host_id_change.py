@@ -86,3 +86,43 @@ def test_rows_of_another_machine_or_a_live_host_are_not_taken_back(fleet_factory
     tb = hosts.taken_back(rows, [], "me", "m-1", live_hosts=["live"])
     assert tb.agents == ("a1",)
     assert hosts.taken_back(rows, [], "me", "", live_hosts=[]).agents == ()
+
+
+def test_a_second_live_host_on_the_same_machine_keeps_its_agents(tmp_path, monkeypatch):
+    """Two dispatchers on one machine and fleet root (fleet.shared_remote: several hosts), both alive. host-b's
+    take-back must leave host-a's running agent alone while host-a holds its host lease (healer/core/hosts.py
+    taken_back: a live host keeps its rows): no `dispatch.host_taken_back`, the agent still host-a's, one attempt."""
+    from healer.clock import VirtualClock
+    from healer.policy.schema import Policy
+    from healer.store import open_store
+    from tests.conftest import git, make_repo
+
+    seed = make_repo(tmp_path / "seed")
+    git(tmp_path, "clone", "-q", "--bare", str(seed), str(tmp_path / "shared.git"))
+    root = tmp_path / "fleet"
+    git(tmp_path, "clone", "-q", str(tmp_path / "shared.git"), str(root))
+    (root / ".healer").mkdir()
+    data = scripted_policy().model_dump(mode="json", by_alias=True)
+    data["fleet"]["shared_remote"] = "origin"
+    pol = Policy.model_validate(data)
+    clock = VirtualClock()
+    store = open_store(root, clock)
+    monkeypatch.setenv("HEALER_FLEET_DELAY", "30")  # the agent runs through the test
+    monkeypatch.setenv("HEALER_HOST_ID", "host-a")
+    a = Dispatcher(root, pol, store, clock, ProcessRuntime())
+    monkeypatch.setenv("HEALER_HOST_ID", "host-b")
+    b = Dispatcher(root, pol, store, clock, ProcessRuntime())
+    try:
+        assert a.machine and a.machine == b.machine
+        store.add_ticket("work", id="T-1", body="behaviour: success\n")
+        assert a.tick().launched == [("T-1", "launch")]
+        (agent,) = store.agents(states=["running"])
+        assert agent.host == "host-a"
+        clock.advance(5)
+        assert b.tick().skipped is None
+        assert store.events(kinds=["dispatch.host_taken_back"]) == []
+        assert [x.host for x in store.agents(states=["running"])] == ["host-a"]
+        assert store.ticket("T-1").state == lifecycle.IN_PROGRESS and len(store.attempts("T-1")) == 1
+    finally:
+        a.stop_agents(grace=1.0)
+        store.close()

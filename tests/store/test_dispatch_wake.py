@@ -7,11 +7,50 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 
 from healer.clock import system
+from healer.fleet.dispatcher import Dispatcher
+from healer.fleet.process_runtime import ProcessRuntime
+from healer.policy.schema import Policy
 from healer.store import open_url
-from tests.conftest import REPO, wait_until
+from tests.conftest import REPO, make_repo, wait_until
+from tests.fleet.conftest import scripted_policy
 from tests.fleet.test_cli import cli_fleet, stop_all
+
+
+def test_the_daemon_launches_work_queued_on_the_shared_board_without_waiting_for_its_tick(tmp_path, pg_url, monkeypatch):
+    """docs/scale.md: a dispatcher LISTENs on a connection of its own and runs a pass as soon as a ticket is added
+    on any host. The tick here is an hour: only the board's wake-up can launch the ticket within the test."""
+    monkeypatch.setenv("HEALER_STORE_URL", pg_url)  # the loops it launches reach the same board
+    root = make_repo(tmp_path / "fleet")
+    (root / ".healer").mkdir()
+    data = scripted_policy().model_dump(mode="json", by_alias=True)
+    data["fleet"]["dispatch_tick"] = "1h"
+    store, board, clock = open_url(pg_url), open_url(pg_url), system()
+    d = Dispatcher(root, Policy.model_validate(data), store, clock, ProcessRuntime())
+    passes: list = []
+    daemon = threading.Thread(target=d.run_forever, kwargs={"on_tick": passes.append}, name="test-dispatch", daemon=True)
+    daemon.start()
+    try:
+        wait_until(lambda: passes, timeout=60, what="the daemon's first pass")
+        added = [clock.monotonic() - 10]
+
+        def launched() -> bool:
+            # the watch starts listening after the first pass: a ticket queued before it listens is seen at the
+            # next tick (an hour), so another host queues one more every few seconds until one is launched
+            if clock.monotonic() - added[-1] >= 3:
+                board.add_ticket("queued elsewhere", id=f"T-{len(added)}", body="behaviour: success\n")
+                added.append(clock.monotonic())
+            return any(t.state != "queued" for t in board.tickets())
+
+        wait_until(launched, timeout=60, what="a ticket queued on the shared board launched before the hourly tick")
+    finally:
+        d.stop()
+        daemon.join(60)
+        d.stop_agents(grace=1.0)
+        store.close()
+        board.close()
 
 
 def test_a_ticket_added_elsewhere_is_launched_long_before_the_next_tick(tmp_path, pg_url):

@@ -17,7 +17,7 @@ import yaml
 from healer import actions
 from healer.actions import ActionSpec, Handler, Step, Target, Tool
 from healer.core import decide
-from healer.core.model import Memory, Snapshot
+from healer.core.model import Memory, PlannedAction, Snapshot
 from healer.errors import InvalidInput, NotFound
 from healer.policy.load import validate_text
 from healer.remedy.actions import DONE, REFUSED, Abort, Context, Refuse, execute
@@ -149,6 +149,10 @@ def test_the_rules_tables_are_the_specs():
     assert set(NON_REMEDIATING) == {s.name for s in actions.specs() if s.lease is None}
     for s in actions.specs():  # a spec answering a finding nobody detects would silently never apply
         assert s.answers <= set(FINDINGS), s.name
+    # each table is a whole Mapping / collection (len, truth, `in`), as HANDLERS is below: a plugin may size it
+    n = len(actions.specs())
+    assert len(LEASE) == n and bool(LEASE) and len(APPLICABLE) == len(FINDINGS)
+    assert len(TICKET_LEASE) + len(NON_REMEDIATING) == n - sum(s.lease == "subject" for s in actions.specs())
 
 
 def test_every_built_in_spec_resolves_to_a_handler_and_a_newcomer_finds_it_by_its_file():
@@ -245,3 +249,20 @@ def test_a_tool_spec_screens_its_own_arguments_and_may_require_a_finding(shell_f
         out, err = tools.call("tag_ticket", {"ticket_ids": ["T-1"], "tag": "ok"})
         assert err and out["results"][0]["status"] == "refused" and "no stale_label finding" in out["results"][0]["reason"]
     assert not f.store.comments("T-1") and not f.store.intents()
+
+
+def test_an_effect_its_verification_does_not_find_is_a_failure_journaled_not_a_silent_nothing(shell_fleet):
+    """docs/supervisor.md: every action is verified after its effect; an effect not in place is `failed` (the
+    outcome, a `remedy.failed` event with the reason) and its intent settled, never left begun."""
+    from dataclasses import replace
+
+    f = shell_fleet
+    f.store.add_ticket("work", id="T-1")
+    unseen = replace(TOY, handler=Handler(_resolve, _check, _apply, lambda ctx, t: False))
+    with actions.registered(unseen):
+        pol = validate_text(POLICY, "healer.yaml")
+        out = execute(Context(f.root, f.store, pol, f.clock), PlannedAction("poke_ticket", "T-1", {"ticket": "T-1"}))
+    assert out is not None and out.status == "failed" and out.reason == "verification failed: the effect is not in place"
+    (ev,) = f.store.events(kinds=["remedy.failed"])
+    assert ev.subject == "T-1" and ev.payload["reason"] == out.reason
+    assert [(i.action, i.state) for i in f.store.intents()] == [("poke_ticket", "aborted")]

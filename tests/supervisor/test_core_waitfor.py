@@ -80,3 +80,34 @@ def test_graph_documents_dead_end_reviewers():
 def test_an_escalated_ticket_leaves_the_cycle():
     s = Snapshot(now=T0, tickets=(ticket("T-1", "needs_human", blocked_by=("T-2",)), ticket("T-2", "queued", blocked_by=("T-1",))))
     assert cycles(s) == []
+
+
+def test_a_done_reviewer_no_longer_reviews_the_label_is_a_dead_end():
+    """waitfor.py's graph: `label -> ticket R` only while R is live (not done or closed); once R is done nobody
+    reviews T and the label leads to the dead-end `reviewer:` node (docs/supervisor-core.md, The wait-for graph)."""
+    s = Snapshot(now=T0, tickets=(
+        ticket("T-1", "queued", labels={"to-review": T0}),
+        ticket("R-1", "done", data={"reviews": "T-1"}),
+        ticket("R-2", "closed", data={"reviews": "T-1"}),
+    ))
+    g = build(s, P, index(s))
+    assert set(g.successors("label:T-1#to-review")) == {"reviewer:T-1#to-review"}
+    live = Snapshot(now=T0, tickets=(*s.tickets, ticket("R-3", "in_progress", data={"reviews": "T-1"})))
+    assert set(build(live, P, index(live)).successors("label:T-1#to-review")) == {"ticket:R-3"}
+
+
+def test_a_reviews_field_that_names_no_ticket_is_ignored_not_a_crash():
+    """`data.reviews` is a ticket id; anything else written there (a list, a number) names no ticket: the ticket
+    reviews nothing, and the supervisor still judges the fleet (a label nobody reviews, a cycle elsewhere)."""
+    s = Snapshot(now=T0, tickets=(
+        ticket("T-1", "queued", labels={"to-review": T0}),
+        ticket("R-1", "queued", data={"reviews": ["T-1"]}),
+        ticket("R-2", "queued", data={"reviews": 7}),
+        ticket("T-2", "queued", blocked_by=("T-3",)), ticket("T-3", "queued", blocked_by=("T-2",)),
+    ))
+    g = build(s, P, index(s))
+    assert set(g.successors("label:T-1#to-review")) == {"reviewer:T-1#to-review"}
+    (f,) = cycles(s)
+    assert f.evidence["tickets"] == ["T-2", "T-3"]
+    d = decide(s, P, Memory())
+    assert [a.action for a in d.actions if a.reason == f.key] == ["escalate"]

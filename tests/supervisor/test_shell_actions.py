@@ -270,6 +270,7 @@ def test_escalate_labels_comments_and_notifies_once(shell_fleet):
     assert out.status == "done", out
     t = f.store.ticket("T-1")
     assert "needs-human" in t.labels and t.state == "needs_human"
+    assert out.detail["moved"] is True  # what the journal says it did: the ticket went to needs_human
     [c] = f.store.comments("T-1")
     assert "176" in c.body
     assert f.store.count_events("notify.sent") == 1
@@ -279,12 +280,15 @@ def test_pause_and_resume_dispatch(shell_fleet):
     f = shell_fleet
     assert execute(f.ctx(), PlannedAction("pause_dispatch", "dispatch", {"why": "main red"})).status == "done"
     assert f.store.get_setting("dispatch.paused") is True
+    assert f.store.get_setting("dispatch.paused_by")["why"] == "main red"
     assert execute(f.ctx(), PlannedAction("pause_dispatch", "dispatch")).status == "aborted"
     f.store.set_setting("main.status", "red")
     assert execute(f.ctx(), PlannedAction("resume_dispatch", "dispatch")).status == "aborted"
     f.store.set_setting("main.status", "green")
     assert execute(f.ctx(), PlannedAction("resume_dispatch", "dispatch")).status == "done"
     assert f.store.get_setting("dispatch.paused") is False
+    # who paused it, and why, is not left behind for a pause no longer in force (docs/supervisor.md, the actions)
+    assert f.store.get_setting("dispatch.paused_by") is None and f.store.get_setting("dispatch.paused_reason") is None
 
 
 def test_recover_rolls_back_planned_and_finishes_begun(shell_fleet):
