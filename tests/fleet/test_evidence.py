@@ -54,3 +54,22 @@ def test_a_launch_that_cannot_start_is_a_failed_attempt_with_exit_70_and_the_tic
     assert att.ended_at is not None and f.state("T-1") == "queued"
     [ev] = f.events("dispatch.launch_failed", "T-1")
     assert ev.payload["argv"] == ["/nonexistent/healer-loop"] and ev.payload["error"]
+
+
+def test_a_clean_exit_that_committed_nothing_is_requeued_never_proposed_as_mains_own_commit(fleet_factory):
+    """The evidence of work is a commit main does not hold yet, read from git (issue 41): a real agent that exits 0
+    without committing leaves its branch at main's commit, and its ticket goes back to the queue with that said; it
+    is never proposed and merged as "already on main" (a ticket done with no work)."""
+    f = fleet_factory(scripted_policy(max_launches=1))
+    f.add("T-1", "noop")
+    f.add("T-2", "success")
+    base = f.main_head()
+    assert sorted(t for t, _kind in f.d.tick().launched) == ["T-1", "T-2"]
+    f.settle()
+    f.d.tick()  # reaps both
+    assert f.state("T-1") != "done" and f.store.proposals("T-1") == []
+    moved = [e.payload for e in f.events("ticket.moved", "T-1") if e.payload.get("from") == "in_progress"]
+    assert moved and moved[0]["to"] == "queued" and "exited 0 with no new commit" in moved[0]["reason"]
+    [att] = f.store.attempts("T-1")
+    assert att.exit_code == 0 and att.head == base  # its HEAD recorded as it was: the main it started from
+    assert [p.state for p in f.store.proposals("T-2")] in (["open"], ["merged"])  # real work is still proposed
