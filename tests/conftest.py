@@ -276,15 +276,28 @@ def pytest_unconfigure(config):
 
 _CODEX_DAEMON = Path("/tmp") / f"codex-daemon-{os.getuid()}"
 _CODEX_DAEMON_BEFORE = _CODEX_DAEMON.exists()
+# Claude Code's socket folder, made in /tmp by a CLI run whose TMPDIR a test did not set (a user's own is left alone)
+_CC_SOCKS = Path("/tmp") / f"cc-socks-{os.getuid()}"
+_CC_SOCKS_BEFORE = _CC_SOCKS.exists()
 
 
 def pytest_sessionfinish(session, exitstatus):
     """Codex makes its socket folder /tmp/codex-daemon-UID itself, whatever TMPDIR says (an unsandboxed
     loop cannot move it): once every worker is done, the controller removes it if this session made it
-    and it is empty (a user's own Codex keeps it)."""
-    if hasattr(session.config, "workerinput") or _CODEX_DAEMON_BEFORE:
+    and it is empty (a user's own Codex keeps it). The same for Claude Code's /tmp/cc-socks-UID, with the
+    sockets this session's CLIs left in it."""
+    if hasattr(session.config, "workerinput"):
         return
-    try:
-        _CODEX_DAEMON.rmdir()
-    except OSError:
-        pass
+    if not _CODEX_DAEMON_BEFORE:
+        try:
+            _CODEX_DAEMON.rmdir()
+        except OSError:
+            pass
+    if not _CC_SOCKS_BEFORE and _CC_SOCKS.is_dir():  # this session made it: only its CLIs' sockets are in it
+        for s in _CC_SOCKS.iterdir():
+            if s.is_socket():
+                s.unlink(missing_ok=True)
+        try:
+            _CC_SOCKS.rmdir()
+        except OSError:
+            pass

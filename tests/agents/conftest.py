@@ -62,7 +62,9 @@ def gate() -> dict:
 
 def agent_env(preset: str, home: Path, model: ModelServer) -> dict:
     """The user's side: a HOME of their own with the CLI configured for the kit, as a user would do it."""
-    env = {"HOME": str(home), "PATH": cli_path()}
+    tmp = home / ".tmp"  # the CLIs' scratch (Claude Code's cc-socks/) with the test's files, never in /tmp
+    tmp.mkdir(parents=True, exist_ok=True)
+    env = {"HOME": str(home), "PATH": cli_path(), "TMPDIR": str(tmp)}
     for v in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL", "HTTPS_PROXY", "https_proxy"):
         env[v] = ""
     if preset == "claude":
