@@ -29,6 +29,7 @@ def _group_alive(pgid: int) -> bool:
     return any(p.pgid == pgid for p in RealProcTable().scan())
 
 
+@pytest.mark.long  # 8 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_ralph_orchestrator_driving_claude_is_adopted_and_stopped_at_its_cost_cap(tmp_path):
     need_cli("claude")
     ralph = shutil.which("ralph", path=os.path.dirname(sys.executable))

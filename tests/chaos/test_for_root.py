@@ -98,6 +98,7 @@ def test_crash_mid_quarantine_on_your_fleet_every_failpoint_hit_every_file_quara
     assert healer("board", "list", "--root", str(root), "--json").stdout.count('"queued"') == 1  # T-1 untouched
 
 
+@pytest.mark.long  # 7 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_failpoint_glob_that_names_no_supervisor_failpoint_is_an_error_not_a_silent_pass(tmp_path):
     root = _fleet(tmp_path)
     p = tmp_path / "fp.yaml"

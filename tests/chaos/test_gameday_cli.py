@@ -79,6 +79,7 @@ def test_an_unknown_event_kind_is_warned_with_a_did_you_mean(tmp_path):
     assert sc.warnings == []
 
 
+@pytest.mark.long  # 5 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_validate_and_new(tmp_path):
     r = healer("gameday", "validate", str(SCENARIO_DIR))
     assert r.returncode == 0, r.stderr
@@ -199,6 +200,7 @@ def test_unusable_report_and_junit_paths_are_refused_before_the_game_day_runs(tm
         assert needle in r.stderr and len(r.stderr.splitlines()) == 1 and "PASS" not in r.stdout + r.stderr, args
 
 
+@pytest.mark.long  # 9 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_flags_a_chaos_toolkit_experiment_cannot_honour_are_refused(tmp_path):
     exp = tmp_path / "exp.json"
     exp.write_text(json.dumps({

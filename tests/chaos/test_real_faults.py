@@ -35,6 +35,7 @@ def test_every_fault_is_injected(faults_run):
     assert "wall clock jumped +3600s" in str(acts["fault clock_jump"].output)  # chaos/faults/real_world.py
 
 
+@pytest.mark.long  # 32 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_the_fleet_heals_and_nothing_is_left(faults_run):
     r = faults_run
     assert r.ok, "\n".join(c.message for c in r.failures)
@@ -42,6 +43,7 @@ def test_the_fleet_heals_and_nothing_is_left(faults_run):
     assert any("sigcont" in k for k in kinds) and any("remove_file" in k for k in kinds)
 
 
+@pytest.mark.long  # shares the 32 s real game day of the tests above (2026-12-07)
 def test_the_clock_jump_reaches_every_healer_process(faults_run):
     """Real mode: the healer children read the jumped wall clock (healer/clock.py's offset file); the engine does not."""
     from healer.store import open_store

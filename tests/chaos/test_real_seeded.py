@@ -89,6 +89,7 @@ def _deterministic(events) -> tuple:
     return sched, injected
 
 
+@pytest.mark.long  # 21 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_one_seed_one_schedule(two_runs):
     (_, a), (_, b) = two_runs
     sa, ia = _deterministic(a)

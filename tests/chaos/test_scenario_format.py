@@ -42,6 +42,7 @@ def test_parse_override():
         parse_override("nonsense")
 
 
+@pytest.mark.long  # 6 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_cli_list_and_run_with_reports(tmp_path):
     r = healer("gameday", "list", "--json")
     assert r.returncode == 0, r.stderr
@@ -68,6 +69,7 @@ def test_cli_bad_scenario_is_exit_65(tmp_path):
     assert r.returncode == 65 and "Traceback" not in r.stderr and str(p) in r.stderr
 
 
+@pytest.mark.long  # 5 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_cli_run_chaos_scenarios_path_from_any_folder(tmp_path):
     # regression: the README's `healer gameday run chaos/scenarios/...` failed (65) outside the project folder
     r = healer("gameday", "run", "chaos/scenarios/zombie-ticket.yaml", "--quiet", "--junit", str(tmp_path / "j.xml"),
@@ -78,6 +80,7 @@ def test_cli_run_chaos_scenarios_path_from_any_folder(tmp_path):
     assert r.returncode == 65 and "no such scenario" in r.stderr
 
 
+@pytest.mark.long  # 5 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_cli_replay_takes_a_scenario_name_like_run(tmp_path):
     # regression: `healer gameday replay --seed N zombie-ticket` (as docs/chaos.md writes it) was exit 65
     r = healer("gameday", "replay", "--seed", "3", "zombie-ticket", cwd=tmp_path)

@@ -37,6 +37,7 @@ def _containers(dclient, repo: Path) -> list:
     return dclient.containers.list(all=True, filters={"label": f"{sandbox.WORKDIR_LABEL}={repo.resolve()}"})
 
 
+@pytest.mark.long  # 6 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_deadline_kills_the_hung_agent_and_its_container(dclient, tmp_path):
     repo = make_repo(tmp_path / "repo")
     lines: list[str] = []
@@ -50,6 +51,7 @@ def test_deadline_kills_the_hung_agent_and_its_container(dclient, tmp_path):
     assert _containers(dclient, repo) == []
 
 
+@pytest.mark.long  # 8 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_resume_removes_the_container_of_a_sigkilled_runner(dclient, tmp_path):
     repo = make_repo(tmp_path / "repo")
     pol = tmp_path / "policy.yaml"

@@ -56,6 +56,7 @@ def _env(root: Path, url: str) -> dict:
     return {"GD_STATUS_URL": url, "GD_PYTHON": PY, "GD_TOKEN": "s3cret", "HEALER_GAMEDAY_HOME": str(root.parent / "gd-home")}
 
 
+@pytest.mark.long  # 6 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_healer_runs_a_chaos_toolkit_experiment_on_a_real_fleet(tmp_path, status_url):
     root = _fleet(tmp_path)
     out = tmp_path / "report"

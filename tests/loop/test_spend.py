@@ -46,6 +46,7 @@ def iterations(repo: Path, run_id: str) -> list[dict]:
     return state(repo, run_id)["history"]
 
 
+@pytest.mark.long  # 8 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_killed_iterations_spend_counts_and_the_next_gets_only_the_remainder(lrepo, tmp_path):
     argv_log = tmp_path / "argv.jsonl"
     env = cli_env(tmp_path, "claude", turns=2, tokens=100_000, then="hang", argv_log=str(argv_log))

@@ -136,6 +136,7 @@ def test_a_payload_alertmanager_refuses_is_rejected_once_and_counted(tmp_path, a
     store.close()
 
 
+@pytest.mark.long  # 8 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_prometheus_scrapes_healer_up_and_a_query_returns_a_healer_metric(tmp_path):
     root = make_repo(tmp_path / "fleet")
     assert healer("init", "--root", str(root)).returncode == 0

@@ -7,6 +7,8 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
+
 from healer import procs
 from healer.policy import load_policy
 from healer.repair import launcher
@@ -16,6 +18,7 @@ from tests.conftest import wait_until
 from tests.repair.conftest import PY, REPO, child_env, past_store, seed_frozen, seed_stale, write_policy
 
 
+@pytest.mark.long  # 5 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_builtin_agent_unblocks_43_frozen_and_12_stale_in_one_run(fleet: Path):
     store, _ = past_store(fleet, hours=6)
     frozen = seed_frozen(store, 43)

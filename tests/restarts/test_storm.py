@@ -27,6 +27,7 @@ def test_the_campaign_scenarios_load():
         assert sc.storm is not None and sc.storm.tickets == 30 and sc.storm.kills == 20
 
 
+@pytest.mark.long  # 10 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_short_storm_loses_nothing(tmp_path):
     run = StormRun(StormConfig(seed=5, tickets=5, kills=3, with_runners=0.67, pool_size=3, agent_delay=0.5,
                                uptime=(0.5, 2.0), finish_timeout=240), tmp_path)

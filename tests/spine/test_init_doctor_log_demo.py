@@ -143,6 +143,7 @@ def test_secrets_never_reach_a_sink(tmp_path, monkeypatch):
     assert log.redact("nothing secret here") == "nothing secret here"
 
 
+@pytest.mark.long  # 8 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @pytest.mark.slow  # the demo grows with healer (a live healed fleet; its game-day suite is tests/chaos/test_suite.py's)
 def test_demo_runs_exits_0_and_keeps_its_fleet_on_request():
     r = healer("demo", "--keep", "--no-suite", timeout=600)

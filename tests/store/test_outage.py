@@ -395,6 +395,7 @@ def test_a_daemon_started_while_the_server_stays_down_ends_with_one_line_and_69(
     assert last.startswith("healer: ") and "store.outage_tolerance (2s)" in last, last
 
 
+@pytest.mark.long  # 9 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_up_started_while_sqlite_is_locked_waits_for_it(tmp_path):
     """SQLite's equivalent: another process holds the store in exclusive locking mode when `up` starts. `up` says
     so in one line after a busy timeout, waits, and runs once the lock is gone, the pair of events recorded."""

@@ -63,6 +63,7 @@ def test_a_read_only_refusal_is_the_store_being_away(pg, url, tmp_path):
         store.close()
 
 
+@pytest.mark.long  # 7 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_up_rides_out_a_read_only_database_with_one_line(pg, url, tmp_path):
     root = make_repo(tmp_path / "fleet", {"README.md": "# x\n", "healer.yaml": yaml.safe_dump(_policy())})
     (root / ".healer").mkdir()
@@ -91,6 +92,7 @@ def test_up_rides_out_a_read_only_database_with_one_line(pg, url, tmp_path):
     store.close()
 
 
+@pytest.mark.long  # 7 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_up_left_read_only_past_the_tolerance_ends_with_69(pg, url, tmp_path):
     root = make_repo(tmp_path / "fleet", {"README.md": "# x\n", "healer.yaml": yaml.safe_dump(
         _policy(outage_tolerance="3s"))})

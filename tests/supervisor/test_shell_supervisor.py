@@ -232,6 +232,7 @@ def test_recovery_at_start_is_journaled(shell_fleet):
     assert [i.state for i in f.store.intents()] == ["aborted", "done"]
 
 
+@pytest.mark.long  # 6 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_repair_trigger_call_site_launches_the_repair_agent(shell_fleet):
     from healer.core.model import Decision
 
