@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from chaos.agents.models.server import ModelServer
 from healer.conventions import RECOVERY_REFS
 from tests.adopt.conftest import adopt_json, end, fleet, need_cli, need_loop_sh, policy, start, supervisor, until, worktree
@@ -19,6 +21,7 @@ def _git(wt, *args) -> str:
     return subprocess.run(["git", "-C", str(wt), *args], capture_output=True, text=True, check=True).stdout
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_runaway_codex_in_loop_sh_is_costed_from_its_rollouts_and_stopped_at_its_cap(tmp_path):
     need_cli("codex")
     root = fleet(tmp_path / "fleet")

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from chaos.agents.models.scripts import Script, Turn
 from chaos.agents.models.server import ModelServer
 from healer.adopt import RealProcTable, failure_reading, observe, scan
@@ -105,6 +107,7 @@ def test_the_failure_reading_is_the_newest_file_and_a_log_without_an_error_line_
     assert key and key.startswith("b.log:") and sig is None and line == ""
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_the_real_claude_codes_failed_tool_calls_in_a_row_are_one_same_failure_finding(tmp_path):
     """Claude Code (pinned, scripted model) runs five shell commands in one session: two fail, one works, three fail
     the same way with numbers that differ. Its transcript's tool results give a run of three, not five."""

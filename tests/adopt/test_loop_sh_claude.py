@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 from chaos.agents.models.server import ModelServer
 from healer.conventions import RECOVERY_REFS
 from tests.adopt.conftest import (
@@ -39,6 +41,7 @@ def _kinds(rep) -> set[str]:
     return {f.kind for f in rep.decision.findings}
 
 
+@pytest.mark.long  # 5 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_hung_claude_in_loop_sh_is_adopted_its_idle_and_stuck_fire_and_nothing_is_signalled(tmp_path):
     need_cli("claude")
     root = fleet(tmp_path / "fleet")
@@ -62,6 +65,7 @@ def test_a_hung_claude_in_loop_sh_is_adopted_its_idle_and_stuck_fire_and_nothing
             end(p)
 
 
+@pytest.mark.long  # 3 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_runaway_claude_in_loop_sh_is_stopped_at_its_cost_cap_after_its_work_is_snapshotted(tmp_path):
     need_cli("claude")
     root = fleet(tmp_path / "fleet")

@@ -155,6 +155,7 @@ def test_restart_only_with_the_declared_command_and_never_over_a_live_loop(tmp_p
                 os.killpg(restarted, signal.SIGKILL)  # the group healer started for this test
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_the_agents_healer_launched_are_its_governed_loops_never_adopted(tmp_path):
     """A rule broad enough to match healer's own agents (`loop.sh` anywhere) adopts the twin a user started, never the
     tree under a running agent of the fleet's records on this host (the kernel's parent links from its pid)."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from healer.store import open_store
 from tests.adopt.conftest import adopt_json, end, fleet, policy, start, supervisor, until, worktree
 from tests.conftest import healer
@@ -17,6 +19,7 @@ def _status(root) -> dict:
     return json.loads(r.stdout)
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_status_and_console_list_an_adopted_loop_then_show_it_gone(tmp_path):
     from starlette.testclient import TestClient
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from chaos.agents.models.server import ModelServer
 from tests.agents.conftest import agent_env, calc_repo, need_bwrap, policy
 from tests.agents.test_loop import loop
@@ -22,6 +24,7 @@ def _end(pids: list[int]) -> None:
             pass
 
 
+@pytest.mark.long  # 6 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_background_shell_ends_with_the_iteration_and_the_fix_is_committed(tmp_path, preset, home):
     need_bwrap()
     repo = calc_repo(tmp_path / "repo")

@@ -57,6 +57,7 @@ def test_an_endpoint_down_for_a_whole_iteration_is_infra_and_the_run_resumes(tmp
     assert len(loop_commits(repo)) == 1
 
 
+@pytest.mark.long  # 5 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_few_failed_requests_then_answers_carry_on(tmp_path, preset, home):
     need_bwrap()
     repo = calc_repo(tmp_path / "repo")

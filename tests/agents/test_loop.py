@@ -54,6 +54,7 @@ def left_in(folder: Path) -> list[str]:
     return out
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_never_done_ends_at_the_iteration_cap(tmp_path, preset, home):
     need_bwrap()
     repo = calc_repo(tmp_path / "repo")

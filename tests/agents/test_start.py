@@ -65,6 +65,7 @@ def test_a_dead_endpoint_is_69_before_any_iteration(tmp_path, preset, home):
     assert not events(repo, "loop.iteration")
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_network_off_reaches_the_model_only_through_the_allow_list(tmp_path, preset, home):
     """Network off: the preset adds its model endpoint to loop.sandbox_network_allow (the network work of issue 31)
     and the run converges; a healer without that allow-list says so up front, exit 69, never silent retries."""

@@ -22,6 +22,7 @@ def _run(name: str, tmp_path):
     return engine.run(load(discover([name])[0]), tmp_path)
 
 
+@pytest.mark.long  # 6 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_the_simulated_world_hands_the_real_supervisor_its_process_table_and_nothing_else(tmp_path):
     e = SimEngine(load(discover(["adopted-runaway-cost"])[0]), tmp_path)
     e.begin()

@@ -64,6 +64,7 @@ def test_exploration_shrinks_a_planted_bug_to_its_core(monkeypatch, tmp_path):
     assert explore.event_log(a) == explore.event_log(b)
 
 
+@pytest.mark.long  # 3 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_same_seed_same_event_log(tmp_path):
     for seed in (3, 11):
         sc = explore.scenario_for_seed(seed)

@@ -130,6 +130,7 @@ def test_the_pytest_plugin_reports_the_error(tmp_path):
 
 @pytest.mark.skipif(not os.path.exists(os.path.join(os.path.dirname(sys.executable), "chaos")),
                     reason="chaostoolkit not installed")
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_ctk_supervise_once_skipped_by_a_held_lease_is_errored(tmp_path):
     from healer.ctk.run import errors, verdict
     from healer.store import open_store

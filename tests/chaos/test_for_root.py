@@ -50,6 +50,7 @@ def test_a_for_root_scenario_is_validated_as_one(tmp_path, text, where):
     assert where in e.value.lines[0]
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_scenarios_not_meant_for_root_are_refused_and_for_root_ones_need_it(tmp_path):
     root = _fleet(tmp_path)
     r = healer("gameday", "run", "relaunch-storm", "--root", str(root), "--quiet")
@@ -68,6 +69,7 @@ def test_an_expectation_naming_a_ticket_the_fleet_has_not_got_is_refused_before_
     assert "chaos.fault" not in healer("journal", "--root", str(root), "-n", "-1").stdout
 
 
+@pytest.mark.long  # 5 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_stray_file_game_day_heals_your_fleet_from_the_package(tmp_path):
     root = _fleet(tmp_path)
     rep = tmp_path / "rep"

@@ -98,6 +98,7 @@ def test_validate_and_new(tmp_path):
     assert r.returncode == 1 and "every label dropped" in r.stdout and "see the report" not in r.stdout
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_empty_selection_and_disable_without_disable_are_usage_errors(tmp_path):
     (tmp_path / "empty").mkdir()
     r = healer("gameday", "run", str(tmp_path / "empty"))

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import psutil
+import pytest
 
 from healer.clock import system
 
@@ -23,6 +24,7 @@ def _holders(home: str) -> list[psutil.Process]:
     return out
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_sigkilled_gameday_is_cleaned_by_the_next_run(tmp_path):
     home = str(tmp_path / "home")
     env = {**os.environ, "HEALER_GAMEDAY_HOME": home, "TMPDIR": str(tmp_path)}

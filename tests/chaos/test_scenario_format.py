@@ -56,6 +56,7 @@ def test_cli_list_and_run_with_reports(tmp_path):
     assert "<testcase" in (tmp_path / "j.xml").read_text()
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_cli_run_disabled_fails_with_exit_1(tmp_path):
     r = healer("gameday", "run", "stuck-review-label", "--quiet", "--disable", "--junit", str(tmp_path / "j.xml"))
     assert r.returncode == 1

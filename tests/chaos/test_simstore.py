@@ -5,6 +5,7 @@ re-read of one row, not of every agent."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -59,6 +60,7 @@ def _do(s: CachedStore, clock: VirtualClock, o: tuple) -> None:
         clock.advance(o[1])
 
 
+@pytest.mark.long  # 3 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(script)
 def test_cached_agents_equal_a_fresh_read_around_heartbeats(tmp_path_factory, steps):

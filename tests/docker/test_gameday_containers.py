@@ -117,6 +117,7 @@ def test_sigkilled_container_game_day_is_cleaned(dclient, tmp_path, home):
 HANG = "import signal, time; signal.signal(signal.SIGTERM, lambda *a: exit(0)); time.sleep(300)"
 
 
+@pytest.mark.long  # 3 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_every_container_fault_kind_through_the_engine(dclient, runtime, tmp_path, home):
     """Each scenario kind acts on the engine's fleet only, within its count, states read before and after;
     the rollback thaws every pause and removes the fleet's containers."""

@@ -26,6 +26,7 @@ def fleet(tmp_path):
     return root
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_scripted_agent_cannot_escape(dclient, fleet, tmp_path):
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))

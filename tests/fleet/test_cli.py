@@ -74,6 +74,7 @@ def test_status_outside_a_fleet_is_a_usage_error(tmp_path):
     assert r.returncode == 64 and "not a healer fleet" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_status_shows_backoff_eligibility(tmp_path):
     root = cli_fleet(tmp_path)
     s = open_store(root)
@@ -109,6 +110,7 @@ def test_watch_records_agent_and_returns_command_exit_code(tmp_path):
     s.close()
 
 
+@pytest.mark.long  # 5 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_watch_deadline_kills_the_whole_tree(tmp_path):
     root = cli_fleet(tmp_path)
     code = ("import subprocess, sys, threading; "
@@ -139,6 +141,7 @@ def test_watch_bad_usage(tmp_path):
     assert r.returncode == 64 and "cannot run" in r.stderr
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_dispatch_needs_a_git_root_with_the_main_branch(tmp_path):
     plain = tmp_path / "plain"
     (plain / ".healer").mkdir(parents=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -123,6 +124,7 @@ def fleets(draw):
                               main_status=draw(st.sampled_from(["green", "red", "unknown"])), paused=draw(st.booleans()))
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @settings(max_examples=150, deadline=None)
 @given(fleets())
 def test_plan_never_overfills_the_pool_nor_doubles_an_agent(inp):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections import Counter
 
+import pytest
 import yaml
 
 from healer.store import open_store
@@ -34,6 +35,7 @@ def trailers(bare) -> Counter:
     return Counter(x.split(": ", 1)[1] for x in log.splitlines() if x.startswith("Healer-Ticket: "))
 
 
+@pytest.mark.long  # 5 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_killed_after_the_push_then_restarted_merges_once(tmp_path):
     bare, root = shared_fleet(tmp_path)
     s = open_store(root)
@@ -72,6 +74,7 @@ if not pathlib.Path(mark).exists():
 """
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_main_moved_by_another_host_during_the_gates_is_refused_then_merged_on_top(tmp_path):
     other, mark = tmp_path / "other", tmp_path / "marks" / "gate-ran"
     gate = {"name": "race", "run": [sys.executable, "-c", OTHER_HOST, str(tmp_path / "shared.git"), str(other), str(mark)],

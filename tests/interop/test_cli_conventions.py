@@ -87,6 +87,7 @@ def _ticks(root, kind: str) -> int:
         s.close()
 
 
+@pytest.mark.long  # 3 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @pytest.mark.parametrize("daemon", ["supervise", "dispatch"])
 def test_supervise_and_dispatch_exit_4_on_ctrl_c_and_0_on_sigterm_as_up_does(tmp_path, daemon):
     root = _fleet(tmp_path, "supervisor:\n  tick: 1s\nfleet:\n  dispatch_tick: 1s\n"
@@ -107,6 +108,7 @@ def test_supervise_and_dispatch_exit_4_on_ctrl_c_and_0_on_sigterm_as_up_does(tmp
                 p.wait()
 
 
+@pytest.mark.long  # 3 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_out_of_range_numbers_are_refused_when_the_command_line_is_read(tmp_path):
     root = _fleet(tmp_path)
     for args, opt in ((["supervise", "--once", "--metrics-port", "99999"], "--metrics-port"),

@@ -167,6 +167,7 @@ def test_5_edits_tests_reverted_never_exit_0(lrepo, tmp_path):
     assert any("test_everything_passes" in Path(s).read_text() for s in saved)
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_6_hang_ignore_sigterm_setsid_grandchild(lrepo, tmp_path):
     pids = tmp_path / "pids.txt"
     cap, timeout, grace = 3, 1.0, 0.5

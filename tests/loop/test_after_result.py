@@ -76,6 +76,7 @@ def test_a_cli_that_stays_after_its_result_is_ended_and_the_gates_commit(lrepo, 
     assert "ended after its result" in (lrepo / "progress.md").read_text()
 
 
+@pytest.mark.long  # 5 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_forged_result_only_shortens_the_agents_own_iteration(lrepo, tmp_path, mark):
     """The final event is the agent's own word: it ends the iteration early, and the gates still judge."""
     pol = write_policy(tmp_path / "p.yaml", iteration_timeout="60s", idle_timeout=None, gates=[solved_gate()],

@@ -98,6 +98,7 @@ def test_a_silent_agent_is_stopped_at_the_idle_deadline_never_stalled(lrepo, tmp
     assert [e.payload["n"] for e in idle] == [1, 2] and idle[0].payload["silent_for"] >= 1.0
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_codex_killed_iteration_counts_its_session_files_tokens(lrepo, tmp_path):
     home = tmp_path / "codex-home"
     home.mkdir()
@@ -206,6 +207,7 @@ def test_codex_session_files_are_read_only_as_plain_files_never_through_links(tm
 # -- a call killed mid-stream (or never ending) is estimated from what streamed, never $0 (issue 40) ----------------
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_claude_call_killed_mid_stream_is_estimated_from_its_streamed_words(lrepo, tmp_path):
     env = cli_env(tmp_path, "claude", turns=1, tokens=100_000, then="hang", streaming="x" * 40_000)
     pol = write_policy(tmp_path / "p.yaml", agent={"preset": "claude"}, iteration_timeout="3s", idle_timeout=None,
@@ -220,6 +222,7 @@ def test_a_claude_call_killed_mid_stream_is_estimated_from_its_streamed_words(lr
     assert ev.payload["usage"]["estimated"] is True and ev.payload["usage"]["estimated_turns"] == 1
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_codex_turn_killed_before_response_completed_is_estimated_not_zero(lrepo, tmp_path):
     env = cli_env(tmp_path, "codex", turns=0, tokens=0, then="hang", streaming="y" * 8_000)  # stdout only, no usage ever
     pol = write_policy(tmp_path / "p.yaml", agent={"preset": "codex"}, iteration_timeout="3s", idle_timeout=None,

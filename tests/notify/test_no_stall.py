@@ -148,6 +148,7 @@ def _events(root, kind):
         s.close()
 
 
+@pytest.mark.long  # 3 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_an_undelivered_alert_reaches_the_receiver_after_it_comes_back_across_a_restart_of_up(tmp_path):
     port = free_port()  # nobody listens there yet: the receiver is down
     root = make_repo(tmp_path / "fleet")
@@ -192,6 +193,7 @@ def test_dispatch_once_delivers_its_own_page_after_the_pass(tmp_path, receiver):
     assert [e.subject.split(":")[0] for e in _events(root, "notify.delivered")] == ["main_red"]
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @pytest.mark.parametrize("point", ["notify.after_claim", "notify.after_send"])
 def test_up_killed_mid_delivery_delivers_the_alert_after_a_restart_by_one_key(tmp_path, point):
     """`healer up` SIGKILLed with an alert claimed and not yet sent, or sent (the receiver answered 2xx) and not yet

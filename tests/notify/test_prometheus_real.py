@@ -185,6 +185,7 @@ def _try(url: str) -> str:
         return ""
 
 
+@pytest.mark.long  # 5 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_dispatch_serves_metrics_and_a_taken_port_is_a_usage_error(tmp_path):
     root = make_repo(tmp_path / "fleet")
     assert healer("init", "--root", str(root)).returncode == 0

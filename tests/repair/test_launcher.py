@@ -58,6 +58,7 @@ repair_agent:
 """
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_agent_overrunning_its_timeout_is_killed_with_its_whole_tree(fleet: Path):
     store = open_store(fleet)
     try:
@@ -90,6 +91,7 @@ def _install_fake_claude(bindir: Path) -> None:
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_claude_preset_end_to_end_with_a_fake_claude_first_on_path(fleet: Path, tmp_path: Path):
     store, _ = past_store(fleet, hours=6)
     frozen = seed_frozen(store, 3)

@@ -106,6 +106,7 @@ def hostile_fleet(fleet: Path, tmp_path: Path):
         busy.wait()
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_adversary_is_refused_every_time_and_nothing_outside_changes(hostile_fleet, monkeypatch):
     fleet, decoy, wt, policy = hostile_fleet
     before = tree_hash(decoy)

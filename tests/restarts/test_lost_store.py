@@ -147,6 +147,7 @@ def read_only_healer(tmp_path):
         subprocess.run(["umount", str(h)], check=False)
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_read_only_commands_work_on_a_read_only_healer_folder(read_only_healer):
     env = {k: v for k, v in os.environ.items() if k not in ("HEALER_ROOT", "HEALER_FAILPOINTS")}
     for cmd in (["status"], ["plan"], ["journal", "-n", "5"]):

@@ -325,6 +325,7 @@ def test_a_live_runs_group_is_never_swept(tmp_path, kind, pen):
         s.cleanup()
 
 
+@pytest.mark.long  # 3 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_killed_runners_watchdog_spares_the_group_of_its_resume(tmp_path, kind, pen):
     """The old runner's watchdog cleans up after it only under the group's run lock: once a resume of the run
     holds the group, its programs are not the old watchdog's to end (nor its folder to remove)."""

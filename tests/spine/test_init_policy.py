@@ -11,6 +11,8 @@ import subprocess
 import sys
 import sysconfig
 
+import pytest
+
 from healer.policy import Policy, load_policy
 from healer.policy.load import default_policy_path
 from tests.conftest import REPO, make_repo
@@ -55,6 +57,7 @@ def test_init_writes_the_commented_default(cli, tmp_path):
     assert default_policy_path() == DEFAULT
 
 
+@pytest.mark.long  # 3 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_an_installed_package_carries_the_commented_default_and_init_writes_it(tmp_path):
     """What a wheel holds: setuptools' build_py of a copy of the checkout (the package data, the symbolic link
     healer/policy/default.yaml followed); `healer init` run from that copy, not from the checkout."""

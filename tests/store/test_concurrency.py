@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from healer.store import open_url
 from tests.conftest import REPO, wait_until
 
@@ -111,6 +113,7 @@ def test_a_follower_sees_every_event_in_id_order_while_three_write(tmp_path, sto
     s.close()
 
 
+@pytest.mark.long  # 5 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_fenced_holders_never_overlap(tmp_path, store_url):
     run_workers(tmp_path, store_url, "lease", 4, count=3)
     s = open_url(store_url)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import threading
 
+import pytest
+
 from healer.clock import system
 from healer.fleet.dispatcher import Dispatcher
 from healer.fleet.process_runtime import ProcessRuntime
@@ -19,6 +21,7 @@ from tests.fleet.conftest import scripted_policy
 from tests.fleet.test_cli import cli_fleet, stop_all
 
 
+@pytest.mark.long  # 3 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_the_daemon_launches_work_queued_on_the_shared_board_without_waiting_for_its_tick(tmp_path, pg_url, monkeypatch):
     """docs/scale.md: a dispatcher LISTENs on a connection of its own and runs a pass as soon as a ticket is added
     on any host. The tick here is an hour: only the board's wake-up can launch the ticket within the test."""
@@ -53,6 +56,7 @@ def test_the_daemon_launches_work_queued_on_the_shared_board_without_waiting_for
         board.close()
 
 
+@pytest.mark.long  # 5 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_ticket_added_elsewhere_is_launched_long_before_the_next_tick(tmp_path, pg_url):
     root = cli_fleet(tmp_path)
     pol = (root / "healer.yaml").read_text().replace("dispatch_tick: 30s", "dispatch_tick: 5m")

@@ -101,6 +101,7 @@ def test_a_foreign_store_is_refused_with_65(tmp_path):
     assert r.returncode == 65 and "another fleet" in _one_line(r)
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_store_restore_puts_a_copy_back(tmp_path):
     root = _fleet(tmp_path)
     assert _cli(root, "board", "add", "kept").returncode == 0
@@ -143,6 +144,7 @@ def _corrupt_fleet(tmp_path: Path) -> Path:
     return root
 
 
+@pytest.mark.long  # 3 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_damaged_store_is_one_line_and_74_and_doctor_says_how_to_recover(tmp_path):
     root = _corrupt_fleet(tmp_path)
     r = _cli(root, "board", "list")
@@ -161,6 +163,7 @@ def test_up_on_a_damaged_store_ends_with_one_line_and_74(tmp_path):
     assert "damaged" in r.stderr and ".recover" in r.stderr, r.stderr
 
 
+@pytest.mark.long  # 5 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_on_postgresql_a_second_host_joins_and_another_fleet_is_refused(tmp_path, pg_url):
     a, b = make_repo(tmp_path / "host-a"), make_repo(tmp_path / "host-b")
     for root in (a, b):  # the same board from two hosts' clones: the second takes the board's id
@@ -183,6 +186,7 @@ def test_a_linked_worktree_is_no_fleet_root(tmp_path):
     assert not identity.in_git(tmp_path / "wt")
 
 
+@pytest.mark.long  # 3 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_store_damaged_while_up_runs_ends_it_with_one_line_and_74(tmp_path):
     """Pages damaged under a running `healer up` (no tickets: nothing else to do): the next pass that reads them
     ends it with the one recovery line and exit 74, no courier or pass line besides."""

@@ -347,6 +347,7 @@ def _fleet(tmp_path: Path, url: str, **store) -> Path:
     return root
 
 
+@pytest.mark.long  # 3 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_up_started_while_the_server_is_down_waits_for_it(restartable_pg, pg_fleet, tmp_path):
     """`healer up` started while PostgreSQL is stopped rides it out as an outage met later: one line, no exit, and
     once the server is back it runs, with the outage's store.unavailable / store.back pair in the journal."""

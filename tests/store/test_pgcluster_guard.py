@@ -23,6 +23,7 @@ os.kill(os.getpid(), 9)
 """
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 @pytest.mark.skipif(not pgcluster.available(), reason="no PostgreSQL binaries (initdb, pg_ctl) on this machine")
 def test_a_sigkilled_owners_cluster_is_stopped_and_removed():
     p = subprocess.run([sys.executable, "-c", OWNER, str(REPO)], capture_output=True, text=True, timeout=180)

@@ -50,6 +50,7 @@ def test_a_read_only_healer_folder_is_exit_74_for_a_write_and_readable_for_a_rea
     assert r.returncode == 0 and '"title": "A"' in r.stdout, r.stderr
 
 
+@pytest.mark.long  # 3 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_file_that_is_no_database_or_from_a_newer_healer_is_exit_65_naming_it(tmp_path):
     root = _fleet(tmp_path)
     db = root / ".healer" / "healer.db"
@@ -91,6 +92,7 @@ def test_a_mistyped_sqlite_url_makes_no_store_but_init_does(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_store_path_that_cannot_be_a_store_file_is_exit_64(tmp_path):
     root = _fleet(tmp_path)
     (tmp_path / "afile").write_text("a file\n")

@@ -247,6 +247,7 @@ def test_a_fleet_with_every_finding_kind_plans_for_each():
     assert "dispatch_frozen" in {f.kind for f in decide(green, p, Memory()).findings}
 
 
+@pytest.mark.long  # 3 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_same_decision_across_processes_whatever_the_hash_seed():
     """Replays run in other processes: nothing may depend on set or dict-of-set iteration order."""
     import os

@@ -48,6 +48,7 @@ def _spent(s, run: str, ticket: str, usd: float, preset: str = "claude", day: st
     s.append("loop.iteration", run, {"n": 1, "cost_usd": usd, "ticket": ticket, "day": day})
 
 
+@pytest.mark.long  # 3 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_up_serves_spend_per_cli_day_and_top_tickets(tmp_path: Path):
     root = make_repo(tmp_path / "fleet")
     (root / ".healer").mkdir()
@@ -85,6 +86,7 @@ def test_up_serves_spend_per_cli_day_and_top_tickets(tmp_path: Path):
             up.wait(timeout=30)
 
 
+@pytest.mark.long  # 4 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_dispatch_serves_the_spend_after_its_pass(tmp_path: Path):
     root = make_repo(tmp_path / "fleet")
     (root / ".healer").mkdir()

@@ -12,6 +12,8 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from healer import quarantine as q
 from healer.store import open_store
 from tests.conftest import REPO, healer, make_repo, wait_until
@@ -92,6 +94,7 @@ def test_journal_follow_prints_new_events(tmp_path):
         p.wait(timeout=10)
 
 
+@pytest.mark.long  # 3 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_quarantine_list_and_restore_cli(tmp_path):
     root = _fleet(tmp_path)
     f = root / "stray" / "blob.bin"
@@ -159,6 +162,7 @@ def _metrics(port: int) -> str | None:
         return None
 
 
+@pytest.mark.long  # 3 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_supervise_daemon_serves_metrics_and_stops_cleanly_on_sigterm(tmp_path):
     root = _fleet(tmp_path, "supervisor:\n  tick: 1s\n")
     _frozen(root)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from healer.clock import system
 from healer.policy.schema import Policy
 from healer.store import open_store
@@ -11,6 +13,7 @@ from healer.supervisor import Supervisor
 from tests.conftest import make_repo, wait_until
 
 
+@pytest.mark.long  # 3 s (2026-12-07): `make test-long`, which .ci/run runs after `make test`
 def test_a_store_change_wakes_the_supervisor_within_a_second_its_own_writes_do_not(tmp_path):
     root = make_repo(tmp_path / "fleet")
     pol = Policy.model_validate({"supervisor": {"tick": "10m"},
