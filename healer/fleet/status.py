@@ -16,6 +16,9 @@ from healer.core.disk import SETTING as DISK_LOW
 from healer.fleet.dispatcher import gather
 from healer.fleet.snapshot import ended_with, liveness
 from healer.store import keys
+from healer.store.migrations import SCHEMA, V5
+
+ADOPTED_SINCE = SCHEMA.index(V5) + 1  # the schema version that made the `adopted` table
 
 
 def fleet_status(store, policy, now: float) -> dict[str, Any]:
@@ -64,6 +67,8 @@ ENDED_SHOWN = 3600.0  # a loop that ended (gone, stopped) stays in the list this
 def adopted_rows(store, now: float) -> list[dict[str, Any]]:
     """The adopted loops as the store last recorded them (docs/adopt.md): the live ones, then those that ended in the
     last hour. What the store says, not a fresh scan: `healer adopt` and the supervisor's tick write it."""
+    if store.version() < ADOPTED_SINCE:  # a store not migrated yet (a read-only open never migrates): none adopted
+        return []
     rows = []
     for a in store.adopted(states=None):
         if a.state != "adopted" and (a.ended_at is None or now - a.ended_at > ENDED_SHOWN):

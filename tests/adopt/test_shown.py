@@ -84,3 +84,19 @@ def test_the_supervisors_metrics_count_the_adopted_loops_running(tmp_path):
         assert "healer_adopted_loops" not in Metrics("dispatch").render()  # the supervisor's, not the dispatcher's
     finally:
         sup.store.close()
+
+
+def test_status_of_a_store_not_yet_migrated_to_the_adopted_table_shows_none(tmp_path):
+    """`healer status` opens the store read-only, which never migrates: a v4 store (no `adopted` table) shows no
+    adopted loop instead of an internal error."""
+    import sqlite3
+
+    root = fleet(tmp_path / "fleet")
+    db = sqlite3.connect(root / ".healer" / "healer.db")
+    db.execute("DROP TABLE adopted")
+    db.execute("PRAGMA user_version = 4")
+    db.commit()
+    db.close()
+    r = healer("status", "--json", "--root", str(root))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["adopted"] == []
