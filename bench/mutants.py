@@ -21,7 +21,7 @@ of the simulated suite, of the unit tests and of both against issue 41's targets
 survivors. Exit 0 whatever the rates (`--strict`: 1 below a target).
 
     bench/mutants.py [--seed N] [--mutants 24] [--jobs N] [--list] [--only TEXT [--tests FILE... | --scenarios NAME...]]
-                     [--sim-budget S] [--unit-budget S] [--refresh-map]
+                     [--sim-budget S] [--unit-budget S] [--sim-only] [--refresh-map]
 """
 
 from __future__ import annotations
@@ -412,12 +412,15 @@ def _venv(copy: Path) -> Path:
     return py
 
 
-def run_mutant(m: mutate.Mutant, cmap: dict, tests: list[str] | None = None, scenarios: list[str] | None = None) -> dict:
+def run_mutant(m: mutate.Mutant, cmap: dict, tests: list[str] | None = None, scenarios: list[str] | None = None,
+               sim_only: bool = False) -> dict:
     if tests is not None or scenarios is not None:  # chosen by hand: check that a new test kills a survivor
         sims, files, fallback = list(scenarios or ()), list(tests or ()), False
         covering = (len(sims), len(files))
     else:
         sims, files, fallback, covering = runners(cmap, m)
+        if sim_only:
+            files = []
     t0 = time.monotonic()
     res = {"id": m.id, "path": m.path, "line": m.line, "op": m.op, "before": m.before[:80], "after": m.after[:80],
            "sim_runners": f"{len(sims)}/{covering[0]}", "unit_files": f"{len(files)}/{covering[1]}", "unit_fallback": fallback, "sim": None, "unit": None}
@@ -485,6 +488,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--static-unit", action="store_true",
                     help="no unit coverage map: a mutant's unit files are those that import its module (and those "
                          "the map already holds that run its line), smallest first, within --unit-budget")
+    ap.add_argument("--sim-only", action="store_true",
+                    help="the simulated game days only, no unit test (the game days' own kill rate, faster)")
     ap.add_argument("--record", action="store_true", help=f"append the run's numbers to {RECORD.name}")
     ap.add_argument("--record-from", type=Path, metavar="FILE", help="append an earlier run's numbers (its output)")
     ap.add_argument("--refresh-map", action="store_true", help="remake the coverage map even if cached")
@@ -505,17 +510,17 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(m.as_dict()))
         return 0
     by_hand = a.tests is not None or a.scenarios is not None
-    cmap = {"sim": {}, "unit": {}} if by_hand else coverage_map(a.jobs, a.refresh_map, not a.static_unit)
+    cmap = {"sim": {}, "unit": {}} if by_hand else coverage_map(a.jobs, a.refresh_map, not (a.static_unit or a.sim_only))
     red = [n for n, v in cmap["sim"].items() if v["status"] != "passed"]
     if red:
         print(f"{BENCH}: scenarios red without any mutation (never counted as kills): {', '.join(red)}", file=sys.stderr)
     results = []
     with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        for r in pool.map(lambda m: run_mutant(m, cmap, a.tests, a.scenarios), drawn):
+        for r in pool.map(lambda m: run_mutant(m, cmap, a.tests, a.scenarios, sim_only=a.sim_only), drawn):
             results.append(r)
             print(json.dumps({"bench": BENCH, "mutant": r}), flush=True)
     sim, both = summary(results, seed, time.monotonic() - t0, a.jobs, a.static_unit,
-                        record=a.record and not a.only and not by_hand)
+                        record=a.record and not a.only and not by_hand and not a.sim_only)
     return 1 if a.strict and (sim < 0.70 or both < 0.90) else 0
 
 
