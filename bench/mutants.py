@@ -7,7 +7,8 @@ repository with a venv of its own (the copy first on its path, never the worktre
 child a test starts imports the mutant too, and its test failing kills it), then, cheapest first and within a
 budget of their unmutated seconds:
   - the simulated game days (chaos/scenarios, mode: simulated) that run its line, until one goes red (failed,
-    error, or over three times its unmutated time);
+    error, or over three times its unmutated time in CPU seconds: a loaded machine stretches the wall clock, which is
+    never a kill);
   - the unit test files that run its line (`-x`): UNIT's folders and the other test files that import the
     decision code; a line no file runs falls back to the files that import its module.
 "Run its line" comes from coverage maps of the unmutated tree under .cache/mutants/ (a statement that runs at
@@ -36,6 +37,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -412,6 +414,55 @@ def _venv(copy: Path) -> Path:
     return py
 
 
+WALL_FACTOR = 6  # a loaded machine stretches wall time, not CPU time: the wall cap is this many CPU budgets
+
+
+def _cpu_seconds(proc) -> float:
+    """User + system CPU seconds of a process and its children (psutil), 0 once it is gone."""
+    import psutil
+
+    try:
+        p = psutil.Process(proc.pid)
+        t = p.cpu_times()
+        return t.user + t.system + t.children_user + t.children_system
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return 0.0
+
+
+def _run_cpu_limited(cmd: list[str], cwd: Path, env: dict, budget: float) -> tuple[int | None, str, str | None]:
+    """Run the game days of one mutant: (exit code or None at the wall cap, stdout, why it was killed as a runaway).
+    A mutant that loops forever burns CPU: over `budget` CPU seconds (three times the unmutated wall time) it is
+    red. A machine loaded by other work stretches the wall clock instead, and that is never a kill (a kill by the
+    machine's load is how seed 101 first counted `rules.py:41 30 -> 31` dead)."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.append(proc.stdout.read() if proc.stdout else ""),
+                                            daemon=True)
+    reader.start()
+    t0, why = time.monotonic(), None
+    while proc.poll() is None:
+        try:
+            proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            pass
+        if proc.poll() is not None:
+            break
+        cpu = _cpu_seconds(proc)
+        if cpu > budget:
+            why = f"timeout: over {budget:.0f} s of CPU"
+        elif time.monotonic() - t0 > WALL_FACTOR * budget:
+            why = ""
+        if why is not None:
+            proc.kill()
+            proc.wait()
+            break
+    reader.join(10)
+    text = "".join(out)
+    if why == "":
+        return None, text, None
+    return (None if why else proc.returncode), text, why
+
+
 def run_mutant(m: mutate.Mutant, cmap: dict, tests: list[str] | None = None, scenarios: list[str] | None = None,
                sim_only: bool = False) -> dict:
     if tests is not None or scenarios is not None:  # chosen by hand: check that a new test kills a survivor
@@ -437,13 +488,13 @@ def run_mutant(m: mutate.Mutant, cmap: dict, tests: list[str] | None = None, sce
             env.pop(k, None)
         if sims:
             budget = SIM_TIMEOUT_FACTOR * sum(cmap["sim"].get(n, {}).get("seconds", 60) for n in sims) + 60
-            try:
-                r = subprocess.run([str(py), "-c", SIMRUN, *sims], cwd=copy, env=env, capture_output=True,
-                                   text=True, timeout=budget)
-                if r.returncode != 0:
-                    res["sim"] = (r.stdout.strip().splitlines() or [f"exit {r.returncode}"])[-1]
-            except subprocess.TimeoutExpired:
-                res["sim"] = f"timeout after {budget:.0f} s"
+            rc, out, why = _run_cpu_limited([str(py), "-c", SIMRUN, *sims], copy, env, budget)
+            if why:
+                res["sim"] = why
+            elif rc is None:  # the wall-clock cap of a loaded machine, not the mutant's CPU: no kill, say so
+                res["sim_inconclusive"] = f"wall-clock cap of {WALL_FACTOR * budget:.0f} s reached below the CPU budget"
+            elif rc != 0:
+                res["sim"] = (out.strip().splitlines() or [f"exit {rc}"])[-1]
         if files:
             red = [t for f in files for t in cmap["unit"].get(f, {}).get("red", ())]
             sel = Path(d) / "deselect"

@@ -454,6 +454,28 @@ def inv_no_double_effect(h: History) -> tuple[bool, str]:
     return True, f"{sum(dropped.values())} label drop(s), {len(removed)} worktree removal(s), {len(paths)} quarantined, none twice"
 
 
+# a daemon's pass that failed on one of these failed on its own code (or on data it should have refused): the
+# infrastructure's failures (OSError, a subprocess, the store away) are journaled and retried, and allowed
+PROGRAMMING_ERRORS = ("TypeError", "AttributeError", "NameError", "UnboundLocalError", "LookupError", "IndexError",
+                      "KeyError", "ValueError", "ZeroDivisionError", "AssertionError", "RecursionError",
+                      "NotImplementedError", "UnicodeError")
+PASS_ERRORS = ("dispatch.error", "supervisor.error", "reaper.error")
+
+
+def inv_no_internal_error(h: History) -> tuple[bool, str]:
+    """No daemon pass failed on healer's own code. `dispatch.error` / `supervisor.error` / `reaper.error` journal a
+    failed pass (healer/fleet/failed_pass.py) and the daemon goes on: the game day would pass over a tick that
+    raised TypeError every time. Failures of the world (OSError, a git or store error) are a fault's story."""
+    bad = [e for e in h.events if e.kind in PASS_ERRORS
+           and str(e.payload.get("error", "")).split(":", 1)[0].strip() in PROGRAMMING_ERRORS]
+    if bad:
+        e = bad[0]
+        return False, (f"{len(bad)} pass(es) failed on healer's own code, first at +{e.at - h.start:.0f}s: "
+                       f"{e.kind} {str(e.payload.get('error'))[:160]}")
+    n = sum(e.kind in PASS_ERRORS for e in h.events)
+    return True, f"no pass failed on healer's own code ({n} failed on the world's)"
+
+
 INVARIANTS: dict[str, Callable[[History], tuple[bool, str]]] = {
     "one_live_agent_per_ticket": inv_one_live_agent_per_ticket,
     "no_user_file_deleted": inv_no_user_file_deleted,
@@ -464,9 +486,10 @@ INVARIANTS: dict[str, Callable[[History], tuple[bool, str]]] = {
     "no_corpse": inv_no_corpse,
     "never_merged_broken": inv_never_merged_broken,
     "no_double_effect": inv_no_double_effect,
+    "no_internal_error": inv_no_internal_error,
 }
 # the invariants every run is held to (hypothesis exploration and `gameday run` both add them)
-STANDARD = ("one_live_agent_per_ticket", "no_user_file_deleted", "intents_settled", "one_lease_holder")
+STANDARD = ("one_live_agent_per_ticket", "no_user_file_deleted", "intents_settled", "one_lease_holder", "no_internal_error")
 
 
 assert set(INVARIANTS) == set(INVARIANT_NAMES), "chaos/scenario_parts.py INVARIANT_NAMES must list every invariant"

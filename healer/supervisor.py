@@ -444,6 +444,32 @@ class Supervisor:
     def stop(self, *_: Any) -> None:
         self._stopping.set()
 
+    def tick_once(self) -> tuple[TickReport | None, float | None]:
+        """One tick of the daemon that a failing pass cannot end (one line, an event, the next tick retries): the
+        report (None when the tick failed) and, for a standby, the monotonic time at which the leader's lease
+        expires (when to try again: takeover within the ttl). A lost store (StoreLost) and a failpoint end it.
+        The simulated world ticks through here too, so what a failed tick does is the daemon's, in both worlds."""
+        try:
+            self.store.check()
+            rep = self.tick()
+            cur = self.store.lease(LEASE) if rep.skipped else None
+            outage.ok(self.store, who="supervisor")
+        except (failpoints.FailpointError, StoreLost):
+            raise
+        except Exception as e:  # noqa: BLE001 - one bad tick is journaled; the next one starts from scratch
+            raise_if_corrupt(self.store, e)  # damaged pages do not heal by retrying: one line, exit 74
+            if outage.unavailable(e) and not host_trouble_or_corrupt(e):
+                outage.failed(self.store, e, tried=False)  # one line per outage; StoreGone past store.outage_tolerance
+                return None, None
+            if not transient(e) and "readonly" in str(e):
+                raise StoreLost(f"{self.store.path}: the store is read-only now ({e}); stopping") from e
+            raise_if_lost(self.store)
+            report_failed_pass(self.store, "supervisor", e)
+            return None, None
+        if cur is None:
+            return rep, None
+        return rep, self.clock.monotonic() + self.lease_judge.wait(LEASE, cur.expires_at, self.store.now())
+
     def run_forever(self, on_tick=None) -> None:
         """Tick every supervisor.tick (on the monotonic clock: a wall-clock step neither stalls nor bunches the ticks),
         and within WAKE_POLL + a tick when another process writes an event that could change a finding, until stop();
@@ -453,27 +479,10 @@ class Supervisor:
 
         def job() -> None:
             retry_at.clear()
-            try:
-                self.store.check()
-                rep = self.tick()
-                cur = self.store.lease(LEASE) if rep.skipped else None
-                outage.ok(self.store, who="supervisor")
-            except (failpoints.FailpointError, StoreLost):
-                raise
-            except Exception as e:  # noqa: BLE001 - one bad tick is journaled; the next one starts from scratch
-                raise_if_corrupt(self.store, e)  # damaged pages do not heal by retrying: one line, exit 74
-                if outage.unavailable(e) and not host_trouble_or_corrupt(e):
-                    outage.failed(self.store, e, tried=False)  # one line per outage; StoreGone past store.outage_tolerance
-                    return
-                if not transient(e) and "readonly" in str(e):
-                    raise StoreLost(f"{self.store.path}: the store is read-only now ({e}); stopping") from e
-                raise_if_lost(self.store)
-                report_failed_pass(self.store, "supervisor", e)
-                return
-            if cur is not None:
-                # a standby acts at the leader's expiry time, not at its next poll: takeover within the ttl
-                retry_at.append(self.clock.monotonic() + self.lease_judge.wait(LEASE, cur.expires_at, self.store.now()))
-            if on_tick:
+            rep, retry = self.tick_once()
+            if retry is not None:
+                retry_at.append(retry)
+            if rep is not None and on_tick:
                 on_tick(rep)
 
         every = Every(self.clock, period)

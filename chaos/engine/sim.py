@@ -358,7 +358,7 @@ class SimEngine:
         # frozen: the field incident's dispatcher is alive and passing, it just launches nothing (its launch
         # loop sees a stop request), so the sentinel that must fire is dispatch_frozen, not a dead dispatcher
         self.dispatcher.stopping = self.frozen
-        self.dispatcher.tick()
+        self.dispatcher.pass_once()  # the daemon's own pass: a failed one is journaled, as it is on a host
 
     def _beat(self, aid: str, gen: int) -> None:
         """The governed loop inside a virtual process: one iteration, one heartbeat (progress unless it hangs)."""
@@ -378,11 +378,13 @@ class SimEngine:
     def _supervise_pass(self) -> None:
         self.at(self.sim_now() + self.tick, "supervise")
         if self.supervisor_up and not self.supervisor_paused:
-            rep = self.supervisor.tick()
-            if rep.skipped is None:
+            rep, _ = self.supervisor.tick_once()  # the daemon's own tick: a failed one is journaled, as on a host
+            if rep is not None and rep.skipped is None:
                 self.ticks += 1
-        if self.standby is not None and self.standby.tick().skipped is None:
-            self.ticks += 1
+        if self.standby is not None:
+            rep, _ = self.standby.tick_once()
+            if rep is not None and rep.skipped is None:
+                self.ticks += 1
 
     def _new_dispatcher(self, pid: int | None = None):
         return Dispatcher(self.root, self.policy, self.store, self.clock, self.runtime, policy_path=self.policy_file,

@@ -77,3 +77,13 @@ def test_within_and_never_after():
     assert not c.ok and "expected within 60s" in c.message
     evs2 = [ev(1, 0, "main.red"), ev(2, 5, "dispatch.launched", "T-1"), ev(3, 9, "main.green"), ev(4, 10, "dispatch.launched", "T-2")]
     assert not check({"never_after": {"after": {"kind": "main.red"}, "until": {"kind": "main.green"}, "never": {"kind": "dispatch.launched"}}}, h(evs2)).ok
+
+
+def test_a_pass_that_failed_on_healers_own_code_fails_every_game_day():
+    """The daemons journal a failed pass and go on (healer/fleet/failed_pass.py); a game day must not pass over a
+    supervisor whose every tick raised TypeError. A failure of the world (OSError, git) is a fault's story."""
+    world = [ev(1, 5, "dispatch.error", "dispatch", error="OSError: [Errno 28] No space left on device")]
+    assert check({"invariant": "no_internal_error"}, h(world)).ok
+    ours = world + [ev(2, 30, "supervisor.error", "supervisor", error="TypeError: 'NoneType' object is not iterable")]
+    c = check({"invariant": "no_internal_error"}, h(ours))
+    assert not c.ok and "1 pass(es) failed on healer's own code" in c.message and "TypeError" in c.message
