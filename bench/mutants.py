@@ -22,7 +22,7 @@ of the simulated suite, of the unit tests and of both against issue 41's targets
 survivors. Exit 0 whatever the rates (`--strict`: 1 below a target).
 
     bench/mutants.py [--seed N] [--mutants 24] [--jobs N] [--list] [--only TEXT [--tests FILE... | --scenarios NAME...]]
-                     [--sim-budget S] [--unit-budget S] [--sim-only] [--refresh-map]
+                     [--sim-budget S] [--unit-budget S] [--sim-only] [--reach] [--refresh-map]
 """
 
 from __future__ import annotations
@@ -539,6 +539,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--static-unit", action="store_true",
                     help="no unit coverage map: a mutant's unit files are those that import its module (and those "
                          "the map already holds that run its line), smallest first, within --unit-budget")
+    ap.add_argument("--reach", action="store_true",
+                    help="no mutant: print, per file and in all, how many mutation sites some green simulated game day "
+                         "runs (the simulated kill rate's ceiling), from the coverage map")
     ap.add_argument("--sim-only", action="store_true",
                     help="the simulated game days only, no unit test (the game days' own kill rate, faster)")
     ap.add_argument("--record", action="store_true", help=f"append the run's numbers to {RECORD.name}")
@@ -561,6 +564,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(m.as_dict()))
         return 0
     by_hand = a.tests is not None or a.scenarios is not None
+    if a.reach:
+        return reach(coverage_map(a.jobs, a.refresh_map, False)["sim"], sites)
     cmap = {"sim": {}, "unit": {}} if by_hand else coverage_map(a.jobs, a.refresh_map, not (a.static_unit or a.sim_only))
     red = [n for n, v in cmap["sim"].items() if v["status"] != "passed"]
     if red:
@@ -573,6 +578,22 @@ def main(argv: list[str] | None = None) -> int:
     sim, both = summary(results, seed, time.monotonic() - t0, a.jobs, a.static_unit,
                         record=a.record and not a.only and not by_hand and not a.sim_only)
     return 1 if a.strict and (sim < 0.70 or both < 0.90) else 0
+
+
+def reach(sim: dict, sites: list[mutate.Mutant]) -> int:
+    """--reach: the sites some green simulated game day runs, per file (fewest run first) and in all."""
+    per: dict[str, list[int]] = {}
+    for m in sites:
+        fake = {"sim": sim, "unit": {}}
+        ran = bool(runners(fake, m)[3][0])
+        per.setdefault(m.path, [0, 0])
+        per[m.path][0] += ran
+        per[m.path][1] += 1
+    for path, (ran, n) in sorted(per.items(), key=lambda kv: kv[1][0] - kv[1][1]):
+        line("sim_reach_file", round(ran / n, 3), "fraction", path=path, run=ran, sites=n)
+    ran, n = sum(v[0] for v in per.values()), sum(v[1] for v in per.values())
+    line("sim_reach", round(ran / max(1, n), 3), "fraction", run=ran, sites=n)
+    return 0
 
 
 def summary(results: list[dict], seed: int, wall: float, jobs: int, static: bool, record: bool = False) -> tuple[float, float]:
