@@ -37,10 +37,10 @@ from chaos.engine.sim_adopt import SimAdopt
 from chaos.engine.sim_ports import Proc, SimGates, SimLauncher, SimProcesses, SimRuntime
 from chaos.engine.simgit import SimGit, SimRepo
 from chaos.engine.simstore import CachedStore
-from chaos.invariants import policy_facts
 from chaos.faults.schedule import resolve
 from chaos.faults.undo import UndoJournal, home
 from chaos.faults.worlds import SIM, inject, undo
+from chaos.invariants import policy_facts
 from chaos.scenario import Scenario, deep_merge, match
 from chaos.scenario_parts import Fault, TicketSpec
 from chaos.workdir import fresh
