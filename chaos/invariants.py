@@ -242,6 +242,9 @@ def inv_ticks_report_their_work(h: History) -> tuple[bool, str]:
             batch = str((p.get("params") or {}).get("_batch") or "")
             if batch.startswith("tick-"):
                 journaled[batch.rsplit("Z-", 1)[-1]].append(str(p.get("action")))
+        elif e.kind in ("chaos.crash", "chaos.restart"):  # a pass or tick cut short reports nothing: count afresh
+            since.clear()
+            rejected.clear()
         elif e.kind == "dispatch.tick":
             n += 1
             for k in ("launched", "merged", "rejected"):
