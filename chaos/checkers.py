@@ -471,6 +471,7 @@ INVARIANTS: dict[str, Callable[[History], tuple[bool, str]]] = {
     "no_launch_while_held": inv.inv_no_launch_while_held,
     "launches_within_budget": inv.inv_launches_within_budget,
     "escalations_reach_needs_human": inv.inv_escalations_reach_needs_human,
+    "escalations_leave_evidence": inv.inv_escalations_leave_evidence,
     "intents_journaled": inv.inv_intents_journaled,
     "remedies_within_limits": inv.inv_remedies_within_limits,
     "ticks_report_their_work": inv.inv_ticks_report_their_work,
@@ -480,8 +481,8 @@ INVARIANTS: dict[str, Callable[[History], tuple[bool, str]]] = {
 # runs it, not only the one whose story mentions it; hypothesis exploration lists them in its schedules too
 STANDARD = ("one_live_agent_per_ticket", "no_user_file_deleted", "intents_settled", "one_lease_holder",
             "ticket_moves_legal", "launch_only_in_progress", "no_launch_while_held", "launches_within_budget",
-            "escalations_reach_needs_human", "intents_journaled", "remedies_within_limits", "ticks_report_their_work",
-            "notifications_within_quota")
+            "escalations_reach_needs_human", "escalations_leave_evidence", "intents_journaled", "remedies_within_limits",
+            "ticks_report_their_work", "notifications_within_quota")
 
 
 assert set(INVARIANTS) == set(INVARIANT_NAMES), "chaos/scenario_parts.py INVARIANT_NAMES must list every invariant"

@@ -262,3 +262,54 @@ def inv_ticks_report_their_work(h: History) -> tuple[bool, str]:
                 return False, (f"supervisor.tick at {_at(h, e)} (event #{e.id}) reports {said or 'no action'}, "
                                f"its tick journaled {got or 'none'}")
     return True, f"{n} tick(s), each reporting what it did"
+
+
+def inv_escalations_leave_evidence(h: History) -> tuple[bool, str]:
+    """An escalation tells a human, with the evidence. The dispatcher's spent budget (docs/fleet.md: "labels the
+    ticket needs-human, moves it to needs_human, records dispatch.budget_exhausted, notifies, and comments the
+    evidence") does all of it in its pass; a proposal's spent replays (`dispatch.blocked`) comment the evidence; the
+    supervisor's `escalate` done (docs/supervisor.md) labels the ticket needs-human and comments, within its intent."""
+    labels: dict[str, set] = defaultdict(set)
+    in_pass: list[Any] = []
+    open_: dict[int, list[Any]] = {}  # escalate intents begun -> events since
+    n = 0
+
+    def lacks(t: str, seen: list[Any], need: tuple[str, ...]) -> list[str]:
+        have = {"label": "needs-human" in labels[t],
+                "comment": any(x.kind == "ticket.commented" and x.subject == t for x in seen),
+                "page": any(x.kind.startswith("notify.") and x.subject.endswith(":" + t) for x in seen)}
+        return [k for k in need if not have[k]]
+
+    for e in h.events:
+        p = e.payload if isinstance(e.payload, dict) else {}
+        if e.kind == "ticket.created":
+            labels[e.subject] = set(p.get("labels") or ())
+        elif e.kind == "ticket.labeled":
+            labels[e.subject].add(p.get("label"))
+        elif e.kind == "ticket.unlabeled":
+            labels[e.subject].discard(p.get("label"))
+        for seen in open_.values():
+            seen.append(e)
+        if e.kind == "intent.begun" and p.get("action") == "escalate":
+            open_[p.get("intent")] = []
+        elif e.kind in ("intent.done", "intent.aborted") and p.get("intent") in open_:
+            seen = open_.pop(p.get("intent"))
+            subj = next((i.subject for i in h.intents if i.id == p.get("intent")), e.subject)
+            if e.kind == "intent.done":
+                n += 1
+                miss = lacks(subj, seen, ("label", "comment"))
+                if miss:
+                    return False, f"escalate (intent #{p.get('intent')}) of {subj} done at {_at(h, e)} without its {' and '.join(miss)}"
+        in_pass.append(e)
+        if e.kind == "dispatch.tick":
+            for x in in_pass:
+                need = {"dispatch.budget_exhausted": ("label", "comment", "page"), "dispatch.blocked": ("comment",)}.get(x.kind)
+                if need:
+                    n += 1
+                    miss = lacks(x.subject, in_pass, need)
+                    if miss:
+                        return False, f"{x.kind} on {x.subject} at {_at(h, x)}: its pass left no {', no '.join(miss)}"
+            in_pass = []
+        elif e.kind in ("chaos.crash", "chaos.restart"):
+            in_pass = []
+    return True, f"{n} escalation(s), each with its label, comment and page"

@@ -205,3 +205,19 @@ def test_every_simulated_run_is_held_to_the_standard_invariants():
     assert r.failures[0].message.startswith("expectation 'invariant(launch_only_in_progress)' broken: dispatch.launched on T-1")
     off = finish(Result(sc, "passed", disabled=True), bad)  # a disabled run answers for its disable_breaks: only
     assert off.status == "passed" and len(off.checks) == 2
+
+
+def test_an_escalation_leaves_its_label_comment_and_page():
+    spent = [ev(1, 0, "ticket.created", "T-1", state="queued", labels=[]), ev(2, 1, "ticket.labeled", "T-1", label="needs-human"),
+             ev(3, 1, "ticket.commented", "T-1"), mv(4, 1, "T-1", "queued", "needs_human"),
+             ev(5, 1, "dispatch.budget_exhausted", "T-1", to="needs_human"), ev(6, 1, "notify.sent", "needs_human:T-1"),
+             ev(7, 1, "dispatch.tick")]
+    assert check({"invariant": "escalations_leave_evidence"}, h(spent)).ok
+    silent = [e for e in spent if e.kind != "notify.sent"]
+    c = check({"invariant": "escalations_leave_evidence"}, h(silent))
+    assert not c.ok and "dispatch.budget_exhausted on T-1 at +1s: its pass left no page" in c.message
+    esc = [ev(1, 0, "ticket.created", "T-2", state="in_progress", labels=[]),
+           ev(2, 5, "intent.begun", "T-2", intent=4, action="escalate"), ev(3, 5, "ticket.labeled", "T-2", label="needs-human"),
+           ev(4, 5, "intent.done", "T-2", intent=4, action="escalate")]
+    c = check({"invariant": "escalations_leave_evidence"}, h(esc, intents=[Intent(4, "escalate", "T-2", "done", {}, "s", "", 5, 5)]))
+    assert not c.ok and "escalate (intent #4) of T-2 done at +5s without its comment" in c.message
