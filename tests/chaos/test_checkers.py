@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from chaos.checkers import History, run_checks
+from chaos.checkers import STANDARD, History, run_checks
+from chaos.engine.base import Result, finish
+from chaos.scenario import Scenario
 from chaos.scenario_parts import Checker
 from healer.records import Event, Intent, Ticket
 
@@ -189,10 +191,6 @@ def test_a_tick_reports_what_it_did():
 def test_every_simulated_run_is_held_to_the_standard_invariants():
     """The engine adds the standard invariants a scenario does not name (not only `gameday run` or the explorer): a
     launch on an escalated ticket fails a game day whose own expectations never mention launches."""
-    from chaos.checkers import STANDARD
-    from chaos.engine.base import Result, finish
-    from chaos.scenario import Scenario
-
     sc = Scenario.model_validate({"name": "x", "mode": "simulated", "duration": "1h", "fleet": {"tickets": [{"id": "T-1"}]},
                                   "expect": [{"invariant": "intents_settled"}, {"tickets": {"match": "T-*", "min": 1}}]})
     tickets = {"T-1": Ticket("T-1", "t", "needs_human")}
