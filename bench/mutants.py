@@ -53,7 +53,7 @@ RECORD = Path(__file__).resolve().parent / "mutants_runs.jsonl"  # --record: eac
 SCENARIOS = ROOT / "chaos" / "scenarios"
 # chaos modules that judge or report a game day after it ran: they run none of the product's lines, so a new checker
 # does not remeasure the maps
-JUDGES = ("chaos/checkers.py", "chaos/report.py", "chaos/report_ctk.py", "chaos/html_report.py")
+JUDGES = ("chaos/checkers.py", "chaos/invariants.py", "chaos/report.py", "chaos/report_ctk.py", "chaos/html_report.py")
 CACHE = ROOT / ".cache" / "mutants"
 # the folders whose tests exercise the decision code, every file of them; the other folders' files that import it
 # (tests/chaos tests the game-day tool itself: its slow CLI and real-engine files run the decision code only in

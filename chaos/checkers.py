@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos import invariants as inv
 from chaos.faults.command import probe
 from chaos.scenario import match, seconds
 from chaos.scenario_parts import INVARIANT_NAMES, Checker
@@ -486,13 +487,45 @@ INVARIANTS: dict[str, Callable[[History], tuple[bool, str]]] = {
     "no_corpse": inv_no_corpse,
     "never_merged_broken": inv_never_merged_broken,
     "no_double_effect": inv_no_double_effect,
+    # general promises of healer (chaos/invariants.py says where each is promised)
+    "ticket_moves_legal": inv.inv_ticket_moves_legal,
+    "launch_only_in_progress": inv.inv_launch_only_in_progress,
+    "no_launch_while_held": inv.inv_no_launch_while_held,
+    "launches_within_budget": inv.inv_launches_within_budget,
+    "escalations_reach_needs_human": inv.inv_escalations_reach_needs_human,
+    "escalations_leave_evidence": inv.inv_escalations_leave_evidence,
+    "intents_journaled": inv.inv_intents_journaled,
+    "remedies_within_limits": inv.inv_remedies_within_limits,
+    "ticks_report_their_work": inv.inv_ticks_report_their_work,
     "no_internal_error": inv_no_internal_error,
 }
-# the invariants every run is held to (hypothesis exploration and `gameday run` both add them)
-STANDARD = ("one_live_agent_per_ticket", "no_user_file_deleted", "intents_settled", "one_lease_holder", "no_internal_error")
+# the invariants every simulated run is held to, whatever its expectations say: the engine adds those a scenario does
+# not name (standard_checks, from chaos/engine/base.py `finish`), so a broken general promise fails any game day that
+# runs it, not only the one whose story mentions it; hypothesis exploration lists them in its schedules too
+STANDARD = ("one_live_agent_per_ticket", "no_user_file_deleted", "intents_settled", "one_lease_holder",
+            "ticket_moves_legal", "launch_only_in_progress", "no_launch_while_held", "launches_within_budget",
+            "escalations_reach_needs_human", "escalations_leave_evidence", "intents_journaled", "remedies_within_limits",
+            "ticks_report_their_work", "notifications_within_quota", "no_internal_error")
 
 
 assert set(INVARIANTS) == set(INVARIANT_NAMES), "chaos/scenario_parts.py INVARIANT_NAMES must list every invariant"
+
+
+def standard_checks(expect: list[Checker], h: History) -> list[Check]:
+    """The STANDARD invariants the scenario's own expectations do not already name, one Check each, named as the
+    expectation `invariant: NAME` would be."""
+    named = {c.spec for c in expect if c.kind == "invariant"}
+    out = []
+    for name in STANDARD:
+        if name in named:
+            continue
+        title = f"invariant({name})"
+        try:
+            ok, msg = INVARIANTS[name](h)
+        except (KeyError, ValueError, TypeError) as e:
+            ok, msg = False, f"checker could not run: {type(e).__name__}: {e}"
+        out.append(Check(title, ok, msg if ok else f"expectation '{title}' broken: {msg}", "invariant"))
+    return out
 
 
 def check_invariant(spec: str, h: History) -> tuple[bool, str]:

@@ -145,7 +145,9 @@ class FleetSpec(Strict):
 TicketState = Literal["queued", "in_progress", "review", "done", "blocked", "needs_human", "closed"]
 INVARIANT_NAMES = ("one_live_agent_per_ticket", "no_user_file_deleted", "intents_settled", "one_lease_holder",
                    "notifications_within_quota", "no_leftovers", "no_corpse", "never_merged_broken", "no_double_effect",
-                   "no_internal_error")
+                   "ticket_moves_legal", "launch_only_in_progress", "no_launch_while_held", "launches_within_budget",
+                   "escalations_reach_needs_human", "escalations_leave_evidence", "intents_journaled", "remedies_within_limits",
+                   "ticks_report_their_work", "no_internal_error")
 InvariantName = Literal[INVARIANT_NAMES]  # type: ignore[valid-type]
 # what `state:` can look at (the engines' observations of the final world)
 STATE_KEYS = ("dispatch_paused", "dispatch_paused_reason", "ticks", "failpoints_left", "failpoints_missed", "failpoints_fired", "outside_unchanged",

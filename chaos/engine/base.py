@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from chaos.checkers import Check, History, run_checks
+from chaos.checkers import Check, History, run_checks, standard_checks
 from chaos.faults import NotApplied
 from chaos.scenario import Scenario, match
 from healer.clock import Clock, system
@@ -133,6 +133,10 @@ def finish(result: Result, history: History, clock: Clock | None = None) -> Resu
     clock = clock or system()
     t0 = clock.now()
     result.checks = run_checks(result.scenario.expect, history)
+    if result.scenario.mode == "simulated" and not result.disabled:
+        # the standard invariants hold in every simulated run of the product as shipped (a disabled run switches a
+        # feature off on purpose: it is held to what its `disable_breaks:` declares, nothing more)
+        result.checks += standard_checks(result.scenario.expect, history)
     t1 = clock.now()
     for c in result.checks:
         result.activities.append(Activity(c.name, "probe", t0, t1, "succeeded" if c.ok else "failed", c.message))

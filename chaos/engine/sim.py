@@ -40,6 +40,7 @@ from chaos.engine.simstore import CachedStore
 from chaos.faults.schedule import resolve
 from chaos.faults.undo import UndoJournal, home
 from chaos.faults.worlds import SIM, inject, undo
+from chaos.invariants import policy_facts
 from chaos.scenario import Scenario, deep_merge, match
 from chaos.scenario_parts import Fault, TicketSpec
 from chaos.workdir import fresh
@@ -535,7 +536,8 @@ class SimEngine:
                         "dispatch_paused": bool(self.store.get_setting(PAUSED_KEY, False)),
                         "dispatch_paused_reason": self.store.get_setting(cv.DISPATCH_PAUSED_REASON), "ticks": self.ticks,
                         "leftovers": [], "failpoints_left": [x[0] for x in self.fp_queue],
-                        "failpoints_fired": len(self.fp_names) - len(self.fp_queue), **ex})
+                        "failpoints_fired": len(self.fp_names) - len(self.fp_queue),
+                        "policy": policy_facts(self.policy), **ex})
 
     def _disarm_failpoints(self) -> None:
         """This process's failpoint setting back as the run found it (the run armed them in its own environment)."""
