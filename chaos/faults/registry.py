@@ -188,6 +188,11 @@ _SPECS = (
     FaultSpec("command", "run `params.command` (argv), its `params.undo` journaled first", "params.undo",
               params={"command": "argv", "undo": "argv", "cwd": "str", "timeout": "duration"},
               required={"command": "an argv"}, for_root=True),
+    FaultSpec("operator", "an operator steers from the console (healer/console/steer.py, actor operator:gameday): "
+              "`params.action` (release, ack, requeue, escalate, stop, pause, resume) on the target ticket; `ack` takes "
+              "the newest page whose key matches `params.page` (a glob)", "-", T,
+              params={"action": "str", "page": "str"}, required={"action": "the console's steering action"},
+              other_targets=("dispatch",)),
     # loops healer did not launch (docs/adopt.md; chaos/faults/adopted.py): `target` names the loop, not a ticket
     FaultSpec("adopted_loop", "a loop healer did not launch starts in a git worktree of its own, named by `target` "
               "(sim: a virtual `bash loop.sh` appending a Claude Code turn of `params.tokens` every `params.every`, "

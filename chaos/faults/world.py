@@ -96,6 +96,9 @@ class SimWorld(World, Protocol):
     def clock(self) -> VirtualClock: ...
 
     @property
+    def runtime(self) -> Any: ...  # the agents' runtime port (the console's steering judges liveness with it)
+
+    @property
     def broken(self) -> set[str]: ...  # tickets whose proposals fail the merge gates
 
     @property
