@@ -207,6 +207,18 @@ _SPECS = (
     FaultSpec("adopted_killed_session", "the target adopted loop's session is SIGKILLed, not through healer; sim: "
               "with `params.reuse_after` its pid goes to a process no rule matches that long after", "-", T,
               params={"reuse_after": "duration"}),
+    FaultSpec("adopted_leaking_children", "each turn of the target adopted loop leaves `params.per_turn` processes "
+              "of `params.rss_mib` MiB running (its tests' dev servers: every other one daemonised, setsid), "
+              "simulated", "ended with its group; the daemonised ones outlive it", T,
+              params={"per_turn": "int", "rss_mib": "int"}),
+    FaultSpec("adopted_same_failure", "each turn of the target adopted loop fails the same way: its gates write "
+              "`params.gates` to .loop/gates.log (a timing that changes around it), and/or a tool call returns "
+              "`params.tool` (a Claude Code tool_result, is_error), simulated", "-", T,
+              params={"gates": "str", "tool": "str"}),
+    FaultSpec("adopted_flip_flop", "each turn of the target adopted loop undoes the last one (work.txt A, B, A, B; its "
+              ".loop/ scratch ignored), simulated", "-", T),
+    FaultSpec("adopted_spinning", "the target adopted loop's turns go on (transcripts, prompts) and change nothing in "
+              "its worktree (its .loop/ scratch ignored), simulated", "-", T),
     *(FaultSpec(f"container_{op}", f"docker {op} the target's agent containers", "-", ("target", "count"), params=_CONTAINER)
       for op in ("kill", "pause", "unpause", "stop", "restart")),
 )
