@@ -167,6 +167,10 @@ _SPECS = (
     # blame on nobody but us; the others need the real world, or a process or a human the explorer does not play
     FaultSpec("model_down", "the target's model endpoint answers only 5xx/429 for its next `count` runs (default 3): "
               "each ends 69 model_unavailable (simulated)", "-", ("target", "count")),
+    FaultSpec("disk_full", "the fleet's file system has only `params.free_mib` MiB free (default 100; simulated: the "
+              "disk-free port's answer for every folder)", "disk_freed", params={"free_mib": "int"},
+              undone_by="disk_freed"),
+    FaultSpec("disk_freed", "the fleet's file system has room again", "-"),
     FaultSpec("store_read_only", "the store takes no writes past the target's runners' store.outage_tolerance for its "
               "next `count` runs (default 3): each ends 69 store_unavailable (simulated)", "-", ("target", "count")),
     FaultSpec("delete_worktree", "the target's worktree vanishes under a running ticket", "kept in the game day's trash (real)", T),
