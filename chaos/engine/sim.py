@@ -34,7 +34,7 @@ from chaos.checkers import STANDARD, History
 from chaos.engine.arming import FailpointArming
 from chaos.engine.base import Activity, Result, apply_fault, finish
 from chaos.engine.sim_adopt import SimAdopt
-from chaos.engine.sim_ports import Proc, SimGates, SimLauncher, SimProcesses, SimRuntime
+from chaos.engine.sim_ports import Proc, SimDisk, SimGates, SimLauncher, SimProcesses, SimRuntime
 from chaos.engine.simgit import SimGit, SimRepo
 from chaos.engine.simstore import CachedStore
 from chaos.faults.schedule import resolve
@@ -146,7 +146,8 @@ class SimEngine:
         self.fired: set[int] = set()
         self.tick = scenario.tick or self.policy.supervisor.tick
         self.dispatch_tick = self.policy.fleet.dispatch_tick
-        self.ports = Ports(self.git, SimGates(self), SimProcesses(self), SimLauncher(self))
+        self.disk = SimDisk()  # the disk-free port: the disk_full / disk_freed faults set what it answers
+        self.ports = Ports(self.git, SimGates(self), SimProcesses(self), SimLauncher(self), self.disk)
         if self.main == "red":
             self.repo.commit(self.root, {"RED": RED}, "game day: break main")
         self.adopt = SimAdopt(self)  # loops healer did not launch: the adoption's process table is its port

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,12 @@ class SimLoop:
     state: str = "running"  # running | hung | ended
     usd: float = 0.0
     gen: int = 0
+    leak: int = 0  # processes each turn leaves running (a dev server, a watcher its tests start and never stop)
+    leak_rss: int = 0  # resident bytes of each
+    children: list[int] = field(default_factory=list)  # the pids it left running so far
+    gates: str | None = None  # the error its gates print after each turn into .loop/gates.log (None: no gates run)
+    tool_error: str | None = None  # the error one tool call of each turn returns (a Claude Code tool_result, is_error)
+    work: str = "progress"  # what a turn does to work.txt: progress (a new step), cycle (A, B, A, B), still (nothing)
 
 
 class SimProcTable:
@@ -80,6 +86,7 @@ class SimAdopt:
         self.boot = engine.clock.now() - BOOT_AGO
         self.table = SimProcTable(self)
         self.loops: dict[str, SimLoop] = {}
+        self.next_pid = ADOPT_PID_BASE + 100_000  # the pids of the processes loops leave running
 
     # -- the world's own acts ----------------------------------------------------------------
     def _ticks(self) -> int:
@@ -138,22 +145,56 @@ class SimAdopt:
                                                                 "cache_read_input_tokens": 0}}}
         with loop.transcript.open("a") as f:
             f.write(json.dumps(line) + "\n")
+            if loop.tool_error is not None:  # the turn's tool call failed: Claude Code's tool_result block, is_error
+                f.write(json.dumps({"type": "user", "sessionId": f"sim-{name}", "cwd": str(loop.worktree), "message": {
+                    "role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{name}_{n}",
+                                                 "is_error": True, "content": loop.tool_error}]}}) + "\n")
         prompt = loop.worktree / ".loop" / f"prompt-{n}.md"
         prompt.parent.mkdir(exist_ok=True)
         prompt.write_text(f"iteration {n}\n")
+        written = [loop.transcript, prompt]
         work = loop.worktree / "work.txt"
-        work.write_text(f"step {n}\n")  # progress: the worktree's diff changes every turn
-        self._touch(loop.transcript, prompt, work)
+        if loop.work == "progress":
+            work.write_text(f"step {n}\n")  # progress: the worktree's diff changes every turn
+        elif loop.work == "cycle":
+            work.write_text("fix A\n" if n % 2 else "fix B\n")  # it undoes its last turn's change, every turn
+        if loop.work != "still":
+            written.append(work)
+        if loop.gates is not None:  # loop.sh's gates after the turn: the same failure, its timing changing
+            gates = loop.worktree / ".loop" / "gates.log"
+            gates.write_text(f"$ pytest -q\nFAILED tests/test_api.py::test_login - {loop.gates}\n"
+                             f"1 failed, 41 passed in {0.4 + n / 100:.2f}s\n")
+            written.append(gates)
+        self._touch(*written)
+        for _ in range(loop.leak):
+            self._leave_running(loop)
         self.e.store.append("chaos.adopt.turn", name, {"loop": name, "n": n, "usd": round(loop.usd, 6)})
         if loop.converge_after is not None and n >= loop.converge_after:
             self._end(loop, "converged")
             return
         self.e.at(self.e.sim_now() + loop.every, "adopt", "turn", name, gen)
 
+    def _leave_running(self, loop: SimLoop) -> None:
+        """A process the turn started and left running, a child of the loop: every other one in its process group,
+        the others daemonised (setsid: a group of their own, still its descendants)."""
+        self.next_pid += 1
+        pid = self.next_pid
+        own_group = len(loop.children) % 2 == 1
+        self.table.procs[pid] = Proc(pid, loop.pid, pid if own_group else loop.pid, self._ticks(),
+                                     ("node", "vite", "--port", str(5173 + len(loop.children))), str(loop.worktree),
+                                     os.getuid(), {}, loop.leak_rss)
+        loop.children.append(pid)
+
     def _end(self, loop: SimLoop, reason: str) -> None:
         loop.state = "ended"
         loop.gen += 1
         self.table.procs.pop(loop.pid, None)
+        for pid in loop.children:  # its group's end is theirs; the daemonised ones live on, orphans of init
+            p = self.table.procs.get(pid)
+            if p is not None and p.pgid == loop.pid:
+                self.table.procs.pop(pid)
+            elif p is not None:
+                self.table.procs[pid] = Proc(p.pid, 1, p.pgid, p.start_ticks, p.argv, p.cwd, p.uid, p.env, p.rss)
         self.e.store.append("chaos.adopt.ended", loop.name, {"loop": loop.name, "pid": loop.pid, "reason": reason})
 
     def _reuse(self, name: str) -> None:
@@ -190,6 +231,28 @@ class SimAdopt:
         loop = self.loop(name)
         loop.converge_after = None
         return f"loop {loop.name} never converges"
+
+    def leak(self, name: str | None, per_turn: int, rss: int) -> str:
+        loop = self.loop(name)
+        loop.leak, loop.leak_rss = per_turn, rss
+        return f"loop {loop.name} leaves {per_turn} process(es) of {rss >> 20} MiB running each turn"
+
+    def failing(self, name: str | None, gates: str | None, tool: str | None) -> str:
+        loop = self.loop(name)
+        loop.gates, loop.tool_error = gates, tool
+        said = [f"its gates fail with {gates!r}"] * (gates is not None) + [f"a tool call fails with {tool!r}"] * (tool is not None)
+        return f"loop {loop.name}: each turn " + " and ".join(said or ["passes"])
+
+    def working(self, name: str | None, work: str) -> str:
+        loop = self.loop(name)
+        if work not in ("progress", "cycle", "still"):
+            raise NotApplied(f"params.work is progress, cycle or still, not {work!r}")
+        loop.work = work
+        exclude = loop.worktree / ".git" / "info" / "exclude"  # its scratch folder ignored: only work.txt is its work
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        with exclude.open("a") as f:
+            f.write(".loop/\n")
+        return f"loop {loop.name}'s turns now do {work} to its worktree"
 
     def kill(self, name: str | None, reuse_after: float | None) -> str:
         loop = self.loop(name)

@@ -157,3 +157,20 @@ class SimLauncher:
         store.append("repair.launched", "repair", {"reason": reason, "run": run_id})
         store.append("repair.ended", run_id, {"exit_code": 0, "timed_out": False})
         return None
+
+
+class SimDisk:
+    """The disk-free port (healer/fleet/ports.py `disk_free`: a folder's (file system id, bytes free), None when it is
+    not there): the world's one file system, with plenty free until the disk_full fault says otherwise. The folders
+    are real; only the number is the world's."""
+
+    PLENTY = 1 << 40
+
+    def __init__(self) -> None:
+        self.free_bytes = self.PLENTY
+
+    def __call__(self, path) -> tuple[int, int] | None:
+        try:
+            return os.stat(path).st_dev, self.free_bytes
+        except OSError:
+            return None

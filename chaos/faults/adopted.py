@@ -62,6 +62,25 @@ def sim_endless_loop(e: SimWorld, f: Fault) -> str:
     return e.adopt.endless(_name(f))
 
 
+def sim_leaking_children(e: SimWorld, f: Fault) -> str:
+    return e.adopt.leak(_name(f), int(f.params.get("per_turn", 1)), int(f.params.get("rss_mib", 50)) << 20)
+
+
+def sim_same_failure(e: SimWorld, f: Fault) -> str:
+    p = f.params
+    if not p.get("gates") and not p.get("tool"):
+        raise NotApplied("adopted_same_failure names the failure: params.gates (its gates' error) or params.tool")
+    return e.adopt.failing(_name(f), p.get("gates") or None, p.get("tool") or None)
+
+
+def sim_flip_flop(e: SimWorld, f: Fault) -> str:
+    return e.adopt.working(_name(f), "cycle")
+
+
+def sim_spinning(e: SimWorld, f: Fault) -> str:
+    return e.adopt.working(_name(f), "still")
+
+
 def sim_killed_session(e: SimWorld, f: Fault) -> str:
     after = f.params.get("reuse_after")
     return e.adopt.kill(_name(f), float(after) if after is not None else None)
@@ -140,6 +159,8 @@ def real_killed_session(e: RealWorld, f: Fault) -> str:
 
 
 SIM = {"adopted_loop": sim_loop, "adopted_hung_cli": sim_hung_cli, "adopted_runaway_cost": sim_runaway_cost,
-       "adopted_endless_loop": sim_endless_loop, "adopted_killed_session": sim_killed_session}
+       "adopted_endless_loop": sim_endless_loop, "adopted_killed_session": sim_killed_session,
+       "adopted_leaking_children": sim_leaking_children, "adopted_same_failure": sim_same_failure,
+       "adopted_flip_flop": sim_flip_flop, "adopted_spinning": sim_spinning}
 REAL = {"adopted_loop": real_loop, "adopted_hung_cli": real_hung_cli, "adopted_runaway_cost": real_runaway_cost,
         "adopted_killed_session": real_killed_session}

@@ -167,6 +167,10 @@ _SPECS = (
     # blame on nobody but us; the others need the real world, or a process or a human the explorer does not play
     FaultSpec("model_down", "the target's model endpoint answers only 5xx/429 for its next `count` runs (default 3): "
               "each ends 69 model_unavailable (simulated)", "-", ("target", "count")),
+    FaultSpec("disk_full", "the fleet's file system has only `params.free_mib` MiB free (default 100; simulated: the "
+              "disk-free port's answer for every folder)", "disk_freed", params={"free_mib": "int"},
+              undone_by="disk_freed"),
+    FaultSpec("disk_freed", "the fleet's file system has room again", "-"),
     FaultSpec("store_read_only", "the store takes no writes past the target's runners' store.outage_tolerance for its "
               "next `count` runs (default 3): each ends 69 store_unavailable (simulated)", "-", ("target", "count")),
     FaultSpec("delete_worktree", "the target's worktree vanishes under a running ticket", "kept in the game day's trash (real)", T),
@@ -188,6 +192,11 @@ _SPECS = (
     FaultSpec("command", "run `params.command` (argv), its `params.undo` journaled first", "params.undo",
               params={"command": "argv", "undo": "argv", "cwd": "str", "timeout": "duration"},
               required={"command": "an argv"}, for_root=True),
+    FaultSpec("operator", "an operator steers from the console (healer/console/steer.py, actor operator:gameday): "
+              "`params.action` (release, ack, requeue, escalate, stop, pause, resume) on the target ticket; `ack` takes "
+              "the newest page whose key matches `params.page` (a glob)", "-", T,
+              params={"action": "str", "page": "str"}, required={"action": "the console's steering action"},
+              other_targets=("dispatch",)),
     # loops healer did not launch (docs/adopt.md; chaos/faults/adopted.py): `target` names the loop, not a ticket
     FaultSpec("adopted_loop", "a loop healer did not launch starts in a git worktree of its own, named by `target` "
               "(sim: a virtual `bash loop.sh` appending a Claude Code turn of `params.tokens` every `params.every`, "
@@ -202,6 +211,18 @@ _SPECS = (
     FaultSpec("adopted_killed_session", "the target adopted loop's session is SIGKILLed, not through healer; sim: "
               "with `params.reuse_after` its pid goes to a process no rule matches that long after", "-", T,
               params={"reuse_after": "duration"}),
+    FaultSpec("adopted_leaking_children", "each turn of the target adopted loop leaves `params.per_turn` processes "
+              "of `params.rss_mib` MiB running (its tests' dev servers: every other one daemonised, setsid), "
+              "simulated", "ended with its group; the daemonised ones outlive it", T,
+              params={"per_turn": "int", "rss_mib": "int"}),
+    FaultSpec("adopted_same_failure", "each turn of the target adopted loop fails the same way: its gates write "
+              "`params.gates` to .loop/gates.log (a timing that changes around it), and/or a tool call returns "
+              "`params.tool` (a Claude Code tool_result, is_error), simulated", "-", T,
+              params={"gates": "str", "tool": "str"}),
+    FaultSpec("adopted_flip_flop", "each turn of the target adopted loop undoes the last one (work.txt A, B, A, B; its "
+              ".loop/ scratch ignored), simulated", "-", T),
+    FaultSpec("adopted_spinning", "the target adopted loop's turns go on (transcripts, prompts) and change nothing in "
+              "its worktree (its .loop/ scratch ignored), simulated", "-", T),
     *(FaultSpec(f"container_{op}", f"docker {op} the target's agent containers", "-", ("target", "count"), params=_CONTAINER)
       for op in ("kill", "pause", "unpause", "stop", "restart")),
 )

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from chaos.agents.behaviours import make
-from chaos.faults import NotApplied, adopted, checkouts
+from chaos.faults import NotApplied, adopted, checkouts, operator
 from chaos.faults.board import alert_flood, move_ticket, stale_labels, tickets
 from chaos.faults.command import inject as run_command
 from chaos.faults.world import SimAgent, SimWorld
@@ -159,6 +159,16 @@ def same_commit_repush(e: SimWorld, f: Fault) -> str:
     return "agents push the same commit"
 
 
+def disk_full(e: SimWorld, f: Fault) -> str:
+    e.disk.free_bytes = int(f.params.get("free_mib", 100)) << 20  # every folder the fleet writes to, one file system
+    return f"the disk has {e.disk.free_bytes >> 20} MiB free"
+
+
+def disk_freed(e: SimWorld, f: Fault) -> str:
+    e.disk.free_bytes = e.disk.PLENTY
+    return "the disk has room again"
+
+
 def _infra_down(e: SimWorld, f: Fault, cause: str, what: str) -> str:
     """The target's next `count` runs (default 3) end for the infrastructure (chaos/agents/behaviours.py InfraDown)."""
     ids = tickets(e, f)
@@ -214,4 +224,4 @@ INJECT = {**checkouts.INJECT, **{fn.__name__: fn for fn in (
     command, failpoint, kill_agent, stop_agent, continue_agent, hung_agent, kill_supervisor, stop_supervisor,
     continue_supervisor, kill_dispatcher, stop_dispatcher, continue_dispatcher, frozen_dispatch, thaw_dispatch,
     red_main, green_main, move_ticket, stale_labels, broken_proposal, same_commit_repush, alert_flood, clock_jump,
-    busy_worktree, release_worktree, model_down, store_read_only)}, **adopted.SIM}
+    busy_worktree, release_worktree, model_down, store_read_only, disk_full, disk_freed)}, **adopted.SIM, **operator.SIM}

@@ -96,6 +96,9 @@ class SimWorld(World, Protocol):
     def clock(self) -> VirtualClock: ...
 
     @property
+    def runtime(self) -> Any: ...  # the agents' runtime port (the console's steering judges liveness with it)
+
+    @property
     def broken(self) -> set[str]: ...  # tickets whose proposals fail the merge gates
 
     @property
@@ -125,6 +128,9 @@ class SimWorld(World, Protocol):
 
     @property
     def adopt(self) -> Any: ...  # the adopted loops (chaos/engine/sim_adopt.py SimAdopt)
+
+    @property
+    def disk(self) -> Any: ...  # the disk-free port (chaos/engine/sim_ports.py SimDisk): `free_bytes` is the world's
 
     def wait_busy(self) -> None: ...  # until every holder's cwd is visible to the process table
 
