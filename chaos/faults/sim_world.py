@@ -232,6 +232,15 @@ def half_made_worktree(e: SimWorld, f: Fault) -> str:
     return f"half-made worktree(s) for {', '.join(made)}" + (" (held by a live process)" if f.params.get("held") else "")
 
 
+def branch_checked_out(e: SimWorld, f: Fault) -> str:
+    """A human's own checkout of each target ticket's branch (`git worktree add ../human/T-1 healer/T-1`), beside the
+    fleet: git refuses the branch to the ticket's worktree while it is there."""
+    ids = tickets(e, f)
+    for tid in ids:
+        e.git.add_worktree(e.root, e.root.parent / "human" / tid, cv.branch_for(tid), e.policy.fleet.main_branch)
+    return f"{len(ids)} branch(es) checked out by a human"
+
+
 def release_worktree(e: SimWorld, f: Fault) -> str:
     for proc, tree in e.busy_procs:
         tree.kill(0.5)
@@ -248,4 +257,4 @@ INJECT = {**checkouts.INJECT, **{fn.__name__: fn for fn in (
     command, failpoint, kill_agent, stop_agent, continue_agent, hung_agent, kill_supervisor, stop_supervisor,
     continue_supervisor, kill_dispatcher, stop_dispatcher, continue_dispatcher, frozen_dispatch, thaw_dispatch,
     red_main, green_main, move_ticket, stale_labels, broken_proposal, same_commit_repush, alert_flood, clock_jump,
-    busy_worktree, release_worktree, half_made_worktree, model_down, store_read_only)}, **adopted.SIM}
+    busy_worktree, release_worktree, half_made_worktree, branch_checked_out, model_down, store_read_only)}, **adopted.SIM}
