@@ -478,7 +478,7 @@ class SimEngine:
             if self.next_dispatcher_host:  # the same machine and fleet root, come back under another host id
                 self.dispatcher_host, self.next_dispatcher_host = self.next_dispatcher_host, None
                 self.dispatcher = self._new_dispatcher(pid=PID_BASE - 2000 - self.holder_n)
-                self.store.append("chaos.restart", "dispatcher", {"host": self.dispatcher_host})
+            self.store.append("chaos.restart", "dispatcher", {"host": self.dispatcher_host})
 
     def run(self) -> Result:
         self.begin()

@@ -133,8 +133,8 @@ class SimProcesses:
         # /proc, which cost a fifth of a long game day; a real holder (busy_worktree's) is asked of the machine
         if not pid:
             return False
-        if pid == os.getpid():
-            return True
+        if pid == os.getpid():  # the dispatcher's: dead while a kill_dispatcher keeps it down, as its process would be
+            return bool(self.e.dispatcher_up)
         return False if pid >= VIRTUAL_PIDS else procs.alive(pid)
 
     def find_agent(self, root, agent_id, run_id):

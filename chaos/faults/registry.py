@@ -177,6 +177,12 @@ _SPECS = (
     FaultSpec("busy_worktree", "a live process with its cwd inside the target's worktree", "release_worktree / killed at the end",
               T, "release_worktree"),
     FaultSpec("release_worktree", "the busy_worktree holders end", "-"),
+    FaultSpec("branch_checked_out", "a human checks the target's branch out in a checkout of their own, outside the "
+              "fleet (git then refuses the branch to any other worktree) (simulated)", "-", T),
+    FaultSpec("half_made_worktree", "the target's worktree folder is left half-made, as by a dispatcher killed inside "
+              "`git worktree add`: on disk with part of a checkout, never registered by git; `params.held`: a git child "
+              "the kill missed still works inside (simulated)", "the holder ends at the end (release_worktree)", T,
+              params={"held": "bool"}),
     FaultSpec("move_ticket", "a human moves the target ticket to `params.to` (the lifecycle table allowing)", "-", T,
               params={"to": "str"}, required={"to": "the state a human moves the ticket to"}),
     FaultSpec("index_lock", "a stale index.lock in the fleet repository's main checkout (`target: main`) or in the "

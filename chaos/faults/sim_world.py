@@ -8,6 +8,7 @@ each), chaos/faults/worlds.py joins this table to the records; the engine only c
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -19,6 +20,7 @@ from chaos.faults.command import inject as run_command
 from chaos.faults.world import SimAgent, SimWorld
 from chaos.scenario import match
 from chaos.scenario_parts import Fault
+from healer import conventions as cv
 from healer import procs
 
 
@@ -208,6 +210,47 @@ def busy_worktree(e: SimWorld, f: Fault) -> str:
     return f"{n} worktree(s) held by a live process"
 
 
+def _hold(e: SimWorld, folder: Path, n: int) -> None:
+    """A REAL process with its cwd inside `folder` (the real busy check must see it), journaled to be killed."""
+    argv = [sys.executable, "-c", "import time; time.sleep(3600)"]
+    marker = f"gameday-busy-{e.seed}-{n}-{id(e)}"
+    proc, tree = procs.spawn(argv, cwd=str(folder), marker=marker)
+    e.undo.register("kill_tree", pid=proc.pid, marker=marker, role="busy worktree holder")
+    e.busy_procs.append((proc, tree))
+
+
+def half_made_worktree(e: SimWorld, f: Fault) -> str:
+    """The dispatcher was killed inside `git worktree add` for each target ticket: the folder is on disk with part of
+    the checkout, git never registered it (so `git worktree add` refuses the path); `params.held`: a git child the
+    kill missed still works inside."""
+    made = []
+    for tid in tickets(e, f):
+        wt = cv.worktree_for(e.root, tid)
+        if e.git.half_made(e.root, wt) is None and wt.exists():
+            continue  # a real worktree is there: nothing half-made to leave
+        wt.mkdir(parents=True, exist_ok=True)
+        part = wt / "README.md"
+        part.write_text(f"{tid}: checked out halfway when the dispatcher was killed\n")
+        e.injected[str(part.relative_to(e.root))] = hashlib.sha256(part.read_bytes()).hexdigest()  # kept, whoever moves it
+        if f.params.get("held"):
+            _hold(e, wt, len(e.busy_procs))
+        made.append(tid)
+    if not made:
+        raise NotApplied(f"no ticket without a worktree among {f.target or 'all'}")
+    if f.params.get("held"):
+        e.wait_busy()
+    return f"half-made worktree(s) for {', '.join(made)}" + (" (held by a live process)" if f.params.get("held") else "")
+
+
+def branch_checked_out(e: SimWorld, f: Fault) -> str:
+    """A human's own checkout of each target ticket's branch (`git worktree add ../human/T-1 healer/T-1`), beside the
+    fleet: git refuses the branch to the ticket's worktree while it is there."""
+    ids = tickets(e, f)
+    for tid in ids:
+        e.git.add_worktree(e.root, e.root.parent / "human" / tid, cv.branch_for(tid), e.policy.fleet.main_branch)
+    return f"{len(ids)} branch(es) checked out by a human"
+
+
 def release_worktree(e: SimWorld, f: Fault) -> str:
     for proc, tree in e.busy_procs:
         tree.kill(0.5)
@@ -224,4 +267,5 @@ INJECT = {**checkouts.INJECT, **{fn.__name__: fn for fn in (
     command, failpoint, kill_agent, stop_agent, continue_agent, hung_agent, kill_supervisor, stop_supervisor,
     continue_supervisor, kill_dispatcher, stop_dispatcher, continue_dispatcher, frozen_dispatch, thaw_dispatch,
     red_main, green_main, move_ticket, stale_labels, broken_proposal, same_commit_repush, alert_flood, clock_jump,
-    busy_worktree, release_worktree, model_down, store_read_only, disk_full, disk_freed)}, **adopted.SIM, **operator.SIM}
+    busy_worktree, release_worktree, half_made_worktree, branch_checked_out, model_down, store_read_only, disk_full,
+    disk_freed)}, **adopted.SIM, **operator.SIM}
