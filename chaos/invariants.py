@@ -168,7 +168,9 @@ def inv_intents_journaled(h: History) -> tuple[bool, str]:
         iid = e.payload.get("intent") if isinstance(e.payload, dict) else None
         if e.kind in step and isinstance(iid, int):
             s, prev = step[e.kind], seen.get(iid)
-            if (prev is None and s != 0) or (prev is not None and s <= prev and not (prev == 1 and s == 1)):
+            # done only once begun (an effect nobody marked begun could not be recovered), aborted from either
+            if (prev is None and s != 0) or (prev is not None and s <= prev and not (prev == 1 and s == 1)) \
+                    or (e.kind == "intent.done" and prev != 1):
                 was = "nothing" if prev is None else next(k for k, v in step.items() if v == prev)
                 return False, f"intent #{iid} ({e.payload.get('action')}): {e.kind} at {_at(h, e)} after {was}"
             seen[iid] = s
