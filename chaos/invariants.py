@@ -9,12 +9,19 @@ Each is `inv_NAME(history) -> (ok, message)`; chaos/checkers.py registers them i
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from healer import lifecycle
 
-if TYPE_CHECKING:  # the History type only: chaos.checkers imports this module
-    from chaos.checkers import History
+
+class History(Protocol):
+    """What the invariants read of chaos.checkers.History (which imports this module: no import back)."""
+
+    events: list[Any]
+    tickets: dict[str, Any]
+    intents: list[Any]
+    start: float
+    extra: dict[str, Any]
 
 # what a launch of any kind records (docs/fleet.md: "launches per ticket, resumes and replays included")
 LAUNCHES = ("dispatch.launched", "dispatch.resumed", "dispatch.replayed")
