@@ -9,12 +9,19 @@ Each is `inv_NAME(history) -> (ok, message)`; chaos/checkers.py registers them i
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from healer import lifecycle
 
-if TYPE_CHECKING:  # the History type only: chaos.checkers imports this module
-    from chaos.checkers import History
+
+class History(Protocol):
+    """What the invariants read of chaos.checkers.History (which imports this module: no import back)."""
+
+    events: list[Any]
+    tickets: dict[str, Any]
+    intents: list[Any]
+    start: float
+    extra: dict[str, Any]
 
 # what a launch of any kind records (docs/fleet.md: "launches per ticket, resumes and replays included")
 LAUNCHES = ("dispatch.launched", "dispatch.resumed", "dispatch.replayed")
@@ -168,7 +175,9 @@ def inv_intents_journaled(h: History) -> tuple[bool, str]:
         iid = e.payload.get("intent") if isinstance(e.payload, dict) else None
         if e.kind in step and isinstance(iid, int):
             s, prev = step[e.kind], seen.get(iid)
-            if (prev is None and s != 0) or (prev is not None and s <= prev and not (prev == 1 and s == 1)):
+            # done only once begun (an effect nobody marked begun could not be recovered), aborted from either
+            if (prev is None and s != 0) or (prev is not None and s <= prev and not (prev == 1 and s == 1)) \
+                    or (e.kind == "intent.done" and prev != 1):
                 was = "nothing" if prev is None else next(k for k, v in step.items() if v == prev)
                 return False, f"intent #{iid} ({e.payload.get('action')}): {e.kind} at {_at(h, e)} after {was}"
             seen[iid] = s

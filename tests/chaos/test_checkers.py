@@ -162,6 +162,9 @@ def test_intents_journaled_in_order_on_the_whitelist_within_the_limits():
     late = [intent(1, 0, 1, "begun"), intent(2, 0, 1, "planned"), intent(3, 0, 1, "done")]
     c = check({"invariant": "intents_journaled"}, h(late, intents=rows))
     assert not c.ok and "intent #1 (stop_agent): intent.begun at +0s after nothing" in c.message
+    unbegun = [intent(1, 0, 1, "planned"), intent(2, 0, 1, "done")]  # an effect never marked begun: unrecoverable
+    c = check({"invariant": "intents_journaled"}, h(unbegun, intents=rows))
+    assert not c.ok and "intent #1 (stop_agent): intent.done at +0s after intent.planned" in c.message
     c = check({"invariant": "intents_journaled"}, h(good, intents=[Intent(1, "stop_agent", "T-1", "begun", {}, "s", "", 0, 0)]))
     assert not c.ok and "intent #1 stop_agent is begun in the journal, its last event says done" in c.message
     banned = [intent(1, 0, 1, "planned", action="quarantine_file"), intent(2, 0, 1, "aborted", action="quarantine_file")]
