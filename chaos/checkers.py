@@ -189,6 +189,12 @@ def check_count(spec: dict, h: History) -> tuple[bool, str]:
     return ok, msg
 
 
+def _what(spec: dict) -> str:
+    """The events a spec selects, as the scenario wrote them: `ticket.moved about S-1 with payload {to: needs_human}`."""
+    out = _k(spec) + (f" about {spec['subject']}" if spec.get("subject") else "")
+    return out + (f" with payload {_flow(spec['payload'])}" if spec.get("payload") else "")
+
+
 def _flow(v: Any) -> str:
     """A payload filter as the scenario writes it: {to: needs_human}."""
     if isinstance(v, dict):
@@ -206,8 +212,8 @@ def check_never(spec: dict, h: History) -> tuple[bool, str]:
     evs = _select(spec, h)
     if evs:
         e = evs[0]
-        return False, f"{len(evs)} {_k(spec)} event(s), the first at +{e.at - h.start:.0f}s about {e.subject or '-'}"
-    return True, f"no {_k(spec)} event"
+        return False, f"{len(evs)} {_what(spec)} event(s), the first at +{e.at - h.start:.0f}s about {e.subject or '-'}"
+    return True, f"no {_what(spec)} event"
 
 
 def _first(spec: dict, h: History) -> Event | None:
@@ -219,7 +225,7 @@ def check_never_after(spec: dict, h: History) -> tuple[bool, str]:
     """{after: {kind, subject, payload}, never: {kind, subject}, until?: {kind...}}: nothing between the anchors."""
     anchor = _first(spec["after"], h)
     if anchor is None:
-        return False, f"the anchor event {spec['after'].get('kind')} never happened"
+        return False, f"the anchor event {_what(spec['after'])} never happened"
     stop = None
     if spec.get("until"):
         stop = next((e for e in _select(spec["until"], h) if e.id > anchor.id), None)
@@ -236,17 +242,19 @@ def check_within(spec: dict, h: History) -> tuple[bool, str]:
     if spec.get("after"):
         a = _first(spec["after"], h)
         if a is None:
-            return False, f"the anchor event {spec['after'].get('kind')} never happened"
+            return False, f"the anchor event {_what(spec['after'])} never happened"
         t0, anchor_id = a.at, a.id
     evs = [e for e in _select(spec, h) if e.id > anchor_id]
     if not evs:
-        return False, f"no {_k(spec)} event after the anchor (wanted within {spec.get('max')})"
+        unfiltered = len(_select({k: v for k, v in spec.items() if k != "payload"}, h)) if spec.get("payload") else 0
+        return False, (f"no {_what(spec)} event after the anchor (wanted within {spec.get('max')})"
+                       + (f"; {unfiltered} without the payload filter" if unfiltered else ""))
     dt = evs[0].at - t0
     if "max" in spec and dt > seconds(spec["max"]):
-        return False, f"first {_k(spec)} came {dt:.0f}s after the anchor, expected within {seconds(spec['max']):.0f}s"
+        return False, f"first {_what(spec)} came {dt:.0f}s after the anchor, expected within {seconds(spec['max']):.0f}s"
     if "min" in spec and dt < seconds(spec["min"]):
-        return False, f"first {_k(spec)} came {dt:.0f}s after the anchor, expected no sooner than {seconds(spec['min']):.0f}s"
-    return True, f"first {_k(spec)} {dt:.0f}s after the anchor"
+        return False, f"first {_what(spec)} came {dt:.0f}s after the anchor, expected no sooner than {seconds(spec['min']):.0f}s"
+    return True, f"first {_what(spec)} {dt:.0f}s after the anchor"
 
 
 def check_gaps(spec: dict, h: History) -> tuple[bool, str]:

@@ -232,3 +232,14 @@ def test_a_pass_that_failed_on_healers_own_code_fails_every_game_day():
     ours = world + [ev(2, 30, "supervisor.error", "supervisor", error="TypeError: 'NoneType' object is not iterable")]
     c = check({"invariant": "no_internal_error"}, h(ours))
     assert not c.ok and "1 pass(es) failed on healer's own code" in c.message and "TypeError" in c.message
+
+
+def test_within_and_never_say_the_payload_filter_they_counted_with():
+    """Issue 41 item 4: 'expected at least 1, got 0' beside seven such events in the timeline is a riddle; every
+    selecting checker names the subject and the payload filter, and `within` says how many the filter left out."""
+    evs = [ev(i, i * 10, "ticket.moved", "S-1", to="queued") for i in range(1, 8)]
+    c = check({"within": {"kind": "ticket.moved", "subject": "S-1", "payload": {"to": "needs_human"}, "max": "1h"}}, h(evs))
+    assert not c.ok and "no ticket.moved about S-1 with payload {to: needs_human} event" in c.message
+    assert "7 without the payload filter" in c.message
+    n = check({"never": {"kind": "ticket.moved", "subject": "S-1", "payload": {"to": "queued"}}}, h(evs))
+    assert not n.ok and "7 ticket.moved about S-1 with payload {to: queued} event(s)" in n.message

@@ -67,7 +67,7 @@ def test_a_fault_aimed_at_a_dead_daemon_errs_the_game_day_in_every_output(tmp_pa
     res = engine.run(load(sc), tmp_path / "wd")
     assert res.status == "error"
     [c] = res.checks
-    assert not c.ok and "chaos.fault never happened" in c.message  # never_after needs its anchor
+    assert not c.ok and "chaos.fault with payload {fault: frozen_dispatch} never happened" in c.message  # its anchor
 
 
 def test_a_fault_whose_event_never_comes_leaves_its_expectations_vacuous(tmp_path):
