@@ -229,9 +229,10 @@ def half_made_worktree(e: SimWorld, f: Fault) -> str:
         if e.git.half_made(e.root, wt) is None and wt.exists():
             continue  # a real worktree is there: nothing half-made to leave
         wt.mkdir(parents=True, exist_ok=True)
-        part = wt / "README.md"
-        part.write_text(f"{tid}: checked out halfway when the dispatcher was killed\n")
-        e.injected[str(part.relative_to(e.root))] = hashlib.sha256(part.read_bytes()).hexdigest()  # kept, whoever moves it
+        for part in (wt / "README.md", wt / "src" / "part.py"):  # a checkout stops mid-tree: a file, a folder begun
+            part.parent.mkdir(parents=True, exist_ok=True)
+            part.write_text(f"{tid}: checked out halfway when the dispatcher was killed\n")
+            e.injected[str(part.relative_to(e.root))] = hashlib.sha256(part.read_bytes()).hexdigest()  # kept, wherever
         if f.params.get("held"):
             _hold(e, wt, len(e.busy_procs))
         made.append(tid)
