@@ -102,8 +102,10 @@ def setup(root: str | Path | None = None, debug: bool = False, *, stderr: bool =
             logger.remove(0)  # loguru's default stderr sink
         except ValueError:
             pass
-        logger.configure(patcher=_patch)
         _state["configured"] = True
+    # every setup, not once per process: whatever reconfigured loguru in between (a library, an embedding test
+    # process), the sinks added below are redacted
+    logger.configure(patcher=_patch)
 
     if stderr:
         _state["ids"].append(logger.add(sys.stderr, level="DEBUG" if debug else "INFO", format=HUMAN_FORMAT,
