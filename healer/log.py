@@ -70,6 +70,9 @@ def _redact_value(v: Any) -> Any:
 
 def _patch(record: Record) -> None:
     record["message"] = redact(record["message"])
+    template = record.get("template")  # loguru 0.8 serializes the unformatted message too
+    if isinstance(template, str):
+        record["template"] = redact(template)  # type: ignore[typeddict-unknown-key]
     for k in list(record["extra"]):
         record["extra"][k] = MASK if _SECRET_NAME.search(k) else _redact_value(record["extra"][k])
 
