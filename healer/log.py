@@ -13,7 +13,7 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from loguru import logger
 
@@ -70,9 +70,10 @@ def _redact_value(v: Any) -> Any:
 
 def _patch(record: Record) -> None:
     record["message"] = redact(record["message"])
-    template = record.get("template")  # loguru 0.8 serializes the unformatted message too
+    raw = cast("dict[str, Any]", record)  # loguru 0.8 adds `template` (the unformatted message), 0.7 has none
+    template = raw.get("template")
     if isinstance(template, str):
-        record["template"] = redact(template)  # type: ignore[typeddict-unknown-key]
+        raw["template"] = redact(template)
     for k in list(record["extra"]):
         record["extra"][k] = MASK if _SECRET_NAME.search(k) else _redact_value(record["extra"][k])
 
